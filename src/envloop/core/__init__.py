@@ -1,0 +1,1 @@
+"""Pure domain: identifiers, statuses, trial specs and outcomes, metrics. No I/O lives here."""

@@ -1,0 +1,62 @@
+"""What a runner is asked to do (TrialSpec) and what it reports back (TrialOutcome).
+
+Runners never touch the store: they take a spec, run one attempt, and return an outcome that the
+scheduler records exactly once. That keeps the execution path testable without a database.
+"""
+
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from envloop.core.status import ErrorType
+
+TrialEndStatus = Literal["completed", "failed", "cancelled"]
+SandboxMode = Literal["bwrap", "plain"]
+
+
+class TrialSpec(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    job_id: str
+    trial_id: str
+    task_name: str
+    attempt: int = Field(ge=1, description="1-based attempt number within (task, profile)")
+    profile_ref: str
+    runner: str
+    params: dict[str, str] = Field(description="profile params with secret values resolved")
+    secret_values: tuple[str, ...] = Field(default=(), description="values to mask in anything kept")
+    task_dir: Path = Field(description="frozen copy of the task; runners copy from it, never write to it")
+    instance_root: Path = Field(description="parent of the per-trial instance directory (removed on teardown)")
+    artifacts_dir: Path = Field(description="where kept files go: agent logs, verifier output")
+    agent_timeout_sec: float | None = None
+    verifier_timeout_sec: float | None = None
+    max_steps: int | None = None
+    network: bool = False
+
+
+class TrialError(BaseModel):
+    type: ErrorType
+    message: str
+    exit_code: int | None = None
+
+
+class PhaseRecord(BaseModel):
+    name: Literal["setup", "agent", "verifier", "artifacts", "teardown"]
+    started_at: datetime
+    ended_at: datetime
+    exit_code: int | None = None
+    timed_out: bool = False
+
+
+class TrialOutcome(BaseModel):
+    status: TrialEndStatus
+    error: TrialError | None = None
+    reward: float | None = None
+    reward_note: str | None = Field(default=None, description="why there is no primary reward")
+    dimensions: dict[str, float] = Field(default_factory=dict)
+    sandbox: SandboxMode | None = None
+    sandbox_note: str | None = None
+    phases: list[PhaseRecord] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)

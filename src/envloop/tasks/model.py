@@ -1,0 +1,82 @@
+"""Typed view of a task. Unknown task.toml fields are kept (extra="allow"), never rejected."""
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class AgentSection(_Section):
+    timeout_sec: float | None = Field(default=None, gt=0)
+
+
+class VerifierSection(_Section):
+    timeout_sec: float | None = Field(default=None, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class EnvironmentSection(_Section):
+    cpus: float | None = Field(default=None, gt=0)
+    memory_mb: int | None = Field(default=None, gt=0)
+    storage_mb: int | None = Field(default=None, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+    workdir: str | None = None
+    allow_internet: bool = False
+
+
+class TaskConfig(_Section):
+    """task.toml. Absent sections take defaults; a default timeout is applied by the runner."""
+
+    version: str | None = None
+    metadata: dict[str, object] = Field(default_factory=dict)
+    agent: AgentSection = Field(default_factory=AgentSection)
+    verifier: VerifierSection = Field(default_factory=VerifierSection)
+    environment: EnvironmentSection = Field(default_factory=EnvironmentSection)
+
+
+class HarborTask(BaseModel):
+    """A loaded Harbor-format task directory."""
+
+    kind: Literal["harbor"] = "harbor"
+    name: str
+    root: Path
+    config: TaskConfig
+    instruction: str
+    digest: str
+
+    @property
+    def tests_dir(self) -> Path:
+        return self.root / "tests"
+
+    @property
+    def solution_dir(self) -> Path:
+        return self.root / "solution"
+
+    @property
+    def environment_dir(self) -> Path:
+        return self.root / "environment"
+
+
+class ChatRow(BaseModel):
+    """One JSONL row for model-only evaluation."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = None
+    prompt: str = Field(min_length=1)
+    answer: str
+    metadata: dict[str, object] = Field(default_factory=dict)
+
+
+class TaskFormatError(ValueError):
+    """A task that cannot be loaded. The message names the file (and field) at fault."""
+
+    def __init__(self, file: Path | str, message: str, field: str | None = None) -> None:
+        self.file = str(file)
+        self.field = field
+        where = f"{self.file}: {field}" if field else self.file
+        super().__init__(f"{where}: {message}")
