@@ -1,0 +1,249 @@
+"""Job metrics per Profile (SPEC section 3), computed in one place for every surface.
+
+The input is the grid of requested attempt slots (members x k), each in one state. Only a
+"scored" slot carries a counted reward; every other state is a missing measurement and is never
+read as 0. Coverage (`score_counts`) travels with every aggregate so a high score on a partial run
+cannot pass for a result on the whole dataset.
+"""
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from envloop.core.stats import (
+    PairedDifference,
+    clustered_stderr,
+    estimator_curves,
+    paired_difference,
+    t_interval,
+)
+
+SlotState = Literal["scored", "waiting", "invalid", "invalidated", "undispatched"]
+MissingState = Literal["waiting", "invalid", "invalidated", "undispatched"]
+
+
+class AttemptSlot(BaseModel):
+    """One requested attempt of one task.
+
+    scored: a counted numeric reward (a failed trial can still be scored); waiting: pending or
+    running; invalid: terminal without a reward; invalidated: excluded by a user (the excluded
+    reward may be kept for display but never counts); undispatched: never started. Whether the
+    reward fits the state is checked where the grid is read, which costs far less per slot than a
+    model validator when a job has a million attempts.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    task: str
+    attempt: int = Field(ge=1, description="1-based")
+    state: SlotState
+    reward: float | None = Field(default=None, allow_inf_nan=False)
+
+
+class ScoreCounts(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    total: int = Field(description="members x k, including undispatched slots")
+    scored: int = Field(description="attempts with a counted reward")
+    missing: int = Field(description="requested attempts without a counted reward")
+    invalid: int = Field(description="terminal attempts without a reward (part of missing)")
+    invalidated: int = Field(description="attempts excluded by a user (part of missing)")
+    total_members: int
+    complete_members: int = Field(description="members with all k attempts scored")
+
+
+class CurvePoint(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    k: int
+    pass_at_k: float
+    pass_hat_k: float
+    tasks: int = Field(description="tasks with at least k scored attempts, each weighted equally")
+
+
+class MemberRow(BaseModel):
+    """One selected task: its k slots in attempt order, as rewards or the reason one is missing."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task: str
+    attempts: list[float | MissingState]
+    scored: int
+    mean: float | None
+    passes: int | None = Field(description="rewards equal to 1; null when none scored or any is not 0/1")
+    complete: bool
+
+
+class ProfileMetrics(BaseModel):
+    model_config = ConfigDict(
+        frozen=True, validate_by_name=True, validate_by_alias=True, serialize_by_alias=True
+    )
+
+    k: int
+    score: float | None
+    pass_: float | None = Field(alias="pass")
+    pass_at_k: float | None
+    pass_hat_k: float | None
+    score_counts: ScoreCounts
+    curve: list[CurvePoint] | None
+    stderr: float | None = Field(description="standard error of score, clustered by task")
+    ci95: tuple[float, float] | None
+    members: list[MemberRow]
+
+
+def compute_metrics(members: Sequence[str], k: int, slots: Iterable[AttemptSlot]) -> ProfileMetrics:
+    """Aggregate the slots of one Profile in one job.
+
+    `members` are the selected task names in dataset order and `k` the requested attempts per task.
+    A (member, attempt) pair absent from `slots` is undispatched. A slot naming an unknown task, an
+    attempt beyond k, or a pair already seen is a caller's bug and raises ValueError.
+    """
+    grid = _grid(members, k, slots)
+    rows = [_member_row(task, k, line) for task, line in zip(members, grid, strict=True)]
+    rewards_by_task = [[r for r in row.attempts if not isinstance(r, str)] for row in rows]
+    all_rewards = [r for rewards in rewards_by_task for r in rewards]
+    scored = len(all_rewards)
+    binary = scored > 0 and all(row.passes is not None for row in rows if row.scored)
+
+    score = math.fsum(all_rewards) / scored if scored else None
+    complete = [rewards for rewards, row in zip(rewards_by_task, rows, strict=True) if row.complete]
+    pass_at_k = pass_hat_k = None
+    if binary and complete:
+        pass_at_k = sum(1.0 in rewards for rewards in complete) / len(complete)
+        pass_hat_k = sum(all(r == 1.0 for r in rewards) for rewards in complete) / len(complete)
+
+    stderr = clustered_stderr(rewards_by_task)
+    ci95 = None
+    if score is not None and stderr is not None:
+        clusters = sum(1 for rewards in rewards_by_task if rewards)
+        ci95 = t_interval(score, stderr, clusters - 1, clamp=(0.0, 1.0) if binary else None)
+
+    states = [slot for row in rows for slot in row.attempts if isinstance(slot, str)]
+    counts = ScoreCounts(
+        total=len(members) * k,
+        scored=scored,
+        missing=len(states),
+        invalid=states.count("invalid"),
+        invalidated=states.count("invalidated"),
+        total_members=len(members),
+        complete_members=len(complete),
+    )
+    return ProfileMetrics(
+        k=k,
+        score=score,
+        pass_=score if binary else None,
+        pass_at_k=pass_at_k,
+        pass_hat_k=pass_hat_k,
+        score_counts=counts,
+        curve=_curve(rewards_by_task) if binary else None,
+        stderr=stderr,
+        ci95=ci95,
+        members=rows,
+    )
+
+
+def compare_profiles(a: ProfileMetrics, b: ProfileMetrics) -> PairedDifference:
+    """Paired comparison a - b of per-task mean rewards, over tasks both sides scored.
+
+    Tasks are matched by name, so two jobs on the same dataset revision compare task by task even
+    when their selections differ; a task missing a score on either side is left out, not zeroed.
+    """
+    means_b = {row.task: row.mean for row in b.members if row.mean is not None}
+    pairs = [
+        (row.mean, means_b[row.task]) for row in a.members if row.mean is not None and row.task in means_b
+    ]
+    return paired_difference([x for x, _ in pairs], [y for _, y in pairs])
+
+
+def null_reasons(m: ProfileMetrics) -> dict[str, str]:
+    """Why each null aggregate is null, in words a user can act on (a null is never a silent 0)."""
+    reasons: dict[str, str] = {}
+    if m.score is None:
+        return dict.fromkeys(
+            ("score", "pass", "pass_at_k", "pass_hat_k", "curve", "stderr"), "no attempt has a counted reward"
+        )
+    if m.pass_ is None:
+        not_binary = "some scored rewards are not 0 or 1"
+        reasons.update(dict.fromkeys(("pass", "pass_at_k", "pass_hat_k", "curve"), not_binary))
+    elif m.pass_at_k is None:
+        no_member = f"no member has all {m.k} attempts scored"
+        reasons.update(dict.fromkeys(("pass_at_k", "pass_hat_k"), no_member))
+    if m.stderr is None:
+        reasons["stderr"] = "fewer than two tasks have a scored attempt"
+    return reasons
+
+
+def _grid(members: Sequence[str], k: int, slots: Iterable[AttemptSlot]) -> list[list[AttemptSlot | None]]:
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    index = {task: position for position, task in enumerate(members)}
+    if len(index) != len(members):
+        raise ValueError("members must be distinct task names")
+    grid: list[list[AttemptSlot | None]] = [[None] * k for _ in members]
+    for slot in slots:
+        position = index.get(slot.task)
+        if position is None:
+            raise ValueError(f"slot for task {slot.task!r}, which is not a selected member")
+        if slot.attempt > k:
+            raise ValueError(f"slot {slot.task!r} attempt {slot.attempt} exceeds k={k}")
+        line = grid[position]
+        if line[slot.attempt - 1] is not None:
+            raise ValueError(f"two slots for {slot.task!r} attempt {slot.attempt}")
+        line[slot.attempt - 1] = slot
+    return grid
+
+
+def _member_row(task: str, k: int, line: list[AttemptSlot | None]) -> MemberRow:
+    attempts: list[float | MissingState] = []
+    rewards: list[float] = []
+    for slot in line:
+        if slot is None:
+            attempts.append("undispatched")
+        elif slot.state == "scored":
+            if slot.reward is None:
+                raise ValueError(f"scored slot {task!r} attempt {slot.attempt} has no reward")
+            attempts.append(slot.reward)
+            rewards.append(slot.reward)
+        elif slot.reward is None or slot.state == "invalidated":
+            attempts.append(slot.state)
+        else:
+            raise ValueError(f"{slot.state} slot {task!r} attempt {slot.attempt} cannot carry a reward")
+    scored = len(rewards)
+    binary = scored > 0 and all(r in (0.0, 1.0) for r in rewards)
+    return MemberRow(
+        task=task,
+        attempts=attempts,
+        scored=scored,
+        mean=math.fsum(rewards) / scored if scored else None,
+        passes=sum(r == 1.0 for r in rewards) if binary else None,
+        complete=scored == k,
+    )
+
+
+def _curve(rewards_by_task: Sequence[Sequence[float]]) -> list[CurvePoint]:
+    """Equal-task-weight mean of the per-task estimators at every k' up to the largest n.
+
+    Tasks with the same (n, c) share one estimator computation, which keeps a large job (thousands
+    of tasks with the same attempt count) close to linear in the number of distinct pairs.
+    """
+    by_pair: dict[tuple[int, int], int] = {}
+    for rewards in rewards_by_task:
+        if rewards:
+            pair = (len(rewards), sum(r == 1.0 for r in rewards))
+            by_pair[pair] = by_pair.get(pair, 0) + 1
+    depth = max((n for n, _ in by_pair), default=0)
+    sum_at = [0.0] * depth
+    sum_hat = [0.0] * depth
+    tasks = [0] * depth
+    for (n, c), weight in by_pair.items():
+        pass_at, pass_hat = estimator_curves(n, c)
+        for i in range(n):
+            sum_at[i] += weight * pass_at[i]
+            sum_hat[i] += weight * pass_hat[i]
+            tasks[i] += weight
+    return [
+        CurvePoint(k=i + 1, pass_at_k=sum_at[i] / tasks[i], pass_hat_k=sum_hat[i] / tasks[i], tasks=tasks[i])
+        for i in range(depth)
+    ]

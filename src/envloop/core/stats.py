@@ -1,0 +1,214 @@
+"""Estimators and uncertainty for evaluation results: pure arithmetic, no dependencies beyond the stdlib.
+
+Three things live here because every metric surface needs them and none should re-derive them:
+
+- the unbiased per-task estimators pass@k (Chen et al. 2021, "Evaluating Large Language Models
+  Trained on Code") and pass^k (Yao et al. 2024, "τ-bench"), for every k up to n at once;
+- the standard error of a mean clustered by task, following Miller 2024, "Adding Error Bars to
+  Evals: A Statistical Approach to Language Model Evaluations": attempts of one task share the
+  task's difficulty, so treating them as independent understates the uncertainty;
+- a Student-t quantile, so intervals stay honest for small task counts without importing scipy.
+"""
+
+import math
+from collections.abc import Sequence
+from statistics import NormalDist
+
+from pydantic import BaseModel, ConfigDict
+
+
+def estimator_curves(n: int, c: int) -> tuple[list[float], list[float]]:
+    """pass@k' and pass^k' for k' = 1..n, for one task with n scored attempts and c passes.
+
+    pass@k' = 1 - C(n-c, k')/C(n, k') and pass^k' = C(c, k')/C(n, k'). Binomials overflow and
+    their ratio cancels catastrophically for n in the thousands, so both ratios are built as running
+    products of factors ≤ 1, which is O(n) for the whole curve. The miss probability
+    ∏ (n-c-i)/(n-i) is accumulated as a sum of log1p terms and turned back with expm1, which keeps
+    pass@k' accurate to relative precision even when it is tiny (one pass among thousands).
+    """
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+    pass_at: list[float] = []
+    pass_hat: list[float] = []
+    log_miss = 0.0
+    all_pass = 1.0
+    for i in range(n):
+        remaining = n - i
+        if i < n - c:
+            log_miss += math.log1p(-c / remaining)
+            pass_at.append(0.0 - math.expm1(log_miss))
+        else:
+            pass_at.append(1.0)
+        all_pass = all_pass * (c - i) / remaining if i < c else 0.0
+        pass_hat.append(all_pass)
+    return pass_at, pass_hat
+
+
+def clustered_stderr(clusters: Sequence[Sequence[float]]) -> float | None:
+    """Cluster-robust standard error of the attempt-weighted mean of all values.
+
+    With G clusters (tasks), N values and residuals e = y - ȳ, the variance of ȳ is
+    G/(G-1) · Σ_g (Σ_j e_gj)² / N² (Miller 2024, section 2.3, with the usual small-sample factor).
+    With one value per cluster it reduces to the textbook s/√N. Empty clusters are ignored; fewer
+    than two non-empty clusters leave the variance unidentified, hence None.
+    """
+    groups = [group for group in clusters if len(group)]
+    count = len(groups)
+    if count < 2:
+        return None
+    total = sum(len(group) for group in groups)
+    mean = math.fsum(math.fsum(group) for group in groups) / total
+    squares = math.fsum((math.fsum(group) - len(group) * mean) ** 2 for group in groups)
+    return math.sqrt(count / (count - 1) * squares) / total
+
+
+def t_interval(
+    mean: float, stderr: float, df: int, *, clamp: tuple[float, float] | None = None
+) -> tuple[float, float]:
+    """Two-sided 95% interval mean ± t(0.975, df)·stderr, optionally clamped (pass rates live in [0, 1])."""
+    half = t_quantile(0.975, df) * stderr
+    low, high = mean - half, mean + half
+    if clamp is not None:
+        low, high = max(low, clamp[0]), min(high, clamp[1])
+    return low, high
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Quantile of Student's t distribution with df > 0 degrees of freedom, to ~1e-12 relative.
+
+    df 1 and 2 have closed forms; otherwise Newton's method on the exact upper-tail probability
+    (a regularized incomplete beta function) starts from the normal quantile, guarded by a bracket
+    so it cannot diverge in the heavy tails of small df.
+    """
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    if not df > 0:
+        raise ValueError(f"df must be positive, got {df}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    if p == 0.5:
+        return 0.0
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    target = 1.0 - p
+    low = NormalDist().inv_cdf(p)  # t's tails are heavier, so its quantile is never smaller
+    high = 2 * low
+    while _t_upper_tail(high, df) > target:
+        low, high = high, 2 * high
+    point = low
+    for _ in range(200):
+        excess = _t_upper_tail(point, df) - target
+        if excess > 0:
+            low = point
+        else:
+            high = point
+        step = excess / _t_density(point, df)
+        candidate = point + step
+        if not low < candidate < high:
+            candidate = (low + high) / 2
+        if abs(candidate - point) <= 1e-14 * abs(candidate):
+            return candidate
+        point = candidate
+    raise ArithmeticError(f"t quantile did not converge for p={p}, df={df}")
+
+
+def _t_upper_tail(t: float, df: float) -> float:
+    """P(T > t) for t >= 0, computed directly so a small tail is not lost to 1 - cdf cancellation."""
+    return 0.5 * _regularized_beta(df / (df + t * t), df / 2, 0.5)
+
+
+def _t_density(t: float, df: float) -> float:
+    log_density = (
+        math.lgamma((df + 1) / 2)
+        - math.lgamma(df / 2)
+        - 0.5 * math.log(df * math.pi)
+        - (df + 1) / 2 * math.log1p(t * t / df)
+    )
+    return math.exp(log_density)
+
+
+def _regularized_beta(x: float, a: float, b: float) -> float:
+    """I_x(a, b), by its continued fraction on whichever side of the mean converges quickly."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1) / (a + b + 2):
+        return math.exp(log_front) * _beta_fraction(x, a, b) / a
+    return 1.0 - math.exp(log_front) * _beta_fraction(1.0 - x, b, a) / b
+
+
+def _beta_fraction(x: float, a: float, b: float) -> float:
+    """Modified Lentz evaluation of the incomplete-beta continued fraction."""
+    tiny = 1e-300
+    c = 1.0
+    d = 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 100_000):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= c * d
+        if abs(c * d - 1.0) < 1e-16:
+            return result
+    raise ArithmeticError(f"incomplete beta fraction did not converge for x={x}, a={a}, b={b}")
+
+
+class PairedDifference(BaseModel):
+    """Mean of per-task differences a - b over tasks both sides measured, with its uncertainty.
+
+    Pairing by task removes the between-task variance both runs share (Miller 2024, section 4),
+    which is why two models that are close on average can still be told apart. `correlation` is
+    the Pearson correlation of the per-task values: the higher it is, the more pairing helps.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    tasks: int
+    mean_difference: float | None
+    stderr: float | None
+    ci95: tuple[float, float] | None
+    correlation: float | None
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float]) -> PairedDifference:
+    """Compare two equally long sequences of per-task values (same tasks, same order)."""
+    if len(a) != len(b):
+        raise ValueError(f"paired values need equal lengths, got {len(a)} and {len(b)}")
+    count = len(a)
+    if count == 0:
+        return PairedDifference(tasks=0, mean_difference=None, stderr=None, ci95=None, correlation=None)
+    differences = [x - y for x, y in zip(a, b, strict=True)]
+    mean = math.fsum(differences) / count
+    if count < 2:
+        return PairedDifference(tasks=count, mean_difference=mean, stderr=None, ci95=None, correlation=None)
+    variance = math.fsum((d - mean) ** 2 for d in differences) / (count - 1)
+    stderr = math.sqrt(variance / count)
+    return PairedDifference(
+        tasks=count,
+        mean_difference=mean,
+        stderr=stderr,
+        ci95=t_interval(mean, stderr, count - 1),
+        correlation=_pearson(a, b),
+    )
+
+
+def _pearson(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """None when either side is constant: a correlation with no variation is undefined, not 0."""
+    mean_a = math.fsum(a) / len(a)
+    mean_b = math.fsum(b) / len(b)
+    cov = math.fsum((x - mean_a) * (y - mean_b) for x, y in zip(a, b, strict=True))
+    var_a = math.fsum((x - mean_a) ** 2 for x in a)
+    var_b = math.fsum((y - mean_b) ** 2 for y in b)
+    if var_a == 0 or var_b == 0:
+        return None
+    return max(-1.0, min(1.0, cov / math.sqrt(var_a * var_b)))
