@@ -227,13 +227,19 @@ def test_stderr_is_clustered_by_task_and_the_interval_uses_student_t() -> None:
     assert metrics.ci95 == (0.0, 1.0)
 
 
-def test_non_binary_interval_keeps_its_scale() -> None:
+def test_partial_credit_interval_stays_within_the_unit_range() -> None:
     metrics = metrics_for(2, {"A": [0.5, 1.0], "B": [0.25, 0.0]})
     assert metrics.stderr == pytest.approx(0.3125, rel=1e-12)
+    assert metrics.ci95 == (0.0, 1.0)
+
+
+def test_rewards_outside_the_unit_range_keep_their_scale_in_the_interval() -> None:
+    metrics = metrics_for(2, {"A": [5.0, 10.0], "B": [2.5, 0.0]})
+    assert metrics.stderr == pytest.approx(3.125, rel=1e-12)
     assert metrics.ci95 is not None
-    half = 12.706204736174698 * 0.3125
-    assert metrics.ci95[0] == pytest.approx(0.4375 - half, rel=1e-9)
-    assert metrics.ci95[1] == pytest.approx(0.4375 + half, rel=1e-9)
+    half = 12.706204736174698 * 3.125
+    assert metrics.ci95[0] == pytest.approx(4.375 - half, rel=1e-9)
+    assert metrics.ci95[1] == pytest.approx(4.375 + half, rel=1e-9)
 
 
 def test_one_scored_task_has_no_error_bar() -> None:

@@ -118,7 +118,9 @@ def compute_metrics(members: Sequence[str], k: int, slots: Iterable[AttemptSlot]
     ci95 = None
     if score is not None and stderr is not None:
         clusters = sum(1 for rewards in rewards_by_task if rewards)
-        ci95 = t_interval(score, stderr, clusters - 1, clamp=(0.0, 1.0) if binary else None)
+        # Rewards that all lie in [0, 1] (pass rates, partial credit) cannot average outside it.
+        bounded = all(0.0 <= r <= 1.0 for r in all_rewards)
+        ci95 = t_interval(score, stderr, clusters - 1, clamp=(0.0, 1.0) if bounded else None)
 
     states = [slot for row in rows for slot in row.attempts if isinstance(slot, str)]
     counts = ScoreCounts(

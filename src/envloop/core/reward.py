@@ -47,8 +47,9 @@ def parse_reward(reward_txt: str | None, reward_json: str | None) -> RewardReadi
         try:
             number = float(text)
         except ValueError:
-            return RewardReading(reward=None, dimensions=dimensions,
-                                 note=f"reward.txt is not a number: {text[:60]!r}")
+            return RewardReading(
+                reward=None, dimensions=dimensions, note=f"reward.txt is not a number: {text[:60]!r}"
+            )
         if not math.isfinite(number):
             return RewardReading(reward=None, dimensions=dimensions, note=f"reward.txt is not finite: {text}")
         return RewardReading(reward=number, dimensions=dimensions)
@@ -65,7 +66,9 @@ def parse_reward(reward_txt: str | None, reward_json: str | None) -> RewardReadi
 
 def _primary_from_json(data: dict[str, object], dimensions: dict[str, float]) -> str | None:
     if "reward" in data:
-        return None if "reward" in dimensions else f"reward.json 'reward' is not a finite number: {data['reward']!r}"
+        if "reward" in dimensions:
+            return None
+        return f"reward.json 'reward' is not a finite number: {data['reward']!r}"
     if len(data) == 1:
         key = next(iter(data))
         return None if key in dimensions else f"reward.json {key!r} is not a finite number"

@@ -28,7 +28,9 @@ class TrialSpec(BaseModel):
     params: dict[str, str] = Field(description="profile params with secret values resolved")
     secret_values: tuple[str, ...] = Field(default=(), description="values to mask in anything kept")
     task_dir: Path = Field(description="frozen copy of the task; runners copy from it, never write to it")
-    instance_root: Path = Field(description="parent of the per-trial instance directory (removed on teardown)")
+    instance_root: Path = Field(
+        description="parent of the per-trial instance directory (removed at teardown)"
+    )
     artifacts_dir: Path = Field(description="where kept files go: agent logs, verifier output")
     agent_timeout_sec: float | None = None
     verifier_timeout_sec: float | None = None

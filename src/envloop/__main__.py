@@ -1,0 +1,3 @@
+from envloop.cli.main import run
+
+run()

@@ -1,0 +1,26 @@
+"""`command`: any agent command line (the profile's `AGENT_COMMAND`), run with `bash -c`.
+
+The command gets every profile param as an environment variable: an arbitrary agent may need any
+of them (model endpoint, key, name), so none is reported as unread.
+"""
+
+from envloop.agents.base import AgentContext, AgentInfo, AgentResult
+
+
+class CommandAgent:
+    info = AgentInfo(
+        name="command",
+        description="runs the profile's AGENT_COMMAND with bash -c; profile params become variables",
+        required_params=("AGENT_COMMAND",),
+        passes_all_params=True,
+    )
+
+    async def run(self, ctx: AgentContext) -> AgentResult:
+        params = dict(ctx.spec.params)
+        result = await ctx.environment.exec(
+            ["bash", "-c", params["AGENT_COMMAND"]],
+            env={**params, **ctx.env},
+            stdout_path=ctx.stdout_path,
+            stderr_path=ctx.stderr_path,
+        )
+        return AgentResult(exit_code=result.exit_code)

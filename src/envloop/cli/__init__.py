@@ -1,0 +1,1 @@
+"""The `el` command line: a thin surface over the service layer."""

@@ -1,0 +1,212 @@
+"""`el job submit|get|result|list|cancel|export|watch`."""
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from envloop.cli.output import emit_json, note, out, table, warn, when
+from envloop.cli.progress import follow
+from envloop.cli.render import result_view
+from envloop.cli.state import context
+from envloop.scheduling.background import ensure_background_worker
+from envloop.services import jobs, results
+from envloop.services.errors import UserError
+
+app = typer.Typer(help="Evaluation jobs: a dataset revision x profiles x attempts.", no_args_is_help=True)
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+
+
+def _tags(values: list[str]) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise UserError(f"invalid tag {value!r}: expected key=value")
+        tags[key] = val
+    return tags
+
+
+def _finished(counts: dict[str, int]) -> int:
+    return counts["completed"] + counts["failed"] + counts["cancelled"]
+
+
+@app.command()
+def submit(
+    dataset: Annotated[str | None, typer.Option("--dataset", help="NAME@N or NAME@latest.")] = None,
+    profile: Annotated[list[str] | None, typer.Option("--profile", help="NAME@VERSION (repeatable).")] = None,
+    attempts: Annotated[int | None, typer.Option("--attempts", help="Attempts per task (k).")] = None,
+    task: Annotated[
+        list[str] | None, typer.Option("--task", help="Run only these tasks (repeatable).")
+    ] = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Agent step limit.")] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", help="Trials of this job at once.")
+    ] = None,
+    agent_timeout: Annotated[
+        float | None, typer.Option("--agent-timeout", help="Seconds; overrides task.toml.")
+    ] = None,
+    verifier_timeout: Annotated[
+        float | None, typer.Option("--verifier-timeout", help="Seconds; overrides task.toml.")
+    ] = None,
+    request_id: Annotated[
+        str | None, typer.Option("--request-id", help="Makes submission idempotent.")
+    ] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="key=value (repeatable).")] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="A file written by `el job export`.")
+    ] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="Follow the job to its end.")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Validate everything, create all trials pending, and start execution."""
+    base: dict[str, object] = {}
+    if config is not None:
+        try:
+            raw = config.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"{config}: {exc.strerror}") from None
+        base = jobs.parse_job_config(raw, str(config)).model_dump(exclude_unset=True)
+    overrides = {
+        "dataset": dataset,
+        "profiles": profile or None,
+        "attempts": attempts,
+        "tasks": task or None,
+        "max_steps": max_steps,
+        "concurrency": concurrency,
+        "agent_timeout_sec": agent_timeout,
+        "verifier_timeout_sec": verifier_timeout,
+        "request_id": request_id,
+        "tags": _tags(tag) if tag else None,
+    }
+    base.update({k: v for k, v in overrides.items() if v is not None})
+    if "dataset" not in base:
+        raise UserError("missing --dataset (or --config)")
+    if "profiles" not in base:
+        raise UserError("missing --profile (or --config)")
+    request = jobs.parse_job_config_dict(base)
+    ctx = context()
+    submitted = jobs.submit_job(ctx, request)
+    for message in submitted.warnings:
+        warn(message)
+    job = submitted.job
+    if submitted.existing:
+        note(f"request ID {request.request_id} already submitted: {job.id}")
+    if job.status not in ("completed", "failed", "cancelled"):
+        ensure_background_worker(ctx)
+    shape = f"{job.dataset} × {len(job.profiles)} profiles × {job.attempts} attempts"
+    note(f"submitted {job.id}: {sum(job.counts.values())} trials ({shape})")
+    if wait:
+        job = follow(ctx, job.id)
+    if json_:
+        emit_json(job)
+    elif wait:
+        out.print(result_view(results.job_result(ctx, job.id)))
+    else:
+        out.print(job.id)
+
+
+@app.command()
+def get(job_id: str, json_: JsonOpt = False) -> None:
+    """A job's configuration and trial counts."""
+    job = jobs.get_job(context(), job_id)
+    if json_:
+        emit_json(job)
+        return
+    out.print(f"{job.id}  {job.status}  dataset {job.dataset}  runner {job.runner}  attempts {job.attempts}")
+    out.print(f"profiles {', '.join(job.profiles)}   tasks {len(job.tasks)}   created {when(job.created_at)}")
+    out.print("trials " + "  ".join(f"{k} {v}" for k, v in job.counts.items()))
+
+
+@app.command()
+def result(job_id: str, json_: JsonOpt = False) -> None:
+    """Coverage first, then pass@k / pass^k, then the per-task table."""
+    res = results.job_result(context(), job_id)
+    if json_:
+        emit_json(res)
+        return
+    out.print(result_view(res))
+
+
+@app.command("list")
+def list_(
+    status: Annotated[str | None, typer.Option("--status", help="Only jobs with this status.")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="key=value (repeatable).")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1)] = 50,
+    json_: JsonOpt = False,
+) -> None:
+    """Jobs, newest first."""
+    views = jobs.list_jobs(context(), status=status, tags=_tags(tag or []), limit=limit)
+    if json_:
+        emit_json(views)
+        return
+    out.print(
+        table(
+            ["job", "status", "dataset", "profiles", "k", "done", "created"],
+            [
+                [
+                    v.id,
+                    v.status,
+                    v.dataset,
+                    ", ".join(v.profiles),
+                    v.attempts,
+                    f"{_finished(v.counts)}/{sum(v.counts.values())}",
+                    when(v.created_at),
+                ]
+                for v in views
+            ],
+        )
+    )
+
+
+@app.command()
+def cancel(
+    job_id: str,
+    wait_sec: Annotated[
+        float, typer.Option("--wait-sec", help="How long to wait for running trials to stop.")
+    ] = 60,
+    json_: JsonOpt = False,
+) -> None:
+    """Stop pending and running trials; their environments are torn down."""
+    ctx = context()
+    job = jobs.cancel_job(ctx, job_id)
+    deadline = time.monotonic() + wait_sec
+    while job.counts["running"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+        job = jobs.get_job(ctx, job_id)
+    if job.counts["running"]:
+        warn(f"{job.counts['running']} trials are still stopping")
+    if json_:
+        emit_json(job)
+    else:
+        out.print(f"{job.id} {job.status}")
+
+
+@app.command()
+def export(
+    job_id: str,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """The job's configuration, reproducible with `el job submit --config FILE` (never secret values).
+
+    The export is JSON either way; --json is accepted like on every command."""
+    config = jobs.export_job(context(), job_id)
+    text = config.model_dump_json(indent=2, exclude_none=True) + "\n"
+    if output is None:
+        out.file.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        note(f"wrote {output}")
+
+
+@app.command()
+def watch(job_id: str, json_: JsonOpt = False) -> None:
+    """Follow a job with a live progress bar until it ends."""
+    ctx = context()
+    job = follow(ctx, job_id)
+    if json_:
+        emit_json(job)
+    else:
+        out.print(result_view(results.job_result(ctx, job.id)))

@@ -1,0 +1,69 @@
+"""Human rendering of results: coverage first, then pass@k / pass^k, then the per-task table."""
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from envloop.cli.output import table
+from envloop.core.display import coverage_line, format_score
+from envloop.core.metrics import ProfileMetrics
+from envloop.services.results import JobResult
+
+
+def _attempt(value: float | str) -> str:
+    return format_score(value) if isinstance(value, float | int) else value
+
+
+def profile_block(ref: str, m: ProfileMetrics) -> Group:
+    k = m.k
+    lines: list[Text | Table] = [
+        Text(f"{ref}", style="bold"),
+        Text(coverage_line(m)),
+    ]
+    interval = (
+        f"  (±{format_score(m.stderr)} s.e., 95% CI {format_score(m.ci95[0])} – {format_score(m.ci95[1])})"
+        if m.stderr is not None and m.ci95 is not None
+        else ""
+    )
+    lines.append(
+        Text(
+            f"pass {format_score(m.pass_)}   pass@{k} {format_score(m.pass_at_k)}   "
+            f"pass^{k} {format_score(m.pass_hat_k)}{interval}"
+        )
+    )
+    if m.curve:
+        lines.append(
+            Text(
+                "curve  "
+                + "  ".join(
+                    f"k={p.k}: {format_score(p.pass_at_k)}/{format_score(p.pass_hat_k)}" for p in m.curve[:8]
+                )
+                + ("  …" if len(m.curve) > 8 else "")
+                + "   (pass@k/pass^k)"
+            )
+        )
+    lines.append(
+        table(
+            ["task", "attempts", "scored", "mean", "passes", "complete"],
+            [
+                [
+                    r.task,
+                    " ".join(_attempt(a) for a in r.attempts),
+                    f"{r.scored}/{k}",
+                    format_score(r.mean),
+                    r.passes,
+                    "yes" if r.complete else "no",
+                ]
+                for r in m.members
+            ],
+        )
+    )
+    return Group(*lines)
+
+
+def result_view(result: JobResult) -> Group:
+    parts: list[Text | Group] = [Text(f"job {result.id}  {result.status}  k={result.attempts}")]
+    for ref, metrics in result.profiles.items():
+        parts.append(Text(""))
+        parts.append(profile_block(ref, metrics))
+    return Group(*parts)

@@ -1,0 +1,127 @@
+"""`el trial list|get|logs|artifacts|invalidate`."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from envloop.cli.output import emit_json, note, out, table, when
+from envloop.cli.state import context
+from envloop.core.display import format_score
+from envloop.services import trials
+
+app = typer.Typer(help="Single attempts: status, reward, logs, artifacts.", no_args_is_help=True)
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+
+
+@app.command("list")
+def list_(
+    job: Annotated[str, typer.Option("--job", help="Job ID.")],
+    status: Annotated[str | None, typer.Option("--status", help="Only trials with this status.")] = None,
+    task: Annotated[str | None, typer.Option("--task", help="Only this task.")] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """A job's trials."""
+    views = trials.list_trials(context(), job, status=status, task=task)
+    if json_:
+        emit_json(views)
+        return
+    out.print(
+        table(
+            ["trial", "profile", "task", "#", "status", "reward", "error"],
+            [
+                [
+                    v.id,
+                    v.profile,
+                    v.task,
+                    v.attempt,
+                    v.status + (" (invalidated)" if v.invalidated else ""),
+                    format_score(v.reward) if v.reward is not None else (v.reward_note and "none"),
+                    v.error_type,
+                ]
+                for v in views
+            ],
+        )
+    )
+
+
+@app.command()
+def get(trial_id: str, json_: JsonOpt = False) -> None:
+    """One trial: status, error and exit code, reward, phases, sandbox."""
+    v = trials.get_trial(context(), trial_id)
+    if json_:
+        emit_json(v)
+        return
+    out.print(f"{v.id}  {v.status}  {v.task} attempt {v.attempt}  profile {v.profile}  job {v.job_id}")
+    if v.error_type:
+        out.print(f"error {v.error_type}: {v.error_message} (exit code {v.exit_code})")
+    reward = format_score(v.reward) if v.reward is not None else f"none ({v.reward_note})"
+    out.print(
+        f"reward {reward}"
+        + ("  [invalidated: " + (v.invalidated_reason or "") + "]" if v.invalidated else "")
+    )
+    if v.dimensions:
+        out.print("dimensions " + ", ".join(f"{k}={val:g}" for k, val in v.dimensions.items()))
+    out.print(f"sandbox {v.sandbox or '—'}" + (f" ({v.sandbox_note})" if v.sandbox_note else ""))
+    for w in v.warnings:
+        out.print(f"warning: {w}")
+    out.print(
+        table(
+            ["phase", "started", "ended", "exit", "timed out"],
+            [
+                [p["name"], p["started_at"], p["ended_at"], p.get("exit_code"), p.get("timed_out")]
+                for p in v.phases
+            ],
+        )
+    )
+    out.print(f"runs {v.runs}  created {when(v.created_at)}  finished {when(v.finished_at)}")
+
+
+@app.command()
+def logs(
+    trial_id: str,
+    phase: Annotated[str, typer.Option("--phase", help="agent or verifier.")] = "agent",
+    json_: JsonOpt = False,
+) -> None:
+    """The captured output of the agent (or verifier) phase."""
+    captured = trials.trial_logs(context(), trial_id, phase)
+    if json_:
+        emit_json(captured)
+        return
+    for stream, text in captured.items():
+        note(f"--- {phase} {stream} ---")
+        out.file.write(text if text.endswith("\n") or not text else text + "\n")
+
+
+@app.command()
+def artifacts(
+    trial_id: str,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Copy the artifacts into this folder.")
+    ] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """List a trial's kept files, or copy them out."""
+    ctx = context()
+    items = trials.copy_artifacts(ctx, trial_id, output) if output else trials.list_artifacts(ctx, trial_id)
+    if json_:
+        emit_json(items)
+        return
+    if output:
+        note(f"copied {len(items)} files to {output}")
+    out.print(table(["path", "bytes"], [[i.path, i.size] for i in items]))
+
+
+@app.command()
+def invalidate(
+    trial_id: str,
+    reason: Annotated[str | None, typer.Option("--reason", help="Why this trial must not count.")] = None,
+    undo: Annotated[bool, typer.Option("--undo", help="Count the trial again.")] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Exclude a trial's reward from every aggregate, keeping its record (or undo that)."""
+    v = trials.invalidate_trial(context(), trial_id, reason, undo=undo)
+    if json_:
+        emit_json(v)
+        return
+    out.print(f"{v.id} {'invalidated' if v.invalidated else 'counted again'}")

@@ -1,0 +1,103 @@
+"""The Environment protocol: where a trial's commands run.
+
+An environment instance is one trial's private world. Runners and agents only ever call `exec`;
+whether that lands in a bubblewrap sandbox, a plain process group or (later) a container is the
+provider's business. Host paths (`paths`) are for the runner to prepare and collect files; the
+paths a command sees (`visible`) may differ, so agents must only hand `visible` paths to commands.
+"""
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Literal, Protocol
+
+from pydantic import BaseModel
+
+from envloop.core.trial import SandboxMode, TrialSpec
+from envloop.tasks.model import HarborTask
+
+Mount = Literal["tests", "solution"]
+Mounts = frozenset[Mount]
+NO_MOUNTS: Mounts = frozenset()
+
+OUTPUT_TAIL_BYTES = 64 * 1024
+
+
+class ExecResult(BaseModel):
+    """How one command ended. `exit_code` is None when it was killed on timeout."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    duration_sec: float
+
+
+class InstancePaths(BaseModel):
+    """Host-side directories of one instance; all of them live under `root` and go at teardown."""
+
+    root: Path
+    app: Path
+    logs: Path
+    tests: Path
+    solution: Path
+    tmp: Path
+    home: Path
+
+    @property
+    def agent_logs(self) -> Path:
+        return self.logs / "agent"
+
+    @property
+    def verifier_logs(self) -> Path:
+        return self.logs / "verifier"
+
+
+class VisiblePaths(BaseModel):
+    """The same directories as a command inside the environment names them."""
+
+    app: str
+    logs: str
+    tests: str
+    solution: str
+    tmp: str
+    home: str
+
+
+class EnvironmentSetupError(RuntimeError):
+    """The instance could not be prepared (the runner reports `environment_error`)."""
+
+
+class Environment(Protocol):
+    mode: SandboxMode
+    note: str | None
+    paths: InstancePaths
+    visible: VisiblePaths
+    warnings: list[str]
+
+    def to_visible(self, host_path: Path) -> str:
+        """The name a command inside the environment uses for a file under `paths.root`."""
+        ...
+
+    async def exec(
+        self,
+        command: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdout_path: Path | None = None,
+        stderr_path: Path | None = None,
+        mounts: Mounts = NO_MOUNTS,
+    ) -> ExecResult:
+        """Run `command` to completion (or until `timeout`), killing its whole process tree then.
+
+        `env` adds to the instance's variables; `mounts` makes the task's tests or solution
+        visible for this command only. Output streams to the given files; the result keeps a tail.
+        """
+        ...
+
+
+class EnvironmentProvider(Protocol):
+    def instance(self, task: HarborTask, spec: TrialSpec) -> AbstractAsyncContextManager[Environment]:
+        """A fresh instance; leaving the context kills every process it started and deletes it."""
+        ...

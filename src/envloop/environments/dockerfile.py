@@ -1,0 +1,188 @@
+"""The local, file-only subset of a task's `environment/Dockerfile`.
+
+Without an image builder only three things can be honoured faithfully: `WORKDIR`, `ENV`, and
+`COPY`/`ADD` of build-context files into the working directory. Everything else (`RUN`, `FROM`,
+`USER`, copies from other stages or URLs, copies outside the workdir) is counted so the trial can
+say plainly what did not happen instead of pretending the image was built.
+"""
+
+import json
+import posixpath
+import re
+import shlex
+from collections import Counter
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+DEFAULT_WORKDIR = "/app"
+_IGNORED = frozenset(
+    {
+        "LABEL",
+        "MAINTAINER",
+        "EXPOSE",
+        "ARG",
+        "CMD",
+        "ENTRYPOINT",
+        "HEALTHCHECK",
+        "STOPSIGNAL",
+        "SHELL",
+        "VOLUME",
+    }
+)
+_ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+_VAR = re.compile(r"\$(?:\{(\w+)(?::-([^}]*))?\}|(\w+))")
+_HEREDOC = re.compile(r"<<-?[\"']?(\w+)[\"']?")
+
+
+class CopyStep(BaseModel):
+    """Copy `source` (inside the build context) to `target`, an absolute path in the environment.
+
+    As in Docker, a directory source contributes its contents to `target`; a file source becomes
+    `target` itself unless `into_directory`, when it lands inside it under its own name.
+    """
+
+    source: Path
+    target: str
+    into_directory: bool
+
+
+class DockerfilePlan(BaseModel):
+    workdir: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    copies: list[CopyStep] = Field(default_factory=list)
+    skipped: dict[str, int] = Field(default_factory=dict, description="instruction -> count not honoured")
+
+    def warning(self) -> str | None:
+        if not self.skipped:
+            return None
+        parts = ", ".join(f"{count} {name}" for name, count in self.skipped.items())
+        noun = "instruction" if sum(self.skipped.values()) == 1 else "instructions"
+        return f"environment/Dockerfile: {parts} {noun} not executed in the local environment"
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Join backslash continuations, drop comments, and fold heredoc bodies into their instruction."""
+    lines = text.splitlines()
+    out: list[str] = []
+    current = ""
+    i = 0
+    while i < len(lines):
+        raw = lines[i]
+        i += 1
+        stripped = raw.strip()
+        if not current and (not stripped or stripped.startswith("#")):
+            continue
+        if stripped.endswith("\\"):
+            current += stripped[:-1] + " "
+            continue
+        current += stripped
+        for marker in _HEREDOC.findall(current):
+            while i < len(lines) and lines[i].strip() != marker:
+                i += 1
+            i += 1
+        out.append(current)
+        current = ""
+    if current:
+        out.append(current)
+    return out
+
+
+def _expand(value: str, env: dict[str, str]) -> str:
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(3)
+        default = match.group(2)
+        if name in env:
+            return env[name]
+        return default if default is not None else ""
+
+    return _VAR.sub(replace, value)
+
+
+def _parse_env(args: str, env: dict[str, str]) -> dict[str, str]:
+    if "=" not in args.split(maxsplit=1)[0]:
+        key, _, value = args.partition(" ")
+        return {key: _expand(value.strip(), env)}
+    pairs: dict[str, str] = {}
+    for token in shlex.split(args):
+        key, _, value = token.partition("=")
+        pairs[key] = _expand(value, env)
+    return pairs
+
+
+def _copy_args(args: str) -> tuple[list[str], list[str]]:
+    """(flags, paths) of a COPY/ADD instruction, in shell or JSON-array form."""
+    words = shlex.split(args)
+    flags = [w for w in words if w.startswith("--")]
+    rest = args
+    for flag in flags:
+        rest = rest.replace(flag, "", 1)
+    rest = rest.strip()
+    if rest.startswith("["):
+        try:
+            paths = json.loads(rest)
+        except json.JSONDecodeError:
+            paths = []
+        return flags, [str(p) for p in paths]
+    return flags, [w for w in words if not w.startswith("--")]
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def parse_dockerfile(text: str, context: Path, *, workdir_override: str | None = None) -> DockerfilePlan:
+    """Read the honoured subset; copies outside the final workdir are counted as not executed."""
+    plan = DockerfilePlan()
+    skipped: Counter[str] = Counter()
+    env: dict[str, str] = {}
+    workdir = "/"
+    pending: list[tuple[list[str], str, str]] = []
+    context_root = context.resolve()
+    for line in _logical_lines(text):
+        instruction, _, args = line.partition(" ")
+        name = instruction.upper()
+        args = args.strip()
+        if name == "ENV" and args:
+            env.update(_parse_env(args, env))
+        elif name == "WORKDIR" and args:
+            workdir = posixpath.normpath(posixpath.join(workdir, _expand(args, env)))
+            plan.workdir = workdir
+        elif name in ("COPY", "ADD"):
+            flags, paths = _copy_args(args)
+            from_stage = any(f.startswith("--from") for f in flags)
+            remote = any(re.match(r"^(https?://|git@)", p) for p in paths[:-1])
+            archive = name == "ADD" and any(p.endswith(_ARCHIVE_SUFFIXES) for p in paths[:-1])
+            if from_stage or remote or archive or len(paths) < 2:
+                skipped[f"{name} (from a stage, URL or archive)"] += 1
+            else:
+                pending.append((paths[:-1], _expand(paths[-1], env), workdir))
+        elif name not in _IGNORED:
+            skipped[name] += 1
+    plan.env = env
+    final = posixpath.normpath(workdir_override or plan.workdir or DEFAULT_WORKDIR)
+    for sources, dest, at in pending:
+        target = posixpath.normpath(posixpath.join(at, dest))
+        matches = [m for s in sources for m in _context_matches(context_root, s)]
+        if not _within(target, final) or not matches:
+            skipped["COPY (outside the workdir or missing source)"] += 1
+            continue
+        into = dest.endswith("/") or len(matches) > 1
+        plan.copies.extend(CopyStep(source=m, target=target, into_directory=into) for m in matches)
+    plan.skipped = dict(skipped)
+    return plan
+
+
+def _context_matches(context: Path, pattern: str) -> list[Path]:
+    """Paths in the build context matching a COPY source; nothing outside the context is allowed."""
+    cleaned = posixpath.normpath(pattern.lstrip("/")) or "."
+    if cleaned.startswith(".."):
+        return []
+    if cleaned == ".":
+        return [context]
+    if any(ch in cleaned for ch in "*?["):
+        found = sorted(context.glob(cleaned))
+    else:
+        candidate = context / cleaned
+        found = [candidate] if candidate.exists() or candidate.is_symlink() else []
+    return [p for p in found if p.resolve().is_relative_to(context)]

@@ -1,0 +1,110 @@
+"""The on-disk part of an instance: its directories, initial `/app` content, and removal.
+
+Files are copied, never hardlinked, from the frozen task: a command may write to anything it is
+given, and a hardlink would let it change the stored task for every later trial.
+"""
+
+import contextlib
+import os
+import posixpath
+import shutil
+import stat
+from pathlib import Path
+
+from envloop.environments.base import EnvironmentSetupError, InstancePaths
+from envloop.environments.bwrap import SYSTEM_DIRS
+from envloop.environments.dockerfile import DEFAULT_WORKDIR, DockerfilePlan, parse_dockerfile
+from envloop.tasks.model import HarborTask
+
+_RESERVED = (*SYSTEM_DIRS, "/proc", "/dev", "/tmp", "/logs", "/tests", "/solution")
+
+
+def instance_paths(root: Path) -> InstancePaths:
+    return InstancePaths(
+        root=root,
+        app=root / "app",
+        logs=root / "logs",
+        tests=root / "tests",
+        solution=root / "solution",
+        tmp=root / "tmp",
+        home=root / "tmp" / "home",
+    )
+
+
+def read_plan(task: HarborTask) -> DockerfilePlan:
+    dockerfile = task.environment_dir / "Dockerfile"
+    if not dockerfile.is_file():
+        return DockerfilePlan()
+    try:
+        text = dockerfile.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise EnvironmentSetupError(f"environment/Dockerfile cannot be read: {exc}") from exc
+    return parse_dockerfile(text, task.environment_dir, workdir_override=task.config.environment.workdir)
+
+
+def resolve_workdir(task: HarborTask, plan: DockerfilePlan) -> str:
+    """task.toml `[environment] workdir`, else the Dockerfile's WORKDIR, else /app."""
+    chosen = task.config.environment.workdir or plan.workdir or DEFAULT_WORKDIR
+    workdir = posixpath.normpath(chosen)
+    if not workdir.startswith("/") or any(
+        workdir == r or workdir.startswith(r + "/") or r.startswith(workdir + "/") for r in ("/", *_RESERVED)
+    ):
+        raise EnvironmentSetupError(
+            f"workdir {chosen!r} cannot be used: it must be an absolute, private path"
+        )
+    return workdir
+
+
+def create_instance(paths: InstancePaths, plan: DockerfilePlan, workdir: str) -> None:
+    """Fresh directories, then the Dockerfile's copies into the app directory."""
+    if paths.root.exists():
+        # Left by a process that died mid-trial; the trial is being run again from scratch.
+        remove_tree(paths.root)
+    for directory in (paths.app, paths.agent_logs, paths.verifier_logs, paths.home):
+        directory.mkdir(parents=True)
+    for step in plan.copies:
+        relative = posixpath.relpath(step.target, workdir)
+        target = paths.app if relative == "." else paths.app / relative
+        if step.source.is_dir():
+            shutil.copytree(step.source, target, symlinks=True, dirs_exist_ok=True)
+            continue
+        if step.into_directory:
+            target = target / step.source.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(step.source, target)
+
+
+def materialize(source: Path, target: Path) -> None:
+    """A private copy of the task's tests or solution, made the first time a phase needs it."""
+    if target.exists():
+        return
+    if source.is_dir():
+        shutil.copytree(source, target, symlinks=True)
+    else:
+        target.mkdir()
+
+
+def _grant_owner_access(root: Path) -> None:
+    # A command may leave read-only directories behind; removal must not stop at them.
+    owner_rwx = stat.S_IRUSR | stat.S_IWUSR | stat.S_IXUSR
+    with contextlib.suppress(OSError):
+        root.chmod(root.stat().st_mode | owner_rwx)
+    for dirpath, dirnames, _ in os.walk(root):
+        for name in dirnames:
+            child = Path(dirpath, name)
+            with contextlib.suppress(OSError):
+                if not child.is_symlink():
+                    child.chmod(child.stat().st_mode | owner_rwx)
+
+
+def remove_tree(root: Path) -> None:
+    if root.is_symlink() or root.is_file():
+        root.unlink()
+        return
+    if not root.exists():
+        return
+    try:
+        shutil.rmtree(root)
+    except OSError:
+        _grant_owner_access(root)
+        shutil.rmtree(root)

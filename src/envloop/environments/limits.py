@@ -1,0 +1,220 @@
+"""Resource limits for one instance: rlimits set before each command starts, plus cgroups when writable.
+
+A real cgroup per instance is preferred because it is the only limit that holds for root
+(RLIMIT_NPROC is ignored for root) and the only reliable list of every process a trial started,
+including daemons that left their session. cgroup v1 controllers (`pids`, `memory`, `cpu`) are used
+when this process may create groups below its own; otherwise the instance falls back to rlimits
+alone and says so in its note.
+"""
+
+import contextlib
+import functools
+import os
+import resource
+import shlex
+import signal
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+_CONTROLLERS = ("pids", "memory", "cpu")
+_CPU_PERIOD_US = 100_000
+
+
+class Limits(BaseModel):
+    """Defaults used where the task does not say; a task's `memory_mb`/`storage_mb`/`cpus` win."""
+
+    model_config = ConfigDict(frozen=True)
+
+    memory_mb: int = Field(default=4096, gt=0)
+    storage_mb: int = Field(default=10240, gt=0, description="largest file a command may write")
+    pids: int = Field(default=1024, gt=0, description="processes and threads alive at once")
+    nproc: int = Field(default=4096, gt=0, description="RLIMIT_NPROC for non-root users")
+    cpus: float | None = Field(default=None, gt=0)
+
+
+@functools.cache
+def _cgroup_bases() -> dict[str, Path]:
+    """Per controller, the writable directory below this process's own group (checked once)."""
+    own: dict[str, str] = {}
+    try:
+        text = Path("/proc/self/cgroup").read_text()
+    except OSError:
+        return {}
+    for line in text.splitlines():
+        _, controllers, path = line.split(":", 2)
+        for name in controllers.split(","):
+            own[name] = path
+    bases: dict[str, Path] = {}
+    for name in _CONTROLLERS:
+        mount = CGROUP_ROOT / name
+        if name not in own or not (mount / "cgroup.procs").exists():
+            continue
+        parent = mount / own[name].lstrip("/")
+        if not parent.is_dir():
+            parent = mount
+        if os.access(parent, os.W_OK):
+            bases[name] = parent / "envloop"
+    return bases
+
+
+def _write(path: Path, value: str) -> bool:
+    try:
+        path.write_text(value)
+    except OSError:
+        return False
+    return True
+
+
+class InstanceCgroups:
+    """The cgroups of one instance; every command joins them before it starts (see launch_prefix)."""
+
+    def __init__(self, trial_id: str, limits: Limits, *, enabled: bool = True) -> None:
+        self.dirs: list[Path] = []
+        self.controllers: list[str] = []
+        self.enforced: list[str] = []
+        # The process id keeps two workers that run the same trial (a retry after a lost lease)
+        # out of each other's groups.
+        group = f"{trial_id}.{os.getpid()}"
+        for name, base in (_cgroup_bases() if enabled else {}).items():
+            directory = base / group
+            if not self._make(directory):
+                continue
+            if not self._configure(name, directory, limits):
+                _remove_dir(directory)
+                continue
+            self.dirs.append(directory)
+            self.controllers.append(name)
+
+    @staticmethod
+    def _make(directory: Path) -> bool:
+        # Another instance's teardown may remove the shared parent between the two mkdirs.
+        for _ in range(3):
+            try:
+                directory.parent.mkdir(exist_ok=True)
+                directory.mkdir()
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return False
+            return True
+        return False
+
+    def _configure(self, name: str, directory: Path, limits: Limits) -> bool:
+        if name == "pids":
+            if not _write(directory / "pids.max", str(limits.pids)):
+                return False
+            self.enforced.append(f"pids cgroup (max {limits.pids})")
+            return True
+        if name == "memory":
+            limit = limits.memory_mb * 1024 * 1024
+            if not _write(directory / "memory.limit_in_bytes", str(limit)):
+                return False
+            # Without this the group could swap past its limit; not every kernel has it.
+            _write(directory / "memory.memsw.limit_in_bytes", str(limit))
+            self.enforced.append(f"memory cgroup ({limits.memory_mb} MB)")
+            return True
+        if limits.cpus is None:
+            return False
+        quota = int(limits.cpus * _CPU_PERIOD_US)
+        if not (
+            _write(directory / "cpu.cfs_period_us", str(_CPU_PERIOD_US))
+            and _write(directory / "cpu.cfs_quota_us", str(quota))
+        ):
+            return False
+        self.enforced.append(f"cpu cgroup ({limits.cpus:g} cpus)")
+        return True
+
+    @property
+    def has_memory(self) -> bool:
+        return "memory" in self.controllers
+
+    @property
+    def tracks_processes(self) -> bool:
+        return bool(self.dirs)
+
+    def procs_files(self) -> list[Path]:
+        return [d / "cgroup.procs" for d in self.dirs]
+
+    def pids(self) -> list[int]:
+        if not self.dirs:
+            return []
+        try:
+            text = (self.dirs[0] / "cgroup.procs").read_text()
+        except OSError:
+            return []
+        return [int(p) for p in text.split()]
+
+    def kill_all(self) -> int:
+        """SIGKILL every process in the group once; returns how many were signalled."""
+        pids = self.pids()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return len(pids)
+
+    def remove(self) -> list[str]:
+        """Delete the groups; returns the ones that could not be removed."""
+        failed = [str(d) for d in self.dirs if not _remove_dir(d)]
+        for directory in self.dirs:
+            # The shared parent goes when the last instance leaves, so nothing lingers below
+            # the group this process was started in.
+            with contextlib.suppress(OSError):
+                directory.parent.rmdir()
+        self.dirs = []
+        self.controllers = []
+        return failed
+
+
+def _remove_dir(directory: Path) -> bool:
+    try:
+        directory.rmdir()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def rlimits_for(limits: Limits, *, memory_in_cgroup: bool) -> list[tuple[str, int]]:
+    """(name, value) pairs, each capped at the current hard limit so a non-root child can set it.
+
+    RLIMIT_AS caps address space, not memory, and breaks runtimes that reserve large virtual
+    ranges (Go, the JVM, V8); it is used only when no memory cgroup enforces the real limit.
+    """
+    wanted = [("RLIMIT_CORE", 0), ("RLIMIT_FSIZE", limits.storage_mb * 1024 * 1024)]
+    if not memory_in_cgroup:
+        wanted.append(("RLIMIT_AS", limits.memory_mb * 1024 * 1024))
+    if os.geteuid() != 0:
+        wanted.append(("RLIMIT_NPROC", limits.nproc))
+    capped = []
+    for name, value in wanted:
+        hard = resource.getrlimit(getattr(resource, name))[1]
+        capped.append((name, value if hard == resource.RLIM_INFINITY else min(value, hard)))
+    return capped
+
+
+def _ulimit(name: str, value: int) -> str:
+    # POSIX shells count file sizes in 512-byte blocks and address space in KiB; dash spells the
+    # process limit -p where bash says -u.
+    if name == "RLIMIT_CORE":
+        return f"ulimit -c {value // 512}"
+    if name == "RLIMIT_FSIZE":
+        return f"ulimit -f {value // 512}"
+    if name == "RLIMIT_AS":
+        return f"ulimit -v {value // 1024}"
+    return f"{{ ulimit -u {value} || ulimit -p {value} || true; }} 2>/dev/null"
+
+
+def launch_prefix(cgroup_procs: list[Path], rlimits: list[tuple[str, int]]) -> list[str]:
+    """A `/bin/sh` prefix that joins the cgroups and lowers the limits, then execs the command.
+
+    Doing this in a tiny shell rather than a Python `preexec_fn` keeps the fork cheap (a Python
+    pre-exec hook forces a full fork of this large process, which costs more than the shell) and
+    the process is in its cgroups before the command, or anything it forks, starts.
+    """
+    steps = [f"echo 0 > {shlex.quote(str(path))}" for path in cgroup_procs]
+    steps += [_ulimit(name, value) for name, value in rlimits]
+    steps.append('exec "$@"')
+    return ["/bin/sh", "-c", " && ".join(steps), "envloop-launch"]

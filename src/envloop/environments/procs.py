@@ -1,0 +1,77 @@
+"""Finding and killing a trial's processes, and reading the tail of captured output.
+
+Every command of a trial carries `ENVLOOP_TRIAL_ID=<id>` in its environment. When no cgroup lists
+the trial's processes, that marker in `/proc/<pid>/environ` is how daemons that escaped their
+process group (setsid, double fork) are still found; a process that scrubs its own environment
+can evade it, which is one reason plain mode is reported as weaker.
+"""
+
+import asyncio
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+from envloop.environments.base import OUTPUT_TAIL_BYTES
+
+MARKER_VARIABLE = "ENVLOOP_TRIAL_ID"
+
+
+def marked_pids(trial_id: str) -> list[int]:
+    """Live (non-zombie) processes whose environment carries this trial's marker."""
+    marker = f"{MARKER_VARIABLE}={trial_id}".encode()
+    me = os.getpid()
+    found: list[int] = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            environ = Path(entry.path, "environ").read_bytes()
+        except OSError:
+            continue
+        if marker in environ.split(b"\0") and _alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """True unless the process is gone or a zombie (a zombie holds no resources and cannot run)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+def kill_pids(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+async def wait_gone(pids: list[int], *, timeout: float = 5.0) -> list[int]:
+    """Wait until the given processes have exited; returns those still alive at the deadline."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    remaining = [p for p in pids if _alive(p)]
+    while remaining and loop.time() < deadline:
+        await asyncio.sleep(0.005)
+        remaining = [p for p in remaining if _alive(p)]
+    return remaining
+
+
+def read_tail(path: Path, limit: int = OUTPUT_TAIL_BYTES) -> str:
+    """The last `limit` bytes of a capture file, decoded leniently (output is not always UTF-8)."""
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - limit))
+            data = handle.read()
+    except FileNotFoundError:
+        return ""
+    return data.decode("utf-8", errors="replace")

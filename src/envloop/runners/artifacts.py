@@ -1,0 +1,63 @@
+"""Keeping a trial's logs: copy them out of the instance, masking secret values on the way.
+
+Secrets are masked in every kept file, not only in ones that look like text: a leaked key in a
+binary log is still leaked. Files are streamed in chunks, so large logs never sit in memory. Only
+regular files are copied and none is opened through a symlink: a command inside the sandbox could
+otherwise plant `logs/agent/x -> /root/.ssh/id_rsa` and have the host copy that file out for it.
+"""
+
+import os
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+
+MASK = b"***"
+_CHUNK = 1024 * 1024
+
+
+def mask_text(text: str, secrets: Iterable[str]) -> str:
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, MASK.decode())
+    return text
+
+
+def _mask_bytes(data: bytes, secrets: list[bytes]) -> bytes:
+    for secret in secrets:
+        data = data.replace(secret, MASK)
+    return data
+
+
+def _copy_masked(source_fd: int, target: Path, secrets: list[bytes]) -> None:
+    # Text that may still complete a secret is held back until the next chunk arrives.
+    keep = max((len(s) for s in secrets), default=1) - 1
+    carry = b""
+    with os.fdopen(source_fd, "rb") as source, target.open("wb") as out:
+        while chunk := source.read(_CHUNK):
+            buffer = _mask_bytes(carry + chunk, secrets)
+            split = max(0, len(buffer) - keep)
+            out.write(buffer[:split])
+            carry = buffer[split:]
+        out.write(_mask_bytes(carry, secrets))
+
+
+def copy_tree_masked(source: Path, target: Path, secrets: Iterable[str]) -> int:
+    """Copy the regular files under `source` to `target`; returns how many files were kept."""
+    encoded = sorted({s.encode() for s in secrets if s}, key=len, reverse=True)
+    copied = 0
+    for dirpath, dirnames, filenames in os.walk(source):
+        here = Path(dirpath)
+        dirnames[:] = [d for d in dirnames if not (here / d).is_symlink()]
+        for name in filenames:
+            path = here / name
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                continue
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                continue
+            destination = target / path.relative_to(source)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            _copy_masked(fd, destination, encoded)
+            copied += 1
+    return copied

@@ -1,0 +1,1 @@
+"""Running the queue: workers, executors, and the embedded background worker."""

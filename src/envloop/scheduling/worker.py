@@ -1,0 +1,238 @@
+"""A worker: claims trials from the store's queue, runs them, and records each outcome once.
+
+Leases are renewed while trials run; a lost lease or a cancelled job stops the local run (its
+environment is torn down by the runner). Expired leases of dead workers are reaped by any worker.
+"""
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sqlalchemy import delete, select, update
+
+from envloop.core.ids import new_id
+from envloop.core.trial import TrialError, TrialOutcome, TrialSpec
+from envloop.scheduling.executor import Executor, LocalExecutor
+from envloop.services.context import Context
+from envloop.services.profiles import resolved_params
+from envloop.store import queue
+from envloop.store.queue import ClaimedTrial
+from envloop.store.tables import Job, Profile
+from envloop.store.tables import Worker as WorkerRow
+
+log = logging.getLogger("envloop.worker")
+
+
+@dataclass
+class WorkerConfig:
+    capacity: int = field(default_factory=lambda: max(2, os.cpu_count() or 2))
+    lease_ttl: float = 30.0
+    idle_poll: float = 0.1
+    idle_exit: float | None = None
+    """Exit after the queue has stayed empty this long (background workers); None: run until stopped."""
+    background: bool = False
+
+
+@dataclass
+class _JobInfo:
+    runner: str
+    agent_timeout_sec: float | None
+    verifier_timeout_sec: float | None
+    max_steps: int | None
+
+
+@dataclass
+class _ProfileInfo:
+    ref: str
+    params: dict[str, str]
+    secrets: tuple[str, ...]
+
+
+class Worker:
+    def __init__(
+        self, ctx: Context, config: WorkerConfig | None = None, executor: Executor | None = None
+    ) -> None:
+        self.ctx = ctx
+        self.config = config or WorkerConfig()
+        self.executor = executor or LocalExecutor()
+        self.id = new_id("wrk")
+        self._running: dict[str, tuple[ClaimedTrial, asyncio.Task[TrialOutcome]]] = {}
+        self._jobs: dict[str, _JobInfo] = {}
+        self._profiles: dict[str, _ProfileInfo] = {}
+        self._stopping = False
+        self.completed = 0
+
+    def stop(self) -> None:
+        self._stopping = True
+
+    async def run(self, until: Callable[[], bool] | None = None) -> None:
+        """Run until stopped, until `until()` holds, or (with idle_exit) until the queue stays empty."""
+        self._register()
+        idle_since = time.monotonic()
+        next_upkeep = 0.0
+        try:
+            while not self._stopping and not (until and until()):
+                now = time.monotonic()
+                if now >= next_upkeep:
+                    await self._upkeep()
+                    next_upkeep = now + min(1.0, self.config.lease_ttl / 3)
+                free = self.config.capacity - len(self._running)
+                for claimed in queue.claim(self.ctx.store, self.id, free, self.config.lease_ttl):
+                    self._start(claimed)
+                if self._running:
+                    idle_since = time.monotonic()
+                    done, _ = await asyncio.wait(
+                        [task for _, task in self._running.values()],
+                        timeout=self.config.idle_poll,
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                    for task in done:
+                        self._record(task)
+                    continue
+                if queue.has_open_trials(self.ctx.store):
+                    idle_since = time.monotonic()
+                elif (
+                    self.config.idle_exit is not None
+                    and time.monotonic() - idle_since > self.config.idle_exit
+                ):
+                    break
+                await asyncio.sleep(self.config.idle_poll)
+        finally:
+            await self._shutdown()
+
+    def _start(self, claimed: ClaimedTrial) -> None:
+        try:
+            spec = self._spec(claimed)
+        except Exception as exc:  # a broken task archive must not take the worker down
+            log.exception("could not prepare trial %s", claimed.trial_id)
+            outcome = TrialOutcome(
+                status="failed",
+                error=TrialError(type="infrastructure_error", message=f"could not prepare trial: {exc}"),
+            )
+            queue.finish(self.ctx.store, claimed, outcome)
+            return
+        task = asyncio.create_task(self._execute(spec), name=claimed.trial_id)
+        self._running[claimed.trial_id] = (claimed, task)
+
+    async def _execute(self, spec: TrialSpec) -> TrialOutcome:
+        try:
+            return await self.executor.execute(spec)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("trial %s crashed in the runner", spec.trial_id)
+            return TrialOutcome(
+                status="failed",
+                error=TrialError(type="infrastructure_error", message=f"{type(exc).__name__}: {exc}"),
+            )
+
+    def _record(self, task: asyncio.Task[TrialOutcome]) -> None:
+        claimed, _ = self._running.pop(task.get_name())
+        outcome = TrialOutcome(status="cancelled") if task.cancelled() else task.result()
+        if queue.finish(self.ctx.store, claimed, outcome):
+            self.completed += 1
+        else:
+            log.warning(
+                "trial %s: lease lost before its result was recorded; result discarded", claimed.trial_id
+            )
+
+    async def _upkeep(self) -> None:
+        """Renew leases, stop cancelled or lost trials, reap dead workers' trials, heartbeat."""
+        held = [claimed for claimed, _ in self._running.values()]
+        lost = queue.renew(self.ctx.store, self.id, held, self.config.lease_ttl)
+        cancelled = queue.cancel_requested(self.ctx.store, self._running)
+        for trial_id in lost | cancelled:
+            self._running[trial_id][1].cancel()
+        if lost:
+            for trial_id in lost:
+                task = self._running.pop(trial_id)[1]
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        queue.reap_expired(self.ctx.store)
+        with self.ctx.store.write() as session:
+            session.execute(update(WorkerRow).where(WorkerRow.id == self.id).values(heartbeat_at=time.time()))
+
+    def _spec(self, claimed: ClaimedTrial) -> TrialSpec:
+        job = self._job(claimed.job_id)
+        profile = self._profile(claimed.profile_id)
+        artifacts_dir = self.ctx.artifacts.trial_dir(claimed.trial_id)
+        if artifacts_dir.exists():  # left over from a run whose worker died
+            shutil.rmtree(artifacts_dir)
+        artifacts_dir.mkdir(parents=True)
+        self.ctx.instances_dir.mkdir(parents=True, exist_ok=True)
+        return TrialSpec(
+            job_id=claimed.job_id,
+            trial_id=claimed.trial_id,
+            task_name=claimed.task_name,
+            attempt=claimed.attempt,
+            profile_ref=profile.ref,
+            runner=job.runner,
+            params=profile.params,
+            secret_values=profile.secrets,
+            task_dir=self.ctx.artifacts.task_dir(claimed.task_digest),
+            instance_root=self.ctx.instances_dir,
+            artifacts_dir=artifacts_dir,
+            agent_timeout_sec=job.agent_timeout_sec,
+            verifier_timeout_sec=job.verifier_timeout_sec,
+            max_steps=job.max_steps,
+        )
+
+    def _job(self, job_id: str) -> _JobInfo:
+        if job_id not in self._jobs:
+            with self.ctx.store.read() as session:
+                job = session.get(Job, job_id)
+                assert job is not None
+                self._jobs[job_id] = _JobInfo(
+                    job.runner, job.agent_timeout_sec, job.verifier_timeout_sec, job.max_steps
+                )
+        return self._jobs[job_id]
+
+    def _profile(self, profile_id: str) -> _ProfileInfo:
+        if profile_id not in self._profiles:
+            with self.ctx.store.read() as session:
+                profile = session.scalar(select(Profile).where(Profile.id == profile_id))
+                assert profile is not None
+                params = resolved_params(session, profile)
+                secrets = tuple(params[name] for name in profile.secret_names if params.get(name))
+                self._profiles[profile_id] = _ProfileInfo(
+                    f"{profile.name}@{profile.version}", params, secrets
+                )
+        return self._profiles[profile_id]
+
+    def _register(self) -> None:
+        with self.ctx.store.write() as session:
+            session.add(
+                WorkerRow(
+                    id=self.id,
+                    host=socket.gethostname(),
+                    pid=os.getpid(),
+                    capacity=self.config.capacity,
+                    background=self.config.background,
+                    started_at=datetime.now(UTC),
+                    heartbeat_at=time.time(),
+                )
+            )
+
+    async def _shutdown(self) -> None:
+        """Stop what still runs and hand it back to the queue (or record it cancelled), then deregister."""
+        held = [claimed for claimed, _ in self._running.values()]
+        cancelled = queue.cancel_requested(self.ctx.store, self._running)
+        for _, task in self._running.values():
+            task.cancel()
+        for _, task in list(self._running.values()):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._running.clear()
+        for claimed in held:
+            if claimed.trial_id in cancelled:
+                queue.finish(self.ctx.store, claimed, TrialOutcome(status="cancelled"))
+        queue.release(self.ctx.store, [c for c in held if c.trial_id not in cancelled])
+        with self.ctx.store.write() as session:
+            session.execute(delete(WorkerRow).where(WorkerRow.id == self.id))

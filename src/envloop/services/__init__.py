@@ -1,0 +1,1 @@
+"""The operations every surface calls (CLI now; HTTP API, console and client later)."""

@@ -1,0 +1,41 @@
+"""Where the embedded installation lives, and the handles every operation needs."""
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from envloop.store.artifacts import ArtifactStore
+from envloop.store.db import Store
+
+
+def envloop_home() -> Path:
+    return Path(os.environ.get("ENVLOOP_HOME") or Path.home() / ".envloop").expanduser()
+
+
+@dataclass
+class Context:
+    home: Path
+    store: Store
+    artifacts: ArtifactStore
+    project_id: str
+
+    @property
+    def instances_dir(self) -> Path:
+        return self.home / "instances"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.home / "logs"
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def open_context(home: Path | None = None) -> Context:
+    """Open the store named by ENVLOOP_DATABASE_URL, else SQLite under ENVLOOP_HOME."""
+    home = home or envloop_home()
+    home.mkdir(parents=True, exist_ok=True)
+    url = os.environ.get("ENVLOOP_DATABASE_URL") or f"sqlite:///{home / 'envloop.db'}"
+    store = Store(url)
+    artifacts = ArtifactStore(Path(os.environ.get("ENVLOOP_ARTIFACTS") or home / "artifacts"))
+    return Context(home=home, store=store, artifacts=artifacts, project_id=store.default_project_id)

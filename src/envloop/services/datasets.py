@@ -1,0 +1,214 @@
+"""Dataset revisions: freeze tasks into the artifact store and record NAME@N."""
+
+import hashlib
+import json
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from envloop.core.ids import new_id
+from envloop.runners.registry import UnknownRunnerError, get_runner
+from envloop.services.context import Context
+from envloop.services.errors import ConflictError, NotFoundError, UserError
+from envloop.services.refs import check_name, dataset_ref, parse_dataset_ref
+from envloop.store.tables import Dataset, DatasetMember
+from envloop.tasks.discover import load_tasks
+from envloop.tasks.jsonl import load_jsonl, row_digest, validate_scorer
+from envloop.tasks.model import TaskFormatError
+
+SHELL_RUNNER = "envloop/shell@1"
+CHAT_RUNNER = "envloop/chat@1"
+
+
+class MemberView(BaseModel):
+    position: int
+    name: str
+    digest: str
+
+
+class DatasetView(BaseModel):
+    name: str
+    version: int
+    ref: str
+    runner: str
+    kind: str
+    scorer: str | None
+    digest: str
+    created_at: datetime
+    member_count: int
+    members: list[MemberView] | None = None
+    created: bool | None = None
+    """On push: False when identical content already had this revision."""
+
+
+class _Member(BaseModel):
+    name: str
+    digest: str
+    row: dict[str, object] | None = None
+
+
+def _content_digest(kind: str, runner: str, scorer: str | None, members: list[_Member]) -> str:
+    canonical = json.dumps(
+        {"kind": kind, "runner": runner, "scorer": scorer, "members": [[m.name, m.digest] for m in members]},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _view(
+    row: Dataset, members: list[DatasetMember] | None, count: int, created: bool | None = None
+) -> DatasetView:
+    return DatasetView(
+        name=row.name,
+        version=row.version,
+        ref=dataset_ref(row.name, row.version),
+        runner=row.runner,
+        kind=row.kind,
+        scorer=row.scorer,
+        digest=row.content_digest,
+        created_at=row.created_at,
+        member_count=count,
+        members=None
+        if members is None
+        else [MemberView(position=m.position, name=m.name, digest=m.digest) for m in members],
+        created=created,
+    )
+
+
+def _check_runner(runner: str, kind: str) -> None:
+    if kind == "jsonl":
+        if runner != CHAT_RUNNER:
+            raise UserError(f"JSONL datasets run with {CHAT_RUNNER}, not {runner}")
+        return
+    try:
+        found = get_runner(runner)
+    except UnknownRunnerError as exc:
+        raise UserError(str(exc)) from None
+    if found.task_kind != "harbor":
+        raise UserError(f"runner {runner} cannot run task directories")
+
+
+def push_dataset(
+    ctx: Context, path: Path, name: str, runner: str | None = None, scorer: str | None = None
+) -> DatasetView:
+    """Freeze every task under `path`; identical content returns the existing revision."""
+    check_name("dataset", name)
+    if not path.exists():
+        raise UserError(f"{path}: no such file or directory")
+    try:
+        if path.is_file():
+            kind, members = "jsonl", _jsonl_members(path, scorer or "exact")
+            scorer = scorer or "exact"
+            runner = runner or CHAT_RUNNER
+        else:
+            if scorer is not None:
+                raise UserError("--scorer applies to JSONL datasets only")
+            kind, runner = "harbor", runner or SHELL_RUNNER
+            tasks = load_tasks(path)
+            members = [_Member(name=t.name, digest=t.digest) for t in tasks]
+    except TaskFormatError as exc:
+        raise UserError(str(exc)) from None
+    _check_runner(runner, kind)
+    if kind == "harbor":
+        for task in tasks:
+            ctx.artifacts.put_task(task.digest, task.root)
+    digest = _content_digest(kind, runner, scorer, members)
+    for _ in range(5):
+        try:
+            return _record(ctx, name, kind, runner, scorer, digest, members)
+        except IntegrityError:
+            continue
+    raise ConflictError(f"could not record a revision of {name}: too many concurrent pushes")
+
+
+def _jsonl_members(path: Path, scorer: str) -> list[_Member]:
+    rows = load_jsonl(path)
+    validate_scorer(scorer, rows, source=path)
+    return [
+        _Member(name=row.id or "", digest=row_digest(row), row=row.model_dump(mode="json")) for row in rows
+    ]
+
+
+def _record(
+    ctx: Context, name: str, kind: str, runner: str, scorer: str | None, digest: str, members: list[_Member]
+) -> DatasetView:
+    with ctx.store.write() as session:
+        existing = session.scalar(
+            select(Dataset).where(
+                Dataset.project_id == ctx.project_id, Dataset.name == name, Dataset.content_digest == digest
+            )
+        )
+        if existing is not None:
+            return _view(existing, None, len(members), created=False)
+        latest = session.scalar(
+            select(func.max(Dataset.version)).where(
+                Dataset.project_id == ctx.project_id, Dataset.name == name
+            )
+        )
+        row = Dataset(
+            id=new_id("ds"),
+            project_id=ctx.project_id,
+            name=name,
+            version=(latest or 0) + 1,
+            runner=runner,
+            kind=kind,
+            scorer=scorer,
+            content_digest=digest,
+        )
+        session.add(row)
+        session.flush()
+        session.add_all(
+            DatasetMember(dataset_id=row.id, position=i, name=m.name, digest=m.digest, row=m.row)
+            for i, m in enumerate(members)
+        )
+        session.flush()
+        return _view(row, None, len(members), created=True)
+
+
+def resolve_dataset(session: Session, project_id: str, ref: str) -> Dataset:
+    name, version = parse_dataset_ref(ref)
+    query = select(Dataset).where(Dataset.project_id == project_id, Dataset.name == name)
+    if version is None:
+        row = session.scalar(query.order_by(Dataset.version.desc()).limit(1))
+    else:
+        row = session.scalar(query.where(Dataset.version == version))
+    if row is None:
+        raise NotFoundError(f"unknown dataset {ref!r}")
+    return row
+
+
+def dataset_members(session: Session, dataset_id: str) -> list[DatasetMember]:
+    return list(
+        session.scalars(
+            select(DatasetMember)
+            .where(DatasetMember.dataset_id == dataset_id)
+            .order_by(DatasetMember.position)
+        )
+    )
+
+
+def get_dataset(ctx: Context, ref: str) -> DatasetView:
+    with ctx.store.read() as session:
+        row = resolve_dataset(session, ctx.project_id, ref)
+        members = dataset_members(session, row.id)
+        return _view(row, members, len(members))
+
+
+def list_datasets(ctx: Context) -> list[DatasetView]:
+    with ctx.store.read() as session:
+        counts = dict(
+            session.execute(
+                select(DatasetMember.dataset_id, func.count()).group_by(DatasetMember.dataset_id)
+            ).all()
+        )
+        rows = session.scalars(
+            select(Dataset)
+            .where(Dataset.project_id == ctx.project_id)
+            .order_by(Dataset.name, Dataset.version)
+        )
+        return [_view(row, None, counts.get(row.id, 0)) for row in rows]

@@ -1,0 +1,306 @@
+"""Jobs: validated submission (all trials created pending, at once), reading, cancelling, exporting."""
+
+import hashlib
+import json
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sqlalchemy import func, insert, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from envloop.core.ids import new_id
+from envloop.runners.registry import UnknownRunnerError, get_runner
+from envloop.services.context import Context
+from envloop.services.datasets import dataset_members, resolve_dataset
+from envloop.services.errors import ConflictError, NotFoundError, UserError
+from envloop.services.profiles import resolve_profile, resolved_params
+from envloop.services.refs import dataset_ref
+from envloop.store import queue
+from envloop.store.tables import Dataset, Job, JobProfile, Profile, Trial
+
+MAX_ATTEMPTS = 1000
+JOB_CONFIG_SCHEMA = "envloop.job/v1"
+
+
+class JobRequest(BaseModel):
+    """What a submission asks for. `el job export` writes exactly this (with the concrete revision)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: str = JOB_CONFIG_SCHEMA
+    dataset: str
+    profiles: list[str] = Field(min_length=1)
+    attempts: int = Field(default=1, ge=1, le=MAX_ATTEMPTS)
+    tasks: list[str] | None = None
+    max_steps: int | None = Field(default=None, ge=1)
+    concurrency: int | None = Field(default=None, ge=1)
+    agent_timeout_sec: float | None = Field(default=None, gt=0)
+    verifier_timeout_sec: float | None = Field(default=None, gt=0)
+    tags: dict[str, str] = Field(default_factory=dict)
+    request_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class JobView(BaseModel):
+    id: str
+    status: str
+    dataset: str
+    runner: str
+    profiles: list[str]
+    attempts: int
+    tasks: list[str]
+    concurrency: int | None
+    max_steps: int | None
+    agent_timeout_sec: float | None
+    verifier_timeout_sec: float | None
+    tags: dict[str, str]
+    request_id: str | None
+    cancel_requested: bool
+    counts: dict[str, int] = Field(description="trials by status")
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class SubmitResult(BaseModel):
+    job: JobView
+    warnings: list[str]
+    existing: bool = Field(description="True when the request ID matched an earlier identical submission")
+
+
+def parse_job_config(raw: str, source: str) -> JobRequest:
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{source}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{source}: expected a JSON object")
+    return parse_job_config_dict(data, source)
+
+
+def parse_job_config_dict(data: dict[str, object], source: str = "request") -> JobRequest:
+    try:
+        request = JobRequest.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UserError(f"{source}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+    if request.schema_version != JOB_CONFIG_SCHEMA:
+        raise UserError(f"{source}: schema_version must be {JOB_CONFIG_SCHEMA!r}")
+    return request
+
+
+def _request_digest(request: JobRequest) -> str:
+    body = request.model_dump(mode="json", exclude={"request_id"})
+    return "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _select_tasks(request: JobRequest, members: list[str], ref: str) -> list[str]:
+    if request.tasks is None:
+        return members
+    known = set(members)
+    unknown = [t for t in request.tasks if t not in known]
+    if unknown:
+        raise UserError(f"dataset {ref} has no task {unknown[0]!r}")
+    chosen = set(request.tasks)
+    return [m for m in members if m in chosen]
+
+
+def _validate(
+    session: Session, ctx: Context, request: JobRequest
+) -> tuple[Dataset, list[Profile], list[str], list[str]]:
+    """Everything is checked before anything is created; returns dataset, profiles, tasks, warnings."""
+    dataset = resolve_dataset(session, ctx.project_id, request.dataset)
+    ref = dataset_ref(dataset.name, dataset.version)
+    try:
+        runner = get_runner(dataset.runner)
+    except UnknownRunnerError:
+        raise UserError(
+            f"dataset {ref} is pinned to runner {dataset.runner}, which this envloop cannot run"
+        ) from None
+    if len(set(request.profiles)) != len(request.profiles):
+        raise UserError("the same profile is given twice")
+    profiles = [resolve_profile(session, ctx.project_id, p) for p in request.profiles]
+    warnings: list[str] = []
+    for profile, pref in zip(profiles, request.profiles, strict=True):
+        params = resolved_params(session, profile)
+        problems = runner.check_params(params)
+        if problems:
+            raise UserError(f"profile {pref} cannot run with {runner.ref}: {problems[0]}")
+        unread = runner.unread_params(params)
+        if unread:
+            warnings.append(
+                f"profile {pref}: {runner.ref} does not read {', '.join(sorted(unread))} (no effect)"
+            )
+    tasks = _select_tasks(request, [m.name for m in dataset_members(session, dataset.id)], ref)
+    if not tasks:
+        raise UserError(f"dataset {ref} has no tasks to run")
+    return dataset, profiles, tasks, warnings
+
+
+def submit_job(ctx: Context, request: JobRequest) -> SubmitResult:
+    digest = _request_digest(request)
+    try:
+        with ctx.store.write() as session:
+            if request.request_id is not None:
+                earlier = session.scalar(
+                    select(Job).where(Job.project_id == ctx.project_id, Job.request_id == request.request_id)
+                )
+                if earlier is not None:
+                    if earlier.request_digest != digest:
+                        raise ConflictError(
+                            f"request ID {request.request_id!r} was already used for a different submission"
+                        )
+                    return SubmitResult(job=_view(session, earlier), warnings=[], existing=True)
+            dataset, profiles, tasks, warnings = _validate(session, ctx, request)
+            job = _create(session, ctx, request, digest, dataset, profiles, tasks)
+            return SubmitResult(job=_view(session, job), warnings=warnings, existing=False)
+    except IntegrityError:
+        if request.request_id is None:
+            raise
+        return submit_job(ctx, request)
+
+
+def _create(
+    session: Session,
+    ctx: Context,
+    request: JobRequest,
+    digest: str,
+    dataset: Dataset,
+    profiles: list[Profile],
+    tasks: list[str],
+) -> Job:
+    job = Job(
+        id=new_id("job"),
+        project_id=ctx.project_id,
+        dataset_id=dataset.id,
+        runner=dataset.runner,
+        attempts=request.attempts,
+        status="pending",
+        concurrency=request.concurrency,
+        max_steps=request.max_steps,
+        agent_timeout_sec=request.agent_timeout_sec,
+        verifier_timeout_sec=request.verifier_timeout_sec,
+        tasks=tasks,
+        tags=request.tags,
+        request_id=request.request_id,
+        request_digest=digest,
+    )
+    session.add(job)
+    session.add_all(JobProfile(job_id=job.id, position=i, profile_id=p.id) for i, p in enumerate(profiles))
+    session.flush()
+    members = {m.name: m for m in dataset_members(session, dataset.id)}
+    rows = [
+        {
+            "id": new_id("trl"),
+            "job_id": job.id,
+            "profile_id": profile.id,
+            "task_name": name,
+            "task_digest": members[name].digest,
+            "member_position": members[name].position,
+            "attempt": attempt,
+            "status": "pending",
+            "dimensions": {},
+            "warnings": [],
+            "phases": [],
+            "lease_token": 0,
+            "runs": 0,
+            "invalidated": False,
+        }
+        for profile in profiles
+        for name in tasks
+        for attempt in range(1, request.attempts + 1)
+    ]
+    session.execute(insert(Trial), rows)
+    return job
+
+
+def load_job(session: Session, project_id: str, job_id: str) -> Job:
+    job = session.get(Job, job_id)
+    if job is None or job.project_id != project_id:
+        raise NotFoundError(f"unknown job {job_id!r}")
+    return job
+
+
+def job_profiles(session: Session, job_id: str) -> list[Profile]:
+    return list(
+        session.scalars(
+            select(Profile)
+            .join(JobProfile, JobProfile.profile_id == Profile.id)
+            .where(JobProfile.job_id == job_id)
+            .order_by(JobProfile.position)
+        )
+    )
+
+
+def _view(session: Session, job: Job) -> JobView:
+    dataset = session.get(Dataset, job.dataset_id)
+    assert dataset is not None
+    counts = dict(
+        session.execute(
+            select(Trial.status, func.count()).where(Trial.job_id == job.id).group_by(Trial.status)
+        ).all()
+    )
+    return JobView(
+        id=job.id,
+        status=job.status,
+        dataset=dataset_ref(dataset.name, dataset.version),
+        runner=job.runner,
+        profiles=[f"{p.name}@{p.version}" for p in job_profiles(session, job.id)],
+        attempts=job.attempts,
+        tasks=list(job.tasks),
+        concurrency=job.concurrency,
+        max_steps=job.max_steps,
+        agent_timeout_sec=job.agent_timeout_sec,
+        verifier_timeout_sec=job.verifier_timeout_sec,
+        tags=dict(job.tags),
+        request_id=job.request_id,
+        cancel_requested=job.cancel_requested,
+        counts={s: counts.get(s, 0) for s in ("pending", "running", "completed", "failed", "cancelled")},
+        created_at=job.created_at,
+        finished_at=job.finished_at,
+    )
+
+
+def get_job(ctx: Context, job_id: str) -> JobView:
+    with ctx.store.read() as session:
+        return _view(session, load_job(session, ctx.project_id, job_id))
+
+
+def list_jobs(
+    ctx: Context, status: str | None = None, tags: dict[str, str] | None = None, limit: int = 50
+) -> list[JobView]:
+    with ctx.store.read() as session:
+        query = (
+            select(Job).where(Job.project_id == ctx.project_id).order_by(Job.created_at.desc(), Job.id.desc())
+        )
+        if status is not None:
+            query = query.where(Job.status == status)
+        jobs = list(session.scalars(query))
+        if tags:
+            jobs = [j for j in jobs if all(j.tags.get(k) == v for k, v in tags.items())]
+        return [_view(session, j) for j in jobs[:limit]]
+
+
+def cancel_job(ctx: Context, job_id: str) -> JobView:
+    with ctx.store.read() as session:
+        load_job(session, ctx.project_id, job_id)
+    queue.request_cancel(ctx.store, job_id)
+    return get_job(ctx, job_id)
+
+
+def export_job(ctx: Context, job_id: str) -> JobRequest:
+    """The job's configuration, reproducible with `el job submit --config`; never secret values."""
+    with ctx.store.read() as session:
+        job = load_job(session, ctx.project_id, job_id)
+        view = _view(session, job)
+        all_members = [m.name for m in dataset_members(session, job.dataset_id)]
+    return JobRequest(
+        dataset=view.dataset,
+        profiles=view.profiles,
+        attempts=view.attempts,
+        tasks=None if view.tasks == all_members else view.tasks,
+        max_steps=view.max_steps,
+        concurrency=view.concurrency,
+        agent_timeout_sec=view.agent_timeout_sec,
+        verifier_timeout_sec=view.verifier_timeout_sec,
+        tags=view.tags,
+    )

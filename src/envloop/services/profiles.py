@@ -1,0 +1,179 @@
+"""Profiles: versioned, immutable model/agent params; secret values stored apart and never shown."""
+
+import hashlib
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from envloop.core.ids import new_id
+from envloop.services.context import Context
+from envloop.services.errors import ConflictError, NotFoundError, UserError
+from envloop.services.refs import check_name, check_version, split_ref
+from envloop.store.tables import Profile, ProfileSecret
+
+PROFILE_SCHEMA = "envplatform.profile/v2"
+MASK = "***"
+
+
+class ProfileSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    params: dict[str, str]
+
+    @field_validator("params", mode="before")
+    @classmethod
+    def _scalars_as_strings(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if isinstance(item, bool):
+                out[key] = "true" if item else "false"
+            elif isinstance(item, int | float):
+                out[key] = str(item)
+            else:
+                out[key] = item
+        return out
+
+
+class ProfileDocument(BaseModel):
+    """The profile file, as the product documents show it."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: Literal["envplatform.profile/v2"]
+    name: str | None = None
+    version: str | None = None
+    secret_params: list[str] = Field(default_factory=list)
+    spec: ProfileSpec
+
+
+class ProfileView(BaseModel):
+    name: str
+    version: str
+    ref: str
+    params: dict[str, str] = Field(description="secret values shown as ***")
+    secret_params: list[str]
+    digest: str
+    created_at: datetime
+    created: bool | None = None
+
+
+def read_profile_file(path: Path) -> ProfileDocument:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not valid JSON ({exc})") from None
+    try:
+        return ProfileDocument.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "document"
+        raise UserError(f"{path}: {where}: {first['msg']}") from None
+
+
+def _digest(params: dict[str, str], secret_names: list[str]) -> str:
+    canonical = json.dumps({"params": params, "secret": sorted(secret_names)}, sort_keys=True)
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def create_profile(ctx: Context, name: str, version: str, document: ProfileDocument) -> ProfileView:
+    check_name("profile", name)
+    check_version("profile", version)
+    if document.name is not None and document.name != name:
+        raise UserError(f"profile file names {document.name!r}, not {name!r}")
+    if document.version is not None and document.version != version:
+        raise UserError(f"profile file has version {document.version!r}, not {version!r}")
+    params = document.spec.params
+    unknown = [s for s in document.secret_params if s not in params]
+    if unknown:
+        raise UserError(f"secret_params names params that spec.params lacks: {', '.join(unknown)}")
+    secrets = sorted(set(document.secret_params))
+    digest = _digest(params, secrets)
+    try:
+        with ctx.store.write() as session:
+            existing = _find(session, ctx.project_id, name, version)
+            if existing is not None:
+                if existing.content_digest != digest:
+                    raise ConflictError(
+                        f"profile {name}@{version} already exists with different content; "
+                        "profile versions are immutable: publish a new version"
+                    )
+                return _view(existing, created=False)
+            row = Profile(
+                id=new_id("prf"),
+                project_id=ctx.project_id,
+                name=name,
+                version=version,
+                params={k: v for k, v in params.items() if k not in secrets},
+                secret_names=secrets,
+                content_digest=digest,
+            )
+            session.add(row)
+            session.flush()
+            session.add_all(ProfileSecret(profile_id=row.id, name=s, value=params[s]) for s in secrets)
+            session.flush()
+            return _view(row, created=True)
+    except IntegrityError:
+        return create_profile(ctx, name, version, document)
+
+
+def _find(session: Session, project_id: str, name: str, version: str) -> Profile | None:
+    return session.scalar(
+        select(Profile).where(
+            Profile.project_id == project_id, Profile.name == name, Profile.version == version
+        )
+    )
+
+
+def resolve_profile(session: Session, project_id: str, ref: str) -> Profile:
+    name, version = split_ref("profile", ref)
+    row = _find(session, project_id, name, version)
+    if row is None:
+        raise NotFoundError(f"unknown profile {ref!r}")
+    return row
+
+
+def resolved_params(session: Session, profile: Profile) -> dict[str, str]:
+    """All params with secret values filled in: for runners only, never for display."""
+    params = dict(profile.params)
+    for secret in session.scalars(select(ProfileSecret).where(ProfileSecret.profile_id == profile.id)):
+        params[secret.name] = secret.value
+    return params
+
+
+def _view(row: Profile, created: bool | None = None) -> ProfileView:
+    params = dict(row.params)
+    for name in row.secret_names:
+        params[name] = MASK
+    return ProfileView(
+        name=row.name,
+        version=row.version,
+        ref=f"{row.name}@{row.version}",
+        params=dict(sorted(params.items())),
+        secret_params=list(row.secret_names),
+        digest=row.content_digest,
+        created_at=row.created_at,
+        created=created,
+    )
+
+
+def get_profile(ctx: Context, ref: str) -> ProfileView:
+    with ctx.store.read() as session:
+        return _view(resolve_profile(session, ctx.project_id, ref))
+
+
+def list_profiles(ctx: Context) -> list[ProfileView]:
+    with ctx.store.read() as session:
+        rows = session.scalars(
+            select(Profile)
+            .where(Profile.project_id == ctx.project_id)
+            .order_by(Profile.name, Profile.version)
+        )
+        return [_view(row) for row in rows]

@@ -1,0 +1,61 @@
+"""Job results: the store's trials mapped to metric slots, then the one metrics module."""
+
+from pydantic import BaseModel
+from sqlalchemy import select
+
+from envloop.core.metrics import AttemptSlot, ProfileMetrics, SlotState, compute_metrics
+from envloop.services.context import Context
+from envloop.services.jobs import job_profiles, load_job
+from envloop.store.tables import Trial
+
+
+class JobResult(BaseModel):
+    id: str
+    status: str
+    attempts: int
+    profiles: dict[str, ProfileMetrics]
+
+
+def slot_state(status: str, reward: float | None, invalidated: bool, dispatched: bool) -> SlotState:
+    """A missing reward is never a zero: every non-scored slot keeps the reason it has none."""
+    if invalidated:
+        return "invalidated"
+    if reward is not None:
+        return "scored"
+    if status in ("pending", "running"):
+        return "waiting"
+    if status == "cancelled" and not dispatched:
+        return "undispatched"
+    return "invalid"
+
+
+def job_result(ctx: Context, job_id: str) -> JobResult:
+    with ctx.store.read() as session:
+        job = load_job(session, ctx.project_id, job_id)
+        profiles = job_profiles(session, job.id)
+        rows = session.execute(
+            select(
+                Trial.profile_id,
+                Trial.task_name,
+                Trial.attempt,
+                Trial.status,
+                Trial.reward,
+                Trial.invalidated,
+                Trial.started_at,
+            ).where(Trial.job_id == job.id)
+        ).all()
+    slots: dict[str, list[AttemptSlot]] = {p.id: [] for p in profiles}
+    for row in rows:
+        state = slot_state(row.status, row.reward, row.invalidated, row.started_at is not None)
+        slots[row.profile_id].append(
+            AttemptSlot(task=row.task_name, attempt=row.attempt, state=state, reward=row.reward)
+        )
+    return JobResult(
+        id=job.id,
+        status=job.status,
+        attempts=job.attempts,
+        profiles={
+            f"{p.name}@{p.version}": compute_metrics(list(job.tasks), job.attempts, slots[p.id])
+            for p in profiles
+        },
+    )

@@ -1,0 +1,150 @@
+"""Trials: reading one attempt (status, reward, phases, logs, artifacts) and invalidating it."""
+
+import shutil
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import select, update
+
+from envloop.services.context import Context
+from envloop.services.errors import NotFoundError, UserError
+from envloop.services.jobs import load_job
+from envloop.store.artifacts import ArtifactInfo, ArtifactNotFoundError
+from envloop.store.tables import Job, Profile, Trial
+
+LOG_FILES = {
+    "agent": ("agent/stdout.txt", "agent/stderr.txt"),
+    "verifier": ("verifier/stdout.txt", "verifier/stderr.txt"),
+}
+
+
+class TrialView(BaseModel):
+    id: str
+    job_id: str
+    profile: str
+    task: str
+    task_digest: str
+    attempt: int
+    status: str
+    error_type: str | None
+    error_message: str | None
+    exit_code: int | None
+    reward: float | None
+    reward_note: str | None
+    dimensions: dict[str, float]
+    invalidated: bool
+    invalidated_reason: str | None
+    sandbox: str | None
+    sandbox_note: str | None
+    warnings: list[str]
+    phases: list[dict[str, Any]]
+    runs: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+def _view(trial: Trial, profile_ref: str) -> TrialView:
+    return TrialView(
+        id=trial.id,
+        job_id=trial.job_id,
+        profile=profile_ref,
+        task=trial.task_name,
+        task_digest=trial.task_digest,
+        attempt=trial.attempt,
+        status=trial.status,
+        error_type=trial.error_type,
+        error_message=trial.error_message,
+        exit_code=trial.exit_code,
+        reward=trial.reward,
+        reward_note=trial.reward_note,
+        dimensions=dict(trial.dimensions),
+        invalidated=trial.invalidated,
+        invalidated_reason=trial.invalidated_reason,
+        sandbox=trial.sandbox,
+        sandbox_note=trial.sandbox_note,
+        warnings=list(trial.warnings),
+        phases=list(trial.phases),
+        runs=trial.runs,
+        created_at=trial.created_at,
+        started_at=trial.started_at,
+        finished_at=trial.finished_at,
+    )
+
+
+def list_trials(
+    ctx: Context, job_id: str, status: str | None = None, task: str | None = None
+) -> list[TrialView]:
+    with ctx.store.read() as session:
+        load_job(session, ctx.project_id, job_id)
+        query = (
+            select(Trial, Profile.name, Profile.version)
+            .join(Profile, Profile.id == Trial.profile_id)
+            .where(Trial.job_id == job_id)
+            .order_by(Trial.profile_id, Trial.member_position, Trial.attempt)
+        )
+        if status is not None:
+            query = query.where(Trial.status == status)
+        if task is not None:
+            query = query.where(Trial.task_name == task)
+        return [_view(t, f"{name}@{version}") for t, name, version in session.execute(query).all()]
+
+
+def get_trial(ctx: Context, trial_id: str) -> TrialView:
+    with ctx.store.read() as session:
+        row = session.execute(
+            select(Trial, Profile.name, Profile.version, Job.project_id)
+            .join(Profile, Profile.id == Trial.profile_id)
+            .join(Job, Job.id == Trial.job_id)
+            .where(Trial.id == trial_id)
+        ).first()
+    if row is None or row[3] != ctx.project_id:
+        raise NotFoundError(f"unknown trial {trial_id!r}")
+    return _view(row[0], f"{row[1]}@{row[2]}")
+
+
+def trial_logs(ctx: Context, trial_id: str, phase: str = "agent") -> dict[str, str]:
+    """The captured stdout/stderr of a phase (secrets were masked when they were kept)."""
+    get_trial(ctx, trial_id)
+    if phase not in LOG_FILES:
+        raise UserError(f"unknown phase {phase!r} (choose from: {', '.join(LOG_FILES)})")
+    logs: dict[str, str] = {}
+    for rel in LOG_FILES[phase]:
+        try:
+            path = ctx.artifacts.trial_file(trial_id, rel)
+        except ArtifactNotFoundError:
+            continue
+        logs[Path(rel).stem] = path.read_text(encoding="utf-8", errors="replace")
+    return logs
+
+
+def list_artifacts(ctx: Context, trial_id: str) -> list[ArtifactInfo]:
+    get_trial(ctx, trial_id)
+    return ctx.artifacts.list_trial(trial_id)
+
+
+def copy_artifacts(ctx: Context, trial_id: str, dest: Path) -> list[ArtifactInfo]:
+    items = list_artifacts(ctx, trial_id)
+    for item in items:
+        target = dest / item.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ctx.artifacts.trial_file(trial_id, item.path), target)
+    return items
+
+
+def invalidate_trial(ctx: Context, trial_id: str, reason: str | None, undo: bool = False) -> TrialView:
+    """Keep the record but exclude its reward from every aggregate (or bring it back)."""
+    trial = get_trial(ctx, trial_id)
+    if not undo and not (reason and reason.strip()):
+        raise UserError("invalidating a trial needs a reason (--reason)")
+    if not undo and trial.status not in ("completed", "failed", "cancelled"):
+        raise UserError(f"trial {trial_id} is {trial.status}; only finished trials can be invalidated")
+    with ctx.store.write() as session:
+        session.execute(
+            update(Trial)
+            .where(Trial.id == trial_id)
+            .values(invalidated=not undo, invalidated_reason=None if undo else reason)
+        )
+    return get_trial(ctx, trial_id)

@@ -1,0 +1,1 @@
+"""Persistence: SQLAlchemy tables and migrations, the trial queue, and the artifact store."""

@@ -1,0 +1,193 @@
+"""Tables of the store. Migrations in `migrations/versions` must match these definitions.
+
+Times that workers compare (leases, heartbeats) are epoch seconds as floats so SQLite and PostgreSQL
+compare them identically; times shown to users are timezone-aware UTC datetimes.
+"""
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Stores UTC; always returns aware datetimes (SQLite drops the zone otherwise)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Project(Base):
+    __tablename__ = "projects"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Dataset(Base):
+    """One frozen revision: NAME@VERSION."""
+
+    __tablename__ = "datasets"
+    __table_args__ = (
+        UniqueConstraint("project_id", "name", "version", name="uq_dataset_version"),
+        UniqueConstraint("project_id", "name", "content_digest", name="uq_dataset_content"),
+    )
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"))
+    name: Mapped[str] = mapped_column(String(200))
+    version: Mapped[int] = mapped_column(Integer)
+    runner: Mapped[str] = mapped_column(String(100))
+    kind: Mapped[str] = mapped_column(String(20))
+    scorer: Mapped[str | None] = mapped_column(String(20))
+    content_digest: Mapped[str] = mapped_column(String(80))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class DatasetMember(Base):
+    __tablename__ = "dataset_members"
+    __table_args__ = (UniqueConstraint("dataset_id", "name", name="uq_member_name"),)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    digest: Mapped[str] = mapped_column(String(80))
+    row: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    """The JSONL row itself for model-only sets; Harbor tasks live in the artifact store by digest."""
+
+
+class Profile(Base):
+    __tablename__ = "profiles"
+    __table_args__ = (UniqueConstraint("project_id", "name", "version", name="uq_profile_version"),)
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"))
+    name: Mapped[str] = mapped_column(String(200))
+    version: Mapped[str] = mapped_column(String(100))
+    params: Mapped[dict[str, Any]] = mapped_column(JSON)
+    """Non-secret params only; secret values live in profile_secrets."""
+    secret_names: Mapped[list[Any]] = mapped_column(JSON)
+    content_digest: Mapped[str] = mapped_column(String(80))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ProfileSecret(Base):
+    __tablename__ = "profile_secrets"
+    profile_id: Mapped[str] = mapped_column(ForeignKey("profiles.id"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("project_id", "request_id", name="uq_job_request"),
+        Index("ix_jobs_project_created", "project_id", "created_at"),
+    )
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"))
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"))
+    runner: Mapped[str] = mapped_column(String(100))
+    attempts: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(20), default="pending")
+    concurrency: Mapped[int | None] = mapped_column(Integer)
+    max_steps: Mapped[int | None] = mapped_column(Integer)
+    agent_timeout_sec: Mapped[float | None] = mapped_column(Float)
+    verifier_timeout_sec: Mapped[float | None] = mapped_column(Float)
+    tasks: Mapped[list[Any]] = mapped_column(JSON)
+    """Selected member names, in dataset order."""
+    tags: Mapped[dict[str, Any]] = mapped_column(JSON)
+    request_id: Mapped[str | None] = mapped_column(String(200))
+    request_digest: Mapped[str | None] = mapped_column(String(80))
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    claim_seq: Mapped[int] = mapped_column(Integer, default=0)
+    """Bumped by every claim so concurrent claimers serialize on the job row (per-job concurrency)."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class JobProfile(Base):
+    __tablename__ = "job_profiles"
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    profile_id: Mapped[str] = mapped_column(ForeignKey("profiles.id"))
+
+
+class Trial(Base):
+    __tablename__ = "trials"
+    __table_args__ = (
+        UniqueConstraint("job_id", "profile_id", "task_name", "attempt", name="uq_trial_slot"),
+        Index("ix_trials_queue", "status", "job_id"),
+        Index("ix_trials_job", "job_id", "profile_id", "member_position", "attempt"),
+        Index("ix_trials_job_status", "job_id", "status", "attempt", "member_position"),
+        Index("ix_trials_lease", "status", "lease_expires_at"),
+    )
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"))
+    profile_id: Mapped[str] = mapped_column(ForeignKey("profiles.id"))
+    task_name: Mapped[str] = mapped_column(String(200))
+    task_digest: Mapped[str] = mapped_column(String(80))
+    member_position: Mapped[int] = mapped_column(Integer)
+    attempt: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(20), default="pending")
+    error_type: Mapped[str | None] = mapped_column(String(40))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    reward: Mapped[float | None] = mapped_column(Float)
+    reward_note: Mapped[str | None] = mapped_column(Text)
+    dimensions: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    sandbox: Mapped[str | None] = mapped_column(String(20))
+    sandbox_note: Mapped[str | None] = mapped_column(Text)
+    warnings: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    phases: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    lease_owner: Mapped[str | None] = mapped_column(String(64))
+    lease_token: Mapped[int] = mapped_column(Integer, default=0)
+    """Incremented by every claim: only the holder of the current token may record the result."""
+    lease_expires_at: Mapped[float | None] = mapped_column(Float)
+    runs: Mapped[int] = mapped_column(Integer, default=0)
+    """How many times the trial was claimed (>1 means a worker died and it was re-run)."""
+    invalidated: Mapped[bool] = mapped_column(Boolean, default=False)
+    invalidated_reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Worker(Base):
+    __tablename__ = "workers"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    host: Mapped[str] = mapped_column(String(200))
+    pid: Mapped[int] = mapped_column(Integer)
+    capacity: Mapped[int] = mapped_column(Integer)
+    background: Mapped[bool] = mapped_column(Boolean, default=False)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    heartbeat_at: Mapped[float] = mapped_column(Float)

@@ -1,0 +1,141 @@
+"""Shared fixtures: a private ENVLOOP_HOME per test, and helpers to run the real `el` command."""
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envloop.services.context import Context, open_context
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """In CI nothing may be skipped silently: a skip there (no bwrap, no cgroup, …) is a failure."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, which must run every suite: {report.longrepr}"
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "home"
+    monkeypatch.setenv("ENVLOOP_HOME", str(path))
+    monkeypatch.delenv("ENVLOOP_DATABASE_URL", raising=False)
+    monkeypatch.delenv("ENVLOOP_ARTIFACTS", raising=False)
+    return path
+
+
+@pytest.fixture
+def ctx(home: Path) -> Iterator[Context]:
+    context = open_context(home)
+    yield context
+    context.close()
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+@dataclass
+class El:
+    """Runs the real `el` entry point in a subprocess against one ENVLOOP_HOME."""
+
+    home: Path
+    cwd: Path
+
+    def __call__(self, *args: str, timeout: float = 120, env: dict[str, str] | None = None) -> Result:
+        full_env = dict(os.environ, ENVLOOP_HOME=str(self.home), **(env or {}))
+        proc = subprocess.run(
+            [sys.executable, "-m", "envloop", *args],
+            capture_output=True,
+            check=False,
+            text=True,
+            timeout=timeout,
+            cwd=self.cwd,
+            env=full_env,
+        )
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    def ok(self, *args: str, timeout: float = 120) -> Result:
+        result = self(*args, timeout=timeout)
+        assert result.code == 0, f"el {' '.join(args)} exited {result.code}: {result.stderr}"
+        return result
+
+
+@pytest.fixture
+def el(home: Path, tmp_path: Path) -> Iterator[El]:
+    runner = El(home=home, cwd=tmp_path)
+    yield runner
+    stop_background_worker(home)
+
+
+def stop_background_worker(home: Path) -> None:
+    """Background workers exit on their own when idle; tests end them at once."""
+    lock = home / "background-worker.lock"
+    if not lock.exists():
+        return
+    with lock.open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass
+        else:
+            return  # nobody holds it: no worker to stop
+    text = lock.read_text().strip()
+    if text.isdigit():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(text), signal.SIGTERM)
+
+
+def write_profile(path: Path, params: dict[str, str], secret: list[str] | None = None) -> Path:
+    path.write_text(
+        json.dumps(
+            {
+                "schema_version": "envplatform.profile/v2",
+                "secret_params": secret or [],
+                "spec": {"params": params},
+            }
+        )
+    )
+    return path
+
+
+def make_task(root: Path, name: str, solve: str = "", test: str | None = None, toml: str = "") -> Path:
+    """A small Harbor-format task written for both sandbox modes."""
+    task = root / name
+    (task / "tests").mkdir(parents=True)
+    (task / "solution").mkdir()
+    (task / "environment").mkdir()
+    (task / "task.toml").write_text('version = "1.0"\n' + toml)
+    (task / "instruction.md").write_text(f"Do the {name} thing.\n")
+    (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    (task / "solution" / "solve.sh").write_text("#!/usr/bin/env bash\n" + solve + "\n")
+    default_test = (
+        'logs="${ENVLOOP_LOGS_DIR:-/logs}"; app="${ENVLOOP_APP_DIR:-/app}"\n'
+        'if [ -f "$app/done" ]; then echo 1 > "$logs/verifier/reward.txt"; '
+        'else echo 0 > "$logs/verifier/reward.txt"; fi\n'
+    )
+    (task / "tests" / "test.sh").write_text(
+        "#!/usr/bin/env bash\n" + (test if test is not None else default_test)
+    )
+    return task

@@ -1,0 +1,135 @@
+"""The trial queue in the store: leases, exactly-once results, fairness, concurrency, cancellation."""
+
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select, update
+
+from envloop.core.trial import TrialOutcome
+from envloop.services import datasets, jobs, profiles
+from envloop.services.context import Context
+from envloop.store import queue
+from envloop.store.tables import Trial
+from tests.conftest import make_task, write_profile
+
+
+def _job(ctx: Context, tmp_path: Path, tasks: int = 3, attempts: int = 2, **extra: object) -> str:
+    src = tmp_path / f"src{time.monotonic_ns()}"
+    for i in range(tasks):
+        make_task(src, f"t{i}", solve="touch done")
+    ref = datasets.push_dataset(ctx, src, f"ds{time.monotonic_ns()}").ref
+    doc = profiles.read_profile_file(write_profile(tmp_path / "p.json", {"AGENT_NAME": "nop"}))
+    profiles.create_profile(ctx, "p", "1", doc)
+    request = jobs.JobRequest(dataset=ref, profiles=["p@1"], attempts=attempts, **extra)  # type: ignore[arg-type]
+    return jobs.submit_job(ctx, request).job.id
+
+
+def _status(ctx: Context, trial_id: str) -> str:
+    with ctx.store.read() as session:
+        return session.scalar(select(Trial.status).where(Trial.id == trial_id)) or ""
+
+
+def test_all_trials_exist_pending_at_submission(ctx: Context, tmp_path: Path) -> None:
+    job = jobs.get_job(ctx, _job(ctx, tmp_path, tasks=3, attempts=2))
+    assert job.counts == {"pending": 6, "running": 0, "completed": 0, "failed": 0, "cancelled": 0}
+    assert job.status == "pending"
+
+
+def test_a_claimed_trial_is_not_claimed_again_while_its_lease_holds(ctx: Context, tmp_path: Path) -> None:
+    _job(ctx, tmp_path, tasks=2, attempts=1)
+    first = queue.claim(ctx.store, "w1", 10, lease_ttl=30)
+    assert len(first) == 2
+    assert queue.claim(ctx.store, "w2", 10, lease_ttl=30) == []
+
+
+def test_claims_take_first_attempts_of_every_task_before_second_attempts(
+    ctx: Context, tmp_path: Path
+) -> None:
+    _job(ctx, tmp_path, tasks=3, attempts=2)
+    claimed = queue.claim(ctx.store, "w1", 3, lease_ttl=30)
+    assert sorted((c.task_name, c.attempt) for c in claimed) == [("t0", 1), ("t1", 1), ("t2", 1)]
+
+
+def test_an_expired_lease_puts_the_trial_back_and_the_old_holder_cannot_record(
+    ctx: Context, tmp_path: Path
+) -> None:
+    _job(ctx, tmp_path, tasks=1, attempts=1)
+    (stale,) = queue.claim(ctx.store, "dead-worker", 1, lease_ttl=30)
+    with ctx.store.write() as session:
+        session.execute(update(Trial).values(lease_expires_at=time.time() - 1))
+    assert queue.reap_expired(ctx.store) == 1
+    assert _status(ctx, stale.trial_id) == "pending"
+    (fresh,) = queue.claim(ctx.store, "w2", 1, lease_ttl=30)
+    assert fresh.trial_id == stale.trial_id and fresh.lease_token == stale.lease_token + 1
+    assert queue.finish(ctx.store, stale, TrialOutcome(status="completed", reward=1.0)) is False
+    assert queue.finish(ctx.store, fresh, TrialOutcome(status="completed", reward=0.0)) is True
+    assert queue.finish(ctx.store, fresh, TrialOutcome(status="completed", reward=1.0)) is False
+    with ctx.store.read() as session:
+        trial = session.scalars(select(Trial)).one()
+    assert (trial.status, trial.reward, trial.runs) == ("completed", 0.0, 2)
+
+
+def test_renew_reports_leases_that_were_lost(ctx: Context, tmp_path: Path) -> None:
+    _job(ctx, tmp_path, tasks=2, attempts=1)
+    held = queue.claim(ctx.store, "w1", 2, lease_ttl=30)
+    with ctx.store.write() as session:
+        session.execute(update(Trial).where(Trial.id == held[0].trial_id).values(lease_owner="thief"))
+    assert queue.renew(ctx.store, "w1", held, lease_ttl=30) == {held[0].trial_id}
+
+
+def test_job_concurrency_caps_running_trials_across_claims(ctx: Context, tmp_path: Path) -> None:
+    _job(ctx, tmp_path, tasks=4, attempts=2, concurrency=3)
+    assert len(queue.claim(ctx.store, "w1", 10, lease_ttl=30)) == 3
+    assert queue.claim(ctx.store, "w2", 10, lease_ttl=30) == []
+
+
+def test_capacity_is_shared_fairly_across_jobs(ctx: Context, tmp_path: Path) -> None:
+    a = _job(ctx, tmp_path, tasks=5, attempts=2)
+    b = _job(ctx, tmp_path, tasks=5, attempts=2)
+    claimed = queue.claim(ctx.store, "w1", 4, lease_ttl=30)
+    assert sorted(c.job_id for c in claimed) == sorted([a, a, b, b])
+
+
+def test_cancel_cancels_pending_trials_at_once_as_never_dispatched(ctx: Context, tmp_path: Path) -> None:
+    job_id = _job(ctx, tmp_path, tasks=2, attempts=2)
+    (running,) = queue.claim(ctx.store, "w1", 1, lease_ttl=30)
+    queue.request_cancel(ctx.store, job_id)
+    view = jobs.get_job(ctx, job_id)
+    assert (view.counts["cancelled"], view.counts["running"], view.status) == (3, 1, "running")
+    assert queue.cancel_requested(ctx.store, [running.trial_id]) == {running.trial_id}
+    assert queue.claim(ctx.store, "w2", 10, lease_ttl=30) == []
+    queue.finish(ctx.store, running, TrialOutcome(status="cancelled"))
+    assert jobs.get_job(ctx, job_id).status == "cancelled"
+
+
+def test_a_dead_workers_trial_in_a_cancelled_job_ends_cancelled(ctx: Context, tmp_path: Path) -> None:
+    job_id = _job(ctx, tmp_path, tasks=1, attempts=1)
+    (trial,) = queue.claim(ctx.store, "dead", 1, lease_ttl=30)
+    queue.request_cancel(ctx.store, job_id)
+    with ctx.store.write() as session:
+        session.execute(update(Trial).values(lease_expires_at=time.time() - 1))
+    queue.reap_expired(ctx.store)
+    assert _status(ctx, trial.trial_id) == "cancelled"
+    assert jobs.get_job(ctx, job_id).status == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "expected"),
+    [
+        (["completed", "completed"], "completed"),
+        (["completed", "failed"], "failed"),
+        (["cancelled", "completed"], "cancelled"),
+        (["failed", "cancelled"], "failed"),
+    ],
+)
+def test_job_status_rolls_up_from_its_trials(
+    ctx: Context, tmp_path: Path, outcomes: list[str], expected: str
+) -> None:
+    job_id = _job(ctx, tmp_path, tasks=2, attempts=1)
+    claimed = queue.claim(ctx.store, "w1", 2, lease_ttl=30)
+    queue.finish(ctx.store, claimed[0], TrialOutcome(status=outcomes[0]))  # type: ignore[arg-type]
+    assert jobs.get_job(ctx, job_id).status == "running"
+    queue.finish(ctx.store, claimed[1], TrialOutcome(status=outcomes[1]))  # type: ignore[arg-type]
+    view = jobs.get_job(ctx, job_id)
+    assert view.status == expected and view.finished_at is not None

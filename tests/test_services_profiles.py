@@ -1,0 +1,87 @@
+"""Profiles: immutable versions, secrets stored apart and never shown."""
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from envloop.services import profiles
+from envloop.services.context import Context
+from envloop.services.errors import ConflictError, UserError
+from envloop.store.tables import Profile, ProfileSecret
+from tests.conftest import write_profile
+
+SECRET = "sk-test-4f1c9a7e2b"
+
+
+def _doc(tmp_path: Path, params: dict[str, str], secret: list[str] | None = None) -> profiles.ProfileDocument:
+    return profiles.read_profile_file(write_profile(tmp_path / "p.json", params, secret))
+
+
+def test_seed_style_profile_is_accepted_and_secrets_are_masked(ctx: Context, tmp_path: Path) -> None:
+    doc = _doc(tmp_path, {"AGENT_NAME": "oracle", "MODEL_API_KEY": SECRET}, ["MODEL_API_KEY"])
+    view = profiles.create_profile(ctx, "team/eval", "1", doc)
+    assert view.params["MODEL_API_KEY"] == "***"
+    assert SECRET not in view.model_dump_json()
+    assert SECRET not in profiles.get_profile(ctx, "team/eval@1").model_dump_json()
+
+
+def test_secret_values_are_stored_apart_from_params(ctx: Context, tmp_path: Path) -> None:
+    doc = _doc(tmp_path, {"AGENT_NAME": "oracle", "MODEL_API_KEY": SECRET}, ["MODEL_API_KEY"])
+    profiles.create_profile(ctx, "team/eval", "1", doc)
+    with ctx.store.read() as session:
+        row = session.scalars(select(Profile)).one()
+        assert "MODEL_API_KEY" not in row.params
+        assert session.scalars(select(ProfileSecret.value)).one() == SECRET
+
+
+def test_same_content_again_is_a_no_op(ctx: Context, tmp_path: Path) -> None:
+    doc = _doc(tmp_path, {"AGENT_NAME": "nop"})
+    assert profiles.create_profile(ctx, "a", "1", doc).created is True
+    assert profiles.create_profile(ctx, "a", "1", doc).created is False
+
+
+def test_different_content_for_an_existing_version_is_refused(ctx: Context, tmp_path: Path) -> None:
+    profiles.create_profile(ctx, "a", "1", _doc(tmp_path, {"AGENT_NAME": "nop"}))
+    with pytest.raises(ConflictError, match="immutable"):
+        profiles.create_profile(ctx, "a", "1", _doc(tmp_path, {"AGENT_NAME": "oracle"}))
+
+
+def test_a_changed_secret_value_is_different_content(ctx: Context, tmp_path: Path) -> None:
+    profiles.create_profile(ctx, "a", "1", _doc(tmp_path, {"K": "one"}, ["K"]))
+    with pytest.raises(ConflictError):
+        profiles.create_profile(ctx, "a", "1", _doc(tmp_path, {"K": "two"}, ["K"]))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"schema_version": "other/v1", "spec": {"params": {}}}', "schema_version"),
+        ('{"schema_version": "envplatform.profile/v2"}', "spec"),
+        ('{"schema_version": "envplatform.profile/v2", "spec": {"params": {"A": [1]}}}', "spec.params.A"),
+    ],
+)
+def test_malformed_profile_files_are_refused_naming_the_field(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(content)
+    with pytest.raises(UserError, match=message):
+        profiles.read_profile_file(path)
+
+
+def test_secret_params_must_name_existing_params(ctx: Context, tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="secret_params"):
+        profiles.create_profile(ctx, "a", "1", _doc(tmp_path, {"A": "x"}, ["B"]))
+
+
+def test_file_name_and_version_must_match_the_command(ctx: Context, tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(
+        '{"schema_version": "envplatform.profile/v2", "name": "x", "version": "2", "spec": {"params": {}}}'
+    )
+    with pytest.raises(UserError, match="names"):
+        profiles.create_profile(ctx, "y", "2", profiles.read_profile_file(path))
+    with pytest.raises(UserError, match="version"):
+        profiles.create_profile(ctx, "x", "3", profiles.read_profile_file(path))
