@@ -7,6 +7,7 @@ when this process may create groups below its own; otherwise the instance falls 
 alone and says so in its note.
 """
 
+import atexit
 import contextlib
 import functools
 import os
@@ -67,6 +68,50 @@ def _write(path: Path, value: str) -> bool:
     return True
 
 
+class _GroupPool:
+    """Empty groups kept for reuse: creating and removing cgroup v1 directories costs far more than
+    rewriting their limits, and a worker runs thousands of instances. Names end in `.<pid>` so
+    groups left behind by a worker that was killed can be recognised and swept by the next one.
+    """
+
+    def __init__(self) -> None:
+        self.free: list[str] = []
+        self.count = 0
+        self.swept = False
+
+    def take(self) -> str:
+        if not self.swept:
+            self.swept = True
+            _sweep_dead_groups()
+            atexit.register(self.drain)
+        if self.free:
+            return self.free.pop()
+        self.count += 1
+        return f"pool-{self.count}.{os.getpid()}"
+
+    def drain(self) -> None:
+        for group in self.free:
+            for base in _cgroup_bases().values():
+                _remove_dir(base / group)
+        self.free.clear()
+        for base in _cgroup_bases().values():
+            with contextlib.suppress(OSError):
+                base.rmdir()
+
+
+_POOL = _GroupPool()
+
+
+def _sweep_dead_groups() -> None:
+    for base in _cgroup_bases().values():
+        if not base.is_dir():
+            continue
+        for directory in base.iterdir():
+            owner = directory.name.rsplit(".", 1)[-1]
+            if directory.is_dir() and owner.isdigit() and not Path(f"/proc/{owner}").exists():
+                _remove_dir(directory)
+
+
 class InstanceCgroups:
     """The cgroups of one instance; every command joins them before it starts (see launch_prefix)."""
 
@@ -74,12 +119,15 @@ class InstanceCgroups:
         self.dirs: list[Path] = []
         self.controllers: list[str] = []
         self.enforced: list[str] = []
-        # The process id keeps two workers that run the same trial (a retry after a lost lease)
-        # out of each other's groups.
-        group = f"{trial_id}.{os.getpid()}"
-        for name, base in (_cgroup_bases() if enabled else {}).items():
-            directory = base / group
-            if not self._make(directory):
+        self.trial_id = trial_id
+        bases = _cgroup_bases() if enabled else {}
+        # A group is never shared by two live instances: the pool hands out names this process owns.
+        self.group = _POOL.take() if bases else ""
+        for name, base in bases.items():
+            if name == "cpu" and limits.cpus is None:
+                continue
+            directory = base / self.group
+            if not directory.is_dir() and not self._make(directory):
                 continue
             if not self._configure(name, directory, limits):
                 _remove_dir(directory)
@@ -155,16 +203,25 @@ class InstanceCgroups:
         return len(pids)
 
     def remove(self) -> list[str]:
-        """Delete the groups; returns the ones that could not be removed."""
-        failed = [str(d) for d in self.dirs if not _remove_dir(d)]
-        for directory in self.dirs:
-            # The shared parent goes when the last instance leaves, so nothing lingers below
-            # the group this process was started in.
-            with contextlib.suppress(OSError):
-                directory.parent.rmdir()
+        """Release the groups (kept empty for reuse); returns the ones still holding processes."""
+        if not self.dirs:
+            return []
+        busy = [str(d) for d in self.dirs if _has_processes(d)]
+        if busy:
+            failed = [str(d) for d in self.dirs if not _remove_dir(d)]
+        else:
+            failed = []
+            _POOL.free.append(self.group)
         self.dirs = []
         self.controllers = []
         return failed
+
+
+def _has_processes(directory: Path) -> bool:
+    try:
+        return bool((directory / "cgroup.procs").read_text().strip())
+    except OSError:
+        return False
 
 
 def _remove_dir(directory: Path) -> bool:

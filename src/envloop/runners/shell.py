@@ -7,6 +7,7 @@ environment has been torn down.
 """
 
 import asyncio
+import functools
 import os
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
@@ -24,6 +25,14 @@ from envloop.tasks.harbor import load_harbor_task
 from envloop.tasks.model import HarborTask
 
 DEFAULT_TIMEOUT_SEC = 600.0
+
+
+@functools.lru_cache(maxsize=256)
+def _frozen_task(task_dir: Path, name: str) -> HarborTask:
+    """Frozen task copies never change, so each is parsed (and its digest computed) once per process."""
+    return load_harbor_task(task_dir, name=name)
+
+
 INSTRUCTION_VARIABLE_LIMIT = 64 * 1024
 _REWARD_READ_LIMIT = 1024 * 1024
 
@@ -102,7 +111,7 @@ class ShellRunner:
         started = _now()
         context: AbstractAsyncContextManager[Environment] | None = None
         try:
-            task = load_harbor_task(spec.task_dir, name=spec.task_name)
+            task = _frozen_task(spec.task_dir, spec.task_name)
             context = self.provider.instance(task, spec)
             environment = await context.__aenter__()
         except Exception as exc:

@@ -9,10 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, inspect, select, text
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import NullPool
 
 from envloop.store.tables import Project
 
@@ -22,7 +21,7 @@ DEFAULT_PROJECT = "default"
 
 
 def _sqlite_engine(url: str) -> Engine:
-    engine = create_engine(url, connect_args={"isolation_level": None, "timeout": 60}, poolclass=NullPool)
+    engine = create_engine(url, connect_args={"isolation_level": None, "timeout": 60}, pool_size=8)
 
     @event.listens_for(engine, "connect")
     def _pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -75,8 +74,10 @@ class Store:
         self.is_sqlite = url.startswith("sqlite")
         _migrate(self.engine)
         self._read = sessionmaker(self.engine, expire_on_commit=False)
-        write_engine = self.engine.execution_options(sqlite_immediate=True) if self.is_sqlite else self.engine
-        self._write = sessionmaker(write_engine, expire_on_commit=False)
+        self._write_engine = (
+            self.engine.execution_options(sqlite_immediate=True) if self.is_sqlite else self.engine
+        )
+        self._write = sessionmaker(self._write_engine, expire_on_commit=False)
         self.default_project_id = self._ensure_project(DEFAULT_PROJECT)
 
     @contextmanager
@@ -88,6 +89,12 @@ class Store:
     def write(self) -> Iterator[Session]:
         with self._write() as session, session.begin():
             yield session
+
+    @contextmanager
+    def write_connection(self) -> Iterator[Connection]:
+        """A Core write transaction without ORM bookkeeping, for the queue's hot path."""
+        with self._write_engine.begin() as conn:
+            yield conn
 
     def _ensure_project(self, name: str) -> str:
         with self.read() as session:

@@ -4,15 +4,17 @@ A worker claims pending trials with a lease (owner, token, expiry) and renews it
 Only the holder of a trial's current lease token can record its result, so a result is recorded
 exactly once even if a worker that lost its lease (stalled, partitioned) finishes later. A lease
 that expires (the worker died) puts the trial back to pending, or cancels it if its job was.
+
+These are Core statements on a plain connection: a worker records and claims in one short write
+transaction per wake-up, and the ORM's bookkeeping would cost more than the database work.
 """
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, bindparam, func, select, update
 
 from envloop.core.status import TERMINAL, JobStatus, rollup_job_status
 from envloop.core.trial import TrialOutcome
@@ -20,6 +22,64 @@ from envloop.store.db import Store
 from envloop.store.tables import Job, Trial
 
 ACTIVE_JOB_STATUSES = ("pending", "running")
+OPEN_TRIAL_STATUSES = ("pending", "running")
+
+# The hot-path statements are built once: building a statement costs more than running it.
+_OPEN_TRIAL_OF_JOB = (
+    select(Trial.id)
+    .where(Trial.job_id == bindparam("job_id"), Trial.status.in_(OPEN_TRIAL_STATUSES))
+    .limit(1)
+)
+_ACTIVE_JOBS = (
+    select(Job.id, Job.concurrency, Job.status)
+    .where(Job.status.in_(ACTIVE_JOB_STATUSES), Job.cancel_requested.is_(False))
+    .order_by(Job.created_at)
+)
+_RUNNING_PER_JOB = (
+    select(Trial.job_id, func.count())
+    .where(Trial.status == "running", Trial.job_id.in_(bindparam("job_ids", expanding=True)))
+    .group_by(Trial.job_id)
+)
+_PENDING_OF_JOB = (
+    select(Trial.id, Trial.profile_id, Trial.task_name, Trial.task_digest, Trial.attempt, Trial.lease_token)
+    .where(Trial.job_id == bindparam("job_id"), Trial.status == "pending")
+    .order_by(Trial.attempt, Trial.member_position, Trial.profile_id)
+    .limit(bindparam("count"))
+    .with_for_update(skip_locked=True)
+)
+_START = (
+    update(Trial)
+    .where(Trial.id.in_(bindparam("ids", expanding=True)), Trial.status == "pending")
+    .values(
+        status="running",
+        lease_owner=bindparam("owner"),
+        lease_token=Trial.lease_token + 1,
+        lease_expires_at=bindparam("expires"),
+        runs=Trial.runs + 1,
+        started_at=func.coalesce(Trial.started_at, bindparam("now")),
+    )
+)
+_JOB_STARTED = (
+    update(Job).where(Job.id == bindparam("job_id"), Job.status == "pending").values(status="running")
+)
+_LOCK_JOB = update(Job).where(Job.id == bindparam("job_id")).values(claim_seq=Job.claim_seq + 1)
+_RESULT_COLUMNS = (
+    "status", "error_type", "error_message", "exit_code", "reward", "reward_note", "dimensions",
+    "sandbox", "sandbox_note", "warnings", "phases", "finished_at",
+)  # fmt: skip
+_FINISH = (
+    update(Trial)
+    .where(
+        Trial.id == bindparam("trial_id"),
+        Trial.status == "running",
+        Trial.lease_token == bindparam("token"),
+    )
+    .values(
+        lease_owner=None,
+        lease_expires_at=None,
+        **{name: bindparam(f"new_{name}", type_=Trial.__table__.c[name].type) for name in _RESULT_COLUMNS},
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -33,33 +93,31 @@ class ClaimedTrial:
     lease_token: int
 
 
-def refresh_job_status(session: Session, job_id: str) -> JobStatus:
-    """Re-derive a job's status from its trials (the roll-up rule lives in core.status)."""
-    statuses = session.scalars(select(Trial.status).where(Trial.job_id == job_id).distinct()).all()
+def refresh_job_status(conn: Connection, job_id: str) -> JobStatus | None:
+    """Re-derive a job's status from its trials (the roll-up rule lives in core.status).
+
+    While any trial is still pending or running the job stays as it is (claims mark it running),
+    so the per-trial cost is one indexed existence check; the full roll-up runs once at the end.
+    """
+    open_trial = conn.scalar(_OPEN_TRIAL_OF_JOB, {"job_id": job_id})
+    if open_trial is not None:
+        return None
+    statuses = conn.scalars(select(Trial.status).where(Trial.job_id == job_id).distinct()).all()
     status = rollup_job_status(statuses)
     values: dict[str, object] = {"status": status}
     if status in TERMINAL:
         values["finished_at"] = func.coalesce(Job.finished_at, datetime.now(UTC))
-    session.execute(update(Job).where(Job.id == job_id).values(**values))
+    conn.execute(update(Job).where(Job.id == job_id).values(**values))
     return status
 
 
-def _job_slots(session: Session, limit: int) -> list[tuple[str, int]]:
-    """How many trials each active job may start now, fairly: least-running jobs go first."""
-    jobs = session.execute(
-        select(Job.id, Job.concurrency, Job.created_at)
-        .where(Job.status.in_(ACTIVE_JOB_STATUSES), Job.cancel_requested.is_(False))
-        .order_by(Job.created_at)
-    ).all()
+def _job_slots(conn: Connection, limit: int) -> list[tuple[str, int, bool, bool]]:
+    """(job, how many trials it may start now, has a concurrency limit, still pending) — fairly:
+    jobs with the fewest running trials are served first, one slot at a time."""
+    jobs = conn.execute(_ACTIVE_JOBS).all()
     if not jobs:
         return []
-    running = dict(
-        session.execute(
-            select(Trial.job_id, func.count())
-            .where(Trial.status == "running", Trial.job_id.in_([j.id for j in jobs]))
-            .group_by(Trial.job_id)
-        ).all()
-    )
+    running: dict[str, int] = dict(conn.execute(_RUNNING_PER_JOB, {"job_ids": [j.id for j in jobs]}).all())
     room = {j.id: (j.concurrency - running.get(j.id, 0)) if j.concurrency else limit for j in jobs}
     order = sorted((j for j in jobs if room[j.id] > 0), key=lambda j: running.get(j.id, 0))
     slots: dict[str, int] = {}
@@ -72,59 +130,85 @@ def _job_slots(session: Session, limit: int) -> list[tuple[str, int]]:
             remaining -= 1
             if slots[job.id] >= room[job.id]:
                 order.remove(job)
-    return list(slots.items())
+    return [(j.id, slots[j.id], bool(j.concurrency), j.status == "pending") for j in jobs if j.id in slots]
+
+
+def _claim(conn: Connection, worker_id: str, limit: int, lease_ttl: float) -> list[ClaimedTrial]:
+    claimed: list[ClaimedTrial] = []
+    now = datetime.now(UTC)
+    expires = time.time() + lease_ttl
+    serialized = conn.dialect.name == "sqlite"  # SQLite already runs one writer at a time
+    for job_id, count, limited, pending in _job_slots(conn, limit):
+        if limited and not serialized:
+            # Lock the job row so concurrent claimers on PostgreSQL keep the concurrency count exact.
+            conn.execute(_LOCK_JOB, {"job_id": job_id})
+        rows = conn.execute(_PENDING_OF_JOB, {"job_id": job_id, "count": count}).all()
+        if not rows:
+            continue
+        conn.execute(
+            _START, {"ids": [r.id for r in rows], "owner": worker_id, "expires": expires, "now": now}
+        )
+        if pending:
+            conn.execute(_JOB_STARTED, {"job_id": job_id})
+        claimed.extend(
+            ClaimedTrial(r.id, job_id, r.profile_id, r.task_name, r.task_digest, r.attempt, r.lease_token + 1)
+            for r in rows
+        )
+    return claimed
+
+
+def _finish(conn: Connection, trial: ClaimedTrial, outcome: TrialOutcome) -> bool:
+    error = outcome.error
+    values = {
+        "status": outcome.status,
+        "error_type": error.type if error else None,
+        "error_message": error.message if error else None,
+        "exit_code": error.exit_code if error else None,
+        "reward": outcome.reward,
+        "reward_note": outcome.reward_note,
+        "dimensions": outcome.dimensions,
+        "sandbox": outcome.sandbox,
+        "sandbox_note": outcome.sandbox_note,
+        "warnings": outcome.warnings,
+        "phases": [p.model_dump(mode="json") for p in outcome.phases],
+        "finished_at": datetime.now(UTC),
+    }
+    params = {f"new_{name}": value for name, value in values.items()}
+    result = conn.execute(_FINISH, {"trial_id": trial.trial_id, "token": trial.lease_token, **params})
+    if result.rowcount != 1:
+        return False
+    refresh_job_status(conn, trial.job_id)
+    return True
+
+
+def settle(
+    store: Store,
+    worker_id: str,
+    finished: Sequence[tuple[ClaimedTrial, TrialOutcome]],
+    want: int,
+    lease_ttl: float,
+) -> tuple[list[bool], list[ClaimedTrial]]:
+    """Record finished trials and claim up to `want` new ones, in one write transaction.
+
+    Returns, per finished trial, whether its result was recorded (False: the lease was lost and
+    someone else owns the trial now), and the newly claimed trials.
+    """
+    if not finished and want <= 0:
+        return [], []
+    with store.write_connection() as conn:
+        recorded = [_finish(conn, trial, outcome) for trial, outcome in finished]
+        claimed = _claim(conn, worker_id, want, lease_ttl) if want > 0 else []
+    return recorded, claimed
 
 
 def claim(store: Store, worker_id: str, limit: int, lease_ttl: float) -> list[ClaimedTrial]:
     """Claim up to `limit` pending trials, spread fairly across jobs, honouring job concurrency."""
-    if limit <= 0:
-        return []
-    claimed: list[ClaimedTrial] = []
-    now = datetime.now(UTC)
-    expires = time.time() + lease_ttl
-    with store.write() as session:
-        for job_id, count in _job_slots(session, limit):
-            # Lock the job row: concurrent claimers on PostgreSQL serialize per job, keeping
-            # the concurrency count exact. (SQLite already serializes writers.)
-            session.execute(update(Job).where(Job.id == job_id).values(claim_seq=Job.claim_seq + 1))
-            rows = session.execute(
-                select(
-                    Trial.id,
-                    Trial.profile_id,
-                    Trial.task_name,
-                    Trial.task_digest,
-                    Trial.attempt,
-                    Trial.lease_token,
-                )
-                .where(Trial.job_id == job_id, Trial.status == "pending")
-                .order_by(Trial.attempt, Trial.member_position, Trial.profile_id)
-                .limit(count)
-                .with_for_update(skip_locked=True)
-            ).all()
-            if not rows:
-                continue
-            session.execute(
-                update(Trial)
-                .where(Trial.id.in_([r.id for r in rows]), Trial.status == "pending")
-                .values(
-                    status="running",
-                    lease_owner=worker_id,
-                    lease_token=Trial.lease_token + 1,
-                    lease_expires_at=expires,
-                    runs=Trial.runs + 1,
-                    started_at=func.coalesce(Trial.started_at, now),
-                )
-            )
-            session.execute(
-                update(Job).where(Job.id == job_id, Job.status == "pending").values(status="running")
-            )
-            claimed.extend(
-                ClaimedTrial(
-                    r.id, job_id, r.profile_id, r.task_name, r.task_digest, r.attempt, r.lease_token + 1
-                )
-                for r in rows
-            )
-    return claimed
+    return settle(store, worker_id, [], limit, lease_ttl)[1]
+
+
+def finish(store: Store, trial: ClaimedTrial, outcome: TrialOutcome) -> bool:
+    """Record the outcome if this claim still holds the lease. False: someone else owns the trial now."""
+    return settle(store, "", [(trial, outcome)], 0, 0.0)[0][0]
 
 
 def renew(store: Store, worker_id: str, held: Iterable[ClaimedTrial], lease_ttl: float) -> set[str]:
@@ -132,25 +216,21 @@ def renew(store: Store, worker_id: str, held: Iterable[ClaimedTrial], lease_ttl:
     held = list(held)
     if not held:
         return set()
-    with store.write() as session:
-        session.execute(
+    ids = [c.trial_id for c in held]
+    with store.write_connection() as conn:
+        conn.execute(
             update(Trial)
-            .where(
-                Trial.lease_owner == worker_id,
-                Trial.status == "running",
-                Trial.id.in_([c.trial_id for c in held]),
-            )
+            .where(Trial.lease_owner == worker_id, Trial.status == "running", Trial.id.in_(ids))
             .values(lease_expires_at=time.time() + lease_ttl)
         )
-        current = set(
-            session.execute(
+        current = {
+            (row.id, row.lease_token)
+            for row in conn.execute(
                 select(Trial.id, Trial.lease_token).where(
-                    Trial.id.in_([c.trial_id for c in held]),
-                    Trial.status == "running",
-                    Trial.lease_owner == worker_id,
+                    Trial.id.in_(ids), Trial.status == "running", Trial.lease_owner == worker_id
                 )
-            ).all()
-        )
+            )
+        }
     return {c.trial_id for c in held if (c.trial_id, c.lease_token) not in current}
 
 
@@ -158,9 +238,9 @@ def cancel_requested(store: Store, trial_ids: Iterable[str]) -> set[str]:
     ids = list(trial_ids)
     if not ids:
         return set()
-    with store.read() as session:
+    with store.engine.connect() as conn:
         return set(
-            session.scalars(
+            conn.scalars(
                 select(Trial.id)
                 .join(Job, Job.id == Trial.job_id)
                 .where(Trial.id.in_(ids), Job.cancel_requested.is_(True))
@@ -168,44 +248,17 @@ def cancel_requested(store: Store, trial_ids: Iterable[str]) -> set[str]:
         )
 
 
-def finish(store: Store, trial: ClaimedTrial, outcome: TrialOutcome) -> bool:
-    """Record the outcome if this claim still holds the lease. False: someone else owns the trial now."""
-    error = outcome.error
-    with store.write() as session:
-        result = session.execute(
-            update(Trial)
-            .where(
-                Trial.id == trial.trial_id, Trial.status == "running", Trial.lease_token == trial.lease_token
-            )
-            .values(
-                status=outcome.status,
-                error_type=error.type if error else None,
-                error_message=error.message if error else None,
-                exit_code=error.exit_code if error else None,
-                reward=outcome.reward,
-                reward_note=outcome.reward_note,
-                dimensions=outcome.dimensions,
-                sandbox=outcome.sandbox,
-                sandbox_note=outcome.sandbox_note,
-                warnings=outcome.warnings,
-                phases=[p.model_dump(mode="json") for p in outcome.phases],
-                lease_owner=None,
-                lease_expires_at=None,
-                finished_at=datetime.now(UTC),
-            )
-            .execution_options(synchronize_session=False)
-        )
-        if result.rowcount != 1:  # type: ignore[attr-defined]
-            return False
-        refresh_job_status(session, trial.job_id)
-    return True
-
-
 def reap_expired(store: Store) -> int:
     """Trials whose worker stopped renewing go back to pending (or to cancelled, if their job was)."""
     now = time.time()
-    with store.write() as session:
-        rows = session.execute(
+    with store.engine.connect() as conn:
+        expired = conn.scalar(
+            select(Trial.id).where(Trial.status == "running", Trial.lease_expires_at < now).limit(1)
+        )
+    if expired is None:  # the common case costs no write lock
+        return 0
+    with store.write_connection() as conn:
+        rows = conn.execute(
             select(Trial.id, Trial.job_id, Job.cancel_requested)
             .join(Job, Job.id == Trial.job_id)
             .where(Trial.status == "running", Trial.lease_expires_at < now)
@@ -221,39 +274,37 @@ def reap_expired(store: Store) -> int:
                 )
             else:
                 values.update(status="pending")
-            session.execute(
-                update(Trial).where(Trial.id == row.id, Trial.status == "running").values(**values)
-            )
+            conn.execute(update(Trial).where(Trial.id == row.id, Trial.status == "running").values(**values))
         for job_id in {row.job_id for row in rows}:
-            refresh_job_status(session, job_id)
+            refresh_job_status(conn, job_id)
     return len(rows)
 
 
 def request_cancel(store: Store, job_id: str) -> None:
     """Pending trials are cancelled at once (never dispatched); workers stop the running ones."""
     now = datetime.now(UTC)
-    with store.write() as session:
-        session.execute(update(Job).where(Job.id == job_id).values(cancel_requested=True))
-        session.execute(
+    with store.write_connection() as conn:
+        conn.execute(update(Job).where(Job.id == job_id).values(cancel_requested=True))
+        conn.execute(
             update(Trial)
             .where(Trial.job_id == job_id, Trial.status == "pending")
             .values(status="cancelled", finished_at=now)
         )
-        refresh_job_status(session, job_id)
+        refresh_job_status(conn, job_id)
 
 
 def has_open_trials(store: Store) -> bool:
     """Any trial still pending or running anywhere (a dead worker's trial counts until it is reaped)."""
-    with store.read() as session:
-        found = session.scalar(select(Trial.id).where(Trial.status.in_(("pending", "running"))).limit(1))
+    with store.engine.connect() as conn:
+        found = conn.scalar(select(Trial.id).where(Trial.status.in_(OPEN_TRIAL_STATUSES)).limit(1))
     return found is not None
 
 
 def release(store: Store, held: Iterable[ClaimedTrial]) -> None:
     """A worker that stops hands its trials back at once instead of letting their leases lapse."""
-    with store.write() as session:
+    with store.write_connection() as conn:
         for trial in held:
-            session.execute(
+            conn.execute(
                 update(Trial)
                 .where(
                     Trial.id == trial.trial_id,
