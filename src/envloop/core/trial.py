@@ -62,3 +62,5 @@ class TrialOutcome(BaseModel):
     sandbox_note: str | None = None
     phases: list[PhaseRecord] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    usage: dict[str, int] = Field(default_factory=dict, description="model calls and tokens, summed")
+    stop_reason: str | None = Field(default=None, description="why an agent loop ended, where it has one")

@@ -202,6 +202,7 @@ def _create(
             "warnings": [],
             "phases": [],
             "lease_token": 0,
+            "usage": {},
             "runs": 0,
             "invalidated": False,
         }

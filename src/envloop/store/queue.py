@@ -65,7 +65,7 @@ _JOB_STARTED = (
 _LOCK_JOB = update(Job).where(Job.id == bindparam("job_id")).values(claim_seq=Job.claim_seq + 1)
 _RESULT_COLUMNS = (
     "status", "error_type", "error_message", "exit_code", "reward", "reward_note", "dimensions",
-    "sandbox", "sandbox_note", "warnings", "phases", "finished_at",
+    "sandbox", "sandbox_note", "warnings", "phases", "usage", "stop_reason", "finished_at",
 )  # fmt: skip
 _FINISH = (
     update(Trial)
@@ -171,6 +171,8 @@ def _finish(conn: Connection, trial: ClaimedTrial, outcome: TrialOutcome) -> boo
         "sandbox_note": outcome.sandbox_note,
         "warnings": outcome.warnings,
         "phases": [p.model_dump(mode="json") for p in outcome.phases],
+        "usage": outcome.usage,
+        "stop_reason": outcome.stop_reason,
         "finished_at": datetime.now(UTC),
     }
     params = {f"new_{name}": value for name, value in values.items()}

@@ -84,6 +84,8 @@ class DatasetMember(Base):
     digest: Mapped[str] = mapped_column(String(80))
     row: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     """The JSONL row itself for model-only sets; Harbor tasks live in the artifact store by digest."""
+    requires: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    """Variables the task's env sections reference as ${NAME}; each profile must provide them."""
 
 
 class Profile(Base):
@@ -169,6 +171,9 @@ class Trial(Base):
     sandbox_note: Mapped[str | None] = mapped_column(Text)
     warnings: Mapped[list[Any]] = mapped_column(JSON, default=list)
     phases: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    usage: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    """Model token usage summed over the trial (calls, input_tokens, output_tokens)."""
+    stop_reason: Mapped[str | None] = mapped_column(String(40))
     lease_owner: Mapped[str | None] = mapped_column(String(64))
     lease_token: Mapped[int] = mapped_column(Integer, default=0)
     """Incremented by every claim: only the holder of the current token may record the result."""
@@ -191,3 +196,50 @@ class Worker(Base):
     background: Mapped[bool] = mapped_column(Boolean, default=False)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     heartbeat_at: Mapped[float] = mapped_column(Float)
+
+
+class LeaderboardRow(Base):
+    """A saved snapshot of one (job, profile) on the project board; adding again returns it."""
+
+    __tablename__ = "leaderboard_rows"
+    __table_args__ = (
+        UniqueConstraint("project_id", "job_id", "profile_id", name="uq_leaderboard_entry"),
+        Index("ix_leaderboard_board", "project_id", "board_key"),
+    )
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"))
+    board_key: Mapped[str] = mapped_column(String(80))
+    """Digest of the compatibility key: dataset revision, runner, task names and digests, attempts."""
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"))
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"))
+    profile_id: Mapped[str] = mapped_column(ForeignKey("profiles.id"))
+    snapshot: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ApiKey(Base):
+    """A per-project API key; only its hash is stored."""
+
+    __tablename__ = "api_keys"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"))
+    name: Mapped[str] = mapped_column(String(200))
+    prefix: Mapped[str] = mapped_column(String(20), index=True)
+    key_hash: Mapped[str] = mapped_column(String(128), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class ShareLink(Base):
+    """Read-only access to one job through a token (stored hashed), or publicly."""
+
+    __tablename__ = "share_links"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"))
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(128), unique=True)
+    public: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -33,6 +33,26 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_table(
+        "api_keys",
+        sa.Column("id", sa.String(length=64), nullable=False),
+        sa.Column("project_id", sa.String(length=64), nullable=False),
+        sa.Column("name", sa.String(length=200), nullable=False),
+        sa.Column("prefix", sa.String(length=20), nullable=False),
+        sa.Column("key_hash", sa.String(length=128), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("last_used_at", sa.DateTime(timezone=True), nullable=True),
+        sa.ForeignKeyConstraint(
+            ["project_id"],
+            ["projects.id"],
+        ),
+        sa.PrimaryKeyConstraint("id"),
+        sa.UniqueConstraint("key_hash"),
+    )
+    with op.batch_alter_table("api_keys", schema=None) as batch_op:
+        batch_op.create_index(batch_op.f("ix_api_keys_prefix"), ["prefix"], unique=False)
+
+    op.create_table(
         "datasets",
         sa.Column("id", sa.String(length=64), nullable=False),
         sa.Column("project_id", sa.String(length=64), nullable=False),
@@ -75,6 +95,7 @@ def upgrade() -> None:
         sa.Column("name", sa.String(length=200), nullable=False),
         sa.Column("digest", sa.String(length=80), nullable=False),
         sa.Column("row", sa.JSON(), nullable=True),
+        sa.Column("requires", sa.JSON(), nullable=False),
         sa.ForeignKeyConstraint(
             ["dataset_id"],
             ["datasets.id"],
@@ -143,6 +164,62 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("job_id", "position"),
     )
     op.create_table(
+        "leaderboard_rows",
+        sa.Column("id", sa.String(length=64), nullable=False),
+        sa.Column("project_id", sa.String(length=64), nullable=False),
+        sa.Column("board_key", sa.String(length=80), nullable=False),
+        sa.Column("dataset_id", sa.String(length=64), nullable=False),
+        sa.Column("job_id", sa.String(length=64), nullable=False),
+        sa.Column("profile_id", sa.String(length=64), nullable=False),
+        sa.Column("snapshot", sa.JSON(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["dataset_id"],
+            ["datasets.id"],
+        ),
+        sa.ForeignKeyConstraint(
+            ["job_id"],
+            ["jobs.id"],
+        ),
+        sa.ForeignKeyConstraint(
+            ["profile_id"],
+            ["profiles.id"],
+        ),
+        sa.ForeignKeyConstraint(
+            ["project_id"],
+            ["projects.id"],
+        ),
+        sa.PrimaryKeyConstraint("id"),
+        sa.UniqueConstraint("project_id", "job_id", "profile_id", name="uq_leaderboard_entry"),
+    )
+    with op.batch_alter_table("leaderboard_rows", schema=None) as batch_op:
+        batch_op.create_index("ix_leaderboard_board", ["project_id", "board_key"], unique=False)
+
+    op.create_table(
+        "share_links",
+        sa.Column("id", sa.String(length=64), nullable=False),
+        sa.Column("project_id", sa.String(length=64), nullable=False),
+        sa.Column("job_id", sa.String(length=64), nullable=False),
+        sa.Column("token_hash", sa.String(length=128), nullable=False),
+        sa.Column("public", sa.Boolean(), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
+        sa.ForeignKeyConstraint(
+            ["job_id"],
+            ["jobs.id"],
+        ),
+        sa.ForeignKeyConstraint(
+            ["project_id"],
+            ["projects.id"],
+        ),
+        sa.PrimaryKeyConstraint("id"),
+        sa.UniqueConstraint("token_hash"),
+    )
+    with op.batch_alter_table("share_links", schema=None) as batch_op:
+        batch_op.create_index(batch_op.f("ix_share_links_job_id"), ["job_id"], unique=False)
+
+    op.create_table(
         "trials",
         sa.Column("id", sa.String(length=64), nullable=False),
         sa.Column("job_id", sa.String(length=64), nullable=False),
@@ -162,6 +239,8 @@ def upgrade() -> None:
         sa.Column("sandbox_note", sa.Text(), nullable=True),
         sa.Column("warnings", sa.JSON(), nullable=False),
         sa.Column("phases", sa.JSON(), nullable=False),
+        sa.Column("usage", sa.JSON(), nullable=False),
+        sa.Column("stop_reason", sa.String(length=40), nullable=True),
         sa.Column("lease_owner", sa.String(length=64), nullable=True),
         sa.Column("lease_token", sa.Integer(), nullable=False),
         sa.Column("lease_expires_at", sa.Float(), nullable=True),
@@ -186,21 +265,29 @@ def upgrade() -> None:
         batch_op.create_index(
             "ix_trials_job", ["job_id", "profile_id", "member_position", "attempt"], unique=False
         )
-        batch_op.create_index("ix_trials_lease", ["status", "lease_expires_at"], unique=False)
-        batch_op.create_index("ix_trials_queue", ["status", "job_id"], unique=False)
         batch_op.create_index(
             "ix_trials_job_status", ["job_id", "status", "attempt", "member_position"], unique=False
         )
+        batch_op.create_index("ix_trials_lease", ["status", "lease_expires_at"], unique=False)
+        batch_op.create_index("ix_trials_queue", ["status", "job_id"], unique=False)
 
 
 def downgrade() -> None:
     with op.batch_alter_table("trials", schema=None) as batch_op:
-        batch_op.drop_index("ix_trials_job_status")
         batch_op.drop_index("ix_trials_queue")
         batch_op.drop_index("ix_trials_lease")
+        batch_op.drop_index("ix_trials_job_status")
         batch_op.drop_index("ix_trials_job")
 
     op.drop_table("trials")
+    with op.batch_alter_table("share_links", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_share_links_job_id"))
+
+    op.drop_table("share_links")
+    with op.batch_alter_table("leaderboard_rows", schema=None) as batch_op:
+        batch_op.drop_index("ix_leaderboard_board")
+
+    op.drop_table("leaderboard_rows")
     op.drop_table("job_profiles")
     op.drop_table("profile_secrets")
     with op.batch_alter_table("jobs", schema=None) as batch_op:
@@ -210,5 +297,9 @@ def downgrade() -> None:
     op.drop_table("dataset_members")
     op.drop_table("profiles")
     op.drop_table("datasets")
+    with op.batch_alter_table("api_keys", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_api_keys_prefix"))
+
+    op.drop_table("api_keys")
     op.drop_table("workers")
     op.drop_table("projects")
