@@ -219,3 +219,24 @@ def test_trial_commands_list_get_logs_artifacts_and_invalidate(demo: El, tmp_pat
 def test_runner_list_names_the_shell_runner(el: El) -> None:
     refs = [r["ref"] for r in el.ok("runner", "list", "--json").json()]
     assert "envloop/shell@1" in refs
+
+
+def test_a_harbor_task_from_another_project_runs_unmodified(el: El) -> None:
+    """The fixture hard-codes /app and /logs like Terminal-Bench tasks: it needs the bwrap sandbox."""
+    fixture = Path(__file__).parent / "fixtures" / "tasks" / "harbor-hello-world"
+    el.ok("dataset", "push", str(fixture), "--name", "foreign")
+    el.ok("profile", "create", "demo/oracle", "1", "--file", str(EXAMPLES / "profiles" / "oracle.json"))
+    job = el.ok(
+        "job",
+        "submit",
+        "--dataset",
+        "foreign@1",
+        "--profile",
+        "demo/oracle@1",
+        "--wait",
+        "--json",
+        timeout=300,
+    ).json()
+    assert job["status"] == "completed"
+    (trial,) = el.ok("trial", "list", "--job", job["id"], "--json").json()
+    assert (trial["reward"], trial["sandbox"]) == (1.0, "bwrap")

@@ -6,7 +6,7 @@ from rich.text import Text
 
 from envloop.cli.output import table
 from envloop.core.display import coverage_line, format_score
-from envloop.core.metrics import ProfileMetrics
+from envloop.core.metrics import ProfileMetrics, null_reasons
 from envloop.services.results import JobResult
 
 
@@ -20,17 +20,21 @@ def profile_block(ref: str, m: ProfileMetrics) -> Group:
         Text(f"{ref}", style="bold"),
         Text(coverage_line(m)),
     ]
-    interval = (
-        f"  (±{format_score(m.stderr)} s.e., 95% CI {format_score(m.ci95[0])} – {format_score(m.ci95[1])})"
-        if m.stderr is not None and m.ci95 is not None
-        else ""
-    )
+    reasons = null_reasons(m)
+    why_binary = f"   ({reasons['pass_at_k']})" if "pass_at_k" in reasons and m.score is not None else ""
     lines.append(
         Text(
             f"pass {format_score(m.pass_)}   pass@{k} {format_score(m.pass_at_k)}   "
-            f"pass^{k} {format_score(m.pass_hat_k)}{interval}"
+            f"pass^{k} {format_score(m.pass_hat_k)}{why_binary}"
         )
     )
+    if m.stderr is not None and m.ci95 is not None:
+        low, high = (format_score(v) for v in m.ci95)
+        lines.append(
+            Text(f"95% CI {low} – {high}   (standard error {format_score(m.stderr)}, clustered by task)")
+        )
+    elif m.score is not None:
+        lines.append(Text(f"no interval: {reasons.get('stderr', 'not enough data')}"))
     if m.curve:
         lines.append(
             Text(

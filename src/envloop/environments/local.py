@@ -37,6 +37,7 @@ from envloop.environments.procs import (
     wait_gone,
 )
 from envloop.tasks.model import HarborTask
+from envloop.tasks.variables import resolve_env
 
 STANDARD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _TEARDOWN_KILL_SEC = 10.0
@@ -333,7 +334,7 @@ class LocalEnvironmentProvider:
             note = f"plain process group: weaker isolation, network not restricted ({why_plain})"
         enforced = cgroups.enforced + [f"{name}={value}" for name, value in rlimits]
         note += "; limits: " + ", ".join(enforced)
-        env = {"PATH": STANDARD_PATH, "LANG": "C.UTF-8", **plan.env, **section.env}
+        env = {"PATH": STANDARD_PATH, "LANG": "C.UTF-8", **plan.env, **resolve_env(section.env, spec.params)}
         env |= {
             "HOME": visible.home,
             "ENVLOOP_JOB_ID": spec.job_id,

@@ -23,6 +23,7 @@ from envloop.runners.artifacts import copy_tree_masked, mask_text
 from envloop.runners.base import RunnerParams, TaskKind
 from envloop.tasks.harbor import load_harbor_task
 from envloop.tasks.model import HarborTask
+from envloop.tasks.variables import resolve_env
 
 DEFAULT_TIMEOUT_SEC = 600.0
 
@@ -224,7 +225,7 @@ class ShellRunner:
         timeout = spec.verifier_timeout_sec or task.config.verifier.timeout_sec or DEFAULT_TIMEOUT_SEC
         result = await environment.exec(
             ["bash", f"{environment.visible.tests}/test.sh"],
-            env=task.config.verifier.env,
+            env=resolve_env(task.config.verifier.env, spec.params),
             timeout=timeout,
             stdout_path=logs / "stdout.txt",
             stderr_path=logs / "stderr.txt",

@@ -19,6 +19,7 @@ from envloop.store.tables import Dataset, DatasetMember
 from envloop.tasks.discover import load_tasks
 from envloop.tasks.jsonl import load_jsonl, row_digest, validate_scorer
 from envloop.tasks.model import TaskFormatError
+from envloop.tasks.variables import referenced_variables
 
 SHELL_RUNNER = "envloop/shell@1"
 CHAT_RUNNER = "envloop/chat@1"
@@ -49,6 +50,7 @@ class _Member(BaseModel):
     name: str
     digest: str
     row: dict[str, object] | None = None
+    requires: list[str] = []
 
 
 def _content_digest(kind: str, runner: str, scorer: str | None, members: list[_Member]) -> str:
@@ -110,7 +112,7 @@ def push_dataset(
                 raise UserError("--scorer applies to JSONL datasets only")
             kind, runner = "harbor", runner or SHELL_RUNNER
             tasks = load_tasks(path)
-            members = [_Member(name=t.name, digest=t.digest) for t in tasks]
+            members = [_Member(name=t.name, digest=t.digest, requires=referenced_variables(t)) for t in tasks]
     except TaskFormatError as exc:
         raise UserError(str(exc)) from None
     _check_runner(runner, kind)
@@ -163,7 +165,9 @@ def _record(
         session.add(row)
         session.flush()
         session.add_all(
-            DatasetMember(dataset_id=row.id, position=i, name=m.name, digest=m.digest, row=m.row)
+            DatasetMember(
+                dataset_id=row.id, position=i, name=m.name, digest=m.digest, row=m.row, requires=m.requires
+            )
             for i, m in enumerate(members)
         )
         session.flush()

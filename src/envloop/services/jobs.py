@@ -119,20 +119,31 @@ def _validate(
     if len(set(request.profiles)) != len(request.profiles):
         raise UserError("the same profile is given twice")
     profiles = [resolve_profile(session, ctx.project_id, p) for p in request.profiles]
+    members = dataset_members(session, dataset.id)
+    tasks = _select_tasks(request, [m.name for m in members], ref)
+    if not tasks:
+        raise UserError(f"dataset {ref} has no tasks to run")
+    chosen = set(tasks)
+    required = {m.name: set(m.requires) for m in members if m.name in chosen and m.requires}
+    used_by_tasks = set().union(*required.values())
     warnings: list[str] = []
     for profile, pref in zip(profiles, request.profiles, strict=True):
         params = resolved_params(session, profile)
         problems = runner.check_params(params)
         if problems:
             raise UserError(f"profile {pref} cannot run with {runner.ref}: {problems[0]}")
-        unread = runner.unread_params(params)
+        for task, names in required.items():
+            missing = sorted(names - params.keys())
+            if missing:
+                raise UserError(
+                    f"task {task} needs {', '.join(missing)} (referenced in its task.toml env); "
+                    f"profile {pref} does not provide it"
+                )
+        unread = set(runner.unread_params(params)) - used_by_tasks
         if unread:
             warnings.append(
                 f"profile {pref}: {runner.ref} does not read {', '.join(sorted(unread))} (no effect)"
             )
-    tasks = _select_tasks(request, [m.name for m in dataset_members(session, dataset.id)], ref)
-    if not tasks:
-        raise UserError(f"dataset {ref} has no tasks to run")
     return dataset, profiles, tasks, warnings
 
 
