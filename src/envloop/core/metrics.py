@@ -7,7 +7,7 @@ cannot pass for a result on the whole dataset.
 """
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,6 +17,7 @@ from envloop.core.stats import (
     clustered_stderr,
     estimator_curves,
     paired_difference,
+    proportion_interval,
     t_interval,
 )
 
@@ -118,9 +119,7 @@ def compute_metrics(members: Sequence[str], k: int, slots: Iterable[AttemptSlot]
     ci95 = None
     if score is not None and stderr is not None:
         clusters = sum(1 for rewards in rewards_by_task if rewards)
-        # Rewards that all lie in [0, 1] (pass rates, partial credit) cannot average outside it.
-        bounded = all(0.0 <= r <= 1.0 for r in all_rewards)
-        ci95 = t_interval(score, stderr, clusters - 1, clamp=(0.0, 1.0) if bounded else None)
+        ci95 = score_interval(score, stderr, clusters, scored, all_rewards, binary=binary)
 
     states = [slot for row in rows for slot in row.attempts if isinstance(slot, str)]
     counts = ScoreCounts(
@@ -146,17 +145,68 @@ def compute_metrics(members: Sequence[str], k: int, slots: Iterable[AttemptSlot]
     )
 
 
+def score_interval(
+    score: float, stderr: float, clusters: int, values: int, rewards: Iterable[float], *, binary: bool
+) -> tuple[float, float]:
+    """The 95% interval of a mean reward over `clusters` tasks: Student t on clusters - 1 df.
+
+    Rewards that all lie in [0, 1] (pass rates, partial credit) cannot average outside it, so the
+    interval is clamped there. A pass rate (binary rewards) also gets the cluster-aware Wilson
+    interval, and the result is the hull of both: the t interval alone collapses to a point when
+    every attempt agrees (0% or 100%: no spread), and a pass rate of 100% on five tasks is not
+    certain; the Wilson interval alone is narrower than t for a handful of tasks near 50%.
+    """
+    bounded = binary or all(0.0 <= r <= 1.0 for r in rewards)
+    low, high = t_interval(score, stderr, clusters - 1, clamp=(0.0, 1.0) if bounded else None)
+    if binary:
+        wilson_low, wilson_high = proportion_interval(score, stderr, clusters, values)
+        low, high = min(low, wilson_low), max(high, wilson_high)
+    return low, high
+
+
+class TaskDifference(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    task: str
+    a: float
+    b: float
+    difference: float = Field(description="b - a")
+
+
+class PairedTasks(BaseModel):
+    """Two runs compared task by task: B - A over the tasks both measured, and the tasks left out."""
+
+    model_config = ConfigDict(frozen=True)
+
+    difference: PairedDifference = Field(description="mean of b - a per task, with its uncertainty")
+    tasks: list[TaskDifference]
+    only_a: list[str] = Field(description="tasks only A measured (left out, never zeroed)")
+    only_b: list[str] = Field(description="tasks only B measured (left out, never zeroed)")
+
+
+def paired_tasks(a: Mapping[str, float], b: Mapping[str, float]) -> PairedTasks:
+    """Pair per-task values by task name, in A's order; a task measured on one side only is left out."""
+    pairs = [TaskDifference(task=t, a=x, b=b[t], difference=b[t] - x) for t, x in a.items() if t in b]
+    return PairedTasks(
+        difference=paired_difference([p.b for p in pairs], [p.a for p in pairs]),
+        tasks=pairs,
+        only_a=[t for t in a if t not in b],
+        only_b=[t for t in b if t not in a],
+    )
+
+
+def task_means(m: ProfileMetrics) -> dict[str, float]:
+    """Mean reward of every task with a scored attempt, in member order."""
+    return {row.task: row.mean for row in m.members if row.mean is not None}
+
+
 def compare_profiles(a: ProfileMetrics, b: ProfileMetrics) -> PairedDifference:
     """Paired comparison a - b of per-task mean rewards, over tasks both sides scored.
 
     Tasks are matched by name, so two jobs on the same dataset revision compare task by task even
     when their selections differ; a task missing a score on either side is left out, not zeroed.
     """
-    means_b = {row.task: row.mean for row in b.members if row.mean is not None}
-    pairs = [
-        (row.mean, means_b[row.task]) for row in a.members if row.mean is not None and row.task in means_b
-    ]
-    return paired_difference([x for x, _ in pairs], [y for _, y in pairs])
+    return paired_tasks(task_means(b), task_means(a)).difference
 
 
 def null_reasons(m: ProfileMetrics) -> dict[str, str]:

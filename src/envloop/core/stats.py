@@ -1,13 +1,15 @@
 """Estimators and uncertainty for evaluation results: pure arithmetic, no dependencies beyond the stdlib.
 
-Three things live here because every metric surface needs them and none should re-derive them:
+These live here because every metric surface needs them and none should re-derive them:
 
 - the unbiased per-task estimators pass@k (Chen et al. 2021, "Evaluating Large Language Models
   Trained on Code") and pass^k (Yao et al. 2024, "τ-bench"), for every k up to n at once;
 - the standard error of a mean clustered by task, following Miller 2024, "Adding Error Bars to
   Evals: A Statistical Approach to Language Model Evaluations": attempts of one task share the
   task's difficulty, so treating them as independent understates the uncertainty;
-- a Student-t quantile, so intervals stay honest for small task counts without importing scipy.
+- a Student-t quantile, so intervals stay honest for small task counts without importing scipy;
+- a Wilson score interval for pass rates at a cluster-aware effective sample size (Korn & Graubard
+  1998), which stays honest where a symmetric interval fails: few tasks, and rates of 0% or 100%.
 """
 
 import math
@@ -71,6 +73,55 @@ def t_interval(
     if clamp is not None:
         low, high = max(low, clamp[0]), min(high, clamp[1])
     return low, high
+
+
+Z_975 = NormalDist().inv_cdf(0.975)
+
+
+def wilson_interval(p: float, n: float, z: float = Z_975) -> tuple[float, float]:
+    """Wilson (1927) score interval for a proportion p observed over n trials; n may be fractional.
+
+    The textbook form (p + z²/2n ± z·s)/(1 + z²/n), s = √(p(1-p)/n + z²/4n²), subtracts two nearly
+    equal numbers for the lower bound when p is small (and for the upper one when p is close to 1).
+    Multiplying through by the conjugate gives lower = p² / (p + z²/2n + z·s), and symmetrically
+    upper = 1 - q² / (q + z²/2n + z·s) with q = 1 - p: no cancellation, exact 0 and 1 at the ends.
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"a proportion must be in [0, 1], got {p}")
+    if not n > 0:
+        raise ValueError(f"the sample size must be positive, got {n}")
+    half_z2_over_n = z * z / (2 * n)
+    spread = half_z2_over_n + z * math.sqrt(p * (1 - p) / n + half_z2_over_n / (2 * n))
+    q = 1.0 - p
+    lower = p * p / (p + spread) if p > 0 else 0.0
+    upper = 1.0 - q * q / (q + spread) if q > 0 else 1.0
+    return lower, upper
+
+
+def proportion_interval(p: float, stderr: float, clusters: int, values: int) -> tuple[float, float]:
+    """95% interval of a pass rate: the mean of `values` binary rewards from `clusters` tasks.
+
+    Korn & Graubard (1998, "Confidence intervals for proportions with small expected number of
+    positive counts estimated from survey data") turn the clustered variance into an effective
+    sample size n_eff = p(1-p)/stderr² (capped at the real count), shrink it by
+    (t(n-1)/t(clusters-1))² so few tasks widen the interval as a t interval would, and use it in a
+    binomial interval; here the Wilson one. When every reward is 0 or every reward is 1 the spread
+    is zero and cannot say how alike a task's attempts are, so each task counts as one observation.
+    """
+    if clusters < 2 or values < clusters:
+        raise ValueError(f"need at least two tasks and one value per task, got {clusters} and {values}")
+    if p in (0.0, 1.0):
+        return wilson_interval(p, clusters)
+    effective = values if stderr == 0 else min(values, p * (1 - p) / (stderr * stderr))
+    shrink = (t_quantile(0.975, values - 1) / t_quantile(0.975, clusters - 1)) ** 2
+    return wilson_interval(p, effective * shrink)
+
+
+def t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| ≥ |t|) for Student's t with df degrees of freedom: the two-sided p-value of t."""
+    if not df > 0:
+        raise ValueError(f"df must be positive, got {df}")
+    return min(1.0, 2.0 * _t_upper_tail(abs(t), df))
 
 
 def t_quantile(p: float, df: float) -> float:
@@ -169,6 +220,8 @@ class PairedDifference(BaseModel):
     Pairing by task removes the between-task variance both runs share (Miller 2024, section 4),
     which is why two models that are close on average can still be told apart. `correlation` is
     the Pearson correlation of the per-task values: the higher it is, the more pairing helps.
+    `p_value` is the two-sided paired t test of "no difference"; null when the differences do not
+    vary (a t statistic needs a spread).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -178,6 +231,7 @@ class PairedDifference(BaseModel):
     stderr: float | None
     ci95: tuple[float, float] | None
     correlation: float | None
+    p_value: float | None = None
 
 
 def paired_difference(a: Sequence[float], b: Sequence[float]) -> PairedDifference:
@@ -199,6 +253,7 @@ def paired_difference(a: Sequence[float], b: Sequence[float]) -> PairedDifferenc
         stderr=stderr,
         ci95=t_interval(mean, stderr, count - 1),
         correlation=_pearson(a, b),
+        p_value=t_two_sided_p(mean / stderr, count - 1) if stderr > 0 else None,
     )
 
 

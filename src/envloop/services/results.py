@@ -4,16 +4,24 @@ from pydantic import BaseModel
 from sqlalchemy import select
 
 from envloop.core.metrics import AttemptSlot, ProfileMetrics, SlotState, compute_metrics
+from envloop.core.structured import Collected, StructuredSummary, summarize
 from envloop.services.context import Context
 from envloop.services.jobs import job_profiles, load_job
+from envloop.services.structured import collect_by_profile, counts
 from envloop.store.tables import Trial
+
+
+class ProfileResult(ProfileMetrics):
+    """A profile's metrics with the aggregate of its trials' declared structured results."""
+
+    structured: StructuredSummary
 
 
 class JobResult(BaseModel):
     id: str
     status: str
     attempts: int
-    profiles: dict[str, ProfileMetrics]
+    profiles: dict[str, ProfileResult]
 
 
 def slot_state(status: str, reward: float | None, invalidated: bool, dispatched: bool) -> SlotState:
@@ -30,11 +38,18 @@ def slot_state(status: str, reward: float | None, invalidated: bool, dispatched:
 
 
 def job_result(ctx: Context, job_id: str) -> JobResult:
+    return job_result_detail(ctx, job_id)[0]
+
+
+def job_result_detail(ctx: Context, job_id: str) -> tuple[JobResult, dict[str, Collected]]:
+    """The result, and per profile reference the structured values behind its aggregates (which a
+    comparison of two runs pairs task by task)."""
     with ctx.store.read() as session:
         job = load_job(session, ctx.project_id, job_id)
         profiles = job_profiles(session, job.id)
         rows = session.execute(
             select(
+                Trial.id,
                 Trial.profile_id,
                 Trial.task_name,
                 Trial.attempt,
@@ -42,6 +57,7 @@ def job_result(ctx: Context, job_id: str) -> JobResult:
                 Trial.reward,
                 Trial.invalidated,
                 Trial.started_at,
+                Trial.structured_result,
             ).where(Trial.job_id == job.id)
         ).all()
     slots: dict[str, list[AttemptSlot]] = {p.id: [] for p in profiles}
@@ -50,12 +66,23 @@ def job_result(ctx: Context, job_id: str) -> JobResult:
         slots[row.profile_id].append(
             AttemptSlot(task=row.task_name, attempt=row.attempt, state=state, reward=row.reward)
         )
-    return JobResult(
+    counted = (
+        (r.id, r.profile_id, r.task_name)
+        for r in rows
+        if r.structured_result and counts(r.status, r.invalidated)
+    )
+    by_id = collect_by_profile(ctx, counted)
+    structured = {f"{p.name}@{p.version}": by_id.get(p.id, Collected()) for p in profiles}
+    result = JobResult(
         id=job.id,
         status=job.status,
         attempts=job.attempts,
         profiles={
-            f"{p.name}@{p.version}": compute_metrics(list(job.tasks), job.attempts, slots[p.id])
-            for p in profiles
+            ref: ProfileResult.model_construct(
+                **dict(compute_metrics(list(job.tasks), job.attempts, slots[p.id])),
+                structured=summarize(structured[ref]),
+            )
+            for p, ref in zip(profiles, structured, strict=True)
         },
     )
+    return result, structured

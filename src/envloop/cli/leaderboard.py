@@ -1,0 +1,100 @@
+"""`el leaderboard add|show`: the project's saved, ranked snapshots of finished runs."""
+
+from typing import Annotated
+
+import typer
+from rich.console import Group
+from rich.text import Text
+
+from envloop.cli.backend import operations
+from envloop.cli.output import emit_json, note, out
+from envloop.core.display import format_score
+from envloop.services.leaderboard import BoardRow
+
+app = typer.Typer(
+    help="Finished runs on the same frozen dataset revision, ranked by score with coverage.",
+    no_args_is_help=True,
+)
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+
+
+@app.command()
+def add(
+    job_id: str,
+    profile: Annotated[
+        str | None, typer.Option("--profile", help="Add only this profile of the job (NAME@VERSION).")
+    ] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Save a finished job's rows (one per profile); adding it again returns the saved rows."""
+    rows = operations().add_to_leaderboard(job_id, profile)
+    if json_:
+        emit_json(rows)
+        return
+    out.print(board_view(rows))
+
+
+@app.command()
+def show(
+    dataset: Annotated[
+        str | None, typer.Option("--dataset", help="Only this dataset revision's board (NAME@N).")
+    ] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Ranked rows: every board, or one dataset revision's."""
+    rows = operations().show_leaderboard(dataset)
+    if json_:
+        emit_json(rows)
+        return
+    if not rows:
+        note("the leaderboard is empty: add a finished job with `el leaderboard add JOB_ID`")
+        return
+    out.print(board_view(rows))
+
+
+def _rank(row: BoardRow) -> str:
+    if row.rank is None:
+        return "—"
+    return f"={row.rank}" if row.tied else str(row.rank)
+
+
+def _row(row: BoardRow, width: int) -> list[Text]:
+    interval = f" (95% CI {format_score(row.ci95[0])}–{format_score(row.ci95[1])})" if row.ci95 else ""
+    who = row.model if row.model == row.profile else f"{row.model} ({row.profile})"
+    composite = f", composite {format_score(row.composite.mean)}" if row.composite else ""
+    status = "" if row.job_status == "completed" else f", job {row.job_status}"
+    unranked = "" if row.score is not None else " (no score: unranked)"
+    pad = " " * (width + 2)
+    return [
+        Text(f"{_rank(row):>{width}}  {who}  {row.job_id}{unranked}"),
+        Text(
+            f"{pad}score {format_score(row.score)}{interval}, {row.scored}/{row.total} attempts scored, "
+            f"{row.missing} missing{composite}{status}"
+        ),
+    ]
+
+
+def board_view(rows: list[BoardRow]) -> Group:
+    """Per board, two lines per row (who, then score with interval and coverage), best first.
+
+    Ties show as "=2"; rows without a score come last, unranked. Lines rather than a table, so job
+    IDs are never cut short on a narrow terminal.
+    """
+    boards: dict[str, list[BoardRow]] = {}
+    for row in rows:
+        boards.setdefault(row.dataset, []).append(row)
+    lines: list[Text] = []
+    for dataset, members in boards.items():
+        first = members[0]
+        if lines:
+            lines.append(Text(""))
+        lines.append(
+            Text(
+                f"{dataset} · {first.runner} · {first.total_members} tasks × {first.attempts} attempts",
+                style="bold",
+            )
+        )
+        width = max(len(_rank(r)) for r in members)
+        for row in members:
+            lines.extend(_row(row, width))
+    return Group(*lines)

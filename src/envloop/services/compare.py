@@ -1,0 +1,197 @@
+"""Paired comparison of two runs: two jobs, or two profiles within one job.
+
+The question is "is B better than A, and by how much?". Both runs are compared task by task on
+the tasks both scored (pairing removes the task difficulty they share), giving the mean per-task
+difference B - A with its standard error, 95% interval, p-value and the correlation of the two
+runs' task scores. Tasks only one side scored, or whose content differs between the two runs, are
+left out and listed. Runs that did not measure the same thing (dataset revision, runner, attempts,
+task selection) are still compared, with a warning for each difference. Structured dimensions are
+compared only where both runs define them identically; otherwise the comparison is refused with
+the reason.
+"""
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from envloop.core.leaderboard import key_differences
+from envloop.core.metrics import PairedTasks, ScoreCounts, TaskDifference, paired_tasks, task_means
+from envloop.core.status import TERMINAL
+from envloop.core.structured import Collected, Definition, definition_conflict
+from envloop.services.context import Context
+from envloop.services.errors import UserError
+from envloop.services.jobs import job_profiles, load_job
+from envloop.services.leaderboard import RunSummary, pick_profile, run_key, run_summary
+from envloop.services.results import ProfileResult, job_result_detail
+from envloop.store.tables import Profile
+
+
+class Side(RunSummary):
+    score_counts: ScoreCounts
+
+
+class Excluded(BaseModel):
+    task: str
+    reason: str
+
+
+class DimensionComparison(BaseModel):
+    name: str
+    definition: Definition | None = None
+    n_tasks: int = 0
+    difference: float | None = Field(default=None, description="B - A")
+    stderr: float | None = None
+    ci95: tuple[float, float] | None = None
+    correlation: float | None = None
+    refused: str | None = Field(default=None, description="why this dimension is not compared")
+
+
+class Comparison(BaseModel):
+    a: Side
+    b: Side
+    n_tasks: int = Field(description="tasks both sides scored")
+    difference: float | None = Field(description="mean per-task difference, B minus A")
+    stderr: float | None
+    ci95: tuple[float, float] | None
+    p_value: float | None = Field(description="two-sided paired t test of no difference")
+    correlation: float | None = Field(description="correlation of the two runs' per-task scores")
+    only_a: int = Field(description="tasks only A scored (excluded)")
+    only_b: int = Field(description="tasks only B scored (excluded)")
+    changed: int = Field(description="tasks whose content differs between the runs (excluded)")
+    excluded: list[Excluded]
+    comparable: bool = Field(description="same dataset revision, runner, attempts and tasks")
+    warnings: list[str]
+    tasks: list[TaskDifference]
+    dimensions: list[DimensionComparison]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One side as loaded: what is shown of it, its metrics and its structured values."""
+
+    side: Side
+    metrics: ProfileResult
+    structured: Collected
+
+
+def compare_runs(
+    ctx: Context,
+    job_a: str,
+    job_b: str | None = None,
+    profile_a: str | None = None,
+    profile_b: str | None = None,
+) -> Comparison:
+    """Compare B against A. Without `job_b`, two profiles of `job_a` are compared (by default its
+    first and second profile when it ran exactly two)."""
+    same_job = job_b is None or job_b == job_a
+    with ctx.store.read() as session:
+        first = load_job(session, ctx.project_id, job_a)
+        second = first if same_job else load_job(session, ctx.project_id, job_b or job_a)
+        profiles_a, profiles_b = job_profiles(session, first.id), job_profiles(session, second.id)
+        if same_job:
+            chosen_a, chosen_b = _two_of_one_job(first.id, profiles_a, profile_a, profile_b)
+        else:
+            chosen_a = pick_profile(first.id, profiles_a, profile_a, "A")
+            chosen_b = pick_profile(second.id, profiles_b, profile_b, "B")
+        key_a, key_b = run_key(session, first), run_key(session, second)
+    result_a, structured_a = job_result_detail(ctx, first.id)
+    result_b, structured_b = (result_a, structured_a) if same_job else job_result_detail(ctx, second.id)
+    runs = []
+    for profile, result, structured, key in (
+        (chosen_a, result_a, structured_a, key_a),
+        (chosen_b, result_b, structured_b, key_b),
+    ):
+        ref = _ref(profile)
+        metrics = result.profiles[ref]
+        summary = run_summary(key, result.id, result.status, profile, metrics)
+        side = Side(**dict(summary), score_counts=metrics.score_counts)
+        runs.append(_Run(side, metrics, structured[ref]))
+    a, b = runs
+    differences = [] if same_job else key_differences(key_a, key_b, ("A", "B"))
+    warnings = [f"not comparable: {d}" for d in differences]
+    warnings += [
+        f"job {s.job_id} ({label}) is {s.job_status}: its numbers will still change"
+        for label, s in (("A", a.side), ("B", b.side))
+        if s.job_status not in TERMINAL and (label == "A" or not same_job)
+    ]
+    digests_a, digests_b = dict(key_a.tasks), dict(key_b.tasks)
+    changed = {t for t, d in digests_b.items() if digests_a.get(t, d) != d}
+    paired = _pair(task_means(a.metrics), task_means(b.metrics), changed)
+    difference = paired.difference
+    excluded = [Excluded(task=t, reason="task content differs between the runs") for t in sorted(changed)]
+    excluded += [Excluded(task=t, reason="only A scored it") for t in paired.only_a]
+    excluded += [Excluded(task=t, reason="only B scored it") for t in paired.only_b]
+    return Comparison(
+        a=a.side,
+        b=b.side,
+        n_tasks=difference.tasks,
+        difference=difference.mean_difference,
+        stderr=difference.stderr,
+        ci95=difference.ci95,
+        p_value=difference.p_value,
+        correlation=difference.correlation,
+        only_a=len(paired.only_a),
+        only_b=len(paired.only_b),
+        changed=len(changed),
+        excluded=excluded,
+        comparable=not differences,
+        warnings=warnings,
+        tasks=paired.tasks,
+        dimensions=_dimensions(a.structured, b.structured, changed),
+    )
+
+
+def _pair(a: dict[str, float], b: dict[str, float], changed: set[str]) -> PairedTasks:
+    return paired_tasks(
+        {t: v for t, v in a.items() if t not in changed}, {t: v for t, v in b.items() if t not in changed}
+    )
+
+
+def _dimensions(a: Collected, b: Collected, changed: set[str]) -> list[DimensionComparison]:
+    compared = []
+    for name in sorted(set(a.definitions) | set(b.definitions)):
+        definition_a, definition_b = a.definition(name), b.definition(name)
+        if name not in a.definitions or name not in b.definitions:
+            side = "A" if name in a.definitions else "B"
+            compared.append(DimensionComparison(name=name, refused=f"{name}: only {side} reports it"))
+        elif definition_a is None or definition_b is None:
+            side = "A" if definition_a is None else "B"
+            reason = f"{name}: {side} defines it differently across trials"
+            compared.append(DimensionComparison(name=name, refused=reason))
+        elif conflict := definition_conflict(name, definition_a, definition_b):
+            compared.append(DimensionComparison(name=name, refused=conflict))
+        else:
+            paired = _pair(_means(a, name), _means(b, name), changed).difference
+            compared.append(
+                DimensionComparison(
+                    name=name,
+                    definition=definition_a,
+                    n_tasks=paired.tasks,
+                    difference=paired.mean_difference,
+                    stderr=paired.stderr,
+                    ci95=paired.ci95,
+                    correlation=paired.correlation,
+                )
+            )
+    return compared
+
+
+def _means(collected: Collected, name: str) -> dict[str, float]:
+    return {task: sum(values) / len(values) for task, values in collected.values[name].items()}
+
+
+def _ref(profile: Profile) -> str:
+    return f"{profile.name}@{profile.version}"
+
+
+def _two_of_one_job(
+    job_id: str, profiles: list[Profile], ref_a: str | None, ref_b: str | None
+) -> tuple[Profile, Profile]:
+    if ref_a is None and ref_b is None and len(profiles) == 2:
+        return profiles[0], profiles[1]
+    if ref_a is None or ref_b is None:
+        refs = ", ".join(_ref(p) for p in profiles)
+        raise UserError(f"job {job_id} ran {refs}: name both profiles to compare, or give a second job")
+    if ref_a == ref_b:
+        raise UserError(f"comparing profile {ref_a} with itself: choose two different profiles")
+    return pick_profile(job_id, profiles, ref_a, "A"), pick_profile(job_id, profiles, ref_b, "B")
