@@ -1,6 +1,7 @@
 """Runner references → runners. A reference names an exact, versioned behaviour (`envloop/shell@1`)."""
 
 from envloop.runners.base import Runner, RunnerInfo
+from envloop.runners.chat import ChatRunner
 from envloop.runners.shell import ShellRunner
 
 
@@ -8,7 +9,7 @@ class UnknownRunnerError(ValueError):
     """A runner reference that this installation does not provide."""
 
 
-_FACTORIES = {ShellRunner.ref: ShellRunner}
+_FACTORIES: dict[str, type[Runner]] = {ShellRunner.ref: ShellRunner, ChatRunner.ref: ChatRunner}
 
 
 def get_runner(ref: str) -> Runner:

@@ -1,0 +1,264 @@
+"""The Chat Completions protocol over the official `openai` SDK.
+
+The SDK's own retries are off (envloop retries, honouring Retry-After, under the endpoint gate).
+Requests go through the client's `post` with the body already in wire form: `chat.completions.create`
+would first walk the whole conversation against its parameter types, which costs more than the
+rest of a local call and grows with every turn of an agent's conversation; authentication, error
+mapping and JSON decoding are the SDK's either way.
+
+Organisation and project headers the SDK would take from the worker's environment are dropped, and
+without `MODEL_API_KEY` no Authorization header is sent: nothing of the worker's own credentials
+reaches an endpoint a profile names. Reasoning text that compatible servers return beside the
+answer (`reasoning_content` or `reasoning`) is kept as the response's reasoning.
+"""
+
+import json
+from typing import Any, cast
+
+import openai
+
+from envloop.models.base import (
+    json_count,
+    json_object,
+    json_text,
+    response_text,
+    send,
+    status_error,
+    transport_error,
+)
+from envloop.models.settings import ModelSettings
+from envloop.models.types import (
+    Message,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    ResponseStop,
+    ToolCall,
+    Usage,
+)
+
+_STOPS: dict[str, ResponseStop] = {
+    "stop": "end",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "content_filter": "refusal",
+}
+
+
+def make_sdk_client(settings: ModelSettings) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(
+        base_url=settings.base_url,
+        # The SDK insists on a key; without one, the header is omitted on every request instead.
+        api_key=settings.api_key or "no-key",
+        timeout=settings.request_timeout_sec,
+        max_retries=0,
+        # Omit() removes a header the SDK would add from OPENAI_ORG_ID / OPENAI_PROJECT_ID.
+        default_headers=cast(
+            dict[str, str], {"OpenAI-Organization": openai.Omit(), "OpenAI-Project": openai.Omit()}
+        ),
+    )
+
+
+def _wire_message(message: Message) -> dict[str, Any]:
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.content}
+    if message.role == "user":
+        return {"role": "user", "content": message.content}
+    # An empty string, not null: some compatible servers (llama.cpp's) refuse a null content.
+    wire: dict[str, Any] = {"role": "assistant", "content": message.content}
+    if message.tool_calls:
+        wire["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {
+                    "name": call.name,
+                    "arguments": call.raw_arguments
+                    if call.raw_arguments is not None
+                    else json.dumps(call.arguments),
+                },
+            }
+            for call in message.tool_calls
+        ]
+    return wire
+
+
+def request_body(settings: ModelSettings, request: ModelRequest) -> dict[str, Any]:
+    """The JSON body of the request: only what the profile sets is sent."""
+    messages = [{"role": "system", "content": request.system}] if request.system else []
+    messages += [_wire_message(m) for m in request.messages]
+    body: dict[str, Any] = {"model": settings.model, "messages": messages}
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+            }
+            for t in request.tools
+        ]
+        if request.tool_choice in ("auto", "required"):
+            body["tool_choice"] = request.tool_choice
+        elif request.tool_choice:
+            body["tool_choice"] = {"type": "function", "function": {"name": request.tool_choice}}
+    optional = {
+        "max_tokens": settings.max_output_tokens,
+        "temperature": settings.temperature,
+        "top_p": settings.top_p,
+        "reasoning_effort": settings.reasoning_effort,
+    }
+    body.update({k: v for k, v in optional.items() if v is not None})
+    return body
+
+
+def parse_tool_call(call_id: str, name: str, raw: str) -> ToolCall:
+    try:
+        arguments = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        return ToolCall(id=call_id, name=name, raw_arguments=raw, arguments_error=f"not JSON: {exc}")
+    if not isinstance(arguments, dict):
+        return ToolCall(id=call_id, name=name, raw_arguments=raw, arguments_error="not a JSON object")
+    return ToolCall(id=call_id, name=name, arguments=arguments, raw_arguments=raw)
+
+
+def _usage(raw: Any) -> Usage:
+    usage = json_object(raw)
+    return Usage(
+        input_tokens=json_count(usage.get("prompt_tokens")),
+        output_tokens=json_count(usage.get("completion_tokens")),
+        cache_read_tokens=json_count(json_object(usage.get("prompt_tokens_details")).get("cached_tokens")),
+        reasoning_tokens=json_count(
+            json_object(usage.get("completion_tokens_details")).get("reasoning_tokens")
+        ),
+    )
+
+
+def _reasoning(part: dict[str, Any]) -> str:
+    return json_text(part.get("reasoning_content")) or json_text(part.get("reasoning"))
+
+
+def _response(
+    text: str,
+    reasoning: str,
+    calls: list[ToolCall],
+    finish: str | None,
+    usage: Usage,
+    head: dict[str, Any],
+) -> ModelResponse:
+    stop = _STOPS.get(finish or "", "other")
+    if calls and stop == "end":  # some servers say "stop" after asking for tools
+        stop = "tool_calls"
+    return ModelResponse(
+        text=text,
+        reasoning=reasoning or None,
+        tool_calls=calls,
+        stop=stop,
+        finish_reason=finish,
+        usage=usage,
+        model=json_text(head.get("model")) or None,
+        response_id=json_text(head.get("id")) or None,
+        message=Message(role="assistant", content=text, tool_calls=calls),
+    )
+
+
+def _from_completion(data: Any) -> ModelResponse:
+    """The answer from the response's JSON (read as JSON rather than into the SDK's models, which
+    would cost more than the rest of a local call; unknown fields are ignored either way)."""
+    completion = json_object(data)
+    choices = completion.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise ModelError("the endpoint answered without any choice", kind="bad_response")
+    choice = json_object(choices[0])
+    message = json_object(choice.get("message"))
+    calls = [
+        parse_tool_call(
+            json_text(call.get("id")), json_text(function.get("name")), json_text(function.get("arguments"))
+        )
+        for call in map(json_object, message.get("tool_calls") or [])
+        if (function := json_object(call.get("function")))
+    ]
+    finish = json_text(choice.get("finish_reason")) or None
+    return _response(
+        json_text(message.get("content")),
+        _reasoning(message),
+        calls,
+        finish,
+        _usage(completion.get("usage")),
+        completion,
+    )
+
+
+async def _from_stream(stream: openai.AsyncStream[Any]) -> ModelResponse:
+    text: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[int, list[str]] = {}  # index → [id, name, arguments...]
+    finish: str | None = None
+    head: dict[str, Any] = {}
+    usage = Usage()
+    async for raw in stream:
+        chunk = json_object(raw)
+        head = {"id": chunk.get("id") or head.get("id"), "model": chunk.get("model") or head.get("model")}
+        if chunk.get("usage"):
+            usage = _usage(chunk["usage"])
+        for choice in map(json_object, (chunk.get("choices") or [])[:1]):
+            delta = json_object(choice.get("delta"))
+            text.append(json_text(delta.get("content")))
+            reasoning.append(_reasoning(delta))
+            for part in map(json_object, delta.get("tool_calls") or []):
+                slot = calls.setdefault(json_count(part.get("index")), ["", ""])
+                function = json_object(part.get("function"))
+                slot[0] = json_text(part.get("id")) or slot[0]
+                slot[1] = json_text(function.get("name")) or slot[1]
+                slot.append(json_text(function.get("arguments")))
+            finish = json_text(choice.get("finish_reason")) or finish
+    tool_calls = [parse_tool_call(slot[0], slot[1], "".join(slot[2:])) for _, slot in sorted(calls.items())]
+    return _response("".join(text), "".join(reasoning), tool_calls, finish, usage, head)
+
+
+class OpenAIChatClient:
+    def __init__(self, settings: ModelSettings, sdk: openai.AsyncOpenAI) -> None:
+        self.settings = settings
+        self._sdk = sdk
+        self._url = settings.base_url.rstrip("/") + "/chat/completions"
+        # Without a key the SDK's Authorization header is removed (Omit), not sent empty.
+        self._options: Any = {} if settings.api_key else {"headers": {"Authorization": openai.Omit()}}
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        body = request_body(self.settings, request)
+        return await send(self.settings, lambda: self._once(body))
+
+    async def _once(self, body: dict[str, Any]) -> ModelResponse:
+        try:
+            if self.settings.stream:
+                stream = await self._sdk.post(
+                    "/chat/completions",
+                    body={**body, "stream": True, "stream_options": {"include_usage": True}},
+                    cast_to=object,
+                    options=self._options,
+                    stream=True,
+                    stream_cls=openai.AsyncStream[object],
+                )
+                return await _from_stream(stream)
+            data = await self._sdk.post("/chat/completions", body=body, cast_to=object, options=self._options)
+            return _from_completion(data)
+        except openai.APIStatusError as exc:
+            response = exc.response
+            raise status_error(
+                self.settings,
+                response.status_code,
+                self._url,
+                response.headers,
+                exc.body,
+                response_text(response),
+            ) from None
+        except openai.APITimeoutError as exc:
+            raise transport_error(self._url, exc, timed_out=True) from None
+        except openai.APIConnectionError as exc:
+            raise transport_error(self._url, exc, timed_out=False) from None
+        except openai.APIError as exc:
+            raise ModelError(
+                f"unreadable answer from {self._url}: {exc.message}", kind="bad_response"
+            ) from None
+
+
+Client = OpenAIChatClient

@@ -1,0 +1,96 @@
+"""Retrying model calls: which failures are worth another try, and how long to wait before it.
+
+Rate limits (429), overload (529), server errors (5xx), request timeouts (408), conflicts (409) and
+failures to connect or to get an answer in time are retried; every other status is the request's
+own fault (400 "unexpected reasoning effort", 401, 404, ...) and fails at once, since sending the
+same request again cannot change the answer. The wait is the server's `Retry-After` (or
+`retry-after-ms`) when it gives one, capped so a confused server cannot park a trial for hours;
+otherwise exponential backoff with full jitter, so that many trials throttled together do not come
+back in lockstep.
+"""
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import TypeVar
+
+from envloop.models.types import ModelError, ModelErrorKind
+
+T = TypeVar("T")
+
+RETRY_AFTER_CAP_SEC = 120.0
+
+
+def kind_for_status(status: int) -> ModelErrorKind:
+    if status in (401, 403):
+        return "auth"
+    if status == 404:
+        return "not_found"
+    if status in (408,):
+        return "timeout"
+    if status in (429, 529):
+        return "rate_limit"
+    if status == 409 or status >= 500:
+        return "server"
+    return "bad_request"
+
+
+def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
+    """The wait a response asks for: `retry-after-ms`, else `Retry-After` (seconds or an HTTP date)."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    millis = lowered.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+@dataclass(frozen=True)
+class Backoff:
+    base_sec: float = 1.0
+    cap_sec: float = 30.0
+
+    def delay(self, retry: int, retry_after: float | None, rng: random.Random | None = None) -> float:
+        """Seconds to wait before retry number `retry` (1-based)."""
+        if retry_after is not None:
+            return min(retry_after, RETRY_AFTER_CAP_SEC)
+        ceiling = min(self.cap_sec, self.base_sec * 2 ** (retry - 1))
+        return (rng or random).uniform(0, ceiling)
+
+
+async def with_retries(
+    call: Callable[[], Awaitable[T]],
+    *,
+    max_retries: int,
+    backoff: Backoff,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> tuple[T, int]:
+    """The call's result and how many attempts it took; a ModelError once retrying cannot help."""
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return await call(), attempt
+        except ModelError as exc:
+            exc.attempts = attempt
+            if not exc.retryable or attempt > max_retries:
+                raise
+            await sleep(backoff.delay(attempt, exc.retry_after))

@@ -1,0 +1,242 @@
+"""`envloop/chat@1`: one JSONL row attempted by a model endpoint, the answer scored by the dataset's
+scorer.
+
+agent phase: the prompt (after the profile's `SYSTEM_PROMPT`, if any) goes to the endpoint named by
+`MODEL_PROTOCOL` / `MODEL_BASE_URL` / `MODEL_NAME`, bounded by the job's agent timeout when it has
+one → verifier phase: the answer is scored (`exact`, `includes`, `regex`, `numeric`) → artifacts:
+`trajectory.json`, `answer.txt` (the raw answer) and `score.json` (scorer, expected answer,
+reward, explanation), secrets masked. A call that fails for good (after retries for rate limits
+and transient errors) fails the trial as `model_error` with the server's message and no reward. An
+answer cut short by the output token limit is still scored, and the trial's stop reason says
+`length`.
+"""
+
+import asyncio
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from envloop.core.trajectory import (
+    ModelRequestSummary,
+    ModelStep,
+    ScoreStep,
+    StopReason,
+    SystemStep,
+    TrajectoryRecorder,
+    UserStep,
+    usage_totals,
+)
+from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec
+from envloop.models import (
+    OPTIONAL_PARAMS,
+    REQUIRED_PARAMS,
+    Message,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    model_client,
+    read_model_settings,
+)
+from envloop.runners.artifacts import mask_text
+from envloop.runners.base import RunnerParams, TaskKind
+from envloop.tasks.model import ChatRow
+from envloop.tasks.scorers import ScoreResult, score
+from envloop.trajectories.files import write_masked, write_trajectory
+
+ANSWER_FILE = "answer.txt"
+SCORE_FILE = "score.json"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _summary(settings: ModelSettings, request: ModelRequest) -> ModelRequestSummary:
+    params = settings.summary()
+    for name in ("protocol", "base_url", "model", "system_prompt"):
+        params.pop(name, None)
+    return ModelRequestSummary(
+        protocol=settings.protocol,
+        endpoint=settings.base_url,
+        model=settings.model,
+        messages=len(request.messages),
+        tools=[t.name for t in request.tools],
+        params=params,
+    )
+
+
+def _model_step(
+    started: datetime,
+    summary: ModelRequestSummary,
+    response: ModelResponse | None,
+    error: str | None = None,
+    attempts: int = 1,
+) -> ModelStep:
+    duration = (_now() - started).total_seconds() * 1000
+    if response is None:
+        return ModelStep(at=started, duration_ms=duration, request=summary, attempts=attempts, error=error)
+    return ModelStep(
+        at=started,
+        duration_ms=duration,
+        request=summary,
+        text=response.text,
+        reasoning=response.reasoning,
+        tool_calls=response.tool_calls,
+        stop=response.stop,
+        finish_reason=response.finish_reason,
+        served_by=response.model,
+        response_id=response.response_id,
+        usage=response.usage,
+        attempts=response.attempts,
+    )
+
+
+class ChatRunner:
+    ref = "envloop/chat@1"
+    task_kind: TaskKind = "chat"
+    description = "JSONL rows: each prompt goes to a model endpoint, the dataset's scorer scores the answer"
+
+    def params_info(self) -> RunnerParams:
+        return RunnerParams(
+            read=[*REQUIRED_PARAMS, *OPTIONAL_PARAMS],
+            required=list(REQUIRED_PARAMS),
+            notes=[
+                "MODEL_PROTOCOL is openai (Chat Completions) or anthropic (Messages)",
+                "MODEL_BASE_URL: for openai the URL ending in /v1, for anthropic the root URL",
+                "MODEL_API_KEY should be a secret param",
+                "STREAM=true streams responses; the default does not (many compatible servers cannot)",
+            ],
+        )
+
+    def check_params(self, params: Mapping[str, str]) -> list[str]:
+        return read_model_settings(params)[1]
+
+    def unread_params(self, params: Mapping[str, str]) -> list[str]:
+        read = set(self.params_info().read)
+        return sorted(p for p in params if p not in read)
+
+    async def run(self, spec: TrialSpec) -> TrialOutcome:
+        phases: list[PhaseRecord] = []
+        try:
+            return await self._run(spec, phases)
+        except Exception as exc:
+            message = mask_text(f"{type(exc).__name__}: {exc}", spec.secret_values)
+            error = TrialError(type="infrastructure_error", message=message)
+            return TrialOutcome(status="failed", error=error, phases=phases)
+
+    async def _run(self, spec: TrialSpec, phases: list[PhaseRecord]) -> TrialOutcome:
+        if spec.row is None or spec.scorer is None:
+            raise ValueError("a chat trial needs its dataset row and scorer")
+        row, scorer = ChatRow.model_validate(spec.row), spec.scorer
+        settings, problems = read_model_settings(spec.params)
+        if settings is None:
+            message = mask_text("; ".join(problems), spec.secret_values)
+            return TrialOutcome(status="failed", error=TrialError(type="model_error", message=message))
+        recorder = TrajectoryRecorder(
+            spec.trial_id, self.ref, agent="chat", model=settings.model, protocol=settings.protocol
+        )
+        if settings.system_prompt:
+            recorder.add(SystemStep(text=settings.system_prompt))
+        recorder.add(UserStep(text=row.prompt))
+        request = ModelRequest(
+            messages=[Message(role="user", content=row.prompt)], system=settings.system_prompt
+        )
+        response, error = await self._agent_phase(spec, settings, request, recorder, phases)
+        result = None if response is None else self._verifier_phase(scorer, row, response, recorder, phases)
+        stop = self._stop_reason(response, error)
+        trajectory = recorder.finish(stop)
+        started = _now()
+        spec.artifacts_dir.mkdir(parents=True, exist_ok=True)
+        write_trajectory(spec.artifacts_dir, trajectory, spec.secret_values)
+        if response is not None and result is not None:
+            self._keep_answer(spec, row, response.text, result)
+        phases.append(PhaseRecord(name="artifacts", started_at=started, ended_at=_now()))
+        usage = usage_totals(trajectory)
+        if result is None:
+            return TrialOutcome(
+                status="failed",
+                error=error,
+                reward_note="the model gave no answer to score",
+                phases=phases,
+                usage=usage,
+                stop_reason=stop,
+            )
+        return TrialOutcome(
+            status="completed", reward=result.reward, phases=phases, usage=usage, stop_reason=stop
+        )
+
+    @staticmethod
+    def _verifier_phase(
+        scorer: str,
+        row: ChatRow,
+        response: ModelResponse,
+        recorder: TrajectoryRecorder,
+        phases: list[PhaseRecord],
+    ) -> ScoreResult:
+        started = _now()
+        result = score(scorer, response.text, row.answer)
+        ended = _now()
+        recorder.add(
+            ScoreStep(
+                at=started,
+                duration_ms=(ended - started).total_seconds() * 1000,
+                scorer=scorer,
+                expected=row.answer,
+                answer=response.text,
+                reward=result.reward,
+                explanation=result.explanation,
+            )
+        )
+        phases.append(PhaseRecord(name="verifier", started_at=started, ended_at=ended))
+        return result
+
+    async def _agent_phase(
+        self,
+        spec: TrialSpec,
+        settings: ModelSettings,
+        request: ModelRequest,
+        recorder: TrajectoryRecorder,
+        phases: list[PhaseRecord],
+    ) -> tuple[ModelResponse | None, TrialError | None]:
+        summary = _summary(settings, request)
+        started = _now()
+        response: ModelResponse | None = None
+        try:
+            async with asyncio.timeout(spec.agent_timeout_sec) as deadline:
+                response = await model_client(settings).complete(request)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            recorder.add(_model_step(started, summary, None, "no answer before the agent timeout"))
+            phases.append(PhaseRecord(name="agent", started_at=started, ended_at=_now(), timed_out=True))
+            message = f"the model did not answer within the {spec.agent_timeout_sec:g} s agent timeout"
+            return None, TrialError(type="agent_timeout", message=message)
+        except ModelError as exc:
+            recorder.add(_model_step(started, summary, None, exc.message, exc.attempts))
+            phases.append(PhaseRecord(name="agent", started_at=started, ended_at=_now()))
+            return None, TrialError(type="model_error", message=mask_text(exc.message, spec.secret_values))
+        recorder.add(_model_step(started, summary, response))
+        phases.append(PhaseRecord(name="agent", started_at=started, ended_at=_now()))
+        return response, None
+
+    @staticmethod
+    def _stop_reason(response: ModelResponse | None, error: TrialError | None) -> StopReason:
+        if error is not None:
+            return "timeout" if error.type == "agent_timeout" else "model_error"
+        if response is not None and response.stop == "length":
+            return "length"
+        return "done"
+
+    @staticmethod
+    def _keep_answer(spec: TrialSpec, row: ChatRow, answer: str, result: ScoreResult) -> None:
+        secrets = spec.secret_values
+        write_masked(spec.artifacts_dir / ANSWER_FILE, answer, secrets)
+        record = {
+            "scorer": spec.scorer,
+            "expected": mask_text(row.answer, secrets),
+            "answer": mask_text(answer, secrets),
+            "reward": result.reward,
+            "explanation": mask_text(result.explanation, secrets),
+        }
+        (spec.artifacts_dir / SCORE_FILE).write_text(json.dumps(record) + "\n", encoding="utf-8")

@@ -1,0 +1,201 @@
+"""Replies rendered in each protocol's own JSON: whole responses, server-sent event streams, errors.
+
+Streams are cut into small pieces (text word by word, tool arguments in halves) so that clients
+are tested on reassembling them, as they must against real servers.
+"""
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from envloop.testing.script import Received, Reply, WireProtocol, input_tokens, output_tokens
+
+_OPENAI_FINISH = {"end": "stop", "length": "length", "tool_calls": "tool_calls"}
+_ANTHROPIC_STOP = {"end": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+_ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+def error_body(protocol: WireProtocol, status: int, message: str) -> dict[str, Any]:
+    if protocol == "anthropic":
+        kind = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+
+
+def _call_id(reply: Reply, index: int, prefix: str) -> str:
+    call = reply.tool_calls[index]
+    return call.id or f"{prefix}_{index + 1}"
+
+
+def _usage(received: Received, reply: Reply) -> tuple[int, int]:
+    return (
+        reply.input_tokens if reply.input_tokens is not None else input_tokens(received),
+        reply.output_tokens if reply.output_tokens is not None else output_tokens(reply),
+    )
+
+
+def openai_response(received: Received, reply: Reply, response_id: str) -> dict[str, Any]:
+    prompt, completion = _usage(received, reply)
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+    if reply.reasoning is not None:
+        message["reasoning_content"] = reply.reasoning
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": _call_id(reply, i, "call"),
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            }
+            for i, call in enumerate(reply.tool_calls)
+        ]
+    return {
+        "id": response_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": received.model,
+        "choices": [{"index": 0, "message": message, "finish_reason": _OPENAI_FINISH[reply.stop_reason]}],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
+
+
+def _anthropic_blocks(reply: Reply) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if reply.reasoning is not None:
+        blocks.append({"type": "thinking", "thinking": reply.reasoning, "signature": "scripted-signature"})
+    if reply.text or not reply.tool_calls:
+        blocks.append({"type": "text", "text": reply.text})
+    blocks += [
+        {"type": "tool_use", "id": _call_id(reply, i, "toolu"), "name": call.name, "input": call.arguments}
+        for i, call in enumerate(reply.tool_calls)
+    ]
+    return blocks
+
+
+def anthropic_response(received: Received, reply: Reply, response_id: str) -> dict[str, Any]:
+    prompt, completion = _usage(received, reply)
+    return {
+        "id": response_id,
+        "type": "message",
+        "role": "assistant",
+        "model": received.model,
+        "content": _anthropic_blocks(reply),
+        "stop_reason": _ANTHROPIC_STOP[reply.stop_reason],
+        "stop_sequence": None,
+        "usage": {"input_tokens": prompt, "output_tokens": completion},
+    }
+
+
+def response_body(
+    protocol: WireProtocol, received: Received, reply: Reply, response_id: str
+) -> dict[str, Any]:
+    if protocol == "anthropic":
+        return anthropic_response(received, reply, response_id)
+    return openai_response(received, reply, response_id)
+
+
+def _words(text: str) -> list[str]:
+    pieces = text.split(" ")
+    return [p + " " for p in pieces[:-1]] + [pieces[-1]] if text else []
+
+
+def _halves(text: str) -> list[str]:
+    middle = len(text) // 2
+    return [text[:middle], text[middle:]]
+
+
+def _sse(data: dict[str, Any] | str, event: str | None = None) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data)
+    return (f"event: {event}\n" if event else "").encode() + f"data: {payload}\n\n".encode()
+
+
+def openai_stream(received: Received, reply: Reply, response_id: str) -> Iterator[bytes]:
+    head = {"id": response_id, "object": "chat.completion.chunk", "created": int(time.time())}
+    head["model"] = received.model
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return _sse({**head, "choices": [choice]})
+
+    yield chunk({"role": "assistant", "content": ""})
+    if reply.reasoning is not None:
+        for piece in _words(reply.reasoning):
+            yield chunk({"reasoning_content": piece})
+    for piece in _words(reply.text):
+        yield chunk({"content": piece})
+    for i, call in enumerate(reply.tool_calls):
+        start = {"index": i, "id": _call_id(reply, i, "call"), "type": "function"}
+        yield chunk({"tool_calls": [{**start, "function": {"name": call.name, "arguments": ""}}]})
+        for piece in _halves(json.dumps(call.arguments)):
+            yield chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+    yield chunk({}, _OPENAI_FINISH[reply.stop_reason])
+    options = received.body.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage"):
+        prompt, completion = _usage(received, reply)
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        yield _sse({**head, "choices": [], "usage": usage})
+    yield _sse("[DONE]")
+
+
+def _anthropic_block_events(index: int, block: dict[str, Any]) -> Iterator[bytes]:
+    kind = block["type"]
+    if kind == "text":
+        start: dict[str, Any] = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": p} for p in _words(block["text"])]
+    elif kind == "thinking":
+        start = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [{"type": "thinking_delta", "thinking": p} for p in _words(block["thinking"])]
+        deltas.append({"type": "signature_delta", "signature": block["signature"]})
+    else:
+        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        deltas = [
+            {"type": "input_json_delta", "partial_json": p} for p in _halves(json.dumps(block["input"]))
+        ]
+    yield _sse({"type": "content_block_start", "index": index, "content_block": start}, "content_block_start")
+    for delta in deltas:
+        yield _sse({"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta")
+    yield _sse({"type": "content_block_stop", "index": index}, "content_block_stop")
+
+
+def anthropic_stream(received: Received, reply: Reply, response_id: str) -> Iterator[bytes]:
+    whole = anthropic_response(received, reply, response_id)
+    prompt, completion = _usage(received, reply)
+    start = {
+        **whole,
+        "content": [],
+        "stop_reason": None,
+        "usage": {"input_tokens": prompt, "output_tokens": 1},
+    }
+    yield _sse({"type": "message_start", "message": start}, "message_start")
+    for index, block in enumerate(whole["content"]):
+        yield from _anthropic_block_events(index, block)
+    delta = {"stop_reason": whole["stop_reason"], "stop_sequence": None}
+    yield _sse(
+        {"type": "message_delta", "delta": delta, "usage": {"output_tokens": completion}}, "message_delta"
+    )
+    yield _sse({"type": "message_stop"}, "message_stop")
+
+
+def stream_events(
+    protocol: WireProtocol, received: Received, reply: Reply, response_id: str
+) -> Iterator[bytes]:
+    if protocol == "anthropic":
+        return anthropic_stream(received, reply, response_id)
+    return openai_stream(received, reply, response_id)

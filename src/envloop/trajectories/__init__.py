@@ -1,0 +1,19 @@
+"""Trajectory I/O: the masked `trajectory.json` artifact, ATIF export, working-directory changes."""
+
+from envloop.trajectories.atif import ATIF_VERSION, to_atif
+from envloop.trajectories.files import read_trajectory, write_masked, write_trajectory
+from envloop.trajectories.render import describe_trajectory
+from envloop.trajectories.workspace import FileState, Snapshot, changes_between, snapshot
+
+__all__ = [
+    "ATIF_VERSION",
+    "FileState",
+    "Snapshot",
+    "changes_between",
+    "describe_trajectory",
+    "read_trajectory",
+    "snapshot",
+    "to_atif",
+    "write_masked",
+    "write_trajectory",
+]

@@ -1,0 +1,88 @@
+"""Writing a trial's trajectory (and small text artifacts) with secrets masked, and reading it back.
+
+The serialised trajectory is searched for each secret, as written and as JSON escapes it; only when
+one occurs are the document's strings masked one by one, so that masking can never break the JSON
+or its schema, however short or odd a secret is. The trajectory goes through a temporary file and
+a rename, so a reader (a trace viewer polling a running trial) never sees half a file.
+"""
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from envloop.core import trajectory as schema
+from envloop.core.trajectory import TRAJECTORY_FILE, Trajectory
+
+MASK = "***"
+
+
+def mask_text(text: str, secrets: Iterable[str]) -> str:
+    """Every secret replaced by ***, longest first (a secret containing another goes whole): the
+    rule of `envloop.runners.artifacts.mask_text`, whose package imports this module."""
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return text
+
+
+_FIELD_NAMES = frozenset(
+    name
+    for model in vars(schema).values()
+    if isinstance(model, type) and issubclass(model, BaseModel)
+    for name in model.model_fields
+)
+"""The schema's own keys: never masked, so that even an absurdly short secret cannot rename a field
+(free-form keys, such as a tool call's argument names, are masked like any text)."""
+
+
+def _masked(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        return mask_text(value, secrets)
+    if isinstance(value, list):
+        return [_masked(item, secrets) for item in value]
+    if isinstance(value, dict):
+        return {
+            key if key in _FIELD_NAMES else mask_text(key, secrets): _masked(item, secrets)
+            for key, item in value.items()
+        }
+    return value
+
+
+def _forms(secret: str) -> tuple[str, ...]:
+    """A secret as written and as it may appear inside a JSON string (escaped quotes, backslashes,
+    control or non-ASCII characters)."""
+    return secret, json.dumps(secret, ensure_ascii=False)[1:-1], json.dumps(secret)[1:-1]
+
+
+def masked_json(trajectory: Trajectory, secrets: Iterable[str]) -> str:
+    """The trajectory as JSON with every secret masked inside the strings it occurs in."""
+    text = trajectory.model_dump_json(indent=1)
+    present = [secret for secret in secrets if secret and any(form in text for form in _forms(secret))]
+    if not present:
+        return text
+    return json.dumps(_masked(trajectory.model_dump(mode="json"), present), indent=1, ensure_ascii=False)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file and a rename (the directory must exist)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def write_trajectory(directory: Path, trajectory: Trajectory, secrets: Iterable[str]) -> Path:
+    """Write `trajectory.json` into a trial's artifacts directory, secrets masked."""
+    path = directory / TRAJECTORY_FILE
+    write_text_atomic(path, masked_json(trajectory, secrets))
+    return path
+
+
+def write_masked(path: Path, text: str, secrets: Iterable[str]) -> None:
+    path.write_text(mask_text(text, secrets), encoding="utf-8")
+
+
+def read_trajectory(path: Path) -> Trajectory:
+    return Trajectory.model_validate_json(path.read_bytes())
