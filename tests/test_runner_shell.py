@@ -183,7 +183,8 @@ def test_a_bad_workdir_is_an_environment_error(tmp_path: Path) -> None:
 def test_unknown_agent_fails_without_touching_the_task(tmp_path: Path) -> None:
     outcome = run("plain", spec_for(tmp_path, ANSWER_TASK, {"AGENT_NAME": "wizard"}))
     assert outcome.error is not None and outcome.error.type == "agent_error"
-    assert outcome.error.message == "unknown agent 'wizard' (known: command, nop, oracle)"
+    known = "claude-code, command, envloop, nop, oracle"
+    assert outcome.error.message == f"unknown agent 'wizard' (known: {known})"
 
 
 @pytest.mark.slow

@@ -1,11 +1,17 @@
-"""Agents for the shell runner: `oracle`, `nop`, `command`, behind one small protocol."""
+"""Agents for the shell runner: `oracle`, `nop`, `command`, `envloop`, `claude-code`, behind one
+small protocol."""
 
 from envloop.agents.base import Agent, AgentContext, AgentInfo, AgentResult
+from envloop.agents.claude_code import ClaudeCodeAgent
 from envloop.agents.command import CommandAgent
+from envloop.agents.envloop_agent import EnvloopAgent
 from envloop.agents.nop import NopAgent
 from envloop.agents.oracle import OracleAgent
 
-AGENTS: dict[str, Agent] = {agent.info.name: agent for agent in (CommandAgent(), NopAgent(), OracleAgent())}
+AGENTS: dict[str, Agent] = {
+    agent.info.name: agent
+    for agent in (ClaudeCodeAgent(), CommandAgent(), EnvloopAgent(), NopAgent(), OracleAgent())
+}
 
 
 def get_agent(name: str) -> Agent | None:
@@ -22,7 +28,9 @@ __all__ = [
     "AgentContext",
     "AgentInfo",
     "AgentResult",
+    "ClaudeCodeAgent",
     "CommandAgent",
+    "EnvloopAgent",
     "NopAgent",
     "OracleAgent",
     "agent_names",

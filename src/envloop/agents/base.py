@@ -2,17 +2,25 @@
 
 An agent only talks to the environment through `exec`; the runner owns the timeout (it cancels the
 agent, and `exec` kills the process tree on cancellation), the phase record and the status mapping.
+An agent that talks to a model records its own steps in the trial's trajectory (`records_steps`);
+for any other agent the runner records each command it runs.
 """
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from envloop.core.trajectory import StopReason, TrajectoryRecorder
 from envloop.core.trial import TrialSpec
 from envloop.environments.base import Environment
 from envloop.tasks.model import HarborTask
+
+MAX_STEPS_PARAM = "MAX_STEPS"
+DEFAULT_MAX_STEPS = 30
 
 
 class AgentInfo(BaseModel):
@@ -25,11 +33,19 @@ class AgentInfo(BaseModel):
     passes_all_params: bool = Field(
         default=False, description="every profile param reaches the agent, so none is unread"
     )
+    records_steps: bool = Field(
+        default=False, description="writes its own model and tool steps into the trial's trajectory"
+    )
 
 
 class AgentResult(BaseModel):
     exit_code: int | None = 0
     error: str | None = Field(default=None, description="why the agent could not do its job at all")
+    error_type: Literal["agent_error", "model_error"] = "agent_error"
+    stop_reason: StopReason | None = Field(
+        default=None,
+        description="why the agent's loop ended; an agent that reports one fails the trial only by `error`",
+    )
 
 
 @dataclass
@@ -39,12 +55,54 @@ class AgentContext:
     environment: Environment
     task: HarborTask
     spec: TrialSpec
+    recorder: TrajectoryRecorder
     env: dict[str, str] = field(default_factory=dict)
     stdout_path: Path | None = None
     stderr_path: Path | None = None
+
+    def max_steps(self) -> int:
+        """The step budget: the job's `--max-steps`, else the profile's MAX_STEPS, else the default."""
+        if self.spec.max_steps is not None:
+            return self.spec.max_steps
+        raw = self.spec.params.get(MAX_STEPS_PARAM, "").strip()
+        return int(raw) if raw else DEFAULT_MAX_STEPS
+
+
+def max_steps_problems(params: Mapping[str, str]) -> list[str]:
+    raw = params.get(MAX_STEPS_PARAM, "").strip()
+    if raw and not (raw.isdigit() and int(raw) >= 1):
+        return [f"{MAX_STEPS_PARAM} must be a whole number ≥ 1, not {raw[:40]!r}"]
+    return []
 
 
 class Agent(Protocol):
     info: AgentInfo
 
     async def run(self, ctx: AgentContext) -> AgentResult: ...
+
+
+@runtime_checkable
+class ParamChecking(Protocol):
+    """An agent whose params need more than presence checks (endpoints, numbers) says what is wrong."""
+
+    def check_params(self, params: Mapping[str, str]) -> list[str]: ...
+
+
+CAPTURE_LIMIT = 1024 * 1024
+"""Characters of one captured stream a trajectory keeps; the artifact file keeps all of it."""
+
+
+def read_capture(path: Path | None, fallback: str = "") -> tuple[str, bool]:
+    """A command's captured stream for the trajectory: (text, cut short), never through a symlink."""
+    if path is None:
+        return fallback, False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return fallback, False
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(CAPTURE_LIMIT * 4 + 1)
+    text = data.decode("utf-8", errors="replace")
+    if len(text) > CAPTURE_LIMIT or len(data) > CAPTURE_LIMIT * 4:
+        return text[:CAPTURE_LIMIT], True
+    return text, False

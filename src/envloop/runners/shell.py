@@ -4,6 +4,15 @@ setup → agent (bounded by its timeout) → verifier (`bash /tests/test.sh`, it
 even after the agent failed or timed out) → reward → artifacts → teardown (always). Every failure of
 the trial itself becomes an outcome with an error type; only cancellation propagates, after the
 environment has been torn down.
+
+Every trial keeps one trajectory (`trajectory.json`, secrets masked): the agent's steps (a model
+agent's own model and tool steps; for any other agent the instruction and each command it ran,
+with its result and the working-directory changes), then the verifier's run with its reward.
+
+The sandbox has no network (loopback only) unless the task allows internet access or the profile
+sets `NETWORK=host`, which shares the host's network with that profile's trials: an agent that
+calls its model from inside the sandbox (`claude-code`) needs it, even for an endpoint on the
+host's loopback. `envloop` calls its model from the worker, so its trials stay offline.
 """
 
 import asyncio
@@ -15,17 +24,29 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from envloop.agents import Agent, AgentContext, agent_names, get_agent
+from envloop.agents.base import AgentResult, ParamChecking
 from envloop.core.reward import RewardReading, parse_reward
+from envloop.core.trajectory import (
+    ModelStep,
+    StateStep,
+    TrajectoryRecorder,
+    UserStep,
+    usage_totals,
+)
 from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec
 from envloop.environments import Environment, EnvironmentProvider, LocalEnvironmentProvider
 from envloop.environments.instance import remove_tree
 from envloop.runners.artifacts import copy_tree_masked, mask_text
 from envloop.runners.base import RunnerParams, TaskKind
+from envloop.runners.shell_steps import RecordingEnvironment, verifier_step
 from envloop.tasks.harbor import load_harbor_task
 from envloop.tasks.model import HarborTask
 from envloop.tasks.variables import resolve_env
+from envloop.trajectories.files import write_trajectory
 
 DEFAULT_TIMEOUT_SEC = 600.0
+NETWORK_PARAM = "NETWORK"
+NETWORK_CHOICES = ("none", "host")
 
 
 @functools.lru_cache(maxsize=256)
@@ -63,12 +84,21 @@ class ShellRunner:
         self.provider: EnvironmentProvider = provider or LocalEnvironmentProvider()
 
     def params_info(self) -> RunnerParams:
+        read = {"AGENT_NAME", NETWORK_PARAM}
+        for name in agent_names():
+            agent = get_agent(name)
+            if agent is not None:
+                read.update(agent.info.required_params, agent.info.optional_params)
         return RunnerParams(
-            read=["AGENT_NAME", "AGENT_COMMAND"],
+            read=sorted(read),
             required=["AGENT_NAME"],
             notes=[
                 f"AGENT_NAME is one of: {', '.join(agent_names())}",
                 "AGENT_COMMAND is required when AGENT_NAME=command, which passes every param to it",
+                "envloop and claude-code read MODEL_PROTOCOL, MODEL_BASE_URL, MODEL_NAME, MODEL_API_KEY "
+                "(a secret param) and MAX_STEPS (the job's --max-steps wins)",
+                "NETWORK=host gives the profile's trials the host's network (default none: loopback only "
+                "inside the sandbox); claude-code needs it to install its CLI and reach its endpoint",
             ],
         )
 
@@ -79,11 +109,17 @@ class ShellRunner:
         agent = get_agent(name)
         if agent is None:
             return [f"unknown agent {name!r} (known: {', '.join(agent_names())})"]
-        return [
+        problems = [
             f"{param} is required when AGENT_NAME={name}"
             for param in agent.info.required_params
             if not params.get(param)
         ]
+        network = params.get(NETWORK_PARAM, "").strip()
+        if network and network not in NETWORK_CHOICES:
+            problems.append(f"{NETWORK_PARAM} must be none or host, not {network[:40]!r}")
+        if not problems and isinstance(agent, ParamChecking):
+            problems = agent.check_params(params)
+        return problems
 
     def unread_params(self, params: Mapping[str, str]) -> list[str]:
         agent = get_agent(params.get("AGENT_NAME", ""))
@@ -91,19 +127,39 @@ class ShellRunner:
             return sorted(p for p in params if p not in self.params_info().read)
         if agent.info.passes_all_params:
             return []
-        read = {"AGENT_NAME", *agent.info.required_params, *agent.info.optional_params}
+        read = {"AGENT_NAME", NETWORK_PARAM, *agent.info.required_params, *agent.info.optional_params}
         return sorted(p for p in params if p not in read)
 
     async def run(self, spec: TrialSpec) -> TrialOutcome:
         phases: list[PhaseRecord] = []
+        if spec.params.get(NETWORK_PARAM, "").strip() == "host":
+            spec = spec.model_copy(update={"network": True})
+        params = spec.params
+        recorder = TrajectoryRecorder(
+            spec.trial_id,
+            self.ref,
+            agent=params.get("AGENT_NAME", ""),
+            model=params.get("MODEL_NAME"),
+            protocol=params.get("MODEL_PROTOCOL"),
+        )
         try:
-            return await self._run(spec, phases)
+            outcome = await self._run(spec, phases, recorder)
         except Exception as exc:
             message = mask_text(f"{type(exc).__name__}: {exc}", spec.secret_values)
             error = TrialError(type="infrastructure_error", message=message)
-            return TrialOutcome(status="failed", error=error, phases=phases)
+            outcome = TrialOutcome(status="failed", error=error, phases=phases)
+        finally:
+            trajectory = recorder.finish(recorder.trajectory.stop_reason)
+            spec.artifacts_dir.mkdir(parents=True, exist_ok=True)
+            write_trajectory(spec.artifacts_dir, trajectory, spec.secret_values)
+        outcome.stop_reason = trajectory.stop_reason
+        if any(isinstance(step, ModelStep) for step in trajectory.steps):
+            outcome.usage = usage_totals(trajectory)
+        return outcome
 
-    async def _run(self, spec: TrialSpec, phases: list[PhaseRecord]) -> TrialOutcome:
+    async def _run(
+        self, spec: TrialSpec, phases: list[PhaseRecord], recorder: TrajectoryRecorder
+    ) -> TrialOutcome:
         problems = self.check_params(spec.params)
         agent = get_agent(spec.params.get("AGENT_NAME", ""))
         if problems or agent is None:
@@ -122,7 +178,7 @@ class ShellRunner:
             return TrialOutcome(status="failed", error=error, phases=phases)
         phases.append(PhaseRecord(name="setup", started_at=started, ended_at=_now()))
         try:
-            outcome = await self._attempt(environment, task, spec, agent, phases)
+            outcome = await self._attempt(environment, task, spec, agent, phases, recorder)
         except BaseException as exc:
             await context.__aexit__(type(exc), exc, exc.__traceback__)
             raise
@@ -144,9 +200,10 @@ class ShellRunner:
         spec: TrialSpec,
         agent: Agent,
         phases: list[PhaseRecord],
+        recorder: TrajectoryRecorder,
     ) -> TrialOutcome:
-        agent_error = await self._agent_phase(environment, task, spec, agent, phases)
-        reading, verifier_error = await self._verifier_phase(environment, task, spec, phases)
+        agent_error = await self._agent_phase(environment, task, spec, agent, phases, recorder)
+        reading, verifier_error = await self._verifier_phase(environment, task, spec, phases, recorder)
         started = _now()
         paths = environment.paths
         await asyncio.to_thread(self._keep_artifacts, paths.agent_logs, paths.verifier_logs, spec)
@@ -173,6 +230,7 @@ class ShellRunner:
         spec: TrialSpec,
         agent: Agent,
         phases: list[PhaseRecord],
+        recorder: TrajectoryRecorder,
     ) -> TrialError | None:
         paths = environment.paths
         instruction_file = paths.tmp / "envloop-instruction.md"
@@ -182,10 +240,16 @@ class ShellRunner:
             variables["ENVLOOP_INSTRUCTION"] = task.instruction
         if spec.max_steps is not None:
             variables["ENVLOOP_MAX_STEPS"] = str(spec.max_steps)
+        recording = None
+        if not agent.info.records_steps:
+            recorder.add(UserStep(text=task.instruction))
+            recording = RecordingEnvironment(environment, recorder, agent.info.name)
+            await recording.start()
         ctx = AgentContext(
-            environment=environment,
+            environment=recording or environment,
             task=task,
             spec=spec,
+            recorder=recorder,
             env=variables,
             stdout_path=paths.agent_logs / "stdout.txt",
             stderr_path=paths.agent_logs / "stderr.txt",
@@ -199,32 +263,49 @@ class ShellRunner:
             if not deadline.expired():
                 raise
             phases.append(PhaseRecord(name="agent", started_at=started, ended_at=_now(), timed_out=True))
+            recorder.trajectory.stop_reason = "timeout"
             return TrialError(type="agent_timeout", message=f"the agent exceeded its {timeout:g} s timeout")
         phases.append(
             PhaseRecord(name="agent", started_at=started, ended_at=_now(), exit_code=result.exit_code)
         )
+        recorder.trajectory.stop_reason = result.stop_reason
+        if recording is not None and recording.commands == 0:
+            recorder.add(StateStep(at=started, note=f"{agent.info.name} ran no command"))
+        return self._agent_error(result, spec)
+
+    @staticmethod
+    def _agent_error(result: AgentResult, spec: TrialSpec) -> TrialError | None:
         if result.error is not None:
-            return TrialError(type="agent_error", message=result.error, exit_code=result.exit_code)
-        if result.exit_code != 0:
+            message = mask_text(result.error, spec.secret_values)
+            return TrialError(type=result.error_type, message=message, exit_code=result.exit_code)
+        # An agent that says why it stopped has judged its own exit; otherwise the exit code decides.
+        if result.stop_reason is None and result.exit_code != 0:
             message = f"the agent exited with code {result.exit_code}"
             return TrialError(type="agent_error", message=message, exit_code=result.exit_code)
         return None
 
     async def _verifier_phase(
-        self, environment: Environment, task: HarborTask, spec: TrialSpec, phases: list[PhaseRecord]
+        self,
+        environment: Environment,
+        task: HarborTask,
+        spec: TrialSpec,
+        phases: list[PhaseRecord],
+        recorder: TrajectoryRecorder,
     ) -> tuple[RewardReading, TrialError | None]:
         logs = environment.paths.verifier_logs
         # Only the verifier may write a reward: anything the agent left there is discarded.
         remove_tree(logs)
         logs.mkdir()
         started = _now()
+        command = ["bash", f"{environment.visible.tests}/test.sh"]
         if not (task.tests_dir / "test.sh").is_file():
             phases.append(PhaseRecord(name="verifier", started_at=started, ended_at=_now()))
             reading = RewardReading(reward=None, note="the verifier did not run")
+            recorder.add(verifier_step(" ".join(command), started, None, logs, reading))
             return reading, TrialError(type="verifier_error", message="task has no tests/test.sh")
         timeout = spec.verifier_timeout_sec or task.config.verifier.timeout_sec or DEFAULT_TIMEOUT_SEC
         result = await environment.exec(
-            ["bash", f"{environment.visible.tests}/test.sh"],
+            command,
             env=resolve_env(task.config.verifier.env, spec.params),
             timeout=timeout,
             stdout_path=logs / "stdout.txt",
@@ -243,6 +324,7 @@ class ShellRunner:
         reading = parse_reward(
             _read_reward_file(logs / "reward.txt"), _read_reward_file(logs / "reward.json")
         )
+        recorder.add(verifier_step(" ".join(command), started, result, logs, reading))
         if result.timed_out:
             message = f"the verifier exceeded its {timeout:g} s timeout"
             return reading, TrialError(type="verifier_timeout", message=message)

