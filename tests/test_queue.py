@@ -12,6 +12,9 @@ from envloop.services.context import Context
 from envloop.store import queue
 from envloop.store.tables import Trial
 from tests.conftest import make_task, write_profile
+from tests.pg import BACKENDS
+
+pytestmark = pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
 
 
 def _job(ctx: Context, tmp_path: Path, tasks: int = 3, attempts: int = 2, **extra: object) -> str:

@@ -43,6 +43,9 @@ def _sqlite_engine(url: str) -> Engine:
 def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         return _sqlite_engine(url)
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in ("postgresql", "postgres"):
+        url = f"postgresql+psycopg://{rest}"  # the driver envloop installs (psycopg 3)
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
 
 
@@ -61,6 +64,10 @@ def _migrate(engine: Engine) -> None:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # A server and its workers may open a new database at once: one migrates, the others
+            # wait here and then find nothing left to do.
+            conn.execute(text("SELECT pg_advisory_xact_lock(726157)"))
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
 

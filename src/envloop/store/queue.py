@@ -10,11 +10,13 @@ transaction per wake-up, and the ORM's bookkeeping would cost more than the data
 """
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy.exc import DBAPIError
 
 from envloop.core.status import TERMINAL, JobStatus, rollup_job_status
 from envloop.core.trial import TrialOutcome
@@ -23,6 +25,9 @@ from envloop.store.tables import Job, Trial
 
 ACTIVE_JOB_STATUSES = ("pending", "running")
 OPEN_TRIAL_STATUSES = ("pending", "running")
+# PostgreSQL aborts one of two transactions that wait on each other (deadlock, serialization).
+_RETRYABLE_SQLSTATES = ("40P01", "40001")
+_T = TypeVar("_T")
 
 # The hot-path statements are built once: building a statement costs more than running it.
 _OPEN_TRIAL_OF_JOB = (
@@ -63,9 +68,12 @@ _JOB_STARTED = (
     update(Job).where(Job.id == bindparam("job_id"), Job.status == "pending").values(status="running")
 )
 _LOCK_JOB = update(Job).where(Job.id == bindparam("job_id")).values(claim_seq=Job.claim_seq + 1)
+_LOCK_JOB_ROW = select(Job.id).where(Job.id == bindparam("job_id")).with_for_update()
+_RUNNING_OF_JOB = select(func.count()).where(Trial.job_id == bindparam("job_id"), Trial.status == "running")
 _RESULT_COLUMNS = (
     "status", "error_type", "error_message", "exit_code", "reward", "reward_note", "dimensions",
-    "sandbox", "sandbox_note", "warnings", "phases", "usage", "stop_reason", "finished_at",
+    "sandbox", "sandbox_note", "warnings", "phases", "usage", "stop_reason", "structured_result",
+    "finished_at",
 )  # fmt: skip
 _FINISH = (
     update(Trial)
@@ -98,7 +106,11 @@ def refresh_job_status(conn: Connection, job_id: str) -> JobStatus | None:
 
     While any trial is still pending or running the job stays as it is (claims mark it running),
     so the per-trial cost is one indexed existence check; the full roll-up runs once at the end.
+    On PostgreSQL the job row is locked first: two workers finishing a job's last two trials at
+    once would otherwise each still see the other's trial running, and neither would roll up.
     """
+    if conn.dialect.name != "sqlite":  # SQLite already runs one writer at a time
+        conn.execute(_LOCK_JOB_ROW, {"job_id": job_id})
     open_trial = conn.scalar(_OPEN_TRIAL_OF_JOB, {"job_id": job_id})
     if open_trial is not None:
         return None
@@ -111,8 +123,8 @@ def refresh_job_status(conn: Connection, job_id: str) -> JobStatus | None:
     return status
 
 
-def _job_slots(conn: Connection, limit: int) -> list[tuple[str, int, bool, bool]]:
-    """(job, how many trials it may start now, has a concurrency limit, still pending) — fairly:
+def _job_slots(conn: Connection, limit: int) -> list[tuple[str, int, int | None, bool]]:
+    """(job, how many trials it may start now, its concurrency limit, still pending) — fairly:
     jobs with the fewest running trials are served first, one slot at a time."""
     jobs = conn.execute(_ACTIVE_JOBS).all()
     if not jobs:
@@ -130,7 +142,7 @@ def _job_slots(conn: Connection, limit: int) -> list[tuple[str, int, bool, bool]
             remaining -= 1
             if slots[job.id] >= room[job.id]:
                 order.remove(job)
-    return [(j.id, slots[j.id], bool(j.concurrency), j.status == "pending") for j in jobs if j.id in slots]
+    return [(j.id, slots[j.id], j.concurrency, j.status == "pending") for j in jobs if j.id in slots]
 
 
 def _claim(conn: Connection, worker_id: str, limit: int, lease_ttl: float) -> list[ClaimedTrial]:
@@ -138,10 +150,15 @@ def _claim(conn: Connection, worker_id: str, limit: int, lease_ttl: float) -> li
     now = datetime.now(UTC)
     expires = time.time() + lease_ttl
     serialized = conn.dialect.name == "sqlite"  # SQLite already runs one writer at a time
-    for job_id, count, limited, pending in _job_slots(conn, limit):
-        if limited and not serialized:
-            # Lock the job row so concurrent claimers on PostgreSQL keep the concurrency count exact.
+    for job_id, slots, concurrency, pending in _job_slots(conn, limit):
+        count = slots
+        if concurrency and not serialized:
+            # Lock the job row so concurrent claimers on PostgreSQL keep the concurrency count exact,
+            # and count again under the lock: the first count may predate another claimer's commit.
             conn.execute(_LOCK_JOB, {"job_id": job_id})
+            count = min(slots, concurrency - (conn.scalar(_RUNNING_OF_JOB, {"job_id": job_id}) or 0))
+            if count <= 0:
+                continue
         rows = conn.execute(_PENDING_OF_JOB, {"job_id": job_id, "count": count}).all()
         if not rows:
             continue
@@ -173,6 +190,7 @@ def _finish(conn: Connection, trial: ClaimedTrial, outcome: TrialOutcome) -> boo
         "phases": [p.model_dump(mode="json") for p in outcome.phases],
         "usage": outcome.usage,
         "stop_reason": outcome.stop_reason,
+        "structured_result": outcome.structured_result,
         "finished_at": datetime.now(UTC),
     }
     params = {f"new_{name}": value for name, value in values.items()}
@@ -181,6 +199,19 @@ def _finish(conn: Connection, trial: ClaimedTrial, outcome: TrialOutcome) -> boo
         return False
     refresh_job_status(conn, trial.job_id)
     return True
+
+
+def _retrying(work: Callable[[], _T]) -> _T:
+    """Run a write transaction again when PostgreSQL aborted it for a deadlock with another one
+    (workers lock job rows in no fixed order); the aborted attempt changed nothing."""
+    for attempt in range(8):
+        try:
+            return work()
+        except DBAPIError as exc:
+            if getattr(exc.orig, "sqlstate", None) not in _RETRYABLE_SQLSTATES or attempt == 7:
+                raise
+            time.sleep(0.01 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def settle(
@@ -197,10 +228,14 @@ def settle(
     """
     if not finished and want <= 0:
         return [], []
-    with store.write_connection() as conn:
-        recorded = [_finish(conn, trial, outcome) for trial, outcome in finished]
-        claimed = _claim(conn, worker_id, want, lease_ttl) if want > 0 else []
-    return recorded, claimed
+
+    def work() -> tuple[list[bool], list[ClaimedTrial]]:
+        with store.write_connection() as conn:
+            recorded = [_finish(conn, trial, outcome) for trial, outcome in finished]
+            claimed = _claim(conn, worker_id, want, lease_ttl) if want > 0 else []
+        return recorded, claimed
+
+    return _retrying(work)
 
 
 def claim(store: Store, worker_id: str, limit: int, lease_ttl: float) -> list[ClaimedTrial]:
@@ -259,6 +294,10 @@ def reap_expired(store: Store) -> int:
         )
     if expired is None:  # the common case costs no write lock
         return 0
+    return _retrying(lambda: _reap(store, now))
+
+
+def _reap(store: Store, now: float) -> int:
     with store.write_connection() as conn:
         rows = conn.execute(
             select(Trial.id, Trial.job_id, Job.cancel_requested)
@@ -285,14 +324,18 @@ def reap_expired(store: Store) -> int:
 def request_cancel(store: Store, job_id: str) -> None:
     """Pending trials are cancelled at once (never dispatched); workers stop the running ones."""
     now = datetime.now(UTC)
-    with store.write_connection() as conn:
-        conn.execute(update(Job).where(Job.id == job_id).values(cancel_requested=True))
-        conn.execute(
-            update(Trial)
-            .where(Trial.job_id == job_id, Trial.status == "pending")
-            .values(status="cancelled", finished_at=now)
-        )
-        refresh_job_status(conn, job_id)
+
+    def work() -> None:
+        with store.write_connection() as conn:
+            conn.execute(update(Job).where(Job.id == job_id).values(cancel_requested=True))
+            conn.execute(
+                update(Trial)
+                .where(Trial.job_id == job_id, Trial.status == "pending")
+                .values(status="cancelled", finished_at=now)
+            )
+            refresh_job_status(conn, job_id)
+
+    _retrying(work)
 
 
 def has_open_trials(store: Store) -> bool:

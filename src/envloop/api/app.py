@@ -1,0 +1,84 @@
+"""The FastAPI application: routers per resource, service errors mapped to HTTP statuses.
+
+Routes are synchronous, so FastAPI runs them on its thread pool: the service layer and the store
+stay plain blocking code, shared with the CLI.
+"""
+
+from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
+
+from envloop import __version__
+from envloop.api.routes import access, analysis, datasets, jobs, meta, profiles, rollouts, trials
+from envloop.services.context import Context
+from envloop.services.errors import ConflictError, NotFoundError, UserError
+from envloop.store.artifacts import ArtifactNotFoundError
+
+DESCRIPTION = """\
+Self-hosted evaluation of AI models and agents: datasets, profiles, jobs, trials, rollouts.
+
+Every endpoint except `GET /v1/health` needs `Authorization: Bearer TOKEN`, where TOKEN is an
+API key of a project (`el key create`), or a share token, which reads one job and nothing else.
+Errors are `{"detail": "one line"}` with 400 (bad input, nothing changed), 401, 403, 404 (unknown,
+or another project's) or 409 (contradicts what is stored).
+"""
+
+_CONSOLE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>envloop</title></head>
+<body></body></html>
+"""
+
+
+def _status_of(exc: UserError) -> int:
+    if isinstance(exc, NotFoundError):
+        return 404
+    if isinstance(exc, ConflictError):
+        return 409
+    return 400
+
+
+async def _user_error(request: Request, exc: Exception) -> JSONResponse:
+    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    status = _status_of(exc) if isinstance(exc, UserError) else 404
+    return JSONResponse({"detail": message}, status_code=status)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """As FastAPI answers, except that a 405 lists every method of the path in `Allow`: FastAPI has
+    one route per method, and the first one that matches the path only knows its own."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 405:
+        allowed = {
+            method
+            for route in request.app.router.routes
+            if route.matches(request.scope)[0] != Match.NONE
+            for method in getattr(route, "methods", None) or ()
+        }
+        exc.headers = {**(exc.headers or {}), "Allow": ", ".join(sorted(allowed))}
+    return await http_exception_handler(request, exc)
+
+
+def create_app(ctx: Context | None = None) -> FastAPI:
+    """The API over `ctx`'s store and artifacts (None: only to describe it, e.g. its OpenAPI)."""
+    app = FastAPI(
+        title="envloop",
+        version=__version__,
+        description=DESCRIPTION,
+        openapi_url="/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.context = ctx
+    app.add_exception_handler(UserError, _user_error)
+    app.add_exception_handler(ArtifactNotFoundError, _user_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    for module in (meta, datasets, profiles, jobs, trials, rollouts, analysis, access):
+        app.include_router(module.router)
+
+    @app.get("/", include_in_schema=False)
+    def console() -> HTMLResponse:
+        return HTMLResponse(_CONSOLE)
+
+    return app

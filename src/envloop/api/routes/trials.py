@@ -1,0 +1,58 @@
+"""Trials: one attempt's record, logs, artifacts (listed and downloaded), invalidation."""
+
+from typing import Literal
+
+from fastapi import APIRouter
+from fastapi.responses import FileResponse
+
+from envloop.api.auth import ProjectContext, TrialReader
+from envloop.api.schemas import ERRORS, InvalidateRequest
+from envloop.core.trajectory import Trajectory
+from envloop.services import trials
+from envloop.services.trials import TrialView
+from envloop.store.artifacts import ArtifactInfo
+
+router = APIRouter(prefix="/v1/trials", tags=["trials"], responses=ERRORS)
+
+
+@router.get("/{trial_id}")
+def get_trial(trial_id: str, ctx: TrialReader) -> TrialView:
+    """Status, error type and exit code, reward, dimensions, phases, sandbox mode."""
+    return trials.get_trial(ctx, trial_id)
+
+
+@router.get("/{trial_id}/logs")
+def trial_logs(
+    trial_id: str, ctx: TrialReader, phase: Literal["agent", "verifier"] = "agent"
+) -> dict[str, str]:
+    """The captured stdout and stderr of a phase (secrets were masked when they were kept)."""
+    return trials.trial_logs(ctx, trial_id, phase)
+
+
+@router.get("/{trial_id}/steps")
+def trial_steps(trial_id: str, ctx: TrialReader) -> Trajectory | None:
+    """The trial's trajectory, step by step (model messages, tool calls, environment changes);
+    null when its runner kept none."""
+    return trials.trial_steps(ctx, trial_id)
+
+
+@router.get("/{trial_id}/artifacts")
+def list_artifacts(trial_id: str, ctx: TrialReader) -> list[ArtifactInfo]:
+    return trials.list_artifacts(ctx, trial_id)
+
+
+@router.get(
+    "/{trial_id}/artifacts/{path:path}",
+    response_class=FileResponse,
+    responses={200: {"description": "The file's bytes", "content": {"application/octet-stream": {}}}},
+)
+def download_artifact(trial_id: str, path: str, ctx: TrialReader) -> FileResponse:
+    """One kept file, by its path within the trial (as the artifact list gives it)."""
+    trials.get_trial(ctx, trial_id)
+    return FileResponse(ctx.artifacts.trial_file(trial_id, path), media_type="application/octet-stream")
+
+
+@router.post("/{trial_id}/invalidate")
+def invalidate_trial(trial_id: str, body: InvalidateRequest, ctx: ProjectContext) -> TrialView:
+    """Exclude the trial's reward from every aggregate, keeping its record (or, with undo, count it again)."""
+    return trials.invalidate_trial(ctx, trial_id, body.reason, undo=body.undo)

@@ -1,0 +1,57 @@
+"""Bodies and error shapes that exist only at the HTTP boundary."""
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from envloop.services.profiles import ProfileDocument
+from envloop.services.shares import MAX_EXPIRY
+
+
+class ErrorBody(BaseModel):
+    detail: str = Field(description="one line saying what is wrong")
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "Bad input; nothing was changed"},
+    401: {"model": ErrorBody, "description": "No valid API key or share token"},
+    403: {"model": ErrorBody, "description": "A share token asked for more than reading its job"},
+    404: {"model": ErrorBody, "description": "Unknown here (or belonging to another project)"},
+    409: {"model": ErrorBody, "description": "Contradicts what is stored"},
+}
+
+
+class ProfileCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    version: str
+    document: ProfileDocument
+
+
+class InvalidateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: str | None = Field(default=None, description="why it must not count (needed unless undo)")
+    undo: bool = Field(default=False, description="count the trial again")
+
+
+class ShareRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    expires_in_sec: float | None = Field(
+        default=None, gt=0, le=MAX_EXPIRY.total_seconds(), description="None: until revoked"
+    )
+
+
+class KeyRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(default=None, description="a label to recognise the key by")
+
+
+class LeaderboardAdd(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    job_id: str
+    profile: str | None = Field(default=None, description="only this profile of the job (NAME@VERSION)")
+
+
+class Health(BaseModel):
+    status: str
+    version: str

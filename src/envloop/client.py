@@ -1,0 +1,366 @@
+"""`envloop.Client`: the service layer's operations over the HTTP API, with the same names and types.
+
+Each method is the service function of the same name without its context argument, and returns
+the same pydantic model, so code (and the CLI) can switch between the embedded store and a server
+without changing anything else. Errors come back as the same exception classes: bad input is a
+`UserError`, unknown things a `NotFoundError`, contradictions a `ConflictError`.
+
+    with Client() as client:             # ENVLOOP_URL and ENVLOOP_API_KEY
+        job = client.submit_job(JobRequest(dataset="bench@1", profiles=["team/agent@1"])).job
+        for event in client.watch_job(job.id):
+            ...
+"""
+
+import os
+import re
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, TypeAdapter
+
+from envloop.core.trajectory import Trajectory
+from envloop.runners.base import RunnerInfo
+from envloop.services.compare import Comparison
+from envloop.services.datasets import DatasetView
+from envloop.services.errors import ConflictError, NotFoundError, UserError
+from envloop.services.jobs import JobRequest, JobView, SubmitResult
+from envloop.services.keys import ApiKeyView, CreatedKey
+from envloop.services.leaderboard import BoardRow
+from envloop.services.planning import Plan
+from envloop.services.profiles import ProfileDocument, ProfileView
+from envloop.services.results import JobResult
+from envloop.services.rollouts import JobEvent, ProgressEvent, RolloutRequest, RolloutView, TrialEvent
+from envloop.services.shares import CreatedShare, ShareView
+from envloop.services.trials import TrialView
+from envloop.store.artifacts import ArtifactInfo
+from envloop.tasks.digest import IGNORED_DIRS, IGNORED_FILES
+
+_M = TypeVar("_M")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class AccessError(UserError):
+    """The server refused the credentials (401) or what they may do (403)."""
+
+
+class ServerError(RuntimeError):
+    """The server failed (5xx) or answered something that is not the API's."""
+
+
+def _upload_stem(name: str) -> str:
+    stem = _UNSAFE.sub("-", name).strip("-.") or "upload"
+    return stem[:200]
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip().splitlines()[0] if response.text.strip() else response.reason_phrase
+    detail = body.get("detail") if isinstance(body, dict) else None
+    if isinstance(detail, list) and detail and isinstance(detail[0], dict):
+        first = detail[0]
+        where = ".".join(str(p) for p in first.get("loc", []) if p != "body")
+        return f"{where}: {first.get('msg', 'invalid')}" if where else str(first.get("msg", "invalid"))
+    return str(detail) if detail is not None else response.reason_phrase
+
+
+class Client:
+    """A connection to an envloop server; `url` and `api_key` default to ENVLOOP_URL / ENVLOOP_API_KEY."""
+
+    def __init__(self, url: str | None = None, api_key: str | None = None, timeout: float = 120.0) -> None:
+        url = url or os.environ.get("ENVLOOP_URL")
+        if not url:
+            raise UserError("no server given: set ENVLOOP_URL (and ENVLOOP_API_KEY)")
+        token = api_key if api_key is not None else os.environ.get("ENVLOOP_API_KEY")
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- plumbing -----------------------------------------------------------------------------------
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise UserError(f"cannot reach the envloop server at {self.url}: {exc}") from None
+        self._check(response)
+        return response
+
+    @staticmethod
+    def _check(response: httpx.Response) -> None:
+        status = response.status_code
+        if status < 400:
+            return
+        message = _detail(response)
+        if status == 404:
+            raise NotFoundError(message)
+        if status == 409:
+            raise ConflictError(message)
+        if status in (401, 403):
+            raise AccessError(message)
+        if status < 500:
+            raise UserError(message)
+        raise ServerError(f"server error {status}: {message}")
+
+    def _get(self, path: str, model: type[_M], **params: Any) -> _M:
+        query = {k: v for k, v in params.items() if v is not None}
+        return TypeAdapter(model).validate_python(self._send("GET", path, params=query).json())
+
+    def _post(self, path: str, model: type[_M], body: BaseModel | dict[str, Any] | None = None) -> _M:
+        payload = body.model_dump(mode="json") if isinstance(body, BaseModel) else (body or {})
+        return TypeAdapter(model).validate_python(self._send("POST", path, json=payload).json())
+
+    @staticmethod
+    def _ref(ref: str) -> str:
+        return quote(ref, safe="@/")
+
+    # -- datasets, profiles, runners ----------------------------------------------------------------
+
+    def push_dataset(
+        self, path: Path, name: str, runner: str | None = None, scorer: str | None = None
+    ) -> DatasetView:
+        """Upload a task directory, a folder of tasks (packed here) or a JSONL file as NAME@N."""
+        path = Path(path)
+        if not path.exists():
+            raise UserError(f"{path}: no such file or directory")
+        form = {k: v for k, v in {"name": name, "runner": runner, "scorer": scorer}.items() if v is not None}
+        with tempfile.TemporaryDirectory(prefix="envloop-push-") as tmp:
+            if path.is_file():
+                upload, filename = path, f"{_upload_stem(path.stem)}.jsonl"
+            else:
+                upload, filename = Path(tmp) / "upload.tar.gz", f"{_upload_stem(path.name)}.tar.gz"
+                self._pack(path.resolve(), upload)
+            with upload.open("rb") as handle:
+                response = self._send(
+                    "POST", "/v1/datasets", data=form, files={"archive": (filename, handle)}
+                )
+        return DatasetView.model_validate(response.json())
+
+    @staticmethod
+    def _pack(root: Path, dest: Path) -> None:
+        def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+            parts = Path(info.name).parts
+            if any(p in IGNORED_DIRS for p in parts) or parts[-1] in IGNORED_FILES:
+                return None
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            return info
+
+        with tarfile.open(dest, "w:gz") as tar:
+            tar.add(root, arcname=root.name, filter=keep)
+
+    def get_dataset(self, ref: str) -> DatasetView:
+        return self._get(f"/v1/datasets/{self._ref(ref)}", DatasetView)
+
+    def list_datasets(self) -> list[DatasetView]:
+        return self._get("/v1/datasets", list[DatasetView])
+
+    def create_profile(self, name: str, version: str, document: ProfileDocument) -> ProfileView:
+        body = {"name": name, "version": version, "document": document.model_dump(mode="json")}
+        return self._post("/v1/profiles", ProfileView, body)
+
+    def get_profile(self, ref: str) -> ProfileView:
+        return self._get(f"/v1/profiles/{self._ref(ref)}", ProfileView)
+
+    def list_profiles(self) -> list[ProfileView]:
+        return self._get("/v1/profiles", list[ProfileView])
+
+    def list_runners(self) -> list[RunnerInfo]:
+        return self._get("/v1/runners", list[RunnerInfo])
+
+    # -- jobs ---------------------------------------------------------------------------------------
+
+    def submit_job(self, request: JobRequest) -> SubmitResult:
+        return self._post("/v1/jobs", SubmitResult, request)
+
+    def get_job(self, job_id: str) -> JobView:
+        return self._get(f"/v1/jobs/{quote(job_id)}", JobView)
+
+    def list_jobs(
+        self, status: str | None = None, tags: dict[str, str] | None = None, limit: int = 50
+    ) -> list[JobView]:
+        tag = [f"{k}={v}" for k, v in (tags or {}).items()] or None
+        return self._get("/v1/jobs", list[JobView], status=status, tag=tag, limit=limit)
+
+    def job_result(self, job_id: str) -> JobResult:
+        return self._get(f"/v1/jobs/{quote(job_id)}/result", JobResult)
+
+    def cancel_job(self, job_id: str) -> JobView:
+        return self._post(f"/v1/jobs/{quote(job_id)}/cancel", JobView)
+
+    def export_job(self, job_id: str) -> JobRequest:
+        return self._get(f"/v1/jobs/{quote(job_id)}/export", JobRequest)
+
+    def watch_job(self, job_id: str) -> Iterator[ProgressEvent]:
+        """Job and trial status changes as they happen, until the job ends."""
+        return self._events(f"/v1/jobs/{quote(job_id)}/events")
+
+    # -- trials -------------------------------------------------------------------------------------
+
+    def list_trials(
+        self,
+        job_id: str,
+        status: str | None = None,
+        task: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[TrialView]:
+        return self._get(
+            f"/v1/jobs/{quote(job_id)}/trials",
+            list[TrialView],
+            status=status,
+            task=task,
+            limit=limit,
+            offset=offset or None,
+        )
+
+    def get_trial(self, trial_id: str) -> TrialView:
+        return self._get(f"/v1/trials/{quote(trial_id)}", TrialView)
+
+    def trial_logs(self, trial_id: str, phase: str = "agent") -> dict[str, str]:
+        return self._get(f"/v1/trials/{quote(trial_id)}/logs", dict[str, str], phase=phase)
+
+    def trial_steps(self, trial_id: str) -> Trajectory | None:
+        return self._get(f"/v1/trials/{quote(trial_id)}/steps", Trajectory | None)  # type: ignore[arg-type]
+
+    def list_artifacts(self, trial_id: str) -> list[ArtifactInfo]:
+        return self._get(f"/v1/trials/{quote(trial_id)}/artifacts", list[ArtifactInfo])
+
+    def copy_artifacts(self, trial_id: str, dest: Path) -> list[ArtifactInfo]:
+        """Download every kept file of the trial under `dest`, keeping their relative paths."""
+        items = self.list_artifacts(trial_id)
+        root = Path(dest).resolve()
+        for item in items:
+            target = (root / item.path).resolve()
+            if not target.is_relative_to(root):
+                raise ServerError(f"artifact path {item.path!r} points outside {dest}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            url = f"/v1/trials/{quote(trial_id)}/artifacts/{quote(item.path, safe='/')}"
+            with self._http.stream("GET", url) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    self._check(response)
+                with target.open("wb") as sink:
+                    for chunk in response.iter_bytes():
+                        sink.write(chunk)
+        return items
+
+    def invalidate_trial(self, trial_id: str, reason: str | None, undo: bool = False) -> TrialView:
+        body = {"reason": reason, "undo": undo}
+        return self._post(f"/v1/trials/{quote(trial_id)}/invalidate", TrialView, body)
+
+    # -- rollouts -----------------------------------------------------------------------------------
+
+    def start_rollout(self, request: RolloutRequest) -> RolloutView:
+        return self._post("/v1/rollouts", RolloutView, request)
+
+    def get_rollout(self, trial_id: str) -> RolloutView:
+        return self._get(f"/v1/rollouts/{quote(trial_id)}", RolloutView)
+
+    def watch_rollout(self, trial_id: str) -> Iterator[ProgressEvent]:
+        return self._events(f"/v1/rollouts/{quote(trial_id)}/events")
+
+    # -- across runs --------------------------------------------------------------------------------
+
+    def show_leaderboard(self, dataset: str | None = None) -> list[BoardRow]:
+        return self._get("/v1/leaderboard", list[BoardRow], dataset=dataset)
+
+    def add_to_leaderboard(self, job_id: str, profile: str | None = None) -> list[BoardRow]:
+        return self._post("/v1/leaderboard", list[BoardRow], {"job_id": job_id, "profile": profile})
+
+    def compare_runs(
+        self,
+        job_a: str,
+        job_b: str | None = None,
+        profile_a: str | None = None,
+        profile_b: str | None = None,
+    ) -> Comparison:
+        return self._get(
+            "/v1/compare", Comparison, job_a=job_a, job_b=job_b, profile_a=profile_a, profile_b=profile_b
+        )
+
+    def plan_comparison(
+        self,
+        job_id: str,
+        effect: float,
+        profile: str | None = None,
+        power: float = 0.8,
+        alpha: float = 0.05,
+        correlation: float = 0.0,
+    ) -> Plan:
+        return self._get(
+            f"/v1/jobs/{quote(job_id)}/plan",
+            Plan,
+            effect=effect,
+            profile=profile,
+            power=power,
+            alpha=alpha,
+            correlation=correlation,
+        )
+
+    # -- access -------------------------------------------------------------------------------------
+
+    def create_share(self, job_id: str, expires_in_sec: float | None = None) -> CreatedShare:
+        body = {"expires_in_sec": expires_in_sec}
+        return self._post(f"/v1/jobs/{quote(job_id)}/shares", CreatedShare, body)
+
+    def list_shares(self, job_id: str) -> list[ShareView]:
+        return self._get(f"/v1/jobs/{quote(job_id)}/shares", list[ShareView])
+
+    def revoke_share(self, share_id: str) -> ShareView:
+        return self._post(f"/v1/shares/{quote(share_id)}/revoke", ShareView)
+
+    def create_key(self, name: str | None = None) -> CreatedKey:
+        return self._post("/v1/keys", CreatedKey, {"name": name})
+
+    def list_keys(self) -> list[ApiKeyView]:
+        return self._get("/v1/keys", list[ApiKeyView])
+
+    def revoke_key(self, key_id: str) -> ApiKeyView:
+        return self._post(f"/v1/keys/{quote(key_id)}/revoke", ApiKeyView)
+
+    # -- server-sent events -------------------------------------------------------------------------
+
+    def _events(self, path: str) -> Iterator[ProgressEvent]:
+        with self._http.stream("GET", path, timeout=httpx.Timeout(30.0, read=None)) as response:
+            if response.status_code >= 400:
+                response.read()
+                self._check(response)
+            event, data = "", []
+            for line in response.iter_lines():
+                if line.startswith(":"):
+                    continue
+                if line.startswith("event:"):
+                    event = line[6:].strip()
+                elif line.startswith("data:"):
+                    data.append(line[5:].strip())
+                elif not line:
+                    payload = "\n".join(data)
+                    if event == "end":
+                        return
+                    if event == "job":
+                        yield JobEvent.model_validate_json(payload)
+                    elif event == "trial":
+                        yield TrialEvent.model_validate_json(payload)
+                    event, data = "", []
+
+
+__all__ = ["AccessError", "Client", "ServerError"]

@@ -1,0 +1,176 @@
+"""Rollouts (one trial of one task with one profile, outside a batch) and the progress feed that
+streams job and trial status changes to whoever follows them.
+
+A rollout is an ordinary one-trial job, so it is queued, run, scored, listed and shared like any
+other; its job carries the tag `rollout=true`.
+"""
+
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import or_, select
+
+from envloop.core.status import TERMINAL
+from envloop.core.trajectory import Trajectory
+from envloop.services.context import Context
+from envloop.services.jobs import JobRequest, JobView, get_job, submit_job
+from envloop.services.trials import TrialView, get_trial, list_trials, trial_steps
+from envloop.store.tables import Profile, Trial
+
+ROLLOUT_TAG = "rollout"
+_FINISH_OVERLAP = timedelta(seconds=5)
+"""Finish times are taken before the result commits (and on the worker's clock): a feed looks back
+this far so a trial committed just after the previous poll is still seen."""
+
+
+class RolloutRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str = Field(description="NAME@N or NAME@latest")
+    task: str = Field(description="the dataset member to attempt")
+    profile: str = Field(description="NAME@VERSION")
+    max_steps: int | None = Field(default=None, ge=1)
+    agent_timeout_sec: float | None = Field(default=None, gt=0)
+    verifier_timeout_sec: float | None = Field(default=None, gt=0)
+    tags: dict[str, str] = Field(default_factory=dict)
+    request_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class RolloutView(BaseModel):
+    job_id: str
+    trial: TrialView
+    trajectory: Trajectory | None = Field(
+        default=None, description="the steps so far, once the runner has kept them; null before"
+    )
+    warnings: list[str] = Field(default_factory=list)
+
+
+def start_rollout(ctx: Context, request: RolloutRequest) -> RolloutView:
+    """Queue one attempt now; validated exactly like a job submission (it is one)."""
+    submitted = submit_job(
+        ctx,
+        JobRequest(
+            dataset=request.dataset,
+            profiles=[request.profile],
+            attempts=1,
+            tasks=[request.task],
+            max_steps=request.max_steps,
+            agent_timeout_sec=request.agent_timeout_sec,
+            verifier_timeout_sec=request.verifier_timeout_sec,
+            tags={**request.tags, ROLLOUT_TAG: "true"},
+            request_id=request.request_id,
+        ),
+    )
+    (trial,) = list_trials(ctx, submitted.job.id)
+    return RolloutView(job_id=submitted.job.id, trial=trial, warnings=submitted.warnings)
+
+
+def get_rollout(ctx: Context, trial_id: str) -> RolloutView:
+    trial = get_trial(ctx, trial_id)
+    return RolloutView(job_id=trial.job_id, trial=trial, trajectory=trial_steps(ctx, trial_id))
+
+
+class JobEvent(BaseModel):
+    event: Literal["job"] = "job"
+    job: JobView
+
+
+class TrialEvent(BaseModel):
+    event: Literal["trial"] = "trial"
+    id: str
+    job_id: str
+    profile: str
+    task: str
+    attempt: int
+    status: str
+    reward: float | None
+    error_type: str | None
+    invalidated: bool
+
+
+ProgressEvent = JobEvent | TrialEvent
+
+
+class ProgressFeed:
+    """Status changes of one job and its trials, one `poll()` at a time.
+
+    The first poll reports the job and its running trials; later polls report what changed: the
+    job's status or counts, trials that started, and trials that finished. Each poll reads only the
+    running trials, those that finished lately and those seen running before, never the whole job.
+    """
+
+    def __init__(self, ctx: Context, job_id: str) -> None:
+        self._ctx = ctx
+        self.job_id = job_id
+        self._job_state: tuple[object, ...] | None = None
+        self._trials: dict[str, tuple[object, ...]] = {}
+        self._running: set[str] = set()
+        self._since = datetime.now(UTC)
+        self.job = get_job(ctx, job_id)
+
+    @property
+    def finished(self) -> bool:
+        return self.job.status in TERMINAL
+
+    def poll(self) -> list[ProgressEvent]:
+        started = datetime.now(UTC)
+        job = get_job(self._ctx, self.job_id)
+        events: list[ProgressEvent] = []
+        for trial in self._changed_trials():
+            state = (trial.status, trial.reward, trial.invalidated)
+            if self._trials.get(trial.id) != state:
+                self._trials[trial.id] = state
+                events.append(trial)
+            if trial.status == "running":
+                self._running.add(trial.id)
+            else:
+                self._running.discard(trial.id)
+        job_state = (job.status, tuple(job.counts.values()), job.cancel_requested)
+        if job_state != self._job_state:
+            self._job_state = job_state
+            events.append(JobEvent(job=job))
+        self.job = job
+        self._since = started
+        return events
+
+    def _changed_trials(self) -> list[TrialEvent]:
+        query = (
+            select(
+                Trial.id,
+                Trial.task_name,
+                Trial.attempt,
+                Trial.status,
+                Trial.reward,
+                Trial.error_type,
+                Trial.invalidated,
+                Profile.name,
+                Profile.version,
+            )
+            .join(Profile, Profile.id == Trial.profile_id)
+            .where(
+                Trial.job_id == self.job_id,
+                or_(
+                    Trial.status == "running",
+                    Trial.finished_at >= self._since - _FINISH_OVERLAP,
+                    Trial.id.in_(sorted(self._running)),
+                ),
+            )
+            .order_by(Trial.member_position, Trial.attempt, Trial.profile_id)
+        )
+        with self._ctx.store.read() as session:
+            rows = session.execute(query).all()
+        return [
+            TrialEvent(
+                id=row.id,
+                job_id=self.job_id,
+                profile=f"{row.name}@{row.version}",
+                task=row.task_name,
+                attempt=row.attempt,
+                status=row.status,
+                reward=row.reward,
+                error_type=row.error_type,
+                invalidated=row.invalidated,
+            )
+            for row in rows
+        ]
