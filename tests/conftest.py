@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 
 from envloop.services.context import Context, open_context
+from tests import pg
 
 REPO = Path(__file__).resolve().parents[1]
+pytest_plugins = ["tests.api_server"]  # the `server` and `busy_server` fixtures (a real `el serve`)
 EXAMPLES = REPO / "examples"
 
 
@@ -39,8 +41,30 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def postgres_databases() -> Iterator[pg.Databases]:
+    with pg.server() as url:
+        databases = pg.Databases(url)
+        yield databases
+        databases.close()
+
+
 @pytest.fixture
-def ctx(home: Path) -> Iterator[Context]:
+def store_url(request: pytest.FixtureRequest, home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """SQLite under the test's home, or (parametrized with "postgresql") a fresh PostgreSQL database,
+    exported as ENVLOOP_DATABASE_URL so subprocesses (workers, `el`, servers) use it too."""
+    if getattr(request, "param", "sqlite") == "sqlite":
+        home.mkdir(parents=True, exist_ok=True)
+        yield f"sqlite:///{home / 'envloop.db'}"
+        return
+    databases: pg.Databases = request.getfixturevalue("postgres_databases")
+    with databases.fresh() as url:
+        monkeypatch.setenv("ENVLOOP_DATABASE_URL", url)
+        yield url
+
+
+@pytest.fixture
+def ctx(home: Path, store_url: str) -> Iterator[Context]:
     context = open_context(home)
     yield context
     context.close()
@@ -64,7 +88,7 @@ class El:
     cwd: Path
 
     def __call__(self, *args: str, timeout: float = 120, env: dict[str, str] | None = None) -> Result:
-        full_env = dict(os.environ, ENVLOOP_HOME=str(self.home), **(env or {}))
+        full_env = {**os.environ, "ENVLOOP_HOME": str(self.home), **(env or {})}
         proc = subprocess.run(
             [sys.executable, "-m", "envloop", *args],
             capture_output=True,

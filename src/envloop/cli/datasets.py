@@ -5,9 +5,8 @@ from typing import Annotated
 
 import typer
 
+from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out, table, when
-from envloop.cli.state import context
-from envloop.services import datasets
 
 app = typer.Typer(help="Frozen, versioned sets of tasks.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
@@ -24,7 +23,7 @@ def push(
     json_: JsonOpt = False,
 ) -> None:
     """Freeze every task under PATH as a new revision NAME@N (identical content returns the existing one)."""
-    view = datasets.push_dataset(context(), path, name, runner=runner, scorer=scorer)
+    view = operations().push_dataset(path, name, runner=runner, scorer=scorer)
     if json_:
         emit_json(view)
         return
@@ -36,7 +35,7 @@ def push(
 @app.command("list")
 def list_(json_: JsonOpt = False) -> None:
     """All dataset revisions."""
-    views = datasets.list_datasets(context())
+    views = operations().list_datasets()
     if json_:
         emit_json(views)
         return
@@ -51,7 +50,7 @@ def list_(json_: JsonOpt = False) -> None:
 @app.command()
 def show(ref: Annotated[str, typer.Argument(help="NAME@N or NAME@latest.")], json_: JsonOpt = False) -> None:
     """A revision's members with their digests and its pinned runner."""
-    view = datasets.get_dataset(context(), ref)
+    view = operations().get_dataset(ref)
     if json_:
         emit_json(view)
         return

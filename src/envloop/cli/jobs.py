@@ -6,12 +6,13 @@ from typing import Annotated
 
 import typer
 
+from envloop.cli.backend import operations, remote
 from envloop.cli.output import emit_json, note, out, table, warn, when
 from envloop.cli.progress import follow
 from envloop.cli.render import result_view
 from envloop.cli.state import context
 from envloop.scheduling.background import ensure_background_worker
-from envloop.services import jobs, results
+from envloop.services import jobs
 from envloop.services.errors import UserError
 
 app = typer.Typer(help="Evaluation jobs: a dataset revision x profiles x attempts.", no_args_is_help=True)
@@ -86,23 +87,23 @@ def submit(
     if "profiles" not in base:
         raise UserError("missing --profile (or --config)")
     request = jobs.parse_job_config_dict(base)
-    ctx = context()
-    submitted = jobs.submit_job(ctx, request)
+    ops = operations()
+    submitted = ops.submit_job(request)
     for message in submitted.warnings:
         warn(message)
     job = submitted.job
     if submitted.existing:
         note(f"request ID {request.request_id} already submitted: {job.id}")
-    if job.status not in ("completed", "failed", "cancelled"):
-        ensure_background_worker(ctx)
+    if remote() is None and job.status not in ("completed", "failed", "cancelled"):
+        ensure_background_worker(context())
     shape = f"{job.dataset} × {len(job.profiles)} profiles × {job.attempts} attempts"
     note(f"submitted {job.id}: {sum(job.counts.values())} trials ({shape})")
     if wait:
-        job = follow(ctx, job.id)
+        job = follow(ops, job.id)
     if json_:
         emit_json(job)
     elif wait:
-        out.print(result_view(results.job_result(ctx, job.id)))
+        out.print(result_view(ops.job_result(job.id)))
     else:
         out.print(job.id)
 
@@ -110,7 +111,7 @@ def submit(
 @app.command()
 def get(job_id: str, json_: JsonOpt = False) -> None:
     """A job's configuration and trial counts."""
-    job = jobs.get_job(context(), job_id)
+    job = operations().get_job(job_id)
     if json_:
         emit_json(job)
         return
@@ -122,7 +123,7 @@ def get(job_id: str, json_: JsonOpt = False) -> None:
 @app.command()
 def result(job_id: str, json_: JsonOpt = False) -> None:
     """Coverage first, then pass@k / pass^k, then the per-task table."""
-    res = results.job_result(context(), job_id)
+    res = operations().job_result(job_id)
     if json_:
         emit_json(res)
         return
@@ -137,7 +138,7 @@ def list_(
     json_: JsonOpt = False,
 ) -> None:
     """Jobs, newest first."""
-    views = jobs.list_jobs(context(), status=status, tags=_tags(tag or []), limit=limit)
+    views = operations().list_jobs(status=status, tags=_tags(tag or []), limit=limit)
     if json_:
         emit_json(views)
         return
@@ -169,12 +170,12 @@ def cancel(
     json_: JsonOpt = False,
 ) -> None:
     """Stop pending and running trials; their environments are torn down."""
-    ctx = context()
-    job = jobs.cancel_job(ctx, job_id)
+    ops = operations()
+    job = ops.cancel_job(job_id)
     deadline = time.monotonic() + wait_sec
     while job.counts["running"] and time.monotonic() < deadline:
         time.sleep(0.1)
-        job = jobs.get_job(ctx, job_id)
+        job = ops.get_job(job_id)
     if job.counts["running"]:
         warn(f"{job.counts['running']} trials are still stopping")
     if json_:
@@ -192,7 +193,7 @@ def export(
     """The job's configuration, reproducible with `el job submit --config FILE` (never secret values).
 
     The export is JSON either way; --json is accepted like on every command."""
-    config = jobs.export_job(context(), job_id)
+    config = operations().export_job(job_id)
     text = config.model_dump_json(indent=2, exclude_none=True) + "\n"
     if output is None:
         out.file.write(text)
@@ -204,9 +205,9 @@ def export(
 @app.command()
 def watch(job_id: str, json_: JsonOpt = False) -> None:
     """Follow a job with a live progress bar until it ends."""
-    ctx = context()
-    job = follow(ctx, job_id)
+    ops = operations()
+    job = follow(ops, job_id)
     if json_:
         emit_json(job)
     else:
-        out.print(result_view(results.job_result(ctx, job.id)))
+        out.print(result_view(ops.job_result(job.id)))

@@ -5,7 +5,8 @@ import sys
 import typer
 from typer.exceptions import TyperException
 
-from envloop.cli import datasets, jobs, profiles, trials
+from envloop.cli import compare, datasets, jobs, keys, leaderboard, model, profiles, trials
+from envloop.cli.serve import serve
 from envloop.cli.worker import runner_app, worker
 from envloop.services.errors import UserError
 
@@ -21,7 +22,13 @@ app.add_typer(profiles.app, name="profile")
 app.add_typer(runner_app, name="runner")
 app.add_typer(jobs.app, name="job")
 app.add_typer(trials.app, name="trial")
+app.add_typer(leaderboard.app, name="leaderboard")
+jobs.app.command("compare")(compare.compare)
+app.command("plan")(compare.plan)
 app.command("worker")(worker)
+app.add_typer(keys.app, name="key")
+app.command("serve")(serve)
+app.add_typer(model.app, name="model")
 
 
 def _fail(message: str) -> None:

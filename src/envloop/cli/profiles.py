@@ -5,8 +5,8 @@ from typing import Annotated
 
 import typer
 
+from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out, table, when
-from envloop.cli.state import context
 from envloop.services import profiles
 
 app = typer.Typer(help="Versioned, immutable model/agent parameters.", no_args_is_help=True)
@@ -21,7 +21,7 @@ def create(
     json_: JsonOpt = False,
 ) -> None:
     """Publish NAME@VERSION. The same content again is a no-op; different content is refused."""
-    view = profiles.create_profile(context(), name, version, profiles.read_profile_file(file))
+    view = operations().create_profile(name, version, profiles.read_profile_file(file))
     if json_:
         emit_json(view)
         return
@@ -32,7 +32,7 @@ def create(
 @app.command("list")
 def list_(json_: JsonOpt = False) -> None:
     """All profiles (secret values shown as ***)."""
-    views = profiles.list_profiles(context())
+    views = operations().list_profiles()
     if json_:
         emit_json(views)
         return
@@ -56,7 +56,7 @@ def list_(json_: JsonOpt = False) -> None:
 @app.command()
 def show(ref: Annotated[str, typer.Argument(help="NAME@VERSION.")], json_: JsonOpt = False) -> None:
     """One profile's params (secret values shown as ***)."""
-    view = profiles.get_profile(context(), ref)
+    view = operations().get_profile(ref)
     if json_:
         emit_json(view)
         return

@@ -1,29 +1,47 @@
-"""Following a job to its end with a live bar on stderr: done / running / pending and the score so far."""
+"""Following a job to its end with a live bar on stderr: done / running / pending and the score so far.
+
+Embedded, the bar polls the store; against a server it wakes on the job's server-sent events.
+"""
 
 import time
+from collections.abc import Iterator
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from envloop.cli.backend import Operations, remote
 from envloop.cli.output import err
 from envloop.core.display import coverage_line
-from envloop.services.context import Context
-from envloop.services.jobs import JobView, get_job
-from envloop.services.results import job_result
+from envloop.services.jobs import JobView
 
 POLL_SEC = 0.2
+TERMINAL = ("completed", "failed", "cancelled")
 
 
-def _describe(ctx: Context, job: JobView) -> str:
+def _describe(ops: Operations, job: JobView) -> str:
     counts = job.counts
     done = counts["completed"] + counts["failed"] + counts["cancelled"]
-    first = next(iter(job_result(ctx, job.id).profiles.values()), None) if done else None
+    first = next(iter(ops.job_result(job.id).profiles.values()), None) if done else None
     score = coverage_line(first) if first is not None else "no score yet"
     return f"running {counts['running']} · pending {counts['pending']} · {score}"
 
 
-def follow(ctx: Context, job_id: str) -> JobView:
-    """Poll until the job is terminal; the bar lives on stderr so --json output stays clean."""
-    job = get_job(ctx, job_id)
+def _ticks(job_id: str) -> Iterator[None]:
+    """When to look again: at most every POLL_SEC, and over HTTP only when something changed."""
+    client = remote()
+    if client is not None:
+        last = 0.0
+        for _ in client.watch_job(job_id):
+            if time.monotonic() - last >= POLL_SEC:
+                last = time.monotonic()
+                yield
+    while True:  # the event stream ended (the job did) or there is none: poll
+        yield
+        time.sleep(POLL_SEC)
+
+
+def follow(ops: Operations, job_id: str) -> JobView:
+    """Follow until the job is terminal; the bar lives on stderr so --json output stays clean."""
+    job = ops.get_job(job_id)
     total = sum(job.counts.values())
     with Progress(
         TextColumn("[bold]{task.fields[job]}"),
@@ -36,12 +54,12 @@ def follow(ctx: Context, job_id: str) -> JobView:
     ) as bar:
         task = bar.add_task("", total=total, job=job.id)
         last_done = -1
-        while True:
+        for _ in _ticks(job_id):
+            job = ops.get_job(job_id)
             done = total - job.counts["pending"] - job.counts["running"]
             if done != last_done or job.counts["running"]:
-                bar.update(task, completed=done, description=_describe(ctx, job))
+                bar.update(task, completed=done, description=_describe(ops, job))
                 last_done = done
-            if job.status in ("completed", "failed", "cancelled"):
-                return job
-            time.sleep(POLL_SEC)
-            job = get_job(ctx, job_id)
+            if job.status in TERMINAL:
+                break
+    return job

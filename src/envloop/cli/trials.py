@@ -5,10 +5,11 @@ from typing import Annotated
 
 import typer
 
+from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out, table, when
-from envloop.cli.state import context
 from envloop.core.display import format_score
-from envloop.services import trials
+from envloop.core.structured import describe_reading
+from envloop.trajectories.render import describe_trajectory
 
 app = typer.Typer(help="Single attempts: status, reward, logs, artifacts.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
@@ -22,7 +23,7 @@ def list_(
     json_: JsonOpt = False,
 ) -> None:
     """A job's trials."""
-    views = trials.list_trials(context(), job, status=status, task=task)
+    views = operations().list_trials(job, status=status, task=task)
     if json_:
         emit_json(views)
         return
@@ -46,11 +47,23 @@ def list_(
 
 
 @app.command()
-def get(trial_id: str, json_: JsonOpt = False) -> None:
-    """One trial: status, error and exit code, reward, phases, sandbox."""
-    v = trials.get_trial(context(), trial_id)
+def get(
+    trial_id: str,
+    steps: Annotated[
+        bool, typer.Option("--steps", help="Also print the trajectory: model calls, tool calls, results.")
+    ] = False,
+    json_: JsonOpt = False,
+) -> None:
+    """One trial: status, error and exit code, reward, phases, sandbox (and with --steps, its trajectory)."""
+    ops = operations()
+    v = ops.get_trial(trial_id)
+    trajectory = ops.trial_steps(trial_id) if steps else None
     if json_:
-        emit_json(v)
+        if not steps:
+            emit_json(v)
+            return
+        kept = trajectory.model_dump(mode="json") if trajectory else None
+        emit_json({**v.model_dump(mode="json"), "trajectory": kept})
         return
     out.print(f"{v.id}  {v.status}  {v.task} attempt {v.attempt}  profile {v.profile}  job {v.job_id}")
     if v.error_type:
@@ -62,6 +75,8 @@ def get(trial_id: str, json_: JsonOpt = False) -> None:
     )
     if v.dimensions:
         out.print("dimensions " + ", ".join(f"{k}={val:g}" for k, val in v.dimensions.items()))
+    for line in describe_reading(v.structured) if v.structured else []:
+        out.print(line)
     out.print(f"sandbox {v.sandbox or '—'}" + (f" ({v.sandbox_note})" if v.sandbox_note else ""))
     for w in v.warnings:
         out.print(f"warning: {w}")
@@ -75,6 +90,10 @@ def get(trial_id: str, json_: JsonOpt = False) -> None:
         )
     )
     out.print(f"runs {v.runs}  created {when(v.created_at)}  finished {when(v.finished_at)}")
+    if steps:
+        lines = describe_trajectory(trajectory) if trajectory else ["no trajectory was kept for this trial"]
+        for line in lines:
+            out.print(line, markup=False)
 
 
 @app.command()
@@ -84,7 +103,7 @@ def logs(
     json_: JsonOpt = False,
 ) -> None:
     """The captured output of the agent (or verifier) phase."""
-    captured = trials.trial_logs(context(), trial_id, phase)
+    captured = operations().trial_logs(trial_id, phase)
     if json_:
         emit_json(captured)
         return
@@ -102,8 +121,8 @@ def artifacts(
     json_: JsonOpt = False,
 ) -> None:
     """List a trial's kept files, or copy them out."""
-    ctx = context()
-    items = trials.copy_artifacts(ctx, trial_id, output) if output else trials.list_artifacts(ctx, trial_id)
+    ops = operations()
+    items = ops.copy_artifacts(trial_id, output) if output else ops.list_artifacts(trial_id)
     if json_:
         emit_json(items)
         return
@@ -120,7 +139,7 @@ def invalidate(
     json_: JsonOpt = False,
 ) -> None:
     """Exclude a trial's reward from every aggregate, keeping its record (or undo that)."""
-    v = trials.invalidate_trial(context(), trial_id, reason, undo=undo)
+    v = operations().invalidate_trial(trial_id, reason, undo=undo)
     if json_:
         emit_json(v)
         return

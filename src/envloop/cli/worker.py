@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
+from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out, table
 from envloop.cli.state import context
-from envloop.runners.registry import list_runners
 from envloop.scheduling.background import try_hold_lock
 from envloop.scheduling.worker import Worker, WorkerConfig
 
@@ -56,7 +56,7 @@ def worker(
 @runner_app.command("list")
 def list_(json_: Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")] = False) -> None:
     """Runners this envloop can run, with the profile params each reads."""
-    infos = list_runners()
+    infos = operations().list_runners()
     if json_:
         emit_json(infos)
         return

@@ -6,7 +6,7 @@ scheduler records exactly once. That keeps the execution path testable without a
 
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,7 +27,11 @@ class TrialSpec(BaseModel):
     runner: str
     params: dict[str, str] = Field(description="profile params with secret values resolved")
     secret_values: tuple[str, ...] = Field(default=(), description="values to mask in anything kept")
-    task_dir: Path = Field(description="frozen copy of the task; runners copy from it, never write to it")
+    task_dir: Path | None = Field(
+        default=None, description="frozen copy of a Harbor task; runners copy from it, never write to it"
+    )
+    row: dict[str, Any] | None = Field(default=None, description="the JSONL row of a chat task")
+    scorer: str | None = Field(default=None, description="the dataset's scorer, for chat tasks")
     instance_root: Path = Field(
         description="parent of the per-trial instance directory (removed at teardown)"
     )
@@ -64,3 +68,6 @@ class TrialOutcome(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     usage: dict[str, int] = Field(default_factory=dict, description="model calls and tokens, summed")
     stop_reason: str | None = Field(default=None, description="why an agent loop ended, where it has one")
+    structured_result: bool = Field(
+        default=False, description="the kept artifacts hold a declared structured result (result.json)"
+    )

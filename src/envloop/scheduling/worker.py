@@ -15,17 +15,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import delete, select, update
 
 from envloop.core.ids import new_id
 from envloop.core.trial import TrialError, TrialOutcome, TrialSpec
+from envloop.models import close_clients
 from envloop.scheduling.executor import Executor, LocalExecutor
 from envloop.services.context import Context
 from envloop.services.profiles import resolved_params
 from envloop.store import queue
+from envloop.store.artifacts import STRUCTURED_RESULT
 from envloop.store.queue import ClaimedTrial
-from envloop.store.tables import Job, Profile
+from envloop.store.tables import Dataset, DatasetMember, Job, Profile
 from envloop.store.tables import Worker as WorkerRow
 
 log = logging.getLogger("envloop.worker")
@@ -57,6 +60,9 @@ class _JobInfo:
     agent_timeout_sec: float | None
     verifier_timeout_sec: float | None
     max_steps: int | None
+    dataset_id: str
+    scorer: str | None
+    """Set for JSONL datasets, whose trials carry their row instead of a task directory."""
 
 
 @dataclass
@@ -77,6 +83,7 @@ class Worker:
         self._running: dict[str, tuple[ClaimedTrial, asyncio.Task[TrialOutcome]]] = {}
         self._jobs: dict[str, _JobInfo] = {}
         self._profiles: dict[str, _ProfileInfo] = {}
+        self._rows: dict[str, dict[str, dict[str, Any]]] = {}
         self._stopping = False
         self.completed = 0
 
@@ -143,7 +150,10 @@ class Worker:
 
     async def _execute(self, spec: TrialSpec) -> TrialOutcome:
         try:
-            return await self.executor.execute(spec)
+            outcome = await self.executor.execute(spec)
+            # Noted once here so reading a job's results never has to look for the file per trial.
+            outcome.structured_result = (spec.artifacts_dir / STRUCTURED_RESULT).is_file()
+            return outcome
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -190,6 +200,7 @@ class Worker:
             shutil.rmtree(artifacts_dir)
         artifacts_dir.mkdir(parents=True)
         self.ctx.instances_dir.mkdir(parents=True, exist_ok=True)
+        chat = job.scorer is not None
         return TrialSpec(
             job_id=claimed.job_id,
             trial_id=claimed.trial_id,
@@ -199,7 +210,9 @@ class Worker:
             runner=job.runner,
             params=profile.params,
             secret_values=profile.secrets,
-            task_dir=self.ctx.artifacts.task_dir(claimed.task_digest),
+            task_dir=None if chat else self.ctx.artifacts.task_dir(claimed.task_digest),
+            row=self._dataset_rows(job.dataset_id)[claimed.task_name] if chat else None,
+            scorer=job.scorer,
             instance_root=self.ctx.instances_dir,
             artifacts_dir=artifacts_dir,
             agent_timeout_sec=job.agent_timeout_sec,
@@ -212,10 +225,26 @@ class Worker:
             with self.ctx.store.read() as session:
                 job = session.get(Job, job_id)
                 assert job is not None
+                dataset = session.get(Dataset, job.dataset_id)
+                assert dataset is not None
                 self._jobs[job_id] = _JobInfo(
-                    job.runner, job.agent_timeout_sec, job.verifier_timeout_sec, job.max_steps
+                    job.runner,
+                    job.agent_timeout_sec,
+                    job.verifier_timeout_sec,
+                    job.max_steps,
+                    dataset.id,
+                    dataset.scorer if dataset.kind == "jsonl" else None,
                 )
         return self._jobs[job_id]
+
+    def _dataset_rows(self, dataset_id: str) -> dict[str, dict[str, Any]]:
+        """A JSONL revision's rows by member name, read once per worker (revisions never change)."""
+        if dataset_id not in self._rows:
+            with self.ctx.store.read() as session:
+                query = select(DatasetMember.name, DatasetMember.row)
+                members = session.execute(query.where(DatasetMember.dataset_id == dataset_id)).all()
+            self._rows[dataset_id] = {name: row for name, row in members if row is not None}
+        return self._rows[dataset_id]
 
     def _profile(self, profile_id: str) -> _ProfileInfo:
         if profile_id not in self._profiles:
@@ -259,3 +288,4 @@ class Worker:
         queue.release(self.ctx.store, [c for c in held if c.trial_id not in cancelled])
         with self.ctx.store.write() as session:
             session.execute(delete(WorkerRow).where(WorkerRow.id == self.id))
+        await close_clients()  # model connections belong to this event loop, which ends with the worker

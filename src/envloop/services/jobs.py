@@ -214,6 +214,7 @@ def _create(
             "phases": [],
             "lease_token": 0,
             "usage": {},
+            "structured_result": False,
             "runs": 0,
             "invalidated": False,
         }

@@ -5,14 +5,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from sqlalchemy import select, update
 
+from envloop.core.structured import StructuredReading
+from envloop.core.trajectory import TRAJECTORY_FILE, Trajectory
 from envloop.services.context import Context
 from envloop.services.errors import NotFoundError, UserError
 from envloop.services.jobs import load_job
+from envloop.services.structured import read_structured
 from envloop.store.artifacts import ArtifactInfo, ArtifactNotFoundError
 from envloop.store.tables import Job, Profile, Trial
+from envloop.trajectories.files import read_trajectory
 
 LOG_FILES = {
     "agent": ("agent/stdout.txt", "agent/stderr.txt"),
@@ -44,6 +48,9 @@ class TrialView(BaseModel):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    structured: StructuredReading | None = None
+    """The verifier's declared result.json, validated, or why it is invalid; read by `get_trial`
+    only (one file per trial is too much for lists). Null when there is none."""
 
 
 def _view(trial: Trial, profile_ref: str) -> TrialView:
@@ -75,8 +82,16 @@ def _view(trial: Trial, profile_ref: str) -> TrialView:
 
 
 def list_trials(
-    ctx: Context, job_id: str, status: str | None = None, task: str | None = None
+    ctx: Context,
+    job_id: str,
+    status: str | None = None,
+    task: str | None = None,
+    limit: int | None = None,
+    offset: int = 0,
 ) -> list[TrialView]:
+    """A job's trials in grid order (profile, task, attempt); `limit`/`offset` page through big jobs."""
+    if (limit is not None and limit < 1) or offset < 0:
+        raise UserError("limit must be at least 1 and offset at least 0")
     with ctx.store.read() as session:
         load_job(session, ctx.project_id, job_id)
         query = (
@@ -89,6 +104,8 @@ def list_trials(
             query = query.where(Trial.status == status)
         if task is not None:
             query = query.where(Trial.task_name == task)
+        if limit is not None or offset:
+            query = query.limit(limit).offset(offset)
         return [_view(t, f"{name}@{version}") for t, name, version in session.execute(query).all()]
 
 
@@ -102,7 +119,8 @@ def get_trial(ctx: Context, trial_id: str) -> TrialView:
         ).first()
     if row is None or row[3] != ctx.project_id:
         raise NotFoundError(f"unknown trial {trial_id!r}")
-    return _view(row[0], f"{row[1]}@{row[2]}")
+    structured = read_structured(ctx, trial_id)
+    return _view(row[0], f"{row[1]}@{row[2]}").model_copy(update={"structured": structured})
 
 
 def trial_logs(ctx: Context, trial_id: str, phase: str = "agent") -> dict[str, str]:
@@ -118,6 +136,22 @@ def trial_logs(ctx: Context, trial_id: str, phase: str = "agent") -> dict[str, s
             continue
         logs[Path(rel).stem] = path.read_text(encoding="utf-8", errors="replace")
     return logs
+
+
+def trial_steps(ctx: Context, trial_id: str) -> Trajectory | None:
+    """The trial's trajectory (its `trajectory.json` artifact); None when its runner kept none."""
+    get_trial(ctx, trial_id)
+    try:
+        path = ctx.artifacts.trial_file(trial_id, TRAJECTORY_FILE)
+    except ArtifactNotFoundError:
+        return None
+    try:
+        return read_trajectory(path)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "document"
+        message = f"trial {trial_id}: {TRAJECTORY_FILE} is not a valid trajectory ({where}: {first['msg']})"
+        raise UserError(message) from None
 
 
 def list_artifacts(ctx: Context, trial_id: str) -> list[ArtifactInfo]:

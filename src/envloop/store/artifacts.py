@@ -13,6 +13,9 @@ from pydantic import BaseModel
 
 from envloop.tasks.archive import pack_task, safe_extract
 
+STRUCTURED_RESULT = "verifier/result.json"
+"""Where a trial's declared structured result is kept, relative to its artifacts."""
+
 
 class ArtifactInfo(BaseModel):
     path: str

@@ -174,6 +174,8 @@ class Trial(Base):
     usage: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     """Model token usage summed over the trial (calls, input_tokens, output_tokens)."""
     stop_reason: Mapped[str | None] = mapped_column(String(40))
+    structured_result: Mapped[bool] = mapped_column(Boolean, default=False)
+    """Whether the kept artifacts hold a result.json, so results read only the trials that have one."""
     lease_owner: Mapped[str | None] = mapped_column(String(64))
     lease_token: Mapped[int] = mapped_column(Integer, default=0)
     """Incremented by every claim: only the holder of the current token may record the result."""

@@ -241,6 +241,7 @@ def upgrade() -> None:
         sa.Column("phases", sa.JSON(), nullable=False),
         sa.Column("usage", sa.JSON(), nullable=False),
         sa.Column("stop_reason", sa.String(length=40), nullable=True),
+        sa.Column("structured_result", sa.Boolean(), nullable=False),
         sa.Column("lease_owner", sa.String(length=64), nullable=True),
         sa.Column("lease_token", sa.Integer(), nullable=False),
         sa.Column("lease_expires_at", sa.Float(), nullable=True),
