@@ -93,3 +93,16 @@ def test_a_revoked_or_expired_share_token_is_refused(server: Server, tmp_path: P
             == 401
         )
     assert [s.active for s in client.list_shares(job_id)] == [False, False]
+
+
+def test_without_valid_credentials_every_v1_path_answers_401_even_unknown_ones(server: Server) -> None:
+    with httpx.Client(base_url=server.url, timeout=30) as anonymous:
+        assert anonymous.get("/v1/health").status_code == 200
+        for method, path in (("GET", "/v1/jobs"), ("GET", "/v1/no-such-thing"), ("DELETE", "/v1/jobs")):
+            assert anonymous.request(method, path).status_code == 401, (method, path)
+        assert anonymous.get("/v1/no-such-thing", headers={"Authorization": "Bearer nope"}).status_code == 401
+    with server.http() as keyed:
+        assert keyed.get("/v1/no-such-thing").status_code == 404
+        wrong_method = keyed.delete("/v1/jobs")
+        assert wrong_method.status_code == 405
+        assert set(wrong_method.headers["allow"].split(", ")) == {"GET", "POST"}

@@ -4,13 +4,17 @@ Routes are synchronous, so FastAPI runs them on its thread pool: the service lay
 stay plain blocking code, shared with the CLI.
 """
 
-from fastapi import FastAPI, Request
+from collections.abc import Iterator, Sequence
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match
+from starlette.routing import BaseRoute, Match
 
 from envloop import __version__
+from envloop.api.auth import Caller, caller
 from envloop.api.routes import access, analysis, datasets, jobs, meta, profiles, rollouts, trials
 from envloop.services.context import Context
 from envloop.services.errors import ConflictError, NotFoundError, UserError
@@ -31,6 +35,10 @@ _CONSOLE = """<!doctype html>
 """
 
 
+_ALL_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+CATCH_ALL = "/v1/{rest:path}"
+
+
 def _status_of(exc: UserError) -> int:
     if isinstance(exc, NotFoundError):
         return 404
@@ -45,6 +53,16 @@ async def _user_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": message}, status_code=status)
 
 
+def _leaf_routes(routes: Sequence[BaseRoute]) -> Iterator[BaseRoute]:
+    """The routes themselves: included routers are kept as wrappers around their own routes."""
+    for route in routes:
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from _leaf_routes(inner.routes)
+        else:
+            yield route
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     """As FastAPI answers, except that a 405 lists every method of the path in `Allow`: FastAPI has
     one route per method, and the first one that matches the path only knows its own."""
@@ -52,8 +70,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code == 405:
         allowed = {
             method
-            for route in request.app.router.routes
-            if route.matches(request.scope)[0] != Match.NONE
+            for route in _leaf_routes(request.app.router.routes)
+            if getattr(route, "path", None) != CATCH_ALL and route.matches(request.scope)[0] != Match.NONE
             for method in getattr(route, "methods", None) or ()
         }
         exc.headers = {**(exc.headers or {}), "Allow": ", ".join(sorted(allowed))}
@@ -80,5 +98,13 @@ def create_app(ctx: Context | None = None) -> FastAPI:
     @app.get("/", include_in_schema=False)
     def console() -> HTMLResponse:
         return HTMLResponse(_CONSOLE)
+
+    @app.api_route(CATCH_ALL, methods=list(_ALL_METHODS), include_in_schema=False)
+    def unknown(request: Request, rest: str, who: Annotated[Caller, Depends(caller)]) -> None:
+        """Registered last: without valid credentials even an unknown path answers 401, so the API
+        does not reveal which paths exist; with them, 405 where the path exists, else 404."""
+        if any(route.matches(request.scope)[0] == Match.PARTIAL for route in app.router.routes):
+            raise StarletteHTTPException(405)
+        raise StarletteHTTPException(404)
 
     return app
