@@ -20,6 +20,8 @@ from envloop.core.trajectory import ToolStep, TrajectoryRecorder, VerifierStep
 from envloop.environments.base import NO_MOUNTS, Environment, ExecResult, Mounts
 from envloop.trajectories import Snapshot, changes_between, snapshot
 
+INLINE_SNAPSHOT_FILES = 500
+
 
 def _now() -> datetime:
     return datetime.now(UTC)
@@ -42,7 +44,7 @@ class RecordingEnvironment:
 
     async def start(self) -> None:
         """Take the working directory's initial state, which the first command's changes are against."""
-        self._state = await asyncio.to_thread(snapshot, self.paths.app)
+        self._state = await self._snapshot()
 
     def to_visible(self, host_path: Path) -> str:
         return self._inner.to_visible(host_path)
@@ -76,9 +78,17 @@ class RecordingEnvironment:
             step.error = "interrupted: the agent phase ended while the command ran"
             self._recorder.add(step)
             raise
-        after = await asyncio.to_thread(snapshot, self.paths.app, self._state)
+        after = await self._snapshot()
         self._recorder.add(self._step(command, started, clock, result, stdout_path, stderr_path, after))
         return result
+
+    async def _snapshot(self) -> Snapshot:
+        """Small working directories are read in place: handing the walk to a thread costs more than
+        the walk (about a millisecond per hop on a busy 2-core worker); large ones go to a thread so
+        the event loop keeps serving the other trials."""
+        if len(self._state) < INLINE_SNAPSHOT_FILES:
+            return snapshot(self.paths.app, self._state)
+        return await asyncio.to_thread(snapshot, self.paths.app, self._state)
 
     def _step(
         self,
