@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from envloop.cli.backend import Operations, remote
 from envloop.cli.output import err
-from envloop.core.display import coverage_line
+from envloop.core.display import coverage_line, format_score
 from envloop.services.jobs import JobView
 
 POLL_SEC = 0.2
@@ -22,6 +22,8 @@ def _describe(ops: Operations, job: JobView) -> str:
     done = counts["completed"] + counts["failed"] + counts["cancelled"]
     first = next(iter(ops.job_result(job.id).profiles.values()), None) if done else None
     score = coverage_line(first) if first is not None else "no score yet"
+    if first is not None and first.ci95 is not None:
+        score += f" (95% CI {format_score(first.ci95[0])}–{format_score(first.ci95[1])})"
     return f"running {counts['running']} · pending {counts['pending']} · {score}"
 
 
