@@ -34,8 +34,6 @@ from envloop.agents.base import (
     read_capture,
 )
 from envloop.core.trajectory import (
-    ModelRequestSummary,
-    ModelStep,
     SystemStep,
     ToolCall,
     ToolStep,
@@ -56,6 +54,7 @@ from envloop.models import (
 )
 from envloop.trajectories import Snapshot, changes_between, snapshot
 from envloop.trajectories.files import mask_text
+from envloop.trajectories.model_steps import model_step, request_summary
 
 TOOL_TIMEOUT_PARAM = "TOOL_TIMEOUT_SEC"
 TOOL_OUTPUT_PARAM = "TOOL_OUTPUT_LIMIT"
@@ -112,47 +111,6 @@ def tool_param_problems(params: Mapping[str, str]) -> list[str]:
     if choice and choice not in TOOL_CHOICES:
         problems.append(f"{TOOL_CHOICE_PARAM} must be one of {', '.join(TOOL_CHOICES)}, not {choice[:40]!r}")
     return problems
-
-
-def request_summary(settings: ModelSettings, request: ModelRequest) -> ModelRequestSummary:
-    """What a trajectory records of a request: endpoint, model, sizes and settings, never the key."""
-    params = settings.summary()
-    for name in ("protocol", "base_url", "model", "system_prompt"):
-        params.pop(name, None)
-    if request.tool_choice:
-        params["tool_choice"] = request.tool_choice
-    return ModelRequestSummary(
-        protocol=settings.protocol,
-        endpoint=settings.base_url,
-        model=settings.model,
-        messages=len(request.messages),
-        tools=[t.name for t in request.tools],
-        params=params,
-    )
-
-
-def model_step(
-    started: datetime, summary: ModelRequestSummary, response: ModelResponse | None, error: ModelError | None
-) -> ModelStep:
-    duration = (_now() - started).total_seconds() * 1000
-    if response is None:
-        attempts = error.attempts if error is not None else 1
-        message = error.message if error is not None else None
-        return ModelStep(at=started, duration_ms=duration, request=summary, attempts=attempts, error=message)
-    return ModelStep(
-        at=started,
-        duration_ms=duration,
-        request=summary,
-        text=response.text,
-        reasoning=response.reasoning,
-        tool_calls=response.tool_calls,
-        stop=response.stop,
-        finish_reason=response.finish_reason,
-        served_by=response.model,
-        response_id=response.response_id,
-        usage=response.usage,
-        attempts=response.attempts,
-    )
 
 
 def clip_for_model(text: str, limit: int) -> str:
@@ -239,13 +197,13 @@ class _Loop:
         try:
             response = await client.complete(request)
         except ModelError as exc:
-            self.ctx.recorder.add(model_step(started, summary, None, exc))
+            self.ctx.recorder.add(model_step(started, summary, None, exc.message, exc.attempts))
             return exc
         for call in response.tool_calls:
             if not call.id:  # the result must name its call; some servers leave the id out
                 self.unnamed_calls += 1
                 call.id = f"call_{self.unnamed_calls}"
-        self.ctx.recorder.add(model_step(started, summary, response, None))
+        self.ctx.recorder.add(model_step(started, summary, response))
         self.messages.append(response.message)
         return response
 
@@ -340,4 +298,4 @@ def _result_text(exit_code: int | None, timed_out: bool, timeout: float, stdout:
     return "\n".join(parts)
 
 
-__all__ = ["EnvloopAgent", "clip_for_model", "model_step", "request_summary"]
+__all__ = ["EnvloopAgent", "clip_for_model"]

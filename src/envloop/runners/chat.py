@@ -17,8 +17,6 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from envloop.core.trajectory import (
-    ModelRequestSummary,
-    ModelStep,
     ScoreStep,
     StopReason,
     SystemStep,
@@ -43,6 +41,7 @@ from envloop.runners.base import RunnerParams, TaskKind
 from envloop.tasks.model import ChatRow
 from envloop.tasks.scorers import ScoreResult, score
 from envloop.trajectories.files import write_masked, write_trajectory
+from envloop.trajectories.model_steps import model_step, request_summary
 
 ANSWER_FILE = "answer.txt"
 SCORE_FILE = "score.json"
@@ -50,46 +49,6 @@ SCORE_FILE = "score.json"
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _summary(settings: ModelSettings, request: ModelRequest) -> ModelRequestSummary:
-    params = settings.summary()
-    for name in ("protocol", "base_url", "model", "system_prompt"):
-        params.pop(name, None)
-    return ModelRequestSummary(
-        protocol=settings.protocol,
-        endpoint=settings.base_url,
-        model=settings.model,
-        messages=len(request.messages),
-        tools=[t.name for t in request.tools],
-        params=params,
-    )
-
-
-def _model_step(
-    started: datetime,
-    summary: ModelRequestSummary,
-    response: ModelResponse | None,
-    error: str | None = None,
-    attempts: int = 1,
-) -> ModelStep:
-    duration = (_now() - started).total_seconds() * 1000
-    if response is None:
-        return ModelStep(at=started, duration_ms=duration, request=summary, attempts=attempts, error=error)
-    return ModelStep(
-        at=started,
-        duration_ms=duration,
-        request=summary,
-        text=response.text,
-        reasoning=response.reasoning,
-        tool_calls=response.tool_calls,
-        stop=response.stop,
-        finish_reason=response.finish_reason,
-        served_by=response.model,
-        response_id=response.response_id,
-        usage=response.usage,
-        attempts=response.attempts,
-    )
 
 
 class ChatRunner:
@@ -199,7 +158,7 @@ class ChatRunner:
         recorder: TrajectoryRecorder,
         phases: list[PhaseRecord],
     ) -> tuple[ModelResponse | None, TrialError | None]:
-        summary = _summary(settings, request)
+        summary = request_summary(settings, request)
         started = _now()
         response: ModelResponse | None = None
         try:
@@ -208,15 +167,15 @@ class ChatRunner:
         except TimeoutError:
             if not deadline.expired():
                 raise
-            recorder.add(_model_step(started, summary, None, "no answer before the agent timeout"))
+            recorder.add(model_step(started, summary, None, "no answer before the agent timeout"))
             phases.append(PhaseRecord(name="agent", started_at=started, ended_at=_now(), timed_out=True))
             message = f"the model did not answer within the {spec.agent_timeout_sec:g} s agent timeout"
             return None, TrialError(type="agent_timeout", message=message)
         except ModelError as exc:
-            recorder.add(_model_step(started, summary, None, exc.message, exc.attempts))
+            recorder.add(model_step(started, summary, None, exc.message, exc.attempts))
             phases.append(PhaseRecord(name="agent", started_at=started, ended_at=_now()))
             return None, TrialError(type="model_error", message=mask_text(exc.message, spec.secret_values))
-        recorder.add(_model_step(started, summary, response))
+        recorder.add(model_step(started, summary, response))
         phases.append(PhaseRecord(name="agent", started_at=started, ended_at=_now()))
         return response, None
 
