@@ -267,6 +267,14 @@ def test_output_streams_to_files_and_the_result_keeps_only_a_tail(tmp_path: Path
         assert out.stat().st_size == 300004
         assert len(result.stdout) <= 64 * 1024
         assert result.stdout.endswith("xEND\n")
+        assert (result.stdout_whole, result.stderr, result.stderr_whole) == (False, "", True)
+        short = await env.exec(["bash", "-c", "echo out; echo err >&2"])
+        assert (short.stdout, short.stdout_whole, short.stderr, short.stderr_whole) == (
+            "out\n",
+            True,
+            "err\n",
+            True,
+        )
 
     run_in(mode, task, make_spec(tmp_path, task), body)
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from envloop.core.trajectory import StopReason, TrajectoryRecorder
 from envloop.core.trial import TrialSpec
-from envloop.environments.base import Environment
+from envloop.environments.base import Environment, ExecResult
 from envloop.tasks.model import HarborTask
 
 MAX_STEPS_PARAM = "MAX_STEPS"
@@ -92,9 +92,11 @@ CAPTURE_LIMIT = 1024 * 1024
 """Characters of one captured stream a trajectory keeps; the artifact file keeps all of it."""
 
 
-def read_capture(path: Path | None, fallback: str = "") -> tuple[str, bool]:
-    """A command's captured stream for the trajectory: (text, cut short), never through a symlink."""
-    if path is None:
+def read_capture(path: Path | None, fallback: str = "", *, whole: bool = False) -> tuple[str, bool]:
+    """A command's captured stream for the trajectory: (text, cut short), never through a symlink.
+
+    `whole` says `fallback` already is the whole stream (a short output), so the file is not read."""
+    if path is None or whole:
         return fallback, False
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -106,3 +108,16 @@ def read_capture(path: Path | None, fallback: str = "") -> tuple[str, bool]:
     if len(text) > CAPTURE_LIMIT or len(data) > CAPTURE_LIMIT * 4:
         return text[:CAPTURE_LIMIT], True
     return text, False
+
+
+def read_outputs(
+    stdout_path: Path | None, stderr_path: Path | None, result: ExecResult | None
+) -> tuple[str, str, bool]:
+    """A command's whole stdout and stderr for its trajectory step, and whether either was cut
+    short; short outputs come from `result`, longer ones from their capture files."""
+    if result is None:
+        (stdout, out_cut), (stderr, err_cut) = read_capture(stdout_path), read_capture(stderr_path)
+    else:
+        stdout, out_cut = read_capture(stdout_path, result.stdout, whole=result.stdout_whole)
+        stderr, err_cut = read_capture(stderr_path, result.stderr, whole=result.stderr_whole)
+    return stdout, stderr, out_cut or err_cut

@@ -32,7 +32,7 @@ from envloop.agents.base import (
     AgentInfo,
     AgentResult,
     max_steps_problems,
-    read_capture,
+    read_outputs,
 )
 from envloop.agents.claude_code_stream import StreamTranslator
 from envloop.core.trajectory import ModelRequestSummary, ToolStep, UserStep
@@ -174,8 +174,9 @@ class ClaudeCodeAgent:
         )
         step.duration_ms = result.duration_sec * 1000
         step.exit_code, step.timed_out = result.exit_code, result.timed_out
-        step.stdout, _ = read_capture(logs / "install.stdout.txt", result.stdout)
-        step.stderr, step.output_truncated = read_capture(logs / "install.stderr.txt", result.stderr)
+        step.stdout, step.stderr, step.output_truncated = read_outputs(
+            logs / "install.stdout.txt", logs / "install.stderr.txt", result
+        )
         ctx.recorder.add(step)
         lines = step.stdout.strip().splitlines()
         if result.exit_code == 0 and lines:

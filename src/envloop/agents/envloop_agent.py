@@ -31,7 +31,7 @@ from envloop.agents.base import (
     AgentInfo,
     AgentResult,
     max_steps_problems,
-    read_capture,
+    read_outputs,
 )
 from envloop.core.trajectory import (
     SystemStep,
@@ -39,6 +39,7 @@ from envloop.core.trajectory import (
     ToolStep,
     UserStep,
 )
+from envloop.environments.base import ExecResult
 from envloop.models import (
     OPTIONAL_PARAMS,
     REQUIRED_PARAMS,
@@ -267,7 +268,7 @@ class _Loop:
         step.duration_ms = (time.perf_counter() - clock) * 1000
         step.exit_code, step.timed_out = result.exit_code, result.timed_out
         after = await asyncio.to_thread(snapshot, environment.paths.app, self.state)
-        self._finish_step(step, out_path, err_path, after, result.stdout, result.stderr)
+        self._finish_step(step, out_path, err_path, after, result)
         text = _result_text(result.exit_code, result.timed_out, self.tool_timeout, step.stdout, step.stderr)
         return text, result.exit_code != 0
 
@@ -277,13 +278,10 @@ class _Loop:
         out_path: Path,
         err_path: Path,
         after: Snapshot,
-        stdout: str = "",
-        stderr: str = "",
+        result: ExecResult | None = None,
     ) -> None:
         """Complete a command's step with its whole output and its changes, and record it."""
-        step.stdout, out_cut = read_capture(out_path, stdout)
-        step.stderr, err_cut = read_capture(err_path, stderr)
-        step.output_truncated = out_cut or err_cut
+        step.stdout, step.stderr, step.output_truncated = read_outputs(out_path, err_path, result)
         step.changes, self.state = changes_between(self.state, after), after
         self.ctx.recorder.add(step)
 

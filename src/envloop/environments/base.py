@@ -31,6 +31,10 @@ class ExecResult(BaseModel):
     stderr: str
     timed_out: bool
     duration_sec: float
+    stdout_whole: bool = False
+    stderr_whole: bool = False
+    """True when `stdout`/`stderr` hold the command's whole output, not only its tail, so a
+    trajectory can keep it without reading the capture file again."""
 
 
 class InstancePaths(BaseModel):
@@ -94,6 +98,10 @@ class Environment(Protocol):
         `env` adds to the instance's variables; `mounts` makes the task's tests or solution
         visible for this command only. Output streams to the given files; the result keeps a tail.
         """
+        ...
+
+    async def stop(self) -> None:
+        """Kill every process the instance still runs; its files stay until teardown."""
         ...
 
 

@@ -75,13 +75,34 @@ def create_instance(paths: InstancePaths, plan: DockerfilePlan, workdir: str) ->
 
 
 def materialize(source: Path, target: Path) -> None:
-    """A private copy of the task's tests or solution, made the first time a phase needs it."""
+    """A private copy of the task's tests or solution, made the first time a phase needs it.
+
+    Modes are kept (a test may run a helper script directly); times are not, which saves a
+    system call per file."""
     if target.exists():
         return
     if source.is_dir():
-        shutil.copytree(source, target, symlinks=True)
+        shutil.copytree(source, target, symlinks=True, copy_function=shutil.copy)
     else:
         target.mkdir()
+
+
+def empty_directory(path: Path) -> None:
+    """Make `path` an empty directory the owner can write to, reusing it when it already is one.
+
+    What a command left there is never trusted: a symlink, a file, contents or a directory it made
+    unwritable are all replaced."""
+    owner_rwx = stat.S_IRWXU
+    try:
+        info = path.lstat()
+        if stat.S_ISDIR(info.st_mode) and info.st_mode & owner_rwx == owner_rwx:
+            with os.scandir(path) as entries:
+                if next(entries, None) is None:
+                    return
+    except OSError:
+        pass
+    remove_tree(path)
+    path.mkdir()
 
 
 def _grant_owner_access(root: Path) -> None:
@@ -95,6 +116,35 @@ def _grant_owner_access(root: Path) -> None:
             with contextlib.suppress(OSError):
                 if not child.is_symlink():
                     child.chmod(child.stat().st_mode | owner_rwx)
+
+
+def remove_small_tree(root: Path, max_entries: int) -> bool:
+    """Remove `root` here and now if it holds at most `max_entries` entries; False (and nothing
+    removed) when it is larger or anything stands in the way, for `remove_tree` to finish."""
+    files: list[Path] = []
+    directories: list[Path] = []
+    pending = [root]
+    try:
+        while pending:
+            directory = pending.pop()
+            directories.append(directory)
+            with os.scandir(directory) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(Path(entry.path))
+                    else:
+                        files.append(Path(entry.path))
+            if len(files) + len(directories) > max_entries:
+                return False
+        for file in files:
+            file.unlink()
+        for directory in reversed(directories):
+            directory.rmdir()
+    except FileNotFoundError:
+        return not root.exists()
+    except OSError:
+        return False
+    return True
 
 
 def remove_tree(root: Path) -> None:

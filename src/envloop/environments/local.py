@@ -41,6 +41,7 @@ from envloop.tasks.variables import resolve_env
 
 STANDARD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _TEARDOWN_KILL_SEC = 10.0
+_INLINE_REMOVAL_ENTRIES = 64
 _T = TypeVar("_T")
 
 
@@ -75,6 +76,7 @@ class LocalEnvironment:
         self._trial_id = trial_id
         self._running: set[int] = set()
         self._captures = 0
+        self._stopped = False
 
     def to_visible(self, host_path: Path) -> str:
         pairs = [
@@ -127,11 +129,13 @@ class LocalEnvironment:
         if self.mode == "plain" and "solution" in mounts:
             files.materialize(self._task.solution_dir, self.paths.solution)
         # The marker goes last so no caller can hide a process from teardown.
+        self._stopped = False
         full_env = {**self._base_env, **(env or {}), MARKER_VARIABLE: self._trial_id}
         out_path, out_temp = self._capture_path(stdout_path, "stdout")
         err_path, err_temp = self._capture_path(stderr_path, "stderr")
         started = time.monotonic()
-        with out_path.open("wb") as out, err_path.open("wb") as err:
+        # The captures stay open so their tails are read back without opening the files again.
+        with out_path.open("w+b", buffering=0) as out, err_path.open("w+b", buffering=0) as err:
             proc = await asyncio.create_subprocess_exec(
                 *self._argv(command, mounts),
                 stdin=asyncio.subprocess.DEVNULL,
@@ -141,9 +145,20 @@ class LocalEnvironment:
                 cwd=self.paths.app,
                 start_new_session=True,
             )
-        timed_out = await self._wait(proc, timeout)
-        code = None if timed_out else _exit_code(proc.returncode)
-        return self._result(code, timed_out, started, out_path, err_path, out_temp, err_temp)
+            timed_out = await self._wait(proc, timeout)
+            (stdout, stdout_whole), (stderr, stderr_whole) = read_tail(out), read_tail(err)
+        for path, temporary in ((out_path, out_temp), (err_path, err_temp)):
+            if temporary:
+                path.unlink(missing_ok=True)
+        return ExecResult(
+            exit_code=None if timed_out else _exit_code(proc.returncode),
+            stdout=stdout,
+            stderr=stderr,
+            timed_out=timed_out,
+            duration_sec=time.monotonic() - started,
+            stdout_whole=stdout_whole,
+            stderr_whole=stderr_whole,
+        )
 
     async def _wait(self, proc: asyncio.subprocess.Process, timeout: float | None) -> bool:
         """Wait for the command; on timeout or cancellation kill its whole tree first."""
@@ -172,21 +187,6 @@ class LocalEnvironment:
         elif self.mode == "plain":
             kill_pids(marked_pids(self._trial_id))
 
-    def _result(
-        self, code: int | None, timed_out: bool, started: float, out: Path, err: Path, *temps: bool
-    ) -> ExecResult:
-        result = ExecResult(
-            exit_code=code,
-            stdout=read_tail(out),
-            stderr=read_tail(err),
-            timed_out=timed_out,
-            duration_sec=time.monotonic() - started,
-        )
-        for path, temporary in zip((out, err), temps, strict=True):
-            if temporary:
-                path.unlink(missing_ok=True)
-        return result
-
     async def _kill_stragglers(self) -> list[str]:
         """Kill whatever the trial still runs and wait until it is gone; returns survivors."""
         if self._cgroups.tracks_processes:
@@ -202,13 +202,23 @@ class LocalEnvironment:
         left = await wait_gone(stragglers, timeout=_TEARDOWN_KILL_SEC)
         return [f"process {pid} survived teardown" for pid in left]
 
+    async def stop(self) -> None:
+        """Kill whatever the trial still runs (a daemon an agent left behind), before its logs are
+        collected; problems go to `warnings`."""
+        for pid in list(self._running):
+            kill_group(pid)
+        self.warnings.extend(await self._kill_stragglers())
+        self._stopped = True
+
     async def close(self) -> list[str]:
         """Kill every process of the trial and delete the instance; returns problems, if any."""
         for pid in list(self._running):
             kill_group(pid)
-        problems = await self._kill_stragglers()
+        problems = [] if self._stopped else await self._kill_stragglers()
         problems += [f"cgroup {d} could not be removed" for d in self._cgroups.remove()]
-        await asyncio.to_thread(files.remove_tree, self.paths.root)
+        # A small instance goes at once; a thread hop would cost more than the removal.
+        if not files.remove_small_tree(self.paths.root, _INLINE_REMOVAL_ENTRIES):
+            await asyncio.to_thread(files.remove_tree, self.paths.root)
         return problems
 
 

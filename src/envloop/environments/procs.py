@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 from pathlib import Path
+from typing import BinaryIO
 
 from envloop.environments.base import OUTPUT_TAIL_BYTES
 
@@ -65,13 +66,12 @@ async def wait_gone(pids: list[int], *, timeout: float = 5.0) -> list[int]:
     return remaining
 
 
-def read_tail(path: Path, limit: int = OUTPUT_TAIL_BYTES) -> str:
-    """The last `limit` bytes of a capture file, decoded leniently (output is not always UTF-8)."""
-    try:
-        with path.open("rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, size - limit))
-            data = handle.read()
-    except FileNotFoundError:
-        return ""
-    return data.decode("utf-8", errors="replace")
+def read_tail(capture: BinaryIO, limit: int = OUTPUT_TAIL_BYTES) -> tuple[str, bool]:
+    """The last `limit` bytes of an open capture file, decoded leniently (output is not always
+    UTF-8), and whether that is the whole file."""
+    size = os.fstat(capture.fileno()).st_size
+    if size == 0:
+        return "", True
+    start = max(0, size - limit)
+    capture.seek(start)
+    return capture.read(size - start).decode("utf-8", errors="replace"), size <= limit

@@ -4,6 +4,10 @@ Secrets are masked in every kept file, not only in ones that look like text: a l
 binary log is still leaked. Files are streamed in chunks, so large logs never sit in memory. Only
 regular files are copied and none is opened through a symlink: a command inside the sandbox could
 otherwise plant `logs/agent/x -> /root/.ssh/id_rsa` and have the host copy that file out for it.
+
+When no secret needs masking and the tree holds only directories and regular files, it is moved
+instead of copied: one rename instead of a copy per file. The trial's processes are gone by then
+(the runner stops the environment first), so nothing can plant a link after the check.
 """
 
 import os
@@ -40,10 +44,62 @@ def _copy_masked(source_fd: int, target: Path, secrets: list[bytes]) -> None:
         out.write(_mask_bytes(carry, secrets))
 
 
+def _is_real_directory(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def plain_tree(source: Path, max_entries: int | None = None) -> bool | None:
+    """True when `source` is a directory holding only directories and regular files, False when
+    it is not (a link, a device, unreadable), None when it has more than `max_entries` entries."""
+    if not _is_real_directory(source):
+        return False
+    pending, seen = [source], 0
+    try:
+        while pending:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    seen += 1
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(Path(entry.path))
+                    elif not entry.is_file(follow_symlinks=False):
+                        return False
+            if max_entries is not None and seen > max_entries:
+                return None
+    except OSError:
+        return False
+    return True
+
+
+def move_plain_tree(
+    source: Path, target: Path, secrets: Iterable[str], max_entries: int | None = None
+) -> bool:
+    """Move a tree of plain files into place when no secret needs masking; False (nothing moved)
+    when it must be copied instead (secrets, links, more than `max_entries`, another file system)."""
+    if any(secrets) or plain_tree(source, max_entries) is not True:
+        return False
+    try:
+        source.rename(target)
+    except OSError:
+        return False
+    return True
+
+
+def keep_tree(source: Path, target: Path, secrets: Iterable[str]) -> None:
+    """Keep `source` at `target`: moved when that is safe, else copied with secrets masked."""
+    secrets = list(secrets)
+    if not move_plain_tree(source, target, secrets):
+        copy_tree_masked(source, target, secrets)
+
+
 def copy_tree_masked(source: Path, target: Path, secrets: Iterable[str]) -> int:
     """Copy the regular files under `source` to `target`; returns how many files were kept."""
     encoded = sorted({s.encode() for s in secrets if s}, key=len, reverse=True)
     copied = 0
+    if not _is_real_directory(source):
+        return 0
     for dirpath, dirnames, filenames in os.walk(source):
         here = Path(dirpath)
         dirnames[:] = [d for d in dirnames if not (here / d).is_symlink()]

@@ -35,8 +35,9 @@ from envloop.core.trajectory import (
 )
 from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec
 from envloop.environments import Environment, EnvironmentProvider, LocalEnvironmentProvider
-from envloop.environments.instance import remove_tree
-from envloop.runners.artifacts import copy_tree_masked, mask_text
+from envloop.environments.base import InstancePaths
+from envloop.environments.instance import empty_directory
+from envloop.runners.artifacts import keep_tree, mask_text, move_plain_tree
 from envloop.runners.base import RunnerParams, TaskKind
 from envloop.runners.shell_steps import RecordingEnvironment, verifier_step
 from envloop.tasks.harbor import load_harbor_task
@@ -57,6 +58,7 @@ def _frozen_task(task_dir: Path, name: str) -> HarborTask:
 
 INSTRUCTION_VARIABLE_LIMIT = 64 * 1024
 _REWARD_READ_LIMIT = 1024 * 1024
+_INLINE_ARTIFACT_ENTRIES = 64
 
 
 def _now() -> datetime:
@@ -205,8 +207,8 @@ class ShellRunner:
         agent_error = await self._agent_phase(environment, task, spec, agent, phases, recorder)
         reading, verifier_error = await self._verifier_phase(environment, task, spec, phases, recorder)
         started = _now()
-        paths = environment.paths
-        await asyncio.to_thread(self._keep_artifacts, paths.agent_logs, paths.verifier_logs, spec)
+        await environment.stop()
+        await self._keep_artifacts(environment.paths, spec)
         phases.append(PhaseRecord(name="artifacts", started_at=started, ended_at=_now()))
         error = agent_error or verifier_error
         return TrialOutcome(
@@ -219,9 +221,13 @@ class ShellRunner:
         )
 
     @staticmethod
-    def _keep_artifacts(agent_logs: Path, verifier_logs: Path, spec: TrialSpec) -> None:
-        copy_tree_masked(agent_logs, spec.artifacts_dir / "agent", spec.secret_values)
-        copy_tree_masked(verifier_logs, spec.artifacts_dir / "verifier", spec.secret_values)
+    async def _keep_artifacts(paths: InstancePaths, spec: TrialSpec) -> None:
+        """The agent's and the verifier's logs: small plain ones are moved at once, anything else is
+        copied (secrets masked) on a thread so the event loop keeps serving other trials."""
+        for source, name in ((paths.agent_logs, "agent"), (paths.verifier_logs, "verifier")):
+            target = spec.artifacts_dir / name
+            if not move_plain_tree(source, target, spec.secret_values, _INLINE_ARTIFACT_ENTRIES):
+                await asyncio.to_thread(keep_tree, source, target, spec.secret_values)
 
     async def _agent_phase(
         self,
@@ -294,8 +300,7 @@ class ShellRunner:
     ) -> tuple[RewardReading, TrialError | None]:
         logs = environment.paths.verifier_logs
         # Only the verifier may write a reward: anything the agent left there is discarded.
-        remove_tree(logs)
-        logs.mkdir()
+        empty_directory(logs)
         started = _now()
         command = ["bash", f"{environment.visible.tests}/test.sh"]
         if not (task.tests_dir / "test.sh").is_file():

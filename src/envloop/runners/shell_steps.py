@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from envloop.agents.base import read_capture
+from envloop.agents.base import read_outputs
 from envloop.core.reward import RewardReading
 from envloop.core.trajectory import ToolStep, TrajectoryRecorder, VerifierStep
 from envloop.environments.base import NO_MOUNTS, Environment, ExecResult, Mounts
@@ -48,6 +48,9 @@ class RecordingEnvironment:
 
     def to_visible(self, host_path: Path) -> str:
         return self._inner.to_visible(host_path)
+
+    async def stop(self) -> None:
+        await self._inner.stop()
 
     async def exec(
         self,
@@ -101,8 +104,7 @@ class RecordingEnvironment:
         after: Snapshot,
     ) -> ToolStep:
         duration = (time.perf_counter() - clock) * 1000
-        stdout, out_cut = read_capture(stdout_path, result.stdout if result else "")
-        stderr, err_cut = read_capture(stderr_path, result.stderr if result else "")
+        stdout, stderr, truncated = read_outputs(stdout_path, stderr_path, result)
         changes, self._state = changes_between(self._state, after), after
         return ToolStep(
             at=started,
@@ -114,7 +116,7 @@ class RecordingEnvironment:
             timed_out=result.timed_out if result else False,
             stdout=stdout,
             stderr=stderr,
-            output_truncated=out_cut or err_cut,
+            output_truncated=truncated,
             changes=changes,
         )
 
@@ -127,8 +129,7 @@ def verifier_step(
     reading: RewardReading,
 ) -> VerifierStep:
     """The verifier's run as a step: its whole output from the verifier logs, and its reward."""
-    stdout, out_cut = read_capture(logs / "stdout.txt", result.stdout if result else "")
-    stderr, err_cut = read_capture(logs / "stderr.txt", result.stderr if result else "")
+    stdout, stderr, truncated = read_outputs(logs / "stdout.txt", logs / "stderr.txt", result)
     return VerifierStep(
         at=started,
         duration_ms=(_now() - started).total_seconds() * 1000,
@@ -137,7 +138,7 @@ def verifier_step(
         timed_out=result.timed_out if result else False,
         stdout=stdout,
         stderr=stderr,
-        output_truncated=out_cut or err_cut,
+        output_truncated=truncated,
         reward=reading.reward,
         reward_note=reading.note,
         dimensions=reading.dimensions,
