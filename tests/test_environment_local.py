@@ -348,3 +348,15 @@ def test_a_missing_command_is_exit_code_127(tmp_path: Path) -> None:
 
     run_in("plain", task, make_spec(tmp_path, task), body)
     assert list((tmp_path / "instances").iterdir()) == []
+
+
+@pytest.mark.skipif(not _has_pids_cgroup(), reason="no writable pids cgroup on this host")
+def test_a_reused_cgroup_gets_each_instances_own_limits() -> None:
+    seen = []
+    for pids in (64, 64, 32):
+        groups = InstanceCgroups(new_id("trl"), Limits(pids=pids))
+        [pids_dir] = [d for d, name in zip(groups.dirs, groups.controllers, strict=True) if name == "pids"]
+        seen.append((pids_dir, (pids_dir / "pids.max").read_text().strip()))
+        groups.remove()
+    assert [value for _, value in seen] == ["64", "64", "32"]
+    assert seen[0][0] == seen[1][0] == seen[2][0]

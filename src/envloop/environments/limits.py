@@ -70,16 +70,19 @@ def _write(path: Path, value: str) -> bool:
 
 class _GroupPool:
     """Empty groups kept for reuse: creating and removing cgroup v1 directories costs far more than
-    rewriting their limits, and a worker runs thousands of instances. Names end in `.<pid>` so
-    groups left behind by a worker that was killed can be recognised and swept by the next one.
+    rewriting their limits, and a worker runs thousands of instances. A limit is written again only
+    when the next instance needs a different value (only a plain-mode command running as root, which
+    no sandbox holds, could have changed it meanwhile). Names end in `.<pid>` so groups left behind
+    by a worker that was killed can be recognised and swept by the next one.
     """
 
     def __init__(self) -> None:
-        self.free: list[str] = []
+        self.free: list[tuple[str, dict[Path, str]]] = []
         self.count = 0
         self.swept = False
 
-    def take(self) -> str:
+    def take(self) -> tuple[str, dict[Path, str]]:
+        """A group name, and the limits last written to its files (rewritten only when they differ)."""
         if not self.swept:
             self.swept = True
             _sweep_dead_groups()
@@ -87,10 +90,10 @@ class _GroupPool:
         if self.free:
             return self.free.pop()
         self.count += 1
-        return f"pool-{self.count}.{os.getpid()}"
+        return f"pool-{self.count}.{os.getpid()}", {}
 
     def drain(self) -> None:
-        for group in self.free:
+        for group, _ in self.free:
             for base in _cgroup_bases().values():
                 _remove_dir(base / group)
         self.free.clear()
@@ -122,7 +125,7 @@ class InstanceCgroups:
         self.trial_id = trial_id
         bases = _cgroup_bases() if enabled else {}
         # A group is never shared by two live instances: the pool hands out names this process owns.
-        self.group = _POOL.take() if bases else ""
+        self.group, self._written = _POOL.take() if bases else ("", {})
         for name, base in bases.items():
             if name == "cpu" and limits.cpus is None:
                 continue
@@ -151,27 +154,36 @@ class InstanceCgroups:
 
     def _configure(self, name: str, directory: Path, limits: Limits) -> bool:
         if name == "pids":
-            if not _write(directory / "pids.max", str(limits.pids)):
+            if not self._set(directory / "pids.max", str(limits.pids)):
                 return False
             self.enforced.append(f"pids cgroup (max {limits.pids})")
             return True
         if name == "memory":
             limit = limits.memory_mb * 1024 * 1024
-            if not _write(directory / "memory.limit_in_bytes", str(limit)):
+            if not self._set(directory / "memory.limit_in_bytes", str(limit)):
                 return False
             # Without this the group could swap past its limit; not every kernel has it.
-            _write(directory / "memory.memsw.limit_in_bytes", str(limit))
+            self._set(directory / "memory.memsw.limit_in_bytes", str(limit))
             self.enforced.append(f"memory cgroup ({limits.memory_mb} MB)")
             return True
         if limits.cpus is None:
             return False
         quota = int(limits.cpus * _CPU_PERIOD_US)
         if not (
-            _write(directory / "cpu.cfs_period_us", str(_CPU_PERIOD_US))
-            and _write(directory / "cpu.cfs_quota_us", str(quota))
+            self._set(directory / "cpu.cfs_period_us", str(_CPU_PERIOD_US))
+            and self._set(directory / "cpu.cfs_quota_us", str(quota))
         ):
             return False
         self.enforced.append(f"cpu cgroup ({limits.cpus:g} cpus)")
+        return True
+
+    def _set(self, path: Path, value: str) -> bool:
+        if self._written.get(path) == value:
+            return True
+        if not _write(path, value):
+            self._written.pop(path, None)
+            return False
+        self._written[path] = value
         return True
 
     @property
@@ -211,7 +223,7 @@ class InstanceCgroups:
             failed = [str(d) for d in self.dirs if not _remove_dir(d)]
         else:
             failed = []
-            _POOL.free.append(self.group)
+            _POOL.free.append((self.group, self._written))
         self.dirs = []
         self.controllers = []
         return failed

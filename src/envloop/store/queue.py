@@ -129,6 +129,8 @@ def _job_slots(conn: Connection, limit: int) -> list[tuple[str, int, int | None,
     jobs = conn.execute(_ACTIVE_JOBS).all()
     if not jobs:
         return []
+    if len(jobs) == 1 and not jobs[0].concurrency:  # nothing to share or cap: no need to count
+        return [(jobs[0].id, limit, None, jobs[0].status == "pending")]
     running: dict[str, int] = dict(conn.execute(_RUNNING_PER_JOB, {"job_ids": [j.id for j in jobs]}).all())
     room = {j.id: (j.concurrency - running.get(j.id, 0)) if j.concurrency else limit for j in jobs}
     order = sorted((j for j in jobs if room[j.id] > 0), key=lambda j: running.get(j.id, 0))
