@@ -4,15 +4,14 @@ scorer.
 agent phase: the prompt (after the profile's `SYSTEM_PROMPT`, if any) goes to the endpoint named by
 `MODEL_PROTOCOL` / `MODEL_BASE_URL` / `MODEL_NAME`, bounded by the job's agent timeout when it has
 one → verifier phase: the answer is scored (`exact`, `includes`, `regex`, `numeric`) → artifacts:
-`trajectory.json`, `answer.txt` (the raw answer) and `score.json` (scorer, expected answer,
-reward, explanation), secrets masked. A call that fails for good (after retries for rate limits
+`trajectory.json` alone, secrets masked: its score step holds the scorer, the expected and the raw
+answer, the reward and the explanation. A call that fails for good (after retries for rate limits
 and transient errors) fails the trial as `model_error` with the server's message and no reward. An
 answer cut short by the output token limit is still scored, and the trial's stop reason says
 `length`.
 """
 
 import asyncio
-import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
@@ -40,11 +39,8 @@ from envloop.runners.artifacts import mask_text
 from envloop.runners.base import RunnerParams, TaskKind
 from envloop.tasks.model import ChatRow
 from envloop.tasks.scorers import ScoreResult, score
-from envloop.trajectories.files import write_masked, write_trajectory
+from envloop.trajectories.files import write_trajectory
 from envloop.trajectories.model_steps import model_step, request_summary
-
-ANSWER_FILE = "answer.txt"
-SCORE_FILE = "score.json"
 
 
 def _now() -> datetime:
@@ -108,8 +104,6 @@ class ChatRunner:
         started = _now()
         spec.artifacts_dir.mkdir(parents=True, exist_ok=True)
         write_trajectory(spec.artifacts_dir, trajectory, spec.secret_values)
-        if response is not None and result is not None:
-            self._keep_answer(spec, row, response.text, result)
         phases.append(PhaseRecord(name="artifacts", started_at=started, ended_at=_now()))
         usage = usage_totals(trajectory)
         if result is None:
@@ -186,16 +180,3 @@ class ChatRunner:
         if response is not None and response.stop == "length":
             return "length"
         return "done"
-
-    @staticmethod
-    def _keep_answer(spec: TrialSpec, row: ChatRow, answer: str, result: ScoreResult) -> None:
-        secrets = spec.secret_values
-        write_masked(spec.artifacts_dir / ANSWER_FILE, answer, secrets)
-        record = {
-            "scorer": spec.scorer,
-            "expected": mask_text(row.answer, secrets),
-            "answer": mask_text(answer, secrets),
-            "reward": result.reward,
-            "explanation": mask_text(result.explanation, secrets),
-        }
-        (spec.artifacts_dir / SCORE_FILE).write_text(json.dumps(record) + "\n", encoding="utf-8")

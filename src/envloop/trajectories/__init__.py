@@ -1,7 +1,7 @@
 """Trajectory I/O: the masked `trajectory.json` artifact, ATIF export, working-directory changes."""
 
 from envloop.trajectories.atif import ATIF_VERSION, to_atif
-from envloop.trajectories.files import read_trajectory, write_masked, write_trajectory
+from envloop.trajectories.files import read_trajectory, write_trajectory
 from envloop.trajectories.render import describe_trajectory
 from envloop.trajectories.workspace import FileState, Snapshot, changes_between, snapshot
 
@@ -14,6 +14,5 @@ __all__ = [
     "read_trajectory",
     "snapshot",
     "to_atif",
-    "write_masked",
     "write_trajectory",
 ]

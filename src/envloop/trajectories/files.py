@@ -1,4 +1,4 @@
-"""Writing a trial's trajectory (and small text artifacts) with secrets masked, and reading it back.
+"""Writing a trial's trajectory with secrets masked, and reading it back.
 
 The serialised trajectory is searched for each secret, as written and as JSON escapes it; only when
 one occurs are the document's strings masked one by one, so that masking can never break the JSON
@@ -78,10 +78,6 @@ def write_trajectory(directory: Path, trajectory: Trajectory, secrets: Iterable[
     path = directory / TRAJECTORY_FILE
     write_text_atomic(path, masked_json(trajectory, secrets))
     return path
-
-
-def write_masked(path: Path, text: str, secrets: Iterable[str]) -> None:
-    path.write_text(mask_text(text, secrets), encoding="utf-8")
 
 
 def read_trajectory(path: Path) -> Trajectory:
