@@ -187,3 +187,14 @@ def test_params_are_checked_for_submission() -> None:
     assert runner.check_params(good) == []
     assert runner.unread_params({**good, "AGENT_NAME": "oracle", "TEMPERATURE": "0"}) == ["AGENT_NAME"]
     assert runner.params_info().required == ["MODEL_PROTOCOL", "MODEL_BASE_URL", "MODEL_NAME"]
+
+
+def test_an_answer_the_regex_cannot_decide_in_time_is_a_verifier_error(tmp_path: Path) -> None:
+    row = {**ROW, "answer": "(a|aa)+$"}
+    with ScriptedServer([Reply(text="a" * 60 + "b")]) as server:
+        outcome = run(spec_for(tmp_path, profile(server), row=row, scorer="regex"))
+    assert outcome.status == "failed" and outcome.error is not None
+    assert outcome.error.type == "verifier_error"
+    assert outcome.reward is None and "did not finish within 1 s" in (outcome.reward_note or "")
+    *_, step = read_trajectory(tmp_path / "artifacts" / "trajectory.json").steps
+    assert isinstance(step, ScoreStep) and step.reward is None

@@ -59,3 +59,14 @@ def test_unknown_scorer_and_unusable_expected_answers_are_value_errors() -> None
         score("numeric", "1", "one")
     with pytest.raises(ValueError, match="not a valid regular expression"):
         score("regex", "a", "(")
+
+
+def test_a_regex_that_backtracks_catastrophically_is_stopped_without_a_reward() -> None:
+    result = score("regex", "a" * 60 + "b", "(a|aa)+$")
+    assert result.reward is None and not result.passed
+    assert "did not finish within 1 s" in result.explanation
+
+
+def test_regex_syntax_is_pythons() -> None:
+    assert score("regex", "Paris, France", r"(?i)\bparis\b").reward == 1.0
+    assert score("regex", "x = 12", r"(?P<n>\d+)$").reward == 1.0

@@ -150,7 +150,8 @@ class ScoreStep(_Step):
     scorer: str
     expected: str
     answer: str
-    reward: float
+    reward: float | None
+    """None when the scorer could not decide; `explanation` says why."""
     explanation: str
 
 

@@ -115,6 +115,16 @@ class ChatRunner:
                 usage=usage,
                 stop_reason=stop,
             )
+        if result.reward is None:
+            message = mask_text(result.explanation, spec.secret_values)
+            return TrialOutcome(
+                status="failed",
+                error=TrialError(type="verifier_error", message=message),
+                reward_note=message,
+                phases=phases,
+                usage=usage,
+                stop_reason=stop,
+            )
         return TrialOutcome(
             status="completed", reward=result.reward, phases=phases, usage=usage, stop_reason=stop
         )

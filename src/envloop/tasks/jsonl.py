@@ -16,11 +16,11 @@ here so that a push fails before anything is stored.
 import hashlib
 import json
 import math
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, cast, get_args
 
+import regex
 from pydantic import ValidationError
 
 from envloop.tasks.harbor import TASK_NAME_PATTERN
@@ -161,8 +161,8 @@ def _answer_problem(name: str, answer: str) -> str | None:
         return "must not be empty: it would match every response"
     if name == "regex":
         try:
-            re.compile(answer)
-        except re.error as exc:
+            regex.compile(answer)
+        except regex.error as exc:
             return f"is not a valid regular expression ({exc})"
     if name == "numeric" and parse_numeric(answer) is None:
         return f"{answer!r} is not a finite number"

@@ -3,25 +3,29 @@ with a sentence saying why.
 
 - `exact`: equal after trimming surrounding whitespace from both.
 - `includes`: the expected text occurs in the answer (case-sensitive).
-- `regex`: the expected pattern matches somewhere in the answer (`re.search`; inline flags such as
-  `(?i)` or `(?s)` are the pattern's own business).
+- `regex`: the expected pattern matches somewhere in the answer (a search, with the syntax of
+  Python's `re`; inline flags such as `(?i)` or `(?s)` are the pattern's own business). A search
+  that runs longer than `REGEX_TIMEOUT_SEC` (a pattern that backtracks catastrophically on this
+  answer) is stopped: the attempt gets no reward and says why, and the worker is not held up.
 - `numeric`: both read as numbers the way `parse_numeric` reads them (surrounding space, a leading
   `$` and thousands separators tolerated) and are equal within a relative 1e-9; an answer that is
   not a number scores 0.
 """
 
 import math
-import re
 
+import regex
 from pydantic import BaseModel
 
 from envloop.tasks.jsonl import SCORERS, parse_numeric
 
 _QUOTE_LIMIT = 80
+REGEX_TIMEOUT_SEC = 1.0
 
 
 class ScoreResult(BaseModel):
-    reward: float
+    reward: float | None
+    """None: the scorer could not decide (the explanation says why)."""
     explanation: str
 
     @property
@@ -52,9 +56,12 @@ def score_includes(answer: str, expected: str) -> ScoreResult:
 
 def score_regex(answer: str, expected: str) -> ScoreResult:
     try:
-        match = re.search(expected, answer)
-    except re.error as exc:
+        match = regex.search(expected, answer, timeout=REGEX_TIMEOUT_SEC)
+    except regex.error as exc:
         raise ValueError(f"expected answer {expected!r} is not a valid regular expression ({exc})") from None
+    except TimeoutError:
+        why = f"/{expected}/ did not finish within {REGEX_TIMEOUT_SEC:g} s on this answer"
+        return ScoreResult(reward=None, explanation=why + " (catastrophic backtracking?)")
     if match is not None:
         return _result(True, f"/{expected}/ matches {_quote(match.group(0))}")
     return _result(False, f"/{expected}/ matches nowhere in the answer")

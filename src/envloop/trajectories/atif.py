@@ -89,7 +89,8 @@ def _system_record(step: ToolStep | StateStep | ScoreStep | VerifierStep) -> dic
         reward = "no reward" if step.reward is None else f"reward {step.reward:g}"
         message = f"verifier: {reward}" + (f" ({step.reward_note})" if step.reward_note else "")
     elif isinstance(step, ScoreStep):
-        message = f"{step.scorer}: reward {step.reward:g} ({step.explanation})"
+        reward = "no reward" if step.reward is None else f"reward {step.reward:g}"
+        message = f"{step.scorer}: {reward} ({step.explanation})"
     elif isinstance(step, StateStep):
         message = f"{len(step.changes)} file(s) changed" + (f": {step.note}" if step.note else "")
     else:

@@ -109,7 +109,8 @@ def _body(step: Step) -> Iterator[str]:
         yield f"{len(step.changes)} file(s) changed" + (f"  {step.note}" if step.note else "")
         yield from _changes(step.changes)
     elif isinstance(step, ScoreStep):
-        yield f"{step.scorer}  reward {step.reward:g}  {step.explanation}"
+        reward = "no reward" if step.reward is None else f"reward {step.reward:g}"
+        yield f"{step.scorer}  {reward}  {step.explanation}"
     elif isinstance(step, VerifierStep):
         yield from _verifier(step)
 
