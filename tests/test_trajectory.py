@@ -2,6 +2,7 @@
 the working-directory changes a tool step records."""
 
 import json
+import os
 from pathlib import Path
 
 from envloop.core.trajectory import (
@@ -194,3 +195,24 @@ def test_a_symlink_is_recorded_as_a_link_never_followed(tmp_path: Path) -> None:
     assert change.path == "link" and change.change == "created"
     assert "host secret" not in (change.diff or "")
     assert str(outside) in (change.diff or "")
+
+
+def test_a_same_size_rewrite_within_one_clock_tick_is_still_seen(tmp_path: Path) -> None:
+    target = tmp_path / "state.txt"
+    target.write_text("aaaa\n")
+    before = snapshot(tmp_path)
+    stamp = target.stat().st_mtime_ns
+    target.write_text("bbbb\n")
+    os.utime(target, ns=(stamp, stamp))  # what a coarse file clock shows for two writes in one tick
+    [change] = changes_between(before, snapshot(tmp_path, previous=before))
+    assert change.path == "state.txt" and change.diff is not None and "+bbbb" in change.diff
+
+
+def test_a_link_to_a_directory_is_recorded_and_not_entered(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("host secret\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "dir-link").symlink_to(outside)
+    assert set(snapshot(work)) == {"dir-link"}

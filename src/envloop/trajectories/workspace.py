@@ -12,7 +12,8 @@ import difflib
 import hashlib
 import os
 import stat
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envloop.core.trajectory import FileChange
@@ -21,6 +22,8 @@ TEXT_LIMIT = 256 * 1024
 DIFF_LIMIT = 64 * 1024
 FILE_LIMIT = 20_000
 SKIPPED_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv"})
+_RACY_NS = 50_000_000
+"""Files modified less than this before a snapshot are not trusted by size and time next time."""
 
 
 @dataclass(frozen=True)
@@ -30,14 +33,16 @@ class FileState:
     digest: str
     text: str | None = None
     binary: bool = False
+    racy: bool = False
+    """Modified just before the snapshot was taken: its size and time alone cannot vouch for it."""
 
 
 Snapshot = dict[str, FileState]
 
 
-def _read_state(path: Path, info: os.stat_result) -> FileState | None:
+def _read_state(path: str, info: os.stat_result) -> FileState | None:
     if stat.S_ISLNK(info.st_mode):
-        target = str(path.readlink())
+        target = str(Path(path).readlink())
         return FileState(len(target), info.st_mtime_ns, "link:" + target, text=f"-> {target}\n")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -60,31 +65,53 @@ def _read_state(path: Path, info: os.stat_result) -> FileState | None:
     return FileState(info.st_size, info.st_mtime_ns, "sha256:" + digest.hexdigest(), text, binary)
 
 
+def _entries(directory: str) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(directory) as listing:
+            return sorted(listing, key=lambda entry: entry.name)
+    except OSError:
+        return []
+
+
 def snapshot(root: Path, previous: Snapshot | None = None) -> Snapshot:
     """Every regular file and symlink under `root`, by relative path (tool caches skipped)."""
+    earlier_states = previous or {}
+    racy_after = time.time_ns() - _RACY_NS
     states: Snapshot = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
-        linked_dirs = [d for d in dirnames if (here / d).is_symlink()]  # recorded as links, not entered
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS and d not in linked_dirs)
-        for name in sorted(filenames + linked_dirs):
-            if len(states) >= FILE_LIMIT:
-                return states
-            path = here / name
+    pending = [("", str(root))]
+    while pending:
+        prefix, directory = pending.pop()
+        subdirectories = []
+        for entry in _entries(directory):
+            rel = prefix + entry.name
+            if entry.is_dir(follow_symlinks=False):  # a link to a directory is recorded, not entered
+                if entry.name not in SKIPPED_DIRS:
+                    subdirectories.append((rel + "/", entry.path))
+                continue
             try:
-                info = path.lstat()
+                info = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
             if not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
                 continue
-            rel = path.relative_to(root).as_posix()
-            earlier = (previous or {}).get(rel)
-            if earlier is not None and (earlier.size, earlier.mtime_ns) == (info.st_size, info.st_mtime_ns):
+            if len(states) >= FILE_LIMIT:
+                return states
+            earlier = earlier_states.get(rel)
+            if (
+                earlier is not None
+                and not earlier.racy
+                and (earlier.size, earlier.mtime_ns)
+                == (
+                    info.st_size,
+                    info.st_mtime_ns,
+                )
+            ):
                 states[rel] = earlier
                 continue
-            state = _read_state(path, info)
+            state = _read_state(entry.path, info)
             if state is not None:
-                states[rel] = state
+                states[rel] = replace(state, racy=True) if info.st_mtime_ns >= racy_after else state
+        pending.extend(reversed(subdirectories))
     return states
 
 
