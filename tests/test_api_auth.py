@@ -106,3 +106,25 @@ def test_without_valid_credentials_every_v1_path_answers_401_even_unknown_ones(s
         wrong_method = keyed.delete("/v1/jobs")
         assert wrong_method.status_code == 405
         assert set(wrong_method.headers["allow"].split(", ")) == {"GET", "POST"}
+
+
+def test_el_job_share_makes_a_token_the_cli_can_read_with_until_unshared(
+    server: Server, tmp_path: Path
+) -> None:
+    el = server.el
+    shared, other = _job(server.client(), tmp_path, "a"), _job(server.client(), tmp_path, "b")
+    created = el.ok("job", "share", shared, "--expires-in", "3600", "--json").json()
+    assert created["job_id"] == shared and created["active"] and created["token"].startswith("els_")
+    text = el.ok("job", "share", shared).stdout
+    assert f"read-only access to job {shared}" in text and "token  els_" in text
+    reader = {"ENVLOOP_URL": server.url, "ENVLOOP_API_KEY": created["token"]}
+    assert el("job", "get", shared, "--json", env=reader).json()["id"] == shared
+    for refused in (("job", "get", other), ("job", "cancel", shared), ("dataset", "list")):
+        result = el(*refused, env=reader)
+        assert result.code != 0 and len(result.stderr.strip().splitlines()) == 1, refused
+    listed = el.ok("job", "shares", shared, "--json").json()
+    assert [s["active"] for s in listed] == [True, True] and "token" not in listed[0]
+    revoked = el.ok("job", "unshare", created["id"], "--json").json()
+    assert revoked["active"] is False and revoked["revoked_at"] is not None
+    assert el("job", "get", shared, "--json", env=reader).code != 0
+    assert el("job", "unshare", "shr_unknown").code == 2

@@ -12,7 +12,17 @@ from envloop.cli.state import context
 from envloop.core.trajectory import Trajectory
 from envloop.runners.base import RunnerInfo
 from envloop.runners.registry import list_runners
-from envloop.services import compare, datasets, jobs, leaderboard, planning, profiles, results, trials
+from envloop.services import (
+    compare,
+    datasets,
+    jobs,
+    leaderboard,
+    planning,
+    profiles,
+    results,
+    shares,
+    trials,
+)
 from envloop.services.compare import Comparison
 from envloop.services.context import Context
 from envloop.services.datasets import DatasetView
@@ -21,6 +31,7 @@ from envloop.services.leaderboard import BoardRow
 from envloop.services.planning import Plan
 from envloop.services.profiles import ProfileDocument, ProfileView
 from envloop.services.results import JobResult
+from envloop.services.shares import CreatedShare, ShareView
 from envloop.services.trials import TrialView
 from envloop.store.artifacts import ArtifactInfo
 
@@ -46,6 +57,9 @@ class Operations(Protocol):
     def job_result(self, job_id: str) -> JobResult: ...
     def cancel_job(self, job_id: str) -> JobView: ...
     def export_job(self, job_id: str) -> JobRequest: ...
+    def create_share(self, job_id: str, expires_in_sec: float | None = None) -> CreatedShare: ...
+    def list_shares(self, job_id: str) -> list[ShareView]: ...
+    def revoke_share(self, share_id: str) -> ShareView: ...
     def list_trials(
         self, job_id: str, status: str | None = None, task: str | None = None
     ) -> list[TrialView]: ...
@@ -119,6 +133,15 @@ class Embedded:
 
     def export_job(self, job_id: str) -> JobRequest:
         return jobs.export_job(self.ctx, job_id)
+
+    def create_share(self, job_id: str, expires_in_sec: float | None = None) -> CreatedShare:
+        return shares.create_share(self.ctx, job_id, expires_in_sec)
+
+    def list_shares(self, job_id: str) -> list[ShareView]:
+        return shares.list_shares(self.ctx, job_id)
+
+    def revoke_share(self, share_id: str) -> ShareView:
+        return shares.revoke_share(self.ctx, share_id)
 
     def list_trials(self, job_id: str, status: str | None = None, task: str | None = None) -> list[TrialView]:
         return trials.list_trials(self.ctx, job_id, status=status, task=task)

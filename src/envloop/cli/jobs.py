@@ -1,4 +1,4 @@
-"""`el job submit|get|result|list|cancel|export|watch`."""
+"""`el job submit|get|result|list|cancel|export|watch|share|shares|unshare`."""
 
 import time
 from pathlib import Path
@@ -14,6 +14,7 @@ from envloop.cli.state import context
 from envloop.scheduling.background import ensure_background_worker
 from envloop.services import jobs
 from envloop.services.errors import UserError
+from envloop.services.shares import ShareView
 
 app = typer.Typer(help="Evaluation jobs: a dataset revision x profiles x attempts.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
@@ -211,3 +212,57 @@ def watch(job_id: str, json_: JsonOpt = False) -> None:
         emit_json(job)
     else:
         out.print(result_view(ops.job_result(job.id)))
+
+
+@app.command()
+def share(
+    job_id: str,
+    expires_in: Annotated[
+        float | None, typer.Option("--expires-in", help="Seconds until the token stops working.")
+    ] = None,
+    json_: JsonOpt = False,
+) -> None:
+    """A read-only token for one job: it reads that job and its trials through the API, nothing else.
+
+    The token is shown once; `el job shares JOB` lists the job's links, `el job unshare ID` revokes one."""
+    created = operations().create_share(job_id, expires_in)
+    if json_:
+        emit_json(created)
+        return
+    expiry = when(created.expires_at) if created.expires_at else "never"
+    out.print(f"{created.id}  read-only access to job {created.job_id}, expires {expiry}")
+    out.print(f"token  {created.token}")
+    note(
+        "give it to the reader as ENVLOOP_API_KEY (with ENVLOOP_URL pointing at this server), or as an "
+        "Authorization: Bearer header; it is not shown again"
+    )
+
+
+@app.command()
+def shares(job_id: str, json_: JsonOpt = False) -> None:
+    """The job's share links (tokens are never shown again)."""
+    links = operations().list_shares(job_id)
+    if json_:
+        emit_json(links)
+        return
+    rows = [
+        (v.id, when(v.created_at), when(v.expires_at) if v.expires_at else "never", _share_state(v))
+        for v in links
+    ]
+    out.print(table(["share", "created", "expires", "state"], rows, title=f"share links of {job_id}"))
+
+
+@app.command()
+def unshare(share_id: str, json_: JsonOpt = False) -> None:
+    """Revoke a share link: its token stops working at once."""
+    view = operations().revoke_share(share_id)
+    if json_:
+        emit_json(view)
+    else:
+        out.print(f"{view.id} revoked {when(view.revoked_at)}")
+
+
+def _share_state(view: ShareView) -> str:
+    if view.revoked_at is not None:
+        return f"revoked {when(view.revoked_at)}"
+    return "active" if view.active else "expired"
