@@ -199,6 +199,9 @@ def test_trial_get_shows_the_structured_result_and_the_json_carries_it(
     result = el.ok("job", "result", job_id, "--json").json()["profiles"][profile]
     assert result["structured"]["dimensions"]["correctness"]["aggregate"]["mean"] == 0.9
     assert {"stderr", "ci95", "score_counts"} <= result.keys()
+    shown = el.ok("job", "result", job_id).stdout
+    assert "structured results: 1 trials" in shown
+    assert "correctness  0.9 over 1 trials, 1 tasks   [0, 1] higher is better" in shown
 
 
 VERIFIER = """logs="${ENVLOOP_LOGS_DIR:-/logs}"; app="${ENVLOOP_APP_DIR:-/app}"

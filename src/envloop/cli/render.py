@@ -7,6 +7,7 @@ from rich.text import Text
 from envloop.cli.output import table
 from envloop.core.display import coverage_line, format_score
 from envloop.core.metrics import ProfileMetrics, null_reasons
+from envloop.core.structured import Aggregate, StructuredSummary
 from envloop.services.results import JobResult
 
 
@@ -65,9 +66,34 @@ def profile_block(ref: str, m: ProfileMetrics) -> Group:
     return Group(*lines)
 
 
+def _aggregate(value: Aggregate) -> str:
+    interval = ""
+    if value.ci95 is not None:
+        interval = f" (95% CI {format_score(value.ci95[0])} – {format_score(value.ci95[1])})"
+    return f"{value.mean:.4g}{interval} over {value.trials} trials, {value.tasks} tasks"
+
+
+def structured_lines(summary: StructuredSummary) -> list[Text]:
+    """The trials' declared structured results (verifier/result.json), when any trial has one."""
+    if not summary.trials and not summary.invalid:
+        return []
+    invalid = f", {summary.invalid} invalid (kept raw in their artifacts)" if summary.invalid else ""
+    lines = [Text(f"structured results: {summary.trials} trials{invalid}")]
+    if summary.composite is not None:
+        lines.append(Text(f"  composite  {_aggregate(summary.composite)}"))
+    for name, dimension in sorted(summary.dimensions.items()):
+        if dimension.aggregate is not None and dimension.definition is not None:
+            shown = f"{_aggregate(dimension.aggregate)}   {dimension.definition.describe()}"
+        else:
+            shown = f"not aggregated: {dimension.conflict or 'no values'}"
+        lines.append(Text(f"  {name}  {shown}"))
+    return lines
+
+
 def result_view(result: JobResult) -> Group:
     parts: list[Text | Group] = [Text(f"job {result.id}  {result.status}  k={result.attempts}")]
     for ref, metrics in result.profiles.items():
         parts.append(Text(""))
         parts.append(profile_block(ref, metrics))
+        parts.extend(structured_lines(metrics.structured))
     return Group(*parts)
