@@ -5,7 +5,7 @@ worker against a real SQLite store. Marginal figures exclude start-up: a warm-up
 The floor spawns the same two processes per trial (agent, verifier) directly, and inside bwrap,
 with the same concurrency. Last, a one-trial job end to end, command start included.
 
-    .venv/bin/python bench/trials.py [--trials 1000] [--capacity 4]
+    .venv/bin/python bench/trials.py [--trials 1000] [--capacity 4] [--dir DIR]
 """
 
 import argparse
@@ -101,6 +101,21 @@ def _bwrap_prefix(workdir: Path) -> list[str]:
     ]
 
 
+def _directory_latency_us(parent: Path, count: int = 300) -> float:
+    """Creating and removing one directory where the instances live: what every trial does a few
+    times, and on a virtual disk the figure that moves these results most from run to run."""
+    probe = parent / "latency-probe"
+    probe.mkdir()
+    start = time.perf_counter()
+    for number in range(count):
+        (probe / str(number)).mkdir()
+    for number in range(count):
+        (probe / str(number)).rmdir()
+    elapsed = time.perf_counter() - start
+    probe.rmdir()
+    return elapsed / count * 1e6
+
+
 def _one_trial_end_to_end(home: Path) -> float:
     env = dict(os.environ, ENVLOOP_HOME=str(home))
     start = time.perf_counter()
@@ -142,8 +157,9 @@ def main() -> None:
     )
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--capacity", type=int, default=4)
+    parser.add_argument("--dir", type=Path, default=None, help="parent of the run's home")
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="envloop-bench-"))
+    root = Path(tempfile.mkdtemp(prefix="envloop-bench-", dir=args.dir))
     try:
         home = root / "home"
         os.environ["ENVLOOP_HOME"] = str(home)
@@ -162,6 +178,10 @@ def main() -> None:
         ctx.close()
         modes = ["plain"] + (["bwrap"] if bwrap_executable()[0] else [])
         print(f"{args.trials} trivial trials, capacity {args.capacity}, {os.cpu_count()} cores")
+        print(
+            f"instances under {home}: creating and removing a directory takes "
+            f"{_directory_latency_us(home):.0f} µs there"
+        )
         print(
             f"{'mode':<8}{'trials/s':>10}{'wall ms/trial':>15}{'cpu ms/trial':>14}{'floor wall':>12}"
             f"{'floor cpu':>11}{'× floor':>9}"
