@@ -193,8 +193,9 @@ def test_regex_answers_must_compile() -> None:
     with pytest.raises(TaskFormatError) as caught:
         validate_scorer("regex", rows, source="sets/q.jsonl")
 
-    assert str(caught.value).startswith(
-        "sets/q.jsonl: row bad: answer: is not a valid regular expression (missing ), unterminated subpattern"
+    assert str(caught.value) == (
+        "sets/q.jsonl: row bad: answer: is not a valid regular expression (missing ) at position 9) "
+        "(scorer 'regex')"
     )
 
 
