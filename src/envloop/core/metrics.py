@@ -8,6 +8,7 @@ cannot pass for a result on the whole dataset.
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,22 +26,22 @@ SlotState = Literal["scored", "waiting", "invalid", "invalidated", "undispatched
 MissingState = Literal["waiting", "invalid", "invalidated", "undispatched"]
 
 
-class AttemptSlot(BaseModel):
+@dataclass(frozen=True, slots=True)
+class AttemptSlot:
     """One requested attempt of one task.
 
     scored: a counted numeric reward (a failed trial can still be scored); waiting: pending or
     running; invalid: terminal without a reward; invalidated: excluded by a user (the excluded
-    reward may be kept for display but never counts); undispatched: never started. Whether the
-    reward fits the state is checked where the grid is read, which costs far less per slot than a
-    model validator when a job has a million attempts.
+    reward may be kept for display but never counts); undispatched: never started. A plain
+    dataclass, checked where the grid is read (attempt in 1..k, a finite reward only where the
+    state allows one): a job of a million attempts builds a million of these per result.
     """
 
-    model_config = ConfigDict(frozen=True)
-
     task: str
-    attempt: int = Field(ge=1, description="1-based")
+    attempt: int
+    """1-based."""
     state: SlotState
-    reward: float | None = Field(default=None, allow_inf_nan=False)
+    reward: float | None = None
 
 
 class ScoreCounts(BaseModel):
@@ -238,8 +239,8 @@ def _grid(members: Sequence[str], k: int, slots: Iterable[AttemptSlot]) -> list[
         position = index.get(slot.task)
         if position is None:
             raise ValueError(f"slot for task {slot.task!r}, which is not a selected member")
-        if slot.attempt > k:
-            raise ValueError(f"slot {slot.task!r} attempt {slot.attempt} exceeds k={k}")
+        if not 1 <= slot.attempt <= k:
+            raise ValueError(f"slot {slot.task!r} attempt {slot.attempt} is outside 1..k={k}")
         line = grid[position]
         if line[slot.attempt - 1] is not None:
             raise ValueError(f"two slots for {slot.task!r} attempt {slot.attempt}")
@@ -254,8 +255,8 @@ def _member_row(task: str, k: int, line: list[AttemptSlot | None]) -> MemberRow:
         if slot is None:
             attempts.append("undispatched")
         elif slot.state == "scored":
-            if slot.reward is None:
-                raise ValueError(f"scored slot {task!r} attempt {slot.attempt} has no reward")
+            if slot.reward is None or not math.isfinite(slot.reward):
+                raise ValueError(f"scored slot {task!r} attempt {slot.attempt} has no finite reward")
             attempts.append(slot.reward)
             rewards.append(slot.reward)
         elif slot.reward is None or slot.state == "invalidated":

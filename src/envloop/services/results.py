@@ -47,30 +47,32 @@ def job_result_detail(ctx: Context, job_id: str) -> tuple[JobResult, dict[str, C
     with ctx.store.read() as session:
         job = load_job(session, ctx.project_id, job_id)
         profiles = job_profiles(session, job.id)
-        rows = session.execute(
-            select(
-                Trial.id,
-                Trial.profile_id,
-                Trial.task_name,
-                Trial.attempt,
-                Trial.status,
-                Trial.reward,
-                Trial.invalidated,
-                Trial.started_at,
-                Trial.structured_result,
-            ).where(Trial.job_id == job.id)
-        ).all()
-    slots: dict[str, list[AttemptSlot]] = {p.id: [] for p in profiles}
-    for row in rows:
-        state = slot_state(row.status, row.reward, row.invalidated, row.started_at is not None)
-        slots[row.profile_id].append(
-            AttemptSlot(task=row.task_name, attempt=row.attempt, state=state, reward=row.reward)
+        # Plain tuples from the connection: a big job has a row per attempt, and the ORM's per-row
+        # bookkeeping (or parsing a start time only tested for presence) would cost more than the rest.
+        rows = (
+            session.connection()
+            .execute(
+                select(
+                    Trial.id,
+                    Trial.profile_id,
+                    Trial.task_name,
+                    Trial.attempt,
+                    Trial.status,
+                    Trial.reward,
+                    Trial.invalidated,
+                    Trial.started_at.is_not(None),
+                    Trial.structured_result,
+                ).where(Trial.job_id == job.id)
+            )
+            .all()
         )
-    counted = (
-        (r.id, r.profile_id, r.task_name)
-        for r in rows
-        if r.structured_result and counts(r.status, r.invalidated)
-    )
+    slots: dict[str, list[AttemptSlot]] = {p.id: [] for p in profiles}
+    counted: list[tuple[str, str, str]] = []
+    for trial_id, profile_id, task, attempt, status, reward, invalidated, dispatched, declared in rows:
+        state = slot_state(status, reward, invalidated, dispatched)
+        slots[profile_id].append(AttemptSlot(task, attempt, state, reward))
+        if declared and counts(status, invalidated):
+            counted.append((trial_id, profile_id, task))
     by_id = collect_by_profile(ctx, counted)
     structured = {f"{p.name}@{p.version}": by_id.get(p.id, Collected()) for p in profiles}
     result = JobResult(
