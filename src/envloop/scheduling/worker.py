@@ -32,6 +32,7 @@ from envloop.store.tables import Dataset, DatasetMember, Job, Profile
 from envloop.store.tables import Worker as WorkerRow
 
 log = logging.getLogger("envloop.worker")
+_COALESCE_SEC = 0.003
 
 
 @dataclass
@@ -114,11 +115,7 @@ class Worker:
                     self._start(trial)
                 if self._running:
                     idle_since = time.monotonic()
-                    done, _ = await asyncio.wait(
-                        [task for _, task in self._running.values()],
-                        timeout=self.config.idle_poll,
-                        return_when=asyncio.FIRST_COMPLETED,
-                    )
+                    done = await self._wait_for_finished()
                     finished = [self._collect(task) for task in done]
                     continue
                 if queue.has_open_trials(self.ctx.store):
@@ -133,6 +130,18 @@ class Worker:
             if finished:
                 self._count(finished, queue.settle(self.ctx.store, self.id, finished, 0, 0.0)[0])
             await self._shutdown()
+
+    async def _wait_for_finished(self) -> set[asyncio.Task[TrialOutcome]]:
+        """The trials that finished, waiting a moment for another when only one did: recording
+        results and claiming trials costs one write transaction per wake-up, whatever its size."""
+        running = [task for _, task in self._running.values()]
+        done, pending = await asyncio.wait(
+            running, timeout=self.config.idle_poll, return_when=asyncio.FIRST_COMPLETED
+        )
+        if len(done) == 1 and pending:
+            more, _ = await asyncio.wait(pending, timeout=_COALESCE_SEC, return_when=asyncio.FIRST_COMPLETED)
+            done |= more
+        return done
 
     def _start(self, claimed: ClaimedTrial) -> None:
         try:
