@@ -3,11 +3,13 @@
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import text
 
-from envloop.store.db import HEAD_REVISION, Store
+from envloop.store.db import HEAD_REVISION, MIGRATIONS_DIR, Store, make_engine
 from envloop.store.tables import Base
 from tests.pg import BACKENDS
 
@@ -33,3 +35,21 @@ def test_reopening_keeps_data_and_the_default_project(store_url: str) -> None:
     project = first.default_project_id
     first.close()
     assert Store(url).default_project_id == project
+
+
+@pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
+def test_a_store_made_by_the_first_release_is_upgraded_in_place(store_url: str) -> None:
+    engine = make_engine(store_url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0001")
+        old_project = "INSERT INTO projects (id, name, created_at) VALUES ('prj_old', 'old', '2026-01-01')"
+        conn.execute(text(old_project))
+    engine.dispose()
+    store = Store(store_url)
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == HEAD_REVISION
+        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+        assert conn.execute(text("SELECT name FROM projects WHERE id = 'prj_old'")).scalar() == "old"

@@ -257,3 +257,20 @@ def test_a_verifier_result_json_travels_from_the_sandbox_to_trial_job_board_and_
     compared = el.ok("job", "compare", job["id"], "--json").json()
     assert (compared["difference"], compared["n_tasks"]) == (1.0, 2)
     assert compared["dimensions"][0]["difference"] == 1.0
+
+
+def test_a_finished_jobs_result_is_kept_until_a_trial_is_invalidated_or_restored(
+    ctx: Context, tmp_path: Path
+) -> None:
+    dataset = push_tasks(ctx, tmp_path, "kept", ["a", "b"])
+    profile = make_profile(ctx, tmp_path, "kept/p")
+    running = run_job(ctx, dataset, [profile], 2, lambda _p, _t, attempt: "running" if attempt == 2 else 1.0)
+    assert job_result(ctx, running) is not job_result(ctx, running)  # not finished: built each time
+    job_id = run_job(ctx, dataset, [profile], 1, lambda _p, task, _a: 1.0 if task == "a" else 0.0)
+    first = job_result(ctx, job_id)
+    assert job_result(ctx, job_id) is first and first.profiles[profile].score == 0.5
+    trial_b = next(v for v in trials.list_trials(ctx, job_id) if v.task == "b")
+    trials.invalidate_trial(ctx, trial_b.id, "flaky verifier")
+    assert job_result(ctx, job_id).profiles[profile].score == 1.0
+    trials.invalidate_trial(ctx, trial_b.id, None, undo=True)
+    assert job_result(ctx, job_id).profiles[profile].score == 0.5

@@ -1,9 +1,13 @@
 """Job results: the store's trials mapped to metric slots, then the one metrics module."""
 
+import threading
+from collections import OrderedDict
+
 from pydantic import BaseModel
 from sqlalchemy import select
 
 from envloop.core.metrics import AttemptSlot, ProfileMetrics, SlotState, compute_metrics
+from envloop.core.status import TERMINAL
 from envloop.core.structured import Collected, StructuredSummary, summarize
 from envloop.services.context import Context
 from envloop.services.jobs import job_profiles, load_job
@@ -41,11 +45,41 @@ def job_result(ctx: Context, job_id: str) -> JobResult:
     return job_result_detail(ctx, job_id)[0]
 
 
-def job_result_detail(ctx: Context, job_id: str) -> tuple[JobResult, dict[str, Collected]]:
+_Detail = tuple[JobResult, dict[str, Collected]]
+_CACHE_SIZE = 8
+_cache: OrderedDict[tuple[str, str, int], _Detail] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _cached(key: tuple[str, str, int]) -> _Detail | None:
+    with _cache_lock:
+        found = _cache.get(key)
+        if found is not None:
+            _cache.move_to_end(key)
+        return found
+
+
+def _remember(key: tuple[str, str, int], detail: _Detail) -> None:
+    with _cache_lock:
+        _cache[key] = detail
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+
+
+def job_result_detail(ctx: Context, job_id: str) -> _Detail:
     """The result, and per profile reference the structured values behind its aggregates (which a
-    comparison of two runs pairs task by task)."""
+    comparison of two runs pairs task by task).
+
+    A finished job's result only changes when one of its trials is invalidated or restored, which
+    bumps the job's `result_version`; until then a server answers it from memory (a console polling a
+    job of 100,000 trials would otherwise rebuild it on every request). Callers must not modify it.
+    """
     with ctx.store.read() as session:
         job = load_job(session, ctx.project_id, job_id)
+        key = (ctx.store.url, job.id, job.result_version)
+        finished = job.status in TERMINAL
+        if finished and (found := _cached(key)) is not None:
+            return found
         profiles = job_profiles(session, job.id)
         # Plain tuples from the connection: a big job has a row per attempt, and the ORM's per-row
         # bookkeeping (or parsing a start time only tested for presence) would cost more than the rest.
@@ -87,4 +121,6 @@ def job_result_detail(ctx: Context, job_id: str) -> tuple[JobResult, dict[str, C
             for p, ref in zip(profiles, structured, strict=True)
         },
     )
+    if finished:
+        _remember(key, (result, structured))
     return result, structured

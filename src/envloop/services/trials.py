@@ -181,4 +181,7 @@ def invalidate_trial(ctx: Context, trial_id: str, reason: str | None, undo: bool
             .where(Trial.id == trial_id)
             .values(invalidated=not undo, invalidated_reason=None if undo else reason)
         )
+        session.execute(
+            update(Job).where(Job.id == trial.job_id).values(result_version=Job.result_version + 1)
+        )
     return get_trial(ctx, trial_id)

@@ -132,6 +132,8 @@ class Job(Base):
     request_digest: Mapped[str | None] = mapped_column(String(80))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     claim_seq: Mapped[int] = mapped_column(Integer, default=0)
+    result_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Bumped whenever a finished job's result changes (a trial invalidated or restored)."""
     """Bumped by every claim so concurrent claimers serialize on the job row (per-job concurrency)."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
