@@ -2,8 +2,10 @@
 
 import pytest
 
+from envloop.cli.render import structured_lines
 from envloop.core.display import coverage_line, format_score
 from envloop.core.metrics import AttemptSlot, compute_metrics
+from envloop.core.structured import Aggregate, Definition, DimensionSummary, StructuredSummary
 
 
 @pytest.mark.parametrize(
@@ -54,3 +56,25 @@ def test_coverage_line_when_nothing_is_scored() -> None:
     ]
     metrics = compute_metrics(["A", "B"], 2, slots)
     assert coverage_line(metrics) == "score —, 0/4 attempts scored, 0/2 members complete"
+
+
+def test_structured_aggregates_print_on_their_own_scale_with_the_interval() -> None:
+    summary = StructuredSummary(
+        trials=4,
+        invalid=1,
+        composite=Aggregate(mean=0.5, stderr=0.1, ci95=(0.25, 0.75), trials=4, tasks=2),
+        dimensions={
+            "latency_s": DimensionSummary(
+                definition=Definition(scale=(0.0, None), direction="lower", verifier_version=None),
+                aggregate=Aggregate(mean=12.5, stderr=1.0, ci95=(10.0, 15.0), trials=4, tasks=2),
+                trials=4,
+            ),
+            "style": DimensionSummary(definition=None, aggregate=None, trials=4, conflict="scales differ"),
+        },
+    )
+    assert [line.plain for line in structured_lines(summary)] == [
+        "structured results: 4 trials, 1 invalid (kept raw in their artifacts)",
+        "  composite  0.5 (95% CI 0.25 – 0.75) over 4 trials, 2 tasks",
+        "  latency_s  12.5 (95% CI 10 – 15) over 4 trials, 2 tasks   [0, open] lower is better",
+        "  style  not aggregated: scales differ",
+    ]

@@ -67,9 +67,10 @@ def profile_block(ref: str, m: ProfileMetrics) -> Group:
 
 
 def _aggregate(value: Aggregate) -> str:
+    """Structured values are on their own scales: shown as the numbers they are, never as percents."""
     interval = ""
     if value.ci95 is not None:
-        interval = f" (95% CI {format_score(value.ci95[0])} – {format_score(value.ci95[1])})"
+        interval = f" (95% CI {value.ci95[0]:.4g} – {value.ci95[1]:.4g})"
     return f"{value.mean:.4g}{interval} over {value.trials} trials, {value.tasks} tasks"
 
 
