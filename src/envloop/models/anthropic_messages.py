@@ -14,18 +14,16 @@ from typing import Any, cast
 import anthropic
 
 from envloop.models.base import (
+    SdkErrors,
     json_count,
     json_object,
     json_text,
-    response_text,
+    sdk_error,
     send,
-    status_error,
-    transport_error,
 )
 from envloop.models.settings import ANTHROPIC_DEFAULT_MAX_TOKENS, ModelSettings
 from envloop.models.types import (
     Message,
-    ModelError,
     ModelRequest,
     ModelResponse,
     ResponseStop,
@@ -165,6 +163,9 @@ def _from_message(data: Any) -> ModelResponse:
     )
 
 
+_ERRORS = SdkErrors(anthropic.APIStatusError, anthropic.APITimeoutError, anthropic.APIConnectionError)
+
+
 class AnthropicMessagesClient:
     def __init__(self, settings: ModelSettings, sdk: anthropic.AsyncAnthropic) -> None:
         self.settings = settings
@@ -185,24 +186,8 @@ class AnthropicMessagesClient:
                     final = await stream.get_final_message()
                 return _from_message(final.model_dump(mode="json", exclude_none=True))
             return _from_message(await self._sdk.post("/v1/messages", body=body, cast_to=object))
-        except anthropic.APIStatusError as exc:
-            response = exc.response
-            raise status_error(
-                self.settings,
-                response.status_code,
-                self._url,
-                response.headers,
-                exc.body,
-                response_text(response),
-            ) from None
-        except anthropic.APITimeoutError as exc:
-            raise transport_error(self._url, exc, timed_out=True) from None
-        except anthropic.APIConnectionError as exc:
-            raise transport_error(self._url, exc, timed_out=False) from None
         except anthropic.APIError as exc:
-            raise ModelError(
-                f"unreadable answer from {self._url}: {exc.message}", kind="bad_response"
-            ) from None
+            raise sdk_error(self.settings, self._url, exc, _ERRORS) from None
 
 
 Client = AnthropicMessagesClient

@@ -3,6 +3,7 @@ gate and the retry loop around one HTTP request."""
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from envloop.models.limits import endpoint_gate
@@ -91,6 +92,31 @@ def transport_error(url: str, exc: BaseException, timed_out: bool) -> ModelError
     if timed_out:
         return ModelError(f"no answer from {url} in time ({detail})", kind="timeout")
     return ModelError(f"could not reach {url} ({detail})", kind="connection")
+
+
+@dataclass(frozen=True)
+class SdkErrors:
+    """An SDK's exception classes. The official openai and anthropic SDKs name and shape them alike
+    (an `APIError` with status, timeout and connection subclasses), so one mapping serves both."""
+
+    status: type[Exception]
+    timeout: type[Exception]
+    connection: type[Exception]
+
+
+def sdk_error(settings: ModelSettings, url: str, exc: Exception, errors: SdkErrors) -> ModelError:
+    """The ModelError for an `APIError` the SDK raised (the timeout class subclasses the connection
+    class, so it is asked first)."""
+    failure: Any = exc
+    if isinstance(exc, errors.status):
+        response = failure.response
+        text = response_text(response)
+        return status_error(settings, response.status_code, url, response.headers, failure.body, text)
+    if isinstance(exc, errors.timeout):
+        return transport_error(url, exc, timed_out=True)
+    if isinstance(exc, errors.connection):
+        return transport_error(url, exc, timed_out=False)
+    return ModelError(f"unreadable answer from {url}: {failure.message}", kind="bad_response")
 
 
 async def send(settings: ModelSettings, once: Callable[[], Awaitable[ModelResponse]]) -> ModelResponse:

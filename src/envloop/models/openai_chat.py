@@ -18,13 +18,12 @@ from typing import Any, cast
 import openai
 
 from envloop.models.base import (
+    SdkErrors,
     json_count,
     json_object,
     json_text,
-    response_text,
+    sdk_error,
     send,
-    status_error,
-    transport_error,
 )
 from envloop.models.settings import ModelSettings
 from envloop.models.types import (
@@ -215,6 +214,9 @@ async def _from_stream(stream: openai.AsyncStream[Any]) -> ModelResponse:
     return _response("".join(text), "".join(reasoning), tool_calls, finish, usage, head)
 
 
+_ERRORS = SdkErrors(openai.APIStatusError, openai.APITimeoutError, openai.APIConnectionError)
+
+
 class OpenAIChatClient:
     def __init__(self, settings: ModelSettings, sdk: openai.AsyncOpenAI) -> None:
         self.settings = settings
@@ -241,24 +243,8 @@ class OpenAIChatClient:
                 return await _from_stream(stream)
             data = await self._sdk.post("/chat/completions", body=body, cast_to=object, options=self._options)
             return _from_completion(data)
-        except openai.APIStatusError as exc:
-            response = exc.response
-            raise status_error(
-                self.settings,
-                response.status_code,
-                self._url,
-                response.headers,
-                exc.body,
-                response_text(response),
-            ) from None
-        except openai.APITimeoutError as exc:
-            raise transport_error(self._url, exc, timed_out=True) from None
-        except openai.APIConnectionError as exc:
-            raise transport_error(self._url, exc, timed_out=False) from None
         except openai.APIError as exc:
-            raise ModelError(
-                f"unreadable answer from {self._url}: {exc.message}", kind="bad_response"
-            ) from None
+            raise sdk_error(self.settings, self._url, exc, _ERRORS) from None
 
 
 Client = OpenAIChatClient
