@@ -9,6 +9,7 @@ import os
 import posixpath
 import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from envloop.environments.base import EnvironmentSetupError, InstancePaths
@@ -118,28 +119,34 @@ def _grant_owner_access(root: Path) -> None:
                     child.chmod(child.stat().st_mode | owner_rwx)
 
 
-def remove_small_tree(root: Path, max_entries: int) -> bool:
-    """Remove `root` here and now if it holds at most `max_entries` entries; False (and nothing
-    removed) when it is larger or anything stands in the way, for `remove_tree` to finish."""
-    files: list[Path] = []
-    directories: list[Path] = []
+def walk_tree(root: Path) -> Iterator[os.DirEntry[str]]:
+    """Every entry below `root`, depth first, never through a link; a directory comes before what
+    it holds. OSError (a directory vanished or unreadable) reaches the caller."""
     pending = [root]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                yield entry
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(Path(entry.path))
+
+
+def remove_small_tree(root: Path, max_entries: int) -> bool:
+    """Remove `root` here and now if it holds at most `max_entries` entries, itself included;
+    False (and nothing removed) when it is larger or anything stands in the way, for
+    `remove_tree` to finish."""
+    found: list[os.DirEntry[str]] = []
     try:
-        while pending:
-            directory = pending.pop()
-            directories.append(directory)
-            with os.scandir(directory) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        pending.append(Path(entry.path))
-                    else:
-                        files.append(Path(entry.path))
-            if len(files) + len(directories) > max_entries:
+        for entry in walk_tree(root):
+            found.append(entry)
+            if len(found) + 1 > max_entries:
                 return False
-        for file in files:
-            file.unlink()
-        for directory in reversed(directories):
-            directory.rmdir()
+        for entry in reversed(found):  # what a directory holds goes before the directory
+            if entry.is_dir(follow_symlinks=False):
+                Path(entry.path).rmdir()
+            else:
+                Path(entry.path).unlink()
+        root.rmdir()
     except FileNotFoundError:
         return not root.exists()
     except OSError:

@@ -15,6 +15,8 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from envloop.environments.instance import walk_tree
+
 MASK = b"***"
 _CHUNK = 1024 * 1024
 
@@ -56,16 +58,10 @@ def plain_tree(source: Path, max_entries: int | None = None) -> bool | None:
     it is not (a link, a device, unreadable), None when it has more than `max_entries` entries."""
     if not _is_real_directory(source):
         return False
-    pending, seen = [source], 0
     try:
-        while pending:
-            with os.scandir(pending.pop()) as entries:
-                for entry in entries:
-                    seen += 1
-                    if entry.is_dir(follow_symlinks=False):
-                        pending.append(Path(entry.path))
-                    elif not entry.is_file(follow_symlinks=False):
-                        return False
+        for seen, entry in enumerate(walk_tree(source), start=1):
+            if not (entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False)):
+                return False
             if max_entries is not None and seen > max_entries:
                 return None
     except OSError:
