@@ -2,7 +2,6 @@
 evaluation with `envloop/chat@1` on the bundled question set, and real tool calls of the
 `envloop` agent executed in the sandbox."""
 
-import asyncio
 import json
 import os
 import signal
@@ -15,14 +14,11 @@ import httpx
 import openai
 import pytest
 
-from envloop.core.ids import new_id
 from envloop.core.trajectory import ModelStep, ToolStep
-from envloop.core.trial import TrialOutcome, TrialSpec
-from envloop.models import close_clients
 from envloop.models.local import MODEL_ALIAS, LocalModelConfig, LocalModelServer, bundled_model_path
-from envloop.runners import ShellRunner
 from envloop.trajectories import read_trajectory
 from tests.conftest import EXAMPLES, El, make_task, write_profile
+from tests.test_agent_envloop import run as run_agent
 
 pytestmark = pytest.mark.slow
 QUESTIONS = EXAMPLES / "qa" / "basics.jsonl"
@@ -129,26 +125,7 @@ def test_the_envloop_agent_executes_the_local_models_tool_calls(
         "MAX_OUTPUT_TOKENS": "48",
     }
     del params["SYSTEM_PROMPT"]
-    spec = TrialSpec(
-        job_id="job_local",
-        trial_id=new_id("trl"),
-        task_name="touch",
-        attempt=1,
-        profile_ref="local/agent@1",
-        runner="envloop/shell@1",
-        params=params,
-        task_dir=task,
-        instance_root=tmp_path / "instances",
-        artifacts_dir=tmp_path / "artifacts",
-    )
-
-    async def go() -> TrialOutcome:
-        try:
-            return await ShellRunner().run(spec)
-        finally:
-            await close_clients()
-
-    outcome = asyncio.run(go())
+    outcome = run_agent(tmp_path, params, task)
     assert outcome.status == "completed", outcome.error
     assert outcome.stop_reason == "max_steps"
     steps = read_trajectory(tmp_path / "artifacts" / "trajectory.json").steps
