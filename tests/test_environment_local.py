@@ -360,3 +360,15 @@ def test_a_reused_cgroup_gets_each_instances_own_limits() -> None:
         groups.remove()
     assert [value for _, value in seen] == ["64", "64", "32"]
     assert seen[0][0] == seen[1][0] == seen[2][0]
+
+
+@pytest.mark.skipif(not _has_pids_cgroup(), reason="no writable pids cgroup on this host")
+def test_a_pooled_cgroup_whose_directory_was_recreated_gets_its_limits_again() -> None:
+    first = InstanceCgroups(new_id("trl"), Limits(pids=48))
+    [pids_dir] = [d for d, name in zip(first.dirs, first.controllers, strict=True) if name == "pids"]
+    first.remove()
+    pids_dir.rmdir()  # gone while pooled: the next instance makes it anew, with the kernel's defaults
+    second = InstanceCgroups(new_id("trl"), Limits(pids=48))
+    assert pids_dir in second.dirs
+    assert (pids_dir / "pids.max").read_text().strip() == "48"
+    second.remove()

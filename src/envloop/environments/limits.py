@@ -130,8 +130,11 @@ class InstanceCgroups:
             if name == "cpu" and limits.cpus is None:
                 continue
             directory = base / self.group
-            if not directory.is_dir() and not self._make(directory):
-                continue
+            if not directory.is_dir():
+                if not self._make(directory):
+                    continue
+                # A new directory has the kernel's defaults, whatever was written to an earlier one.
+                self._written = {p: v for p, v in self._written.items() if p.parent != directory}
             if not self._configure(name, directory, limits):
                 _remove_dir(directory)
                 continue
