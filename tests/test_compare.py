@@ -188,3 +188,54 @@ def test_cli_compare_json_carries_the_contract_keys_and_text_shows_points(
     assert warned.json()["comparable"] is False
     refused = el("job", "compare", job_a, "job_nope")
     assert refused.code == 2 and refused.stderr.count("\n") == 1
+
+
+NEAR_ONE_A = {"t1": [1, 1], "t2": [1, 1], "t3": [1, 0]}  # B fails every attempt: B - A near -1
+
+
+def test_a_paired_interval_of_two_binary_runs_on_three_tasks_stays_within_minus_one_and_one(
+    el: El, ctx: Context, tmp_path: Path
+) -> None:
+    """Means -1, -1, -0.5: the t interval reaches about -1.55; a difference of two rates cannot."""
+    dataset = push_tasks(ctx, tmp_path, "three", ["t1", "t2", "t3"])
+    base = make_profile(ctx, tmp_path, "team/base")
+    sft = make_profile(ctx, tmp_path, "team/sft")
+    job_a = run_job(ctx, dataset, [base], 2, _grid(NEAR_ONE_A))
+    job_b = run_job(ctx, dataset, [sft], 2, lambda *_: 0.0)
+    result = compare_runs(ctx, job_a, job_b)
+    assert result.difference == pytest.approx(-5 / 6)
+    assert result.ci95 is not None
+    low, high = result.ci95
+    assert -1.0 <= low < result.difference < high <= 1.0
+    assert low == -1.0 and result.ci95_clamped
+    reversed_ = compare_runs(ctx, job_b, job_a)
+    assert reversed_.ci95 is not None and reversed_.ci95[1] == 1.0 and reversed_.ci95_clamped
+    text = el.ok("job", "compare", job_a, job_b).stdout
+    assert "95% CI -100.0 pts to" in text and "cut at the possible range" in text
+    assert el.ok("job", "compare", job_a, job_b, "--json").json()["ci95_clamped"] is True
+
+
+def test_a_binary_run_that_moved_every_task_by_one_still_gets_an_interval_of_some_width(
+    ctx: Context, tmp_path: Path
+) -> None:
+    """All three differences are -1: no spread, so the t interval is the point -1; three tasks are
+    not a certainty, and the paired score interval says so."""
+    dataset = push_tasks(ctx, tmp_path, "edge", ["t1", "t2", "t3"])
+    base = make_profile(ctx, tmp_path, "team/base")
+    sft = make_profile(ctx, tmp_path, "team/sft")
+    job_a = run_job(ctx, dataset, [base], 1, lambda *_: 1.0)
+    job_b = run_job(ctx, dataset, [sft], 1, lambda *_: 0.0)
+    result = compare_runs(ctx, job_a, job_b)
+    assert result.difference == -1.0 and result.ci95 is not None
+    low, high = result.ci95
+    assert low == -1.0 and -0.9 < high < 0.0 and not result.ci95_clamped
+
+
+def test_rewards_outside_zero_one_are_never_clamped(ctx: Context, tmp_path: Path) -> None:
+    dataset = push_tasks(ctx, tmp_path, "raw", ["t1", "t2", "t3"])
+    base = make_profile(ctx, tmp_path, "team/base")
+    sft = make_profile(ctx, tmp_path, "team/sft")
+    job_a = run_job(ctx, dataset, [base], 1, lambda _p, t, _a: {"t1": 5.0, "t2": 9.0, "t3": 1.0}[t])
+    job_b = run_job(ctx, dataset, [sft], 1, lambda *_: 0.0)
+    result = compare_runs(ctx, job_a, job_b)
+    assert result.ci95 is not None and result.ci95[0] < -10 and not result.ci95_clamped

@@ -185,3 +185,27 @@ def test_paired_tasks_report_b_minus_a_and_leave_one_sided_tasks_out() -> None:
     assert paired.difference.tasks == 2
     assert paired.difference.mean_difference == 0.0
     assert paired.difference.correlation == pytest.approx(-1.0)
+
+
+def test_a_paired_interval_of_rates_is_cut_at_minus_one_and_one_and_says_so() -> None:
+    """B - A per task: -1, -1, -0.5 (three tasks): the t interval alone reaches about -1.55."""
+    paired = paired_tasks({"x": 1.0, "y": 1.0, "z": 0.5}, {"x": 0.0, "y": 0.0, "z": 0.0}, rates=True)
+    unbounded = paired_tasks({"x": 1.0, "y": 1.0, "z": 0.5}, {"x": 0.0, "y": 0.0, "z": 0.0})
+    assert unbounded.difference.ci95 is not None and unbounded.difference.ci95[0] < -1.5
+    assert not unbounded.difference.clamped
+    assert paired.difference.ci95 == (-1.0, unbounded.difference.ci95[1])
+    assert paired.difference.clamped
+
+
+def test_binary_pairs_get_newcombes_paired_score_interval_where_t_collapses() -> None:
+    """Newcombe (1998) method 10 on 10 pairs, all discordant the same way (B - A = 1 each): the
+    t interval is the point 1; the score interval is [1 - u, 1] with u from the two Wilson limits."""
+    a, b = [0.0] * 10, [1.0] * 10
+    paired = paired_tasks(
+        {str(i): v for i, v in enumerate(a)}, {str(i): v for i, v in enumerate(b)}, rates=True, binary=True
+    )
+    low_b, _ = wilson_interval(1.0, 10)
+    _, high_a = wilson_interval(0.0, 10)
+    expected_low = 1.0 - math.sqrt((1.0 - low_b) ** 2 + high_a**2)
+    assert paired.difference.ci95 == pytest.approx((expected_low, 1.0), rel=1e-12)
+    assert 0.5 < expected_low < 0.8

@@ -11,6 +11,7 @@ from fractions import Fraction
 
 import pytest
 
+from envloop.core.metrics import AttemptSlot, compute_metrics
 from envloop.core.stats import (
     clustered_stderr,
     estimator_curves,
@@ -55,6 +56,43 @@ def test_estimators_equal_the_exact_binomial_ratios_for_every_small_case() -> No
             for k in range(1, n + 1):
                 assert_close(pass_at[k - 1], exact_pass_at(n, c, k))
                 assert_close(pass_hat[k - 1], exact_pass_hat(n, c, k))
+
+
+def test_every_estimator_up_to_thirty_attempts_is_the_exact_ratio_rounded_once() -> None:
+    """Bit for bit, not approximately: n = 5, c = 3 gives pass^3 = 0.1, never 0.09999999999999999."""
+    for n in range(1, 31):
+        for c in range(n + 1):
+            pass_at, pass_hat = estimator_curves(n, c)
+            assert pass_at == [float(exact_pass_at(n, c, k)) for k in range(1, n + 1)], (n, c)
+            assert pass_hat == [float(exact_pass_hat(n, c, k)) for k in range(1, n + 1)], (n, c)
+    assert estimator_curves(5, 3)[1][2] == 0.1
+
+
+def test_a_job_curve_is_the_exact_task_mean_rounded_once() -> None:
+    """Three tasks each at pass^1 = 0.1: a float sum would give 0.30000000000000004 / 3."""
+    for n in range(1, 31):
+        for c in range(n + 1):
+            rewards = [1.0] * c + [0.0] * (n - c)
+            metrics = compute_metrics(["a", "b", "c"], n, _slots(["a", "b", "c"], rewards))
+            assert metrics.curve is not None
+            got = [(p.pass_at_k, p.pass_hat_k) for p in metrics.curve]
+            want = [(float(exact_pass_at(n, c, k)), float(exact_pass_hat(n, c, k))) for k in range(1, n + 1)]
+            assert got == want, (n, c)
+    mixed = compute_metrics(
+        ["a", "b"], 5, _slots(["a"], [1.0, 1.0, 1.0, 0.0, 0.0]) + _slots(["b"], [1.0, 0.0])
+    )
+    assert mixed.curve is not None
+    two = mixed.curve[1]
+    assert two.pass_hat_k == float((exact_pass_hat(5, 3, 2) + exact_pass_hat(2, 1, 2)) / 2)
+    assert two.pass_at_k == float((exact_pass_at(5, 3, 2) + exact_pass_at(2, 1, 2)) / 2)
+
+
+def _slots(tasks: list[str], rewards: list[float]) -> list[AttemptSlot]:
+    return [
+        AttemptSlot(task, attempt, "scored", reward)
+        for task in tasks
+        for attempt, reward in enumerate(rewards, start=1)
+    ]
 
 
 def test_estimators_stay_accurate_for_two_thousand_attempts_with_half_passing() -> None:

@@ -67,7 +67,8 @@ def comparison_view(result: Comparison) -> Group:
         if result.stderr is not None:
             detail.append(f"s.e. {_signed(result.stderr, points).lstrip('+')}")
         if ci is not None:
-            detail.append(f"95% CI {_signed(ci[0], points)} to {_signed(ci[1], points)}")
+            cut = ", cut at the possible range" if result.ci95_clamped else ""
+            detail.append(f"95% CI {_signed(ci[0], points)} to {_signed(ci[1], points)}{cut}")
         if result.p_value is not None:
             detail.append(f"p = {result.p_value:.3g}")
         correlation = "—" if result.correlation is None else f"{result.correlation:.2f}"
@@ -95,7 +96,9 @@ def comparison_view(result: Comparison) -> Group:
                     [
                         d.name,
                         None if d.difference is None else f"{d.difference:+.4g}",
-                        None if d.ci95 is None else f"{d.ci95[0]:+.4g} to {d.ci95[1]:+.4g}",
+                        None
+                        if d.ci95 is None
+                        else f"{d.ci95[0]:+.4g} to {d.ci95[1]:+.4g}" + (" (cut)" if d.ci95_clamped else ""),
                         d.n_tasks,
                         d.refused or (d.definition.describe() if d.definition else None),
                     ]

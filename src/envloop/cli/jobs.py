@@ -119,6 +119,8 @@ def get(job_id: str, json_: JsonOpt = False) -> None:
     out.print(f"{job.id}  {job.status}  dataset {job.dataset}  runner {job.runner}  attempts {job.attempts}")
     out.print(f"profiles {', '.join(job.profiles)}   tasks {len(job.tasks)}   created {when(job.created_at)}")
     out.print("trials " + "  ".join(f"{k} {v}" for k, v in job.counts.items()))
+    tags = "  ".join(f"{k}={v}" for k, v in sorted(job.tags.items())) or "—"
+    out.print(f"tags {tags}   request ID {job.request_id or '—'}")
 
 
 @app.command()

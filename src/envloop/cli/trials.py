@@ -99,10 +99,12 @@ def get(
 @app.command()
 def logs(
     trial_id: str,
-    phase: Annotated[str, typer.Option("--phase", help="agent or verifier.")] = "agent",
+    phase: Annotated[
+        str, typer.Option("--phase", help="setup, agent, verifier or artifacts (artifact collection).")
+    ] = "agent",
     json_: JsonOpt = False,
 ) -> None:
-    """The captured output of the agent (or verifier) phase."""
+    """The captured output of one phase: setup, agent (the default), verifier or artifacts."""
     captured = operations().trial_logs(trial_id, phase)
     if json_:
         emit_json(captured)

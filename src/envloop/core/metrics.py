@@ -7,8 +7,9 @@ cannot pass for a result on the whole dataset.
 """
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from envloop.core.stats import (
     PairedDifference,
     clustered_stderr,
-    estimator_curves,
+    curve_sums,
     paired_difference,
     proportion_interval,
     t_interval,
@@ -185,11 +186,17 @@ class PairedTasks(BaseModel):
     only_b: list[str] = Field(description="tasks only B measured (left out, never zeroed)")
 
 
-def paired_tasks(a: Mapping[str, float], b: Mapping[str, float]) -> PairedTasks:
-    """Pair per-task values by task name, in A's order; a task measured on one side only is left out."""
+def paired_tasks(
+    a: Mapping[str, float], b: Mapping[str, float], *, rates: bool = False, binary: bool = False
+) -> PairedTasks:
+    """Pair per-task values by task name, in A's order; a task measured on one side only is left out.
+
+    `rates` / `binary` say what the values are (see `paired_difference`): rates keep the interval
+    of their difference within [-1, 1], pass rates of binary rewards also get a paired score interval.
+    """
     pairs = [TaskDifference(task=t, a=x, b=b[t], difference=b[t] - x) for t, x in a.items() if t in b]
     return PairedTasks(
-        difference=paired_difference([p.b for p in pairs], [p.a for p in pairs]),
+        difference=paired_difference([p.b for p in pairs], [p.a for p in pairs], rates=rates, binary=binary),
         tasks=pairs,
         only_a=[t for t in a if t not in b],
         only_b=[t for t in b if t not in a],
@@ -201,13 +208,32 @@ def task_means(m: ProfileMetrics) -> dict[str, float]:
     return {row.task: row.mean for row in m.members if row.mean is not None}
 
 
+def rewards_are_rates(m: ProfileMetrics) -> bool:
+    """Every scored reward lies in [0, 1], so every mean of them does too."""
+    return all(
+        0.0 <= value <= 1.0 for row in m.members for value in row.attempts if not isinstance(value, str)
+    )
+
+
+def compare_metrics(a: ProfileMetrics, b: ProfileMetrics, exclude: Collection[str] = ()) -> PairedTasks:
+    """B - A task by task over tasks both sides scored, except `exclude`; a task missing a score
+    on either side is left out, never zeroed. When both sides' rewards are rates the interval stays
+    within [-1, 1]; when both are binary it is also a paired score interval."""
+    return paired_tasks(
+        {t: v for t, v in task_means(a).items() if t not in exclude},
+        {t: v for t, v in task_means(b).items() if t not in exclude},
+        rates=rewards_are_rates(a) and rewards_are_rates(b),
+        binary=a.pass_ is not None and b.pass_ is not None,
+    )
+
+
 def compare_profiles(a: ProfileMetrics, b: ProfileMetrics) -> PairedDifference:
     """Paired comparison a - b of per-task mean rewards, over tasks both sides scored.
 
     Tasks are matched by name, so two jobs on the same dataset revision compare task by task even
     when their selections differ; a task missing a score on either side is left out, not zeroed.
     """
-    return paired_tasks(task_means(b), task_means(a)).difference
+    return compare_metrics(b, a).difference
 
 
 def null_reasons(m: ProfileMetrics) -> dict[str, str]:
@@ -275,28 +301,46 @@ def _member_row(task: str, k: int, line: list[AttemptSlot | None]) -> MemberRow:
     )
 
 
+_EXACT_GROUPS = 64
+
+
 def _curve(rewards_by_task: Sequence[Sequence[float]]) -> list[CurvePoint]:
     """Equal-task-weight mean of the per-task estimators at every k' up to the largest n.
 
-    Tasks with the same (n, c) share one estimator computation, which keeps a large job (thousands
-    of tasks with the same attempt count) close to linear in the number of distinct pairs.
+    Tasks with the same number n of scored attempts share one exact pass over the binomials, which
+    gives their sums as integer ratios. The mean is exact too, rounded once per point, when the
+    tasks have at most `_EXACT_GROUPS` different n (every real job: n is the attempt count, or a
+    little less where attempts are missing), so equal inputs give bit-identical curves on every
+    surface. Beyond that, adding fractions with unrelated denominators grows quadratically, so each
+    group's sum is rounded and the groups are added with fsum, still independent of their order.
     """
-    by_pair: dict[tuple[int, int], int] = {}
+    by_n: dict[int, dict[int, int]] = {}
     for rewards in rewards_by_task:
         if rewards:
-            pair = (len(rewards), sum(r == 1.0 for r in rewards))
-            by_pair[pair] = by_pair.get(pair, 0) + 1
-    depth = max((n for n, _ in by_pair), default=0)
-    sum_at = [0.0] * depth
-    sum_hat = [0.0] * depth
+            passes = by_n.setdefault(len(rewards), {})
+            c = sum(r == 1.0 for r in rewards)
+            passes[c] = passes.get(c, 0) + 1
+    depth = max(by_n, default=0)
+    parts: list[list[tuple[int, int, int]]] = [[] for _ in range(depth)]
     tasks = [0] * depth
-    for (n, c), weight in by_pair.items():
-        pass_at, pass_hat = estimator_curves(n, c)
-        for i in range(n):
-            sum_at[i] += weight * pass_at[i]
-            sum_hat[i] += weight * pass_hat[i]
+    for n, passes in sorted(by_n.items()):
+        weight = sum(passes.values())
+        for i, sums in enumerate(curve_sums(n, passes)):
+            parts[i].append(sums)
             tasks[i] += weight
-    return [
-        CurvePoint(k=i + 1, pass_at_k=sum_at[i] / tasks[i], pass_hat_k=sum_hat[i] / tasks[i], tasks=tasks[i])
-        for i in range(depth)
-    ]
+    exact = len(by_n) <= _EXACT_GROUPS
+    points = []
+    for i in range(depth):
+        at, hat = (_mean_of_ratios(parts[i], part, tasks[i], exact=exact) for part in (1, 2))
+        points.append(CurvePoint(k=i + 1, pass_at_k=at, pass_hat_k=hat, tasks=tasks[i]))
+    return points
+
+
+def _mean_of_ratios(ratios: list[tuple[int, int, int]], part: int, count: int, *, exact: bool) -> float:
+    """(Σ ratios[j][part] / ratios[j][0]) / count, exactly rounded when `exact` (int / int is)."""
+    if len(ratios) == 1:
+        return ratios[0][part] / (ratios[0][0] * count)
+    if exact:
+        total = sum((Fraction(r[part], r[0]) for r in ratios), Fraction(0)) / count
+        return total.numerator / total.denominator
+    return math.fsum(r[part] / r[0] for r in ratios) / count

@@ -13,7 +13,7 @@ These live here because every metric surface needs them and none should re-deriv
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from statistics import NormalDist
 
 from pydantic import BaseModel, ConfigDict
@@ -22,28 +22,48 @@ from pydantic import BaseModel, ConfigDict
 def estimator_curves(n: int, c: int) -> tuple[list[float], list[float]]:
     """pass@k' and pass^k' for k' = 1..n, for one task with n scored attempts and c passes.
 
-    pass@k' = 1 - C(n-c, k')/C(n, k') and pass^k' = C(c, k')/C(n, k'). Binomials overflow and
-    their ratio cancels catastrophically for n in the thousands, so both ratios are built as running
-    products of factors ≤ 1, which is O(n) for the whole curve. The miss probability
-    ∏ (n-c-i)/(n-i) is accumulated as a sum of log1p terms and turned back with expm1, which keeps
-    pass@k' accurate to relative precision even when it is tiny (one pass among thousands).
+    pass@k' = 1 - C(n-c, k')/C(n, k') = (C(n, k') - C(n-c, k'))/C(n, k') and
+    pass^k' = C(c, k')/C(n, k'), each an exact ratio of integers rounded once to the nearest float
+    (Python's int / int is correctly rounded): n = 5, c = 3 gives pass^3 = 0.1, not
+    0.09999999999999999, and a tiny pass@k' keeps its relative precision. The binomials are built
+    incrementally, so the whole curve costs O(n) operations on integers of at most n bits.
     """
     if not 0 <= c <= n:
         raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
     pass_at: list[float] = []
     pass_hat: list[float] = []
-    log_miss = 0.0
-    all_pass = 1.0
-    for i in range(n):
-        remaining = n - i
-        if i < n - c:
-            log_miss += math.log1p(-c / remaining)
-            pass_at.append(0.0 - math.expm1(log_miss))
-        else:
-            pass_at.append(1.0)
-        all_pass = all_pass * (c - i) / remaining if i < c else 0.0
-        pass_hat.append(all_pass)
+    for total, miss, all_pass in _binomial_rows(n, {c: 1}):
+        pass_at.append((total - miss) / total)
+        pass_hat.append(all_pass / total)
     return pass_at, pass_hat
+
+
+def curve_sums(n: int, passes: dict[int, int]) -> list[tuple[int, int, int]]:
+    """For tasks that all have n scored attempts, `passes` mapping a pass count c to how many tasks
+    have it: for k' = 1..n, (C(n, k'), Σ pass@k'·C(n, k'), Σ pass^k'·C(n, k')) summed over those
+    tasks, all exact integers, so a caller can average them and round only once.
+    """
+    weight = sum(passes.values())
+    return [(total, weight * total - miss, all_pass) for total, miss, all_pass in _binomial_rows(n, passes)]
+
+
+def _binomial_rows(n: int, passes: dict[int, int]) -> Iterator[tuple[int, int, int]]:
+    """(C(n, k), Σ w·C(n-c, k), Σ w·C(c, k)) for k = 1..n over the weighted pass counts c.
+
+    Each binomial is updated from the previous one: C(m, k) = C(m, k-1)·(m-k+1)/k, exact.
+    """
+    total = 1
+    misses = dict.fromkeys(passes, 1)
+    alls = dict.fromkeys(passes, 1)
+    for k in range(1, n + 1):
+        total = total * (n - k + 1) // k
+        miss_sum = all_sum = 0
+        for c, weight in passes.items():
+            misses[c] = misses[c] * (n - c - k + 1) // k if k <= n - c else 0
+            alls[c] = alls[c] * (c - k + 1) // k if k <= c else 0
+            miss_sum += weight * misses[c]
+            all_sum += weight * alls[c]
+        yield total, miss_sum, all_sum
 
 
 def clustered_stderr(clusters: Sequence[Sequence[float]]) -> float | None:
@@ -221,7 +241,8 @@ class PairedDifference(BaseModel):
     which is why two models that are close on average can still be told apart. `correlation` is
     the Pearson correlation of the per-task values: the higher it is, the more pairing helps.
     `p_value` is the two-sided paired t test of "no difference"; null when the differences do not
-    vary (a t statistic needs a spread).
+    vary (a t statistic needs a spread). `clamped` says the t interval reached past the possible
+    range of a difference of two rates, [-1, 1], and was cut there.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -232,10 +253,20 @@ class PairedDifference(BaseModel):
     ci95: tuple[float, float] | None
     correlation: float | None
     p_value: float | None = None
+    clamped: bool = False
 
 
-def paired_difference(a: Sequence[float], b: Sequence[float]) -> PairedDifference:
-    """Compare two equally long sequences of per-task values (same tasks, same order)."""
+def paired_difference(
+    a: Sequence[float], b: Sequence[float], *, rates: bool = False, binary: bool = False
+) -> PairedDifference:
+    """Compare two equally long sequences of per-task values (same tasks, same order).
+
+    `rates`: every value lies in [0, 1] (means of rewards in [0, 1]), so the difference lies in
+    [-1, 1] and the t interval is cut there. `binary`: the values are pass rates of 0/1 rewards;
+    the interval is then the hull of the t interval and Newcombe's paired score interval, which
+    stays honest at the edges where the t interval collapses (every task differing by exactly 1
+    has no spread, yet three tasks do not make a certainty).
+    """
     if len(a) != len(b):
         raise ValueError(f"paired values need equal lengths, got {len(a)} and {len(b)}")
     count = len(a)
@@ -247,14 +278,53 @@ def paired_difference(a: Sequence[float], b: Sequence[float]) -> PairedDifferenc
         return PairedDifference(tasks=count, mean_difference=mean, stderr=None, ci95=None, correlation=None)
     variance = math.fsum((d - mean) ** 2 for d in differences) / (count - 1)
     stderr = math.sqrt(variance / count)
+    correlation = _pearson(a, b)
+    unclamped = t_interval(mean, stderr, count - 1)
+    low, high = unclamped
+    clamped = False
+    if rates or binary:
+        low, high = max(low, -1.0), min(high, 1.0)
+        clamped = (low, high) != unclamped
+        if binary:
+            score_low, score_high = paired_score_interval(a, b, correlation)
+            low, high = min(low, score_low), max(high, score_high)
     return PairedDifference(
         tasks=count,
         mean_difference=mean,
         stderr=stderr,
-        ci95=t_interval(mean, stderr, count - 1),
-        correlation=_pearson(a, b),
+        ci95=(low, high),
+        correlation=correlation,
         p_value=t_two_sided_p(mean / stderr, count - 1) if stderr > 0 else None,
+        clamped=clamped,
     )
+
+
+def paired_score_interval(
+    a: Sequence[float], b: Sequence[float], correlation: float | None
+) -> tuple[float, float]:
+    """95% interval of mean(a) - mean(b) for paired rates in [0, 1]: Newcombe's hybrid score
+    interval for paired proportions (Newcombe 1998, "Improved confidence intervals for the
+    difference between binomial proportions based on paired data", Statistics in Medicine 17,
+    method 10).
+
+    Each side gets its Wilson interval over the n tasks, and the two are combined with the
+    correlation φ of the paired values (taken as 0 when a side is constant, as Newcombe does for an
+    empty margin). With one 0/1 value per task this is Newcombe's interval exactly; with task means
+    of several attempts, the Wilson interval over tasks is conservative (a mean of several
+    attempts varies less than one attempt). It never leaves [-1, 1].
+    """
+    count = len(a)
+    mean_a, mean_b = math.fsum(a) / count, math.fsum(b) / count
+    mean_a, mean_b = min(1.0, max(0.0, mean_a)), min(1.0, max(0.0, mean_b))
+    low_a, high_a = wilson_interval(mean_a, count)
+    low_b, high_b = wilson_interval(mean_b, count)
+    phi = correlation or 0.0
+    difference = mean_a - mean_b
+    below = (mean_a - low_a) ** 2 - 2 * phi * (mean_a - low_a) * (high_b - mean_b) + (high_b - mean_b) ** 2
+    above = (high_a - mean_a) ** 2 - 2 * phi * (high_a - mean_a) * (mean_b - low_b) + (mean_b - low_b) ** 2
+    low = difference - math.sqrt(max(0.0, below))
+    high = difference + math.sqrt(max(0.0, above))
+    return max(-1.0, low), min(1.0, high)
 
 
 def _pearson(a: Sequence[float], b: Sequence[float]) -> float | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from envloop.core.leaderboard import key_differences
-from envloop.core.metrics import PairedTasks, ScoreCounts, TaskDifference, paired_tasks, task_means
+from envloop.core.metrics import PairedTasks, ScoreCounts, TaskDifference, compare_metrics, paired_tasks
 from envloop.core.status import TERMINAL
 from envloop.core.structured import Collected, Definition, definition_conflict
 from envloop.services.context import Context
@@ -42,6 +42,7 @@ class DimensionComparison(BaseModel):
     difference: float | None = Field(default=None, description="B - A")
     stderr: float | None = None
     ci95: tuple[float, float] | None = None
+    ci95_clamped: bool = Field(default=False, description="the t interval was cut at the scale's range")
     correlation: float | None = None
     refused: str | None = Field(default=None, description="why this dimension is not compared")
 
@@ -52,7 +53,13 @@ class Comparison(BaseModel):
     n_tasks: int = Field(description="tasks both sides scored")
     difference: float | None = Field(description="mean per-task difference, B minus A")
     stderr: float | None
-    ci95: tuple[float, float] | None
+    ci95: tuple[float, float] | None = Field(
+        description="95% interval of the difference: Student t on the per-task differences; for rates "
+        "in [0, 1] cut at [-1, 1], for binary rewards widened to Newcombe's paired score interval"
+    )
+    ci95_clamped: bool = Field(
+        default=False, description="the t interval reached past [-1, 1] and was cut at the possible range"
+    )
     p_value: float | None = Field(description="two-sided paired t test of no difference")
     correlation: float | None = Field(description="correlation of the two runs' per-task scores")
     only_a: int = Field(description="tasks only A scored (excluded)")
@@ -116,7 +123,7 @@ def compare_runs(
     ]
     digests_a, digests_b = dict(key_a.tasks), dict(key_b.tasks)
     changed = {t for t, d in digests_b.items() if digests_a.get(t, d) != d}
-    paired = _pair(task_means(a.metrics), task_means(b.metrics), changed)
+    paired = compare_metrics(a.metrics, b.metrics, exclude=changed)
     difference = paired.difference
     excluded = [Excluded(task=t, reason="task content differs between the runs") for t in sorted(changed)]
     excluded += [Excluded(task=t, reason="only A scored it") for t in paired.only_a]
@@ -128,6 +135,7 @@ def compare_runs(
         difference=difference.mean_difference,
         stderr=difference.stderr,
         ci95=difference.ci95,
+        ci95_clamped=difference.clamped,
         p_value=difference.p_value,
         correlation=difference.correlation,
         only_a=len(paired.only_a),
@@ -141,9 +149,11 @@ def compare_runs(
     )
 
 
-def _pair(a: dict[str, float], b: dict[str, float], changed: set[str]) -> PairedTasks:
+def _pair(a: dict[str, float], b: dict[str, float], changed: set[str], *, rates: bool) -> PairedTasks:
     return paired_tasks(
-        {t: v for t, v in a.items() if t not in changed}, {t: v for t, v in b.items() if t not in changed}
+        {t: v for t, v in a.items() if t not in changed},
+        {t: v for t, v in b.items() if t not in changed},
+        rates=rates,
     )
 
 
@@ -161,7 +171,8 @@ def _dimensions(a: Collected, b: Collected, changed: set[str]) -> list[Dimension
         elif conflict := definition_conflict(name, definition_a, definition_b):
             compared.append(DimensionComparison(name=name, refused=conflict))
         else:
-            paired = _pair(_means(a, name), _means(b, name), changed).difference
+            rates = definition_a.scale == (0.0, 1.0)
+            paired = _pair(_means(a, name), _means(b, name), changed, rates=rates).difference
             compared.append(
                 DimensionComparison(
                     name=name,
@@ -170,6 +181,7 @@ def _dimensions(a: Collected, b: Collected, changed: set[str]) -> list[Dimension
                     difference=paired.mean_difference,
                     stderr=paired.stderr,
                     ci95=paired.ci95,
+                    ci95_clamped=paired.clamped,
                     correlation=paired.correlation,
                 )
             )

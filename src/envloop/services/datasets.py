@@ -5,7 +5,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -42,8 +42,11 @@ class DatasetView(BaseModel):
     created_at: datetime
     member_count: int
     members: list[MemberView] | None = None
-    created: bool | None = None
-    """On push: False when identical content already had this revision."""
+    created: bool | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="only on push: false when identical content already had this revision",
+    )
 
 
 class _Member(BaseModel):

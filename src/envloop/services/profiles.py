@@ -60,7 +60,11 @@ class ProfileView(BaseModel):
     secret_params: list[str]
     digest: str
     created_at: datetime
-    created: bool | None = None
+    created: bool | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="only on create: false when identical content already had this version",
+    )
 
 
 def read_profile_file(path: Path) -> ProfileDocument:

@@ -3,7 +3,7 @@
 import shutil
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import select, update
@@ -18,10 +18,14 @@ from envloop.store.artifacts import ArtifactInfo, ArtifactNotFoundError
 from envloop.store.tables import Job, Profile, Trial
 from envloop.trajectories.files import read_trajectory
 
-LOG_FILES = {
+LogPhase = Literal["setup", "agent", "verifier", "artifacts"]
+LOG_FILES: dict[LogPhase, tuple[str, ...]] = {
+    "setup": ("setup/output.txt",),
     "agent": ("agent/stdout.txt", "agent/stderr.txt"),
     "verifier": ("verifier/stdout.txt", "verifier/stderr.txt"),
+    "artifacts": ("collection/output.txt",),
 }
+"""Each phase's kept output, by phase name: a phase that kept no file reads as an empty mapping."""
 
 
 class TrialView(BaseModel):

@@ -1,7 +1,5 @@
 """Trials: one attempt's record, logs, artifacts (listed and downloaded), invalidation."""
 
-from typing import Literal
-
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 
@@ -9,7 +7,7 @@ from envloop.api.auth import ProjectContext, TrialReader
 from envloop.api.schemas import ERRORS, InvalidateRequest
 from envloop.core.trajectory import Trajectory
 from envloop.services import trials
-from envloop.services.trials import TrialView
+from envloop.services.trials import LogPhase, TrialView
 from envloop.store.artifacts import ArtifactInfo
 
 router = APIRouter(prefix="/v1/trials", tags=["trials"], responses=ERRORS)
@@ -22,10 +20,9 @@ def get_trial(trial_id: str, ctx: TrialReader) -> TrialView:
 
 
 @router.get("/{trial_id}/logs")
-def trial_logs(
-    trial_id: str, ctx: TrialReader, phase: Literal["agent", "verifier"] = "agent"
-) -> dict[str, str]:
-    """The captured stdout and stderr of a phase (secrets were masked when they were kept)."""
+def trial_logs(trial_id: str, ctx: TrialReader, phase: LogPhase = "agent") -> dict[str, str]:
+    """The captured output of a phase, by stream (secrets were masked when they were kept); a phase
+    that kept no output gives an empty object."""
     return trials.trial_logs(ctx, trial_id, phase)
 
 
