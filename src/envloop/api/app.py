@@ -9,13 +9,14 @@ from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
 from envloop import __version__
 from envloop.api.auth import Caller, caller
 from envloop.api.routes import access, analysis, datasets, jobs, meta, profiles, rollouts, trials
+from envloop.console import install_console
 from envloop.services.context import Context
 from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.store.artifacts import ArtifactNotFoundError
@@ -28,12 +29,6 @@ API key of a project (`el key create`), or a share token, which reads one job an
 Errors are `{"detail": "one line"}` with 400 (bad input, nothing changed), 401, 403, 404 (unknown,
 or another project's) or 409 (contradicts what is stored).
 """
-
-_CONSOLE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>envloop</title></head>
-<body></body></html>
-"""
-
 
 _ALL_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 CATCH_ALL = "/v1/{rest:path}"
@@ -95,9 +90,7 @@ def create_app(ctx: Context | None = None) -> FastAPI:
     for module in (meta, datasets, profiles, jobs, trials, rollouts, analysis, access):
         app.include_router(module.router)
 
-    @app.get("/", include_in_schema=False)
-    def console() -> HTMLResponse:
-        return HTMLResponse(_CONSOLE)
+    install_console(app)
 
     @app.api_route(CATCH_ALL, methods=list(_ALL_METHODS), include_in_schema=False)
     def unknown(request: Request, rest: str, who: Annotated[Caller, Depends(caller)]) -> None:

@@ -1,0 +1,6 @@
+"""The web console `el serve` shows at `/`: jobs, metrics, task grid, trials and their traces, the
+project leaderboard, and share links, rendered on the server from the service layer."""
+
+from envloop.console.install import install_console
+
+__all__ = ["install_console"]

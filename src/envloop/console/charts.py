@@ -1,0 +1,112 @@
+"""Geometry of the console's two charts, drawn as inline SVG by the templates: the pass@k / pass^k
+curve and the reward histogram. Only coordinates are computed here; the values come from the
+services (the job result's curve, `services.distribution`) and their labels from `core.display`."""
+
+from dataclasses import dataclass
+
+from envloop.core.display import format_score
+from envloop.core.metrics import CurvePoint
+from envloop.services.distribution import RewardHistogram
+
+WIDTH, HEIGHT = 360, 180
+LEFT, RIGHT, TOP, BOTTOM = 44, 12, 10, 30
+
+
+@dataclass(frozen=True)
+class Mark:
+    x: float
+    y: float
+    label: str
+
+
+@dataclass(frozen=True)
+class Tick:
+    position: float
+    label: str
+
+
+@dataclass(frozen=True)
+class CurveChart:
+    at_k: str
+    """SVG polyline points of pass@k."""
+    hat_k: str
+    at_marks: list[Mark]
+    hat_marks: list[Mark]
+    x_ticks: list[Tick]
+    y_ticks: list[Tick]
+
+
+@dataclass(frozen=True)
+class BarShape:
+    x: float
+    y: float
+    width: float
+    height: float
+    label: str
+    """What the bar covers, e.g. "100%" or "0.5 – 0.6"."""
+    count: int
+
+
+@dataclass(frozen=True)
+class HistogramChart:
+    bars: list[BarShape]
+    y_ticks: list[Tick]
+
+
+PLOT_W = WIDTH - LEFT - RIGHT
+PLOT_H = HEIGHT - TOP - BOTTOM
+
+
+def _y(rate: float) -> float:
+    return TOP + PLOT_H * (1.0 - rate)
+
+
+def _rate_ticks() -> list[Tick]:
+    return [Tick(_y(v), format_score(v)) for v in (0.0, 0.25, 0.5, 0.75, 1.0)]
+
+
+def curve_chart(points: list[CurvePoint]) -> CurveChart:
+    depth = max(len(points), 1)
+
+    def x(k: int) -> float:
+        return LEFT + (PLOT_W * (k - 1) / (depth - 1) if depth > 1 else PLOT_W / 2)
+
+    at = [Mark(x(p.k), _y(p.pass_at_k), f"pass@{p.k} {format_score(p.pass_at_k)}") for p in points]
+    hat = [Mark(x(p.k), _y(p.pass_hat_k), f"pass^{p.k} {format_score(p.pass_hat_k)}") for p in points]
+    step = max(1, depth // 8)
+    ticks = [Tick(x(p.k), str(p.k)) for p in points if (p.k - 1) % step == 0 or p.k == depth]
+    return CurveChart(
+        at_k=" ".join(f"{m.x:.1f},{m.y:.1f}" for m in at),
+        hat_k=" ".join(f"{m.x:.1f},{m.y:.1f}" for m in hat),
+        at_marks=at,
+        hat_marks=hat,
+        x_ticks=ticks,
+        y_ticks=_rate_ticks(),
+    )
+
+
+def _bar_label(low: float, high: float) -> str:
+    if low == high:
+        return format_score(low)
+    return f"{format_score(low)} – {format_score(high)}"
+
+
+def histogram_chart(histogram: RewardHistogram) -> HistogramChart:
+    top = max((b.count for b in histogram.bars), default=0)
+    slots = max(len(histogram.bars), 1)
+    width = PLOT_W / slots
+    bars = []
+    for i, bar in enumerate(histogram.bars):
+        height = PLOT_H * bar.count / top if top else 0.0
+        bars.append(
+            BarShape(
+                x=LEFT + i * width + 2,
+                y=TOP + PLOT_H - height,
+                width=max(width - 4, 1.0),
+                height=height,
+                label=_bar_label(bar.low, bar.high),
+                count=bar.count,
+            )
+        )
+    y_ticks = [Tick(TOP + PLOT_H * (1 - f), str(round(top * f))) for f in (0.0, 0.5, 1.0)] if top else []
+    return HistogramChart(bars=bars, y_ticks=y_ticks)

@@ -1,0 +1,24 @@
+"""Mounting the console on the API's application: its pages, its live feed and its static files
+(stylesheet and scripts shipped inside the package: nothing is fetched from elsewhere)."""
+
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from envloop.console import actions, job_pages, live, trial_pages
+
+STATIC_DIR = Path(__file__).parent / "static"
+
+
+def install_console(app: FastAPI) -> None:
+    app.mount("/console/static", StaticFiles(directory=STATIC_DIR), name="console-static")
+    for router in (
+        job_pages.router,
+        job_pages.shared,
+        trial_pages.router,
+        trial_pages.shared,
+        actions.router,
+        live.router,
+    ):
+        app.include_router(router)

@@ -1,0 +1,121 @@
+"""Rendering pages: one Jinja environment with autoescaping on for every template, the number
+formats of `core.display`, and the headers every console response carries.
+
+Everything a task, an agent or a verifier wrote reaches a page only through `{{ … }}`, which
+escapes it; no template marks such text safe. The Content-Security-Policy allows scripts and styles
+from this server's own static files only (no inline script, no inline style), so even markup that
+slipped through could not run.
+"""
+
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from envloop import __version__
+from envloop.console.access import Viewer
+from envloop.core.display import MISSING, format_score
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+
+
+def _when(value: datetime | None) -> str:
+    if value is None:
+        return MISSING
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return MISSING
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 120:
+        return f"{value:.2f} s"
+    return f"{value / 60:.1f} min"
+
+
+def _between(start: datetime | None, end: datetime | None) -> str:
+    if start is None or end is None:
+        return MISSING
+    return _seconds((end - start).total_seconds())
+
+
+def _number(value: float | None) -> str:
+    """A value on its own scale (structured results, dimensions): never shown as a percentage."""
+    return MISSING if value is None else f"{value:.4g}"
+
+
+def _interval(value: tuple[float, float] | None, as_score: bool = True) -> str:
+    if value is None:
+        return MISSING
+    low, high = value
+    if as_score:
+        return f"{format_score(low)} – {format_score(high)}"
+    return f"{low:.4g} – {high:.4g}"
+
+
+def _size(value: int | None) -> str:
+    if value is None:
+        return MISSING
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value} {unit}" if unit == "bytes" else f"{value:.1f} {unit}"
+        value = value / 1024  # type: ignore[assignment]
+    return str(value)
+
+
+def _reward_class(value: float | None) -> str:
+    """A colour bucket for a reward in [0, 1] (r0 … r10); other scales get a neutral colour."""
+    if value is None:
+        return "rnone"
+    if 0.0 <= value <= 1.0:
+        return f"r{round(value * 10)}"
+    return "rother"
+
+
+environment = Environment(
+    loader=PackageLoader("envloop.console", "templates"),
+    autoescape=True,
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+environment.filters.update(
+    score=format_score,
+    number=_number,
+    when=_when,
+    seconds=_seconds,
+    interval=_interval,
+    size=_size,
+    reward_class=_reward_class,
+)
+environment.globals.update(between=_between, version=__version__, MISSING=MISSING)
+
+
+def render(template: str, **values: Any) -> str:
+    return environment.get_template(template).render(**values)
+
+
+def page(
+    request: Request, viewer: Viewer | None, template: str, status_code: int = 200, **values: Any
+) -> HTMLResponse:
+    html = render(template, request=request, v=viewer, **values)
+    return HTMLResponse(html, status_code=status_code, headers=SECURITY_HEADERS)
+
+
+def fragment(template: str, **values: Any) -> HTMLResponse:
+    return HTMLResponse(render(template, **values), headers=SECURITY_HEADERS)

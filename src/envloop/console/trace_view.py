@@ -1,0 +1,118 @@
+"""What the trace viewer shows of a trajectory besides the steps themselves: a one-line title per
+step for the timeline, which tool step answered each tool call (and the reverse), and where the
+grading is. Pure functions of a `Trajectory`; the trajectory comes from `services.trace`."""
+
+from dataclasses import dataclass
+
+from envloop.core.display import format_score
+from envloop.core.trajectory import (
+    ModelStep,
+    ScoreStep,
+    StateStep,
+    Step,
+    SystemStep,
+    ToolStep,
+    Trajectory,
+    UserStep,
+    VerifierStep,
+)
+
+TITLE_CHARS = 100
+
+
+@dataclass(frozen=True)
+class StepItem:
+    index: int
+    kind: str
+    title: str
+    problem: bool
+    """Something went wrong at this step: a model error, a tool that failed, no reward."""
+    changes: int
+
+
+def _line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:TITLE_CHARS]
+    return ""
+
+
+def step_item(step: Step) -> StepItem:
+    problem = False
+    changes = 0
+    if isinstance(step, SystemStep | UserStep):
+        title = _line(step.text)
+    elif isinstance(step, ModelStep):
+        problem = step.error is not None
+        if step.error:
+            title = "error: " + _line(step.error)
+        elif step.tool_calls:
+            title = "calls " + ", ".join(call.name for call in step.tool_calls)
+            if step.text.strip():
+                title += " · " + _line(step.text)
+        else:
+            title = _line(step.text) or "(empty answer)"
+    elif isinstance(step, ToolStep):
+        problem = step.error is not None or step.timed_out or step.exit_code not in (None, 0)
+        title = ("$ " + _line(step.command)) if step.command else step.tool
+        if step.exit_code not in (None, 0):
+            title += f"  → exit {step.exit_code}"
+        elif step.timed_out:
+            title += "  → timed out"
+        elif step.error:
+            title += "  → could not run"
+        changes = len(step.changes)
+    elif isinstance(step, StateStep):
+        changes = len(step.changes)
+        title = _line(step.note or "") or f"{changes} files changed"
+    elif isinstance(step, ScoreStep):
+        problem = step.reward is None
+        title = f"{step.scorer}: reward {format_score(step.reward)}"
+    else:
+        assert isinstance(step, VerifierStep)
+        problem = step.reward is None
+        title = f"reward {format_score(step.reward)}" + (
+            f" · {_line(step.reward_note)}" if step.reward_note else ""
+        )
+    return StepItem(
+        index=step.index, kind=step.kind, title=title[:TITLE_CHARS], problem=problem, changes=changes
+    )
+
+
+def call_results(trajectory: Trajectory) -> dict[str, ToolStep]:
+    """The tool step that ran each call, by call id (the first one, should an id repeat)."""
+    found: dict[str, ToolStep] = {}
+    for step in trajectory.steps:
+        if isinstance(step, ToolStep):
+            found.setdefault(step.call_id, step)
+    return found
+
+
+def calling_step(trajectory: Trajectory, tool: ToolStep) -> int | None:
+    """The model step that asked for this tool call."""
+    for step in reversed(trajectory.steps[: tool.index]):
+        if isinstance(step, ModelStep) and any(call.id == tool.call_id for call in step.tool_calls):
+            return step.index
+    return None
+
+
+def grading_index(trajectory: Trajectory) -> int | None:
+    """The last verifier or score step: where the grading result sits."""
+    for step in reversed(trajectory.steps):
+        if isinstance(step, VerifierStep | ScoreStep):
+            return step.index
+    return None
+
+
+TEXT_FIELDS = ("text", "reasoning", "stdout", "stderr", "expected", "answer", "explanation")
+
+
+def step_text(step: Step, field: str) -> str | None:
+    """A long text of a step by the name the viewer gives it: a field, or `diff-N` for a change."""
+    if field.startswith("diff-") and field[5:].isdigit() and isinstance(step, ToolStep | StateStep):
+        position = int(field[5:])
+        return step.changes[position].diff if position < len(step.changes) else None
+    if field in TEXT_FIELDS:
+        value = getattr(step, field, None)
+        return value if isinstance(value, str) else None
+    return None

@@ -1,0 +1,91 @@
+"""Why a job's attempts are failed, unscored, cancelled or excluded: trials grouped by reason.
+
+The job page answers "why are attempts missing?" with these groups, each linking to a few of its
+trials. A trial belongs to one group: an execution failure (by error type and message), a finished
+attempt without a reward (the verifier's note), a cancelled attempt, or one a user invalidated.
+Pending and running attempts are not failures; coverage counts them as waiting.
+"""
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+from sqlalchemy import and_, or_, select
+
+from envloop.services.context import Context
+from envloop.services.jobs import load_job
+from envloop.store.tables import Profile, Trial
+
+FailureKind = Literal["failed", "no_reward", "cancelled", "invalidated"]
+EXAMPLES = 5
+REASON_CHARS = 300
+
+
+class FailureGroup(BaseModel):
+    kind: FailureKind
+    error_type: str | None = Field(description="for failed trials, the error type")
+    reason: str = Field(description="the first line of the error message, reward note or invalidation reason")
+    count: int
+    by_profile: dict[str, int]
+    trial_ids: list[str] = Field(description=f"up to {EXAMPLES} of the group's trials, in grid order")
+
+
+def _reason(text: str | None, fallback: str) -> str:
+    first = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return first[:REASON_CHARS] or fallback
+
+
+def failure_summary(ctx: Context, job_id: str) -> list[FailureGroup]:
+    """The job's failure groups, largest first (a failed trial with a reward still counts here: its
+    execution failed even though the verifier scored what it left)."""
+    query = (
+        select(
+            Trial.id,
+            Trial.status,
+            Trial.error_type,
+            Trial.error_message,
+            Trial.reward,
+            Trial.reward_note,
+            Trial.invalidated,
+            Trial.invalidated_reason,
+            Profile.name,
+            Profile.version,
+        )
+        .join(Profile, Profile.id == Trial.profile_id)
+        .where(
+            Trial.job_id == job_id,
+            or_(
+                Trial.invalidated.is_(True),
+                Trial.status.in_(("failed", "cancelled")),
+                and_(Trial.status == "completed", Trial.reward.is_(None)),
+            ),
+        )
+        .order_by(Trial.profile_id, Trial.member_position, Trial.attempt)
+    )
+    with ctx.store.read() as session:
+        load_job(session, ctx.project_id, job_id)
+        rows = session.execute(query).all()
+    groups: dict[tuple[str, str | None, str], FailureGroup] = {}
+    for row in rows:
+        kind: FailureKind
+        error_type: str | None = None
+        if row.invalidated:
+            kind, reason = "invalidated", _reason(row.invalidated_reason, "no reason given")
+        elif row.status == "failed":
+            kind, error_type = "failed", row.error_type
+            reason = _reason(row.error_message, "no message")
+        elif row.status == "cancelled":
+            kind, reason = "cancelled", "cancelled before it finished"
+        else:
+            kind, reason = "no_reward", _reason(row.reward_note, "no reward and no note")
+        key = (kind, error_type, reason)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = FailureGroup(
+                kind=kind, error_type=error_type, reason=reason, count=0, by_profile={}, trial_ids=[]
+            )
+        group.count += 1
+        ref = f"{row.name}@{row.version}"
+        group.by_profile[ref] = group.by_profile.get(ref, 0) + 1
+        if len(group.trial_ids) < EXAMPLES:
+            group.trial_ids.append(row.id)
+    return sorted(groups.values(), key=lambda g: (-g.count, g.kind, g.error_type or "", g.reason))

@@ -1,0 +1,83 @@
+"""Reading a trial's kept files a window at a time: logs and artifacts can be far larger than a
+page should carry, so a reader asks for `limit` bytes from `offset` and pages on.
+
+A window never splits a UTF-8 character: its end moves back to the start of a character, and the
+next window starts there. Bytes that are not UTF-8 show as the replacement character.
+"""
+
+from typing import BinaryIO
+
+from pydantic import BaseModel, Field
+
+from envloop.services.context import Context
+from envloop.services.errors import UserError
+from envloop.services.trials import get_trial
+
+WINDOW = 64 * 1024
+MAX_WINDOW = 1024 * 1024
+_SNIFF = 8192
+
+
+class TextWindow(BaseModel):
+    path: str
+    size: int = Field(description="the whole file's size in bytes")
+    offset: int
+    text: str
+    next_offset: int | None = Field(description="where the next window starts; None at the end")
+    binary: bool = Field(description="the file looks binary (a NUL byte near its start): no text given")
+
+
+def read_window(ctx: Context, trial_id: str, path: str, offset: int = 0, limit: int = WINDOW) -> TextWindow:
+    """`limit` bytes of the trial's kept file `path` from `offset` (an unknown path raises)."""
+    if offset < 0 or not 0 < limit <= MAX_WINDOW:
+        raise UserError(f"offset must be at least 0 and limit between 1 and {MAX_WINDOW}")
+    get_trial(ctx, trial_id)
+    file = ctx.artifacts.trial_file(trial_id, path)
+    with file.open("rb") as handle:
+        size = handle.seek(0, 2)
+        handle.seek(0)
+        binary = b"\0" in handle.read(_SNIFF)
+        if binary:
+            return TextWindow(path=path, size=size, offset=0, text="", next_offset=None, binary=True)
+        start = _char_start(handle, min(offset, size))
+        handle.seek(start)
+        chunk = handle.read(limit + 4)
+    end = len(chunk) if start + len(chunk) >= size else _boundary(chunk, limit)
+    text = chunk[:end].decode("utf-8", errors="replace")
+    following = start + end
+    return TextWindow(
+        path=path,
+        size=size,
+        offset=start,
+        text=text,
+        next_offset=following if following < size else None,
+        binary=False,
+    )
+
+
+def _is_continuation(byte: int) -> bool:
+    return byte & 0xC0 == 0x80
+
+
+def _boundary(chunk: bytes, limit: int) -> int:
+    """The largest end <= limit that does not cut a UTF-8 character (at most 3 bytes back)."""
+    end = min(limit, len(chunk))
+    for back in range(4):
+        if end - back <= 0:
+            break
+        if end - back >= len(chunk) or not _is_continuation(chunk[end - back]):
+            return end - back
+    return end
+
+
+def _char_start(handle: BinaryIO, offset: int) -> int:
+    """Move `offset` back to the first byte of the character it falls in."""
+    for back in range(4):
+        position = offset - back
+        if position <= 0:
+            return 0
+        handle.seek(position)
+        byte = handle.read(1)
+        if not byte or not _is_continuation(byte[0]):
+            return position
+    return offset

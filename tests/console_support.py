@@ -1,0 +1,105 @@
+"""Real jobs for the console tests: the seed example on `envloop/shell@1` and an agent job against the
+scripted model endpoint, each with hostile text (HTML and script) where tasks, agents and verifiers
+can put it.
+
+The seed example (two attempts per task): A [1, 0], B [1, 1], C [0, missing] gives score 60%,
+5/6 attempts scored and 2/3 members complete. C's second attempt writes a reward file that is not a
+number, so it finishes without a reward and its note quotes the file: a `<script>`.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from envloop.testing import Reply, ScriptedServer, ScriptedToolCall
+from tests.conftest import El, make_task, write_profile
+
+HOSTILE = "<script>window.__pwned=1</script>"
+HOSTILE_OUTPUT = '<img src=x onerror="window.__pwned=2">'
+HOSTILE_TAG = "<b>bold</b>"
+
+_REWARD_BY_ATTEMPT = """logs="${{ENVLOOP_LOGS_DIR:-/logs}}"; app="${{ENVLOOP_APP_DIR:-/app}}"
+attempt="$(cat "$app/attempt" 2>/dev/null || echo 0)"
+case "$attempt" in
+{cases}
+esac
+"""
+
+
+def _verifier(rewards: dict[int, str]) -> str:
+    cases = "\n".join(
+        f'  {n}) printf %s {value!r} > "$logs/verifier/reward.txt" ;;' for n, value in rewards.items()
+    )
+    return _REWARD_BY_ATTEMPT.format(cases=cases)
+
+
+def seed_tasks(root: Path) -> Path:
+    make_task(root, "A", test=_verifier({1: "1", 2: "0"}))
+    make_task(root, "B", test=_verifier({1: "1", 2: "1"}))
+    make_task(root, "C", test=_verifier({1: "0", 2: HOSTILE}))
+    return root
+
+
+def _submit(el: El, *args: str) -> str:
+    submitted = el.ok("job", "submit", *args, "--json", timeout=300).json()
+    return str(submitted["id"] if "id" in submitted else submitted["job"]["id"])
+
+
+@dataclass(frozen=True)
+class Jobs:
+    seed: str
+    agent: str
+    agent_trial: str
+
+
+def make_seed_job(el: El, root: Path) -> str:
+    el.ok("dataset", "push", str(seed_tasks(root / "seed-tasks")), "--name", "seed")
+    command = (
+        'echo "$ENVLOOP_ATTEMPT" > "${ENVLOOP_APP_DIR:-/app}/attempt"; '
+        f"echo {json.dumps(HOSTILE_OUTPUT)}; echo attempt $ENVLOOP_ATTEMPT of $ENVLOOP_TASK"
+    )
+    profile = write_profile(root / "seed-profile.json", {"AGENT_NAME": "command", "AGENT_COMMAND": command})
+    el.ok("profile", "create", "team/shell", "1", "--file", str(profile))
+    return _submit(
+        el,
+        "--dataset",
+        "seed@1",
+        "--profile",
+        "team/shell@1",
+        "--attempts",
+        "2",
+        "--tag",
+        f"note={HOSTILE_TAG}",
+        "--wait",
+    )
+
+
+def bash(command: str) -> Reply:
+    return Reply(tool_calls=[ScriptedToolCall(name="bash", arguments={"command": command})])
+
+
+AGENT_SCRIPT = [
+    bash(f"printf 'hello\\n' > notes.txt && echo {json.dumps(HOSTILE)}"),
+    bash("echo more >> notes.txt && cat notes.txt"),
+    bash("seq 1 30000"),
+    bash("rm notes.txt && touch done"),
+    Reply(tool_calls=[ScriptedToolCall(name="finish", arguments={"summary": "created and removed notes"})]),
+]
+
+
+def make_agent_job(el: El, root: Path) -> tuple[str, str]:
+    make_task(root / "agent-tasks", "hello", solve="touch done")
+    el.ok("dataset", "push", str(root / "agent-tasks"), "--name", "agentic")
+    with ScriptedServer(AGENT_SCRIPT) as server:
+        params = {
+            "AGENT_NAME": "envloop",
+            "MODEL_PROTOCOL": "openai",
+            "MODEL_BASE_URL": server.openai_url,
+            "MODEL_NAME": "team-model/sft",
+            "MAX_RETRIES": "0",
+        }
+        profile = write_profile(root / "agent-profile.json", params)
+        el.ok("profile", "create", "team/agent", "1", "--file", str(profile))
+        job = _submit(el, "--dataset", "agentic@1", "--profile", "team/agent@1", "--wait")
+    [trial] = el.ok("trial", "list", "--job", job, "--json").json()
+    return job, str(trial["id"])
