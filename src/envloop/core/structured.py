@@ -104,6 +104,10 @@ def parse_structured(raw: bytes) -> StructuredReading:
         return StructuredReading(
             result=None, error=f"result.json is not valid JSON ({exc.msg} at line {exc.lineno})"
         )
+    except RecursionError:
+        return StructuredReading(result=None, error="result.json is nested too deeply")
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        return StructuredReading(result=None, error=f"result.json is not valid JSON ({str(exc)[:100]})")
     if not isinstance(data, dict):
         return StructuredReading(result=None, error="result.json is not a JSON object")
     try:

@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
+from envloop.core.reward import reward_problem
 from envloop.core.trajectory import (
     ScoreStep,
     StopReason,
@@ -115,8 +116,9 @@ class ChatRunner:
                 usage=usage,
                 stop_reason=stop,
             )
-        if result.reward is None:
-            message = mask_text(result.explanation, spec.secret_values)
+        problem = None if result.reward is None else reward_problem(result.reward)
+        if result.reward is None or problem is not None:
+            message = mask_text(problem or result.explanation, spec.secret_values)
             return TrialOutcome(
                 status="failed",
                 error=TrialError(type="verifier_error", message=message),

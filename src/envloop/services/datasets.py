@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from envloop.core.ids import new_id
+from envloop.core.nesting import MAX_DEPTH, deeper_than
 from envloop.runners.registry import UnknownRunnerError, get_runner
 from envloop.services.context import Context
 from envloop.services.errors import ConflictError, NotFoundError, UserError
@@ -118,6 +119,10 @@ def push_dataset(
             members = [_Member(name=t.name, digest=t.digest, requires=referenced_variables(t)) for t in tasks]
     except TaskFormatError as exc:
         raise UserError(str(exc)) from None
+    except RecursionError:
+        raise UserError(
+            f"{path.name}: a file is nested too deeply to read (at most {MAX_DEPTH} levels are accepted)"
+        ) from None
     _check_runner(runner, kind)
     if kind == "harbor":
         for task in tasks:
@@ -133,6 +138,9 @@ def push_dataset(
 
 def _jsonl_members(path: Path, scorer: str) -> list[_Member]:
     rows = load_jsonl(path)
+    for number, row in enumerate(rows, start=1):
+        if deeper_than(row.model_dump(mode="python")):
+            raise UserError(f"{path.name}: row {number} is nested more than {MAX_DEPTH} levels deep")
     validate_scorer(scorer, rows, source=path)
     return [
         _Member(name=row.id or "", digest=row_digest(row), row=row.model_dump(mode="json")) for row in rows

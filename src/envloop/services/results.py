@@ -7,6 +7,7 @@ from pydantic import BaseModel
 from sqlalchemy import select
 
 from envloop.core.metrics import AttemptSlot, ProfileMetrics, SlotState, compute_metrics
+from envloop.core.reward import reward_problem
 from envloop.core.status import TERMINAL
 from envloop.core.structured import Collected, StructuredSummary, summarize
 from envloop.services.context import Context
@@ -32,13 +33,21 @@ def slot_state(status: str, reward: float | None, invalidated: bool, dispatched:
     """A missing reward is never a zero: every non-scored slot keeps the reason it has none."""
     if invalidated:
         return "invalidated"
-    if reward is not None:
+    if reward is not None and countable(reward):
         return "scored"
     if status in ("pending", "running"):
         return "waiting"
     if status == "cancelled" and not dispatched:
         return "undispatched"
     return "invalid"
+
+
+def countable(reward: float) -> bool:
+    """A stored reward the metrics may count: finite and within the accepted range. Rewards are
+    checked when a verifier writes them; a store written before that check (a `1e308` that would
+    overflow every sum) must still give the rest of the job its metrics, so such a trial counts
+    as terminal without a reward."""
+    return reward_problem(reward) is None
 
 
 def job_result(ctx: Context, job_id: str) -> JobResult:
@@ -104,7 +113,8 @@ def job_result_detail(ctx: Context, job_id: str) -> _Detail:
     counted: list[tuple[str, str, str]] = []
     for trial_id, profile_id, task, attempt, status, reward, invalidated, dispatched, declared in rows:
         state = slot_state(status, reward, invalidated, dispatched)
-        slots[profile_id].append(AttemptSlot(task, attempt, state, reward))
+        kept = reward if state in ("scored", "invalidated") else None
+        slots[profile_id].append(AttemptSlot(task, attempt, state, kept))
         if declared and counts(status, invalidated):
             counted.append((trial_id, profile_id, task))
     by_id = collect_by_profile(ctx, counted)
