@@ -1,0 +1,435 @@
+"""One container per trial: started from the task's image, used through exec and tar copies, removed.
+
+The container's first process is `docker-init` (tini) over `sleep infinity`, so it stays up between
+commands and reaps whatever they leave. Nothing of the host is mounted; files cross as tar streams
+(`put_dir`, `put_file`, `get_dir`, `read_file`). Its network is `none` unless the caller names
+another (`host` would let the trial reach every service listening on the host: callers must not
+pass it for a trial). Limits are the daemon's cgroups: `--cpus`, `--memory` (no swap beyond it),
+`--pids-limit`, plus a largest-file rlimit.
+
+Every container carries labels naming its trial and the worker process that owns it (host, pid and
+that process's start time, so a reused pid is not mistaken for its owner). `sweep_orphans` removes
+the containers of workers on this host that are gone; `running_container` removes its container on
+every path out, cancellation included.
+"""
+
+import asyncio
+import contextlib
+import os
+import re
+import secrets
+import socket
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from pathlib import Path
+from typing import BinaryIO, TypeVar
+
+import psutil
+from pydantic import BaseModel, Field
+
+from envloop.environments.docker import transfer
+from envloop.environments.docker.cli import DockerError, docker, docker_binary, first_line
+from envloop.environments.docker.transfer import CopyOutReport, Owner
+
+MANAGED_LABEL = "envloop.managed"
+TRIAL_LABEL = "envloop.trial"
+WORKER_LABEL = "envloop.worker"
+EXEC_MARKER = "ENVLOOP_EXEC_ID"
+OUTPUT_TAIL_BYTES = 64 * 1024
+_KILL_WAIT_SEC = 10.0
+_T = TypeVar("_T")
+
+
+class ContainerSpec(BaseModel):
+    """How to start a trial's container. Values of `env` never appear on a command line."""
+
+    image: str
+    trial_id: str
+    network: str = "none"
+    cpus: float | None = Field(default=None, gt=0)
+    memory_mb: int | None = Field(default=None, gt=0)
+    pids: int | None = Field(default=None, gt=0)
+    file_size_mb: int | None = Field(default=None, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+    workdir: str | None = None
+    user: str | None = None
+    """Default user of every exec (the image's USER when None)."""
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class ExecOutcome(BaseModel):
+    """How one command ended. `exit_code` is None when it was killed on timeout."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool
+    duration_sec: float
+    stdout_whole: bool
+    stderr_whole: bool
+    """True when `stdout`/`stderr` hold the whole output, not only its last 64 KiB."""
+
+
+def worker_identity(pid: int | None = None) -> str:
+    """`host:pid:start-time` of a process (this one by default), as put in the worker label."""
+    process = psutil.Process(pid)
+    return f"{socket.gethostname()}:{process.pid}:{int(process.create_time())}"
+
+
+def _owner_gone(identity: str) -> bool:
+    """True when the labelled worker ran on this host and that exact process is no longer alive."""
+    host, _, rest = identity.partition(":")
+    pid_text, _, started = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    try:
+        process = psutil.Process(int(pid_text))
+        alive = process.status() != psutil.STATUS_ZOMBIE
+        return not alive or str(int(process.create_time())) != started
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _name_for(trial_id: str) -> str:
+    safe = re.sub(r"[^a-zA-Z0-9_.-]", "-", trial_id)[:80] or "trial"
+    return f"envloop-{safe}-{secrets.token_hex(3)}"
+
+
+def _env_args(names: Sequence[str]) -> list[str]:
+    return [arg for name in names for arg in ("-e", name)]
+
+
+def _read_tail(capture: BinaryIO) -> tuple[str, bool]:
+    size = os.fstat(capture.fileno()).st_size
+    start = max(0, size - OUTPUT_TAIL_BYTES)
+    capture.seek(start)
+    return capture.read(size - start).decode("utf-8", errors="replace"), start == 0
+
+
+async def _finish_even_if_cancelled(work: Awaitable[_T]) -> _T:
+    """Run cleanup to the end even when the caller is cancelled meanwhile, then re-raise the cancel."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return task.result()
+
+
+class Container:
+    """A started trial container. Create with `start` (or `running_container`), end with `remove`."""
+
+    def __init__(self, container_id: str, name: str, spec: ContainerSpec) -> None:
+        self.id = container_id
+        self.name = name
+        self.spec = spec
+        self._stopped = False
+        self._removed = False
+
+    @classmethod
+    async def start(cls, spec: ContainerSpec) -> "Container":
+        name = _name_for(spec.trial_id)
+        labels = {
+            **spec.labels,
+            MANAGED_LABEL: "1",
+            TRIAL_LABEL: spec.trial_id,
+            WORKER_LABEL: worker_identity(),
+        }
+        args = ["run", "--detach", "--init", "--name", name, "--hostname", "envloop"]
+        args += ["--network", spec.network]
+        for key, value in labels.items():
+            args += ["--label", f"{key}={value}"]
+        if spec.cpus is not None:
+            args += ["--cpus", f"{spec.cpus:g}"]
+        if spec.memory_mb is not None:
+            args += ["--memory", f"{spec.memory_mb}m", "--memory-swap", f"{spec.memory_mb}m"]
+        if spec.pids is not None:
+            args += ["--pids-limit", str(spec.pids)]
+        args += ["--ulimit", "core=0"]
+        if spec.file_size_mb is not None:
+            size = spec.file_size_mb * 1024 * 1024
+            args += ["--ulimit", f"fsize={size}:{size}"]
+        if spec.workdir:
+            args += ["--workdir", spec.workdir]
+        args += _env_args(list(spec.env))
+        args += ["--entrypoint", "sleep", spec.image, "infinity"]
+        try:
+            result = await docker(args, env=spec.env, timeout=120)
+        except BaseException:
+            # `docker run` may have created the container before failing or being cancelled.
+            await _finish_even_if_cancelled(_remove_by_name(name))
+            raise
+        return cls(result.stdout.decode().strip(), name, spec)
+
+    async def exec(
+        self,
+        command: Sequence[str],
+        *,
+        user: str | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        stdout_path: Path | None = None,
+        stderr_path: Path | None = None,
+    ) -> ExecOutcome:
+        """Run `command` inside; on timeout or cancellation kill every process it started.
+
+        Output streams to the given files (or temporary ones); the outcome keeps the last 64 KiB of
+        each. A stopped container is started again first (its files are as they were).
+        """
+        if self._removed:
+            raise DockerError(f"container of trial {self.spec.trial_id} was removed")
+        if self._stopped:
+            await docker(["start", self.id])
+            self._stopped = False
+        token = secrets.token_hex(8)
+        extra = {**(env or {}), EXEC_MARKER: token}
+        args = ["exec"]
+        if stdin is not None:
+            args.append("--interactive")
+        chosen_user = user or self.spec.user
+        if chosen_user:
+            args += ["--user", chosen_user]
+        if cwd:
+            args += ["--workdir", cwd]
+        args += _env_args(list(extra))
+        args += [self.id, *command]
+        started = time.monotonic()
+        with contextlib.ExitStack() as files:
+            out = files.enter_context(
+                stdout_path.open("w+b") if stdout_path else tempfile.TemporaryFile()  # noqa: SIM115
+            )
+            err = files.enter_context(
+                stderr_path.open("w+b") if stderr_path else tempfile.TemporaryFile()  # noqa: SIM115
+            )
+            proc = await asyncio.create_subprocess_exec(
+                docker_binary(),
+                *args,
+                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                env={**os.environ, **extra},
+            )
+            timed_out = await self._wait(proc, token, timeout, stdin)
+            stdout, stdout_whole = _read_tail(out)
+            stderr, stderr_whole = _read_tail(err)
+        return ExecOutcome(
+            exit_code=None if timed_out else proc.returncode,
+            stdout=stdout,
+            stderr=stderr,
+            timed_out=timed_out,
+            duration_sec=time.monotonic() - started,
+            stdout_whole=stdout_whole,
+            stderr_whole=stderr_whole,
+        )
+
+    async def _wait(
+        self, proc: asyncio.subprocess.Process, token: str, timeout: float | None, stdin: bytes | None
+    ) -> bool:
+        try:
+            async with asyncio.timeout(timeout):
+                await proc.communicate(stdin)
+        except TimeoutError:
+            await self._kill_exec(proc, token)
+            return True
+        except BaseException:
+            await _finish_even_if_cancelled(self._kill_exec(proc, token))
+            raise
+        return False
+
+    async def _kill_exec(self, proc: asyncio.subprocess.Process, token: str) -> None:
+        """Killing the `docker exec` client leaves the command running inside, so the processes
+        carrying this exec's marker are killed in the container too (as root)."""
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        script = (
+            'for d in /proc/[0-9]*; do p="${d#/proc/}"; [ "$p" = "$$" ] && continue; '
+            f'if tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qx "{EXEC_MARKER}={token}"; '
+            'then kill -9 "$p" 2>/dev/null; fi; done; true'
+        )
+        with contextlib.suppress(DockerError, TimeoutError):
+            await docker(["exec", "--user", "0", self.id, "/bin/sh", "-c", script], timeout=_KILL_WAIT_SEC)
+
+    async def put_dir(self, source: Path, dest: str, *, owner: Owner | None = None) -> None:
+        """Copy the host directory (or file) `source` to the absolute path `dest` inside.
+
+        The parent of `dest` is created when missing. Symlinks are copied as links, never followed.
+        """
+        parent, top = _split(dest)
+        with tempfile.TemporaryFile() as archive:
+            await asyncio.to_thread(transfer.pack_tree, source, top, archive, owner or Owner())
+            archive.seek(0)
+            await self._extract_into(parent, archive)
+
+    async def put_file(
+        self, dest: str, data: bytes, *, mode: int = 0o644, owner: Owner | None = None
+    ) -> None:
+        """Write `data` as the file `dest` inside (replacing it), creating its parent when missing."""
+        parent, top = _split(dest)
+        with tempfile.TemporaryFile() as archive:
+            archive.write(transfer.pack_bytes(data, top, mode, owner or Owner()))
+            archive.seek(0)
+            await self._extract_into(parent, archive)
+
+    async def _extract_into(self, parent: str, archive: BinaryIO) -> None:
+        for attempt in range(2):
+            archive.seek(0)
+            proc = await asyncio.create_subprocess_exec(
+                docker_binary(),
+                "cp",
+                "--archive",
+                "-",
+                f"{self.id}:{parent}",
+                stdin=archive,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            _, stderr = await proc.communicate()
+            if proc.returncode == 0:
+                return
+            message = stderr.decode(errors="replace")
+            if attempt == 0 and ("Could not find the file" in message or "must be a directory" in message):
+                await self.exec(["mkdir", "-p", parent], user="0")
+                continue
+            raise DockerError(f"copy into {parent}: {first_line(message)}")
+
+    async def get_dir(
+        self,
+        source: str,
+        dest: Path,
+        *,
+        max_bytes: int = transfer.DEFAULT_MAX_BYTES,
+        max_entries: int = transfer.DEFAULT_MAX_ENTRIES,
+    ) -> CopyOutReport:
+        """Copy the directory `source` inside to the new host directory `dest`: regular files and
+        directories only, within the caps; everything else is listed in the report's `skipped`."""
+        with tempfile.TemporaryFile() as archive:
+            await self._copy_out(source, archive, max_bytes)
+            archive.seek(0)
+            return await asyncio.to_thread(
+                transfer.unpack_tree, archive, dest, max_bytes=max_bytes, max_entries=max_entries
+            )
+
+    async def read_file(self, path: str, *, max_bytes: int = 16 << 20) -> bytes:
+        """The content of the regular file `path` inside (FileNotFoundError when it is absent)."""
+        with tempfile.TemporaryFile() as archive:
+            await self._copy_out(path, archive, max_bytes)
+            archive.seek(0)
+            return await asyncio.to_thread(transfer.read_single_file, archive, max_bytes)
+
+    async def _copy_out(self, source: str, archive: BinaryIO, max_bytes: int) -> None:
+        """`docker cp` the path's tar into `archive`, stopping once it outgrows the cap (plus room
+        for tar headers) so a huge file cannot fill the host's disk."""
+        limit = max_bytes + (64 << 20)
+        proc = await asyncio.create_subprocess_exec(
+            docker_binary(),
+            "cp",
+            f"{self.id}:{source}",
+            "-",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        written = 0
+        try:
+            while chunk := await proc.stdout.read(1 << 20):
+                written += len(chunk)
+                if written > limit:
+                    proc.kill()
+                    break
+                archive.write(chunk)
+            stderr = await proc.stderr.read()
+            await proc.wait()
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await _finish_even_if_cancelled(proc.wait())
+            raise
+        if proc.returncode != 0 and written <= limit:
+            message = stderr.decode(errors="replace")
+            if "Could not find the file" in message or "No such container:path" in message:
+                raise FileNotFoundError(f"{source}: no such file or directory in the container")
+            raise DockerError(f"copy out of {source}: {first_line(message)}")
+
+    async def stop(self) -> None:
+        """Kill every process inside at once (the container's first process included); its files
+        stay, so they can still be copied out. A later `exec` starts it again."""
+        if self._removed or self._stopped:
+            return
+        result = await docker(["kill", self.id], check=False)
+        if result.returncode != 0 and "is not running" not in result.stderr:
+            raise DockerError(f"docker kill: {first_line(result.stderr)}")
+        self._stopped = True
+
+    async def remove(self) -> None:
+        """Remove the container and everything in it (idempotent); finishes even when cancelled."""
+        if self._removed:
+            return
+        await _finish_even_if_cancelled(_remove_by_name(self.id))
+        self._removed = True
+
+
+def _split(dest: str) -> tuple[str, str]:
+    if not dest.startswith("/") or "\0" in dest:
+        raise ValueError(f"{dest!r}: expected an absolute path inside the container")
+    normal = os.path.normpath(dest)
+    parent, top = os.path.split(normal)
+    if not top:
+        raise ValueError(f"{dest!r}: cannot replace the container's root")
+    return parent, top
+
+
+async def _remove_by_name(name: str) -> None:
+    result = await docker(["rm", "--force", "--volumes", name], check=False, timeout=120)
+    if result.returncode != 0 and "No such container" not in result.stderr:
+        raise DockerError(f"docker rm: {first_line(result.stderr)}")
+
+
+@contextlib.asynccontextmanager
+async def running_container(spec: ContainerSpec) -> AsyncIterator[Container]:
+    """A started container, removed on every way out (error, timeout, cancellation)."""
+    container = await Container.start(spec)
+    try:
+        yield container
+    finally:
+        await container.remove()
+
+
+async def sweep_orphans() -> list[str]:
+    """Remove the containers whose worker ran on this host and is gone; returns their names.
+
+    Run when a worker starts (a worker that was killed could not remove its own).
+    """
+    listed = await docker(
+        [
+            "ps",
+            "--all",
+            "--no-trunc",
+            "--filter",
+            f"label={MANAGED_LABEL}=1",
+            "--format",
+            f'{{{{.Names}}}}\t{{{{.Label "{WORKER_LABEL}"}}}}',
+        ]
+    )
+    removed: list[str] = []
+    for line in listed.stdout.decode().splitlines():
+        name, _, identity = line.partition("\t")
+        if name and _owner_gone(identity.strip()):
+            await _remove_by_name(name)
+            removed.append(name)
+    return removed
+
+
+async def trial_containers(trial_id: str) -> list[str]:
+    """Names of the containers (running or not) labelled with this trial."""
+    listed = await docker(
+        ["ps", "--all", "--filter", f"label={TRIAL_LABEL}={trial_id}", "--format", "{{.Names}}"]
+    )
+    return [line for line in listed.stdout.decode().splitlines() if line]

@@ -1,0 +1,47 @@
+"""The Docker daemon and base image the docker tests run against, set up once per test session.
+
+`scripts/test` starts the daemon (scripts/docker-daemon) and makes the base images before pytest;
+a bare `pytest` starts a daemon itself when none answers (and stops it at the end). Where no daemon
+can start, the tests fail loudly under CI=true and are skipped elsewhere, with the reason.
+"""
+
+import asyncio
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from envloop.environments.docker import DockerUnavailableError, daemon_version, ensure_base_images
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _version() -> tuple[str | None, str]:
+    """(the daemon's version, or None and why not)."""
+    try:
+        return asyncio.run(daemon_version()), ""
+    except (DockerUnavailableError, OSError) as exc:
+        return None, str(exc)
+
+
+@pytest.fixture(scope="session")
+def docker_daemon() -> Iterator[str]:
+    """The daemon's version, with the Debian base image (and its aliases) present."""
+    script = str(REPO / "scripts" / "docker-daemon")
+    version, why = _version()
+    started = False
+    if version is None:
+        start = subprocess.run([script, "start"], capture_output=True, text=True, check=False)
+        started = start.returncode == 0
+        version, why = _version()
+        if version is None:
+            reason = f"no Docker daemon could be started: {start.stderr.strip() or why}"
+            if os.environ.get("CI"):
+                pytest.fail(reason)
+            pytest.skip(reason)
+    ensure_base_images(python=False, log=lambda message: None)
+    yield version
+    if started:
+        subprocess.run([script, "stop"], check=False)
