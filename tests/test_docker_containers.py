@@ -1,0 +1,292 @@
+"""Trial containers on a real Docker daemon: isolation, limits, commands, copies and cleanup."""
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from envloop.environments.docker import (
+    Container,
+    ContainerSpec,
+    Owner,
+    running_container,
+    sweep_orphans,
+    trial_containers,
+)
+from envloop.environments.docker.base_images import DEBIAN_IMAGE
+from envloop.environments.docker.cli import docker_binary
+from tests.docker_daemon import docker_daemon
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
+__all__ = ["docker_daemon"]
+
+
+def _spec(trial: str, **fields: object) -> ContainerSpec:
+    return ContainerSpec(image=DEBIAN_IMAGE, trial_id=trial, **fields)  # type: ignore[arg-type]
+
+
+def _inspect(name: str) -> dict[str, object]:
+    done = subprocess.run([docker_binary(), "inspect", name], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)[0]  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def host_server() -> Iterator[int]:
+    """A TCP server on every host address that answers "host-secret" to whoever connects."""
+    server = socket.create_server(("0.0.0.0", 0))
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                connection, _ = server.accept()
+                with connection:
+                    connection.sendall(b"host-secret\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    server.close()
+
+
+def _host_addresses() -> list[str]:
+    found = {"127.0.0.1"}
+    for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
+        found.add(str(info[4][0]))
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("10.255.255.255", 1))
+        found.add(probe.getsockname()[0])
+    return sorted(found)
+
+
+def test_container_network_is_off_by_default_and_the_host_is_unreachable(host_server: int) -> None:
+    addresses = _host_addresses()
+    with socket.create_connection(("127.0.0.1", host_server), timeout=2) as sanity:
+        assert sanity.recv(64) == b"host-secret\n"
+    probes = " ".join(
+        f"(timeout 3 bash -c 'cat < /dev/tcp/{address}/{host_server}' && echo REACHED {address});"
+        for address in addresses
+    )
+
+    async def go() -> tuple[str, str, str]:
+        async with running_container(_spec("trl_net")) as container:
+            interfaces = await container.exec(["sh", "-c", "tail -n +3 /proc/net/dev | cut -d: -f1"])
+            routes = await container.exec(["sh", "-c", "tail -n +2 /proc/net/route"])
+            reach = await container.exec(["bash", "-c", probes], timeout=60)
+            return interfaces.stdout, routes.stdout, reach.stdout + reach.stderr
+
+    interfaces, routes, reach = asyncio.run(go())
+
+    assert interfaces.split() == ["lo"]
+    assert routes.strip() == ""
+    assert "REACHED" not in reach and "host-secret" not in reach
+
+
+def test_memory_limit_is_enforced_by_killing_the_command_that_exceeds_it() -> None:
+    async def go() -> tuple[str, int | None]:
+        async with running_container(_spec("trl_mem", memory_mb=64)) as container:
+            limit = await container.exec(["cat", "/sys/fs/cgroup/memory/memory.limit_in_bytes"])
+            # `tail` keeps a whole "line" of 256 MB of zeros in memory.
+            hog = await container.exec(["sh", "-c", "head -c 268435456 /dev/zero | tail -n 1 >/dev/null"])
+            return limit.stdout.strip(), hog.exit_code
+
+    limit, code = asyncio.run(go())
+
+    assert limit == str(64 * 1024 * 1024)
+    assert code == 128 + 9  # SIGKILL from the kernel's out-of-memory killer
+
+
+def test_pids_limit_stops_a_fork_storm() -> None:
+    async def go() -> tuple[int, str]:
+        async with running_container(_spec("trl_pids", pids=24)) as container:
+            storm = await container.exec(
+                ["bash", "-c", "for i in $(seq 60); do sleep 30 & done 2>&1; sleep 1"], timeout=20
+            )
+            count = await container.exec(["sh", "-c", "grep -l '^sleep' /proc/[0-9]*/cmdline | wc -l"])
+            return int(count.stdout.strip() or 0), storm.stdout + storm.stderr
+
+    sleeping, output = asyncio.run(go())
+
+    assert sleeping < 24
+    assert "fork" in output or "Resource temporarily unavailable" in output
+
+
+def test_exec_runs_as_the_user_in_the_directory_with_env_and_streams_output_to_files(tmp_path: Path) -> None:
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+
+    async def go() -> tuple[int | None, str]:
+        spec = _spec("trl_exec", env={"TASK_SECRET": "s3cr3t-value"}, workdir="/srv")
+        async with running_container(spec) as container:
+            result = await container.exec(
+                ["sh", "-c", 'id -u; pwd; echo "$TASK_SECRET $EXTRA"; echo oops >&2; exit 7'],
+                user="65534",
+                cwd="/tmp",
+                env={"EXTRA": "extra-value"},
+                stdout_path=out,
+                stderr_path=err,
+            )
+            created = _inspect(container.id)
+            return result.exit_code, json.dumps(created)
+
+    code, inspected = asyncio.run(go())
+
+    assert code == 7
+    assert out.read_text() == "65534\n/tmp\ns3cr3t-value extra-value\n"
+    assert err.read_text() == "oops\n"
+    assert '"Mounts": []' in inspected
+    assert '"NetworkMode": "none"' in inspected
+
+
+def test_timeout_kills_every_process_the_command_started() -> None:
+    async def go() -> tuple[bool, int | None, str]:
+        async with running_container(_spec("trl_timeout")) as container:
+            result = await container.exec(
+                ["bash", "-c", "sleep 300 & setsid sleep 301 & sleep 302"], timeout=1
+            )
+            left = await container.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"])
+            return result.timed_out, result.exit_code, left.stdout
+
+    timed_out, code, left = asyncio.run(go())
+
+    assert (timed_out, code) == (True, None)
+    assert "sleep 30" not in left
+
+
+def test_files_cross_as_copies_owned_as_asked_and_links_or_fifos_never_come_out(tmp_path: Path) -> None:
+    source = tmp_path / "tests"
+    (source / "sub").mkdir(parents=True)
+    (source / "test.sh").write_text("#!/bin/sh\necho ok\n")
+    (source / "test.sh").chmod(0o755)
+    (source / "sub" / "data.txt").write_text("data\n")
+    out = tmp_path / "out"
+
+    async def go() -> tuple[str, bytes, list[str]]:
+        async with running_container(_spec("trl_copy")) as container:
+            await container.put_dir(source, "/tests", owner=Owner(uid=1234, gid=1234))
+            await container.put_file("/logs/verifier/note.txt", b"note\n")
+            listing = await container.exec(
+                ["sh", "-c", "stat -c '%u %a %n' /tests/test.sh /tests/sub/data.txt"]
+            )
+            await container.exec(
+                ["sh", "-c", "cd /logs/verifier && echo 1 > reward.txt && ln -s /etc/passwd pw && mkfifo f"]
+            )
+            report = await container.get_dir("/logs", out)
+            return listing.stdout, await container.read_file("/logs/verifier/reward.txt"), report.skipped
+
+    listing, reward, skipped = asyncio.run(go())
+
+    assert listing == "1234 755 /tests/test.sh\n1234 644 /tests/sub/data.txt\n"
+    assert reward == b"1\n"
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
+        "verifier",
+        "verifier/note.txt",
+        "verifier/reward.txt",
+    ]
+    assert sorted(skipped) == ["verifier/f: FIFO not kept", "verifier/pw: symlink to /etc/passwd not kept"]
+
+
+def test_copy_out_of_a_missing_path_says_so() -> None:
+    async def go() -> None:
+        async with running_container(_spec("trl_missing")) as container:
+            await container.read_file("/logs/verifier/reward.txt")
+
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        asyncio.run(go())
+
+
+def test_stop_kills_daemons_left_behind_but_keeps_the_files() -> None:
+    async def go() -> tuple[bytes, str]:
+        async with running_container(_spec("trl_stop")) as container:
+            await container.exec(["sh", "-c", "echo kept > /tmp/kept; setsid sleep 600 >/dev/null 2>&1 &"])
+            await container.stop()
+            kept = await container.read_file("/tmp/kept")
+            after = await container.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"])
+            return kept, after.stdout
+
+    kept, processes = asyncio.run(go())
+
+    assert kept == b"kept\n"
+    assert "sleep 600" not in processes
+
+
+def test_container_is_removed_when_the_trial_is_cancelled() -> None:
+    started = asyncio.Event()
+
+    async def trial() -> None:
+        async with running_container(_spec("trl_cancel")) as container:
+            started.set()
+            await container.exec(["sleep", "600"])
+
+    async def go() -> list[str]:
+        task = asyncio.create_task(trial())
+        await asyncio.wait_for(started.wait(), 60)
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return await trial_containers("trl_cancel")
+
+    assert asyncio.run(go()) == []
+
+
+def test_container_is_removed_when_the_trial_fails() -> None:
+    async def go() -> None:
+        async with running_container(_spec("trl_fails")):
+            raise RuntimeError("runner crashed")
+
+    with pytest.raises(RuntimeError, match="runner crashed"):
+        asyncio.run(go())
+    assert asyncio.run(trial_containers("trl_fails")) == []
+
+
+_ORPHAN_MAKER = """
+import asyncio, os, sys
+from envloop.environments.docker import Container, ContainerSpec
+from envloop.environments.docker.base_images import DEBIAN_IMAGE
+
+async def main():
+    container = await Container.start(ContainerSpec(image=DEBIAN_IMAGE, trial_id=sys.argv[1]))
+    print(container.name, flush=True)
+    os._exit(0)  # dies without removing it, as a killed worker would
+
+asyncio.run(main())
+"""
+
+
+def test_orphan_sweep_removes_containers_of_dead_workers_and_spares_live_ones() -> None:
+    made = subprocess.run(
+        [sys.executable, "-c", _ORPHAN_MAKER, "trl_orphan"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env={**os.environ},
+    )
+    orphan = made.stdout.strip()
+
+    async def go() -> tuple[list[str], list[str], list[str]]:
+        live = await Container.start(_spec("trl_live"))
+        try:
+            before = await trial_containers("trl_orphan")
+            removed = await sweep_orphans()
+            return before, removed, await trial_containers("trl_live")
+        finally:
+            await live.remove()
+
+    before, removed, live = asyncio.run(go())
+
+    assert before == [orphan]
+    assert orphan in removed
+    assert asyncio.run(trial_containers("trl_orphan")) == []
+    assert len(live) == 1
