@@ -311,11 +311,14 @@ class Container:
         """Copy the directory `source` inside to the new host directory `dest`: regular files and
         directories only, within the caps; everything else is listed in the report's `skipped`."""
         with tempfile.TemporaryFile() as archive:
-            await self._copy_out(source, archive, max_bytes)
+            complete = await self._copy_out(source, archive, max_bytes)
             archive.seek(0)
-            return await asyncio.to_thread(
+            report = await asyncio.to_thread(
                 transfer.unpack_tree, archive, dest, max_bytes=max_bytes, max_entries=max_entries
             )
+        if not complete:
+            report.skipped.append(f"the copy was cut off past the {max_bytes}-byte cap: the rest is not kept")
+        return report
 
     async def read_file(self, path: str, *, max_bytes: int = 16 << 20) -> bytes:
         """The content of the regular file `path` inside (FileNotFoundError when it is absent)."""
@@ -324,9 +327,9 @@ class Container:
             archive.seek(0)
             return await asyncio.to_thread(transfer.read_single_file, archive, max_bytes)
 
-    async def _copy_out(self, source: str, archive: BinaryIO, max_bytes: int) -> None:
+    async def _copy_out(self, source: str, archive: BinaryIO, max_bytes: int) -> bool:
         """`docker cp` the path's tar into `archive`, stopping once it outgrows the cap (plus room
-        for tar headers) so a huge file cannot fill the host's disk."""
+        for tar headers) so a huge file cannot fill the host's disk; False when it was cut off."""
         limit = max_bytes + (64 << 20)
         proc = await asyncio.create_subprocess_exec(
             docker_binary(),
@@ -357,6 +360,7 @@ class Container:
             if "Could not find the file" in message or "No such container:path" in message:
                 raise FileNotFoundError(f"{source}: no such file or directory in the container")
             raise DockerError(f"copy out of {source}: {first_line(message)}")
+        return written <= limit
 
     async def stop(self) -> None:
         """Kill every process inside at once (the container's first process included); its files

@@ -167,10 +167,14 @@ def _write_new(target: Path, source: IO[bytes], size: int, mode: int) -> bool:
     except OSError:
         return False
     written = 0
-    with io.FileIO(fd, "wb") as out:
-        while written < size and (chunk := source.read(min(_CHUNK, size - written))):
-            out.write(chunk)
-            written += len(chunk)
+    try:
+        with io.FileIO(fd, "wb") as out:
+            while written < size and (chunk := source.read(min(_CHUNK, size - written))):
+                out.write(chunk)
+                written += len(chunk)
+    except BaseException:
+        target.unlink(missing_ok=True)  # a half-written file is not kept
+        raise
     return True
 
 
