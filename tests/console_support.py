@@ -8,11 +8,15 @@ number, so it finishes without a reward and its note quotes the file: a `<script
 """
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from envloop.testing import Reply, ScriptedServer, ScriptedToolCall
-from tests.conftest import El, make_task, write_profile
+from tests.api_server import Server, start_server
+from tests.conftest import El, make_task, stop_background_worker, write_profile
 
 HOSTILE = "<script>window.__pwned=1</script>"
 HOSTILE_OUTPUT = '<img src=x onerror="window.__pwned=2">'
@@ -103,3 +107,26 @@ def make_agent_job(el: El, root: Path) -> tuple[str, str]:
         job = _submit(el, "--dataset", "agentic@1", "--profile", "team/agent@1", "--wait")
     [trial] = el.ok("trial", "list", "--job", job, "--json").json()
     return job, str(trial["id"])
+
+
+@contextmanager
+def console_server(root: Path) -> Iterator[tuple[Server, Jobs]]:
+    """`el serve` with one worker on a store holding the seed job and the agent job (finished)."""
+    el = El(home=root / "home", cwd=root)
+    try:
+        seed = make_seed_job(el, root)
+        agent, agent_trial = make_agent_job(el, root)
+        server = start_server(el, root / "serve.log", "--workers", "1", "--capacity", "4")
+    finally:
+        stop_background_worker(el.home)
+    try:
+        yield server, Jobs(seed=seed, agent=agent, agent_trial=agent_trial)
+    finally:
+        server.stop()
+
+
+def trials_of(server: Server, job_id: str) -> dict[tuple[str, int], dict[str, Any]]:
+    """The job's trials by (task, attempt), as the API gives them."""
+    with server.http() as http:
+        listed = http.get(f"/v1/jobs/{job_id}/trials").json()
+    return {(t["task"], t["attempt"]): t for t in listed}

@@ -113,6 +113,7 @@ def render(template: str, **values: Any) -> str:
 def page(
     request: Request, viewer: Viewer | None, template: str, status_code: int = 200, **values: Any
 ) -> HTMLResponse:
+    values.setdefault("nav", "")
     html = render(template, request=request, v=viewer, **values)
     return HTMLResponse(html, status_code=status_code, headers=SECURITY_HEADERS)
 
