@@ -28,20 +28,20 @@ def _version() -> tuple[str | None, str]:
 
 @pytest.fixture(scope="session")
 def docker_daemon() -> Iterator[str]:
-    """The daemon's version, with the Debian base image (and its aliases) present."""
+    """The daemon's version, with the base images (and their aliases) present."""
     script = str(REPO / "scripts" / "docker-daemon")
     version, why = _version()
     started = False
     if version is None:
         start = subprocess.run([script, "start"], capture_output=True, text=True, check=False)
-        started = start.returncode == 0
+        started = start.returncode == 0 and start.stdout.strip() == "started"
         version, why = _version()
         if version is None:
             reason = f"no Docker daemon could be started: {start.stderr.strip() or why}"
             if os.environ.get("CI"):
                 pytest.fail(reason)
             pytest.skip(reason)
-    ensure_base_images(python=False, log=lambda message: None)
+    ensure_base_images(log=lambda message: None)
     yield version
     if started:
         subprocess.run([script, "stop"], check=False)

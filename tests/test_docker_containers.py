@@ -110,8 +110,9 @@ def test_memory_limit_is_enforced_by_killing_the_command_that_exceeds_it() -> No
 def test_pids_limit_stops_a_fork_storm() -> None:
     async def go() -> tuple[int, str]:
         async with running_container(_spec("trl_pids", pids=24)) as container:
+            # dash gives up at the first refused fork (bash would retry for seconds).
             storm = await container.exec(
-                ["bash", "-c", "for i in $(seq 60); do sleep 30 & done 2>&1; sleep 1"], timeout=20
+                ["sh", "-c", "for i in $(seq 60); do sleep 30 & done; sleep 1"], timeout=20
             )
             count = await container.exec(["sh", "-c", "grep -l '^sleep' /proc/[0-9]*/cmdline | wc -l"])
             return int(count.stdout.strip() or 0), storm.stdout + storm.stderr
@@ -119,7 +120,7 @@ def test_pids_limit_stops_a_fork_storm() -> None:
     sleeping, output = asyncio.run(go())
 
     assert sleeping < 24
-    assert "fork" in output or "Resource temporarily unavailable" in output
+    assert "Cannot fork" in output
 
 
 def test_exec_runs_as_the_user_in_the_directory_with_env_and_streams_output_to_files(tmp_path: Path) -> None:

@@ -197,3 +197,30 @@ def test_a_task_without_a_dockerfile_fails_its_build_saying_so(tmp_path: Path, r
 
     assert outcome.status == "failed"
     assert outcome.reason is not None and outcome.reason.startswith("environment/Dockerfile: missing")
+
+
+def test_python_slim_image_has_python_3_11_whose_pip_installs_into_the_system(
+    tmp_path: Path, records: BuildRecords, built: list[str]
+) -> None:
+    env = _environment(
+        tmp_path,
+        "FROM python:3.11-slim\nCOPY pkg /tmp/pkg\n"
+        "RUN echo @TOKEN@ && pip install --no-index --no-build-isolation /tmp/pkg\n",
+        {},
+    )
+    (env / "pkg" / "greeting").mkdir(parents=True)
+    (env / "pkg" / "greeting" / "__init__.py").write_text("WORDS = 'installed'\n")
+    (env / "pkg" / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "greeting"\nversion = "1.0"\n'
+    )
+    digest = _digest()
+    built.append(task_image(digest))
+
+    outcome = _build(env, digest, records)
+
+    assert outcome.status == "built", outcome.reason
+    code, stdout, _ = _run_in(
+        outcome.image, "python", "-c", "import sys, greeting; print(sys.version_info[:2], greeting.WORDS)"
+    )
+    assert (code, stdout) == (0, "(3, 11) installed\n")
