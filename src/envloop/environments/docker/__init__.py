@@ -16,8 +16,6 @@ from envloop.environments.docker.containers import (
     ContainerSpec,
     ExecOutcome,
     running_container,
-    sweep_orphans,
-    trial_containers,
 )
 from envloop.environments.docker.images import (
     BuildConfigError,
@@ -30,6 +28,7 @@ from envloop.environments.docker.images import (
     ensure_task_image,
     task_image,
 )
+from envloop.environments.docker.orphans import sweep_orphans, trial_containers, worker_identity
 from envloop.environments.docker.transfer import CopyOutReport, Owner
 
 __all__ = [
@@ -56,4 +55,5 @@ __all__ = [
     "sweep_orphans",
     "task_image",
     "trial_containers",
+    "worker_identity",
 ]

@@ -7,10 +7,9 @@ another (`host` would let the trial reach every service listening on the host: c
 pass it for a trial). Limits are the daemon's cgroups: `--cpus`, `--memory` (no swap beyond it),
 `--pids-limit`, plus a largest-file rlimit.
 
-Every container carries labels naming its trial and the worker process that owns it (host, pid and
-that process's start time, so a reused pid is not mistaken for its owner). `sweep_orphans` removes
-the containers of workers on this host that are gone; `running_container` removes its container on
-every path out, cancellation included.
+Every container carries labels naming its trial and the worker process that owns it (see
+`orphans`, which removes the containers of workers that are gone); `running_container` removes its
+container on every path out, cancellation included.
 """
 
 import asyncio
@@ -18,23 +17,25 @@ import contextlib
 import os
 import re
 import secrets
-import socket
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
-import psutil
 from pydantic import BaseModel, Field
 
 from envloop.environments.docker import transfer
 from envloop.environments.docker.cli import DockerError, docker, docker_binary, first_line
+from envloop.environments.docker.orphans import (
+    MANAGED_LABEL,
+    TRIAL_LABEL,
+    WORKER_LABEL,
+    remove_container,
+    worker_identity,
+)
 from envloop.environments.docker.transfer import CopyOutReport, Owner
 
-MANAGED_LABEL = "envloop.managed"
-TRIAL_LABEL = "envloop.trial"
-WORKER_LABEL = "envloop.worker"
 EXEC_MARKER = "ENVLOOP_EXEC_ID"
 OUTPUT_TAIL_BYTES = 64 * 1024
 _KILL_WAIT_SEC = 10.0
@@ -69,26 +70,6 @@ class ExecOutcome(BaseModel):
     stdout_whole: bool
     stderr_whole: bool
     """True when `stdout`/`stderr` hold the whole output, not only its last 64 KiB."""
-
-
-def worker_identity(pid: int | None = None) -> str:
-    """`host:pid:start-time` of a process (this one by default), as put in the worker label."""
-    process = psutil.Process(pid)
-    return f"{socket.gethostname()}:{process.pid}:{int(process.create_time())}"
-
-
-def _owner_gone(identity: str) -> bool:
-    """True when the labelled worker ran on this host and that exact process is no longer alive."""
-    host, _, rest = identity.partition(":")
-    pid_text, _, started = rest.partition(":")
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    try:
-        process = psutil.Process(int(pid_text))
-        alive = process.status() != psutil.STATUS_ZOMBIE
-        return not alive or str(int(process.create_time())) != started
-    except psutil.NoSuchProcess:
-        return True
 
 
 def _name_for(trial_id: str) -> str:
@@ -162,7 +143,7 @@ class Container:
             result = await docker(args, env=spec.env, timeout=120)
         except BaseException:
             # `docker run` may have created the container before failing or being cancelled.
-            await _finish_even_if_cancelled(_remove_by_name(name))
+            await _finish_even_if_cancelled(remove_container(name))
             raise
         return cls(result.stdout.decode().strip(), name, spec)
 
@@ -376,7 +357,7 @@ class Container:
         """Remove the container and everything in it (idempotent); finishes even when cancelled."""
         if self._removed:
             return
-        await _finish_even_if_cancelled(_remove_by_name(self.id))
+        await _finish_even_if_cancelled(remove_container(self.id))
         self._removed = True
 
 
@@ -390,12 +371,6 @@ def _split(dest: str) -> tuple[str, str]:
     return parent, top
 
 
-async def _remove_by_name(name: str) -> None:
-    result = await docker(["rm", "--force", "--volumes", name], check=False, timeout=120)
-    if result.returncode != 0 and "No such container" not in result.stderr:
-        raise DockerError(f"docker rm: {first_line(result.stderr)}")
-
-
 @contextlib.asynccontextmanager
 async def running_container(spec: ContainerSpec) -> AsyncIterator[Container]:
     """A started container, removed on every way out (error, timeout, cancellation)."""
@@ -404,36 +379,3 @@ async def running_container(spec: ContainerSpec) -> AsyncIterator[Container]:
         yield container
     finally:
         await container.remove()
-
-
-async def sweep_orphans() -> list[str]:
-    """Remove the containers whose worker ran on this host and is gone; returns their names.
-
-    Run when a worker starts (a worker that was killed could not remove its own).
-    """
-    listed = await docker(
-        [
-            "ps",
-            "--all",
-            "--no-trunc",
-            "--filter",
-            f"label={MANAGED_LABEL}=1",
-            "--format",
-            f'{{{{.Names}}}}\t{{{{.Label "{WORKER_LABEL}"}}}}',
-        ]
-    )
-    removed: list[str] = []
-    for line in listed.stdout.decode().splitlines():
-        name, _, identity = line.partition("\t")
-        if name and _owner_gone(identity.strip()):
-            await _remove_by_name(name)
-            removed.append(name)
-    return removed
-
-
-async def trial_containers(trial_id: str) -> list[str]:
-    """Names of the containers (running or not) labelled with this trial."""
-    listed = await docker(
-        ["ps", "--all", "--filter", f"label={TRIAL_LABEL}={trial_id}", "--format", "{{.Names}}"]
-    )
-    return [line for line in listed.stdout.decode().splitlines() if line]
