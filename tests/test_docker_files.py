@@ -1,4 +1,4 @@
-"""The docker environment's file-level parts, without a daemon: FROM lines and hostile tar streams."""
+"""The docker environment's parts that need no daemon: FROM lines, hostile tar streams, refusals."""
 
 import io
 import tarfile
@@ -9,6 +9,7 @@ import pytest
 from envloop.environments.docker import BuildConfigError, build_network
 from envloop.environments.docker.from_lines import base_images
 from envloop.environments.docker.transfer import Owner, pack_tree, read_single_file, unpack_tree
+from tests.conftest import EXAMPLES, El
 
 
 def test_base_images_skips_stages_and_scratch_and_substitutes_args_declared_before_from() -> None:
@@ -140,3 +141,15 @@ def test_reading_a_single_file_refuses_directories_and_oversized_files() -> None
     with pytest.raises(ValueError, match="over the 10-byte cap"):
         read_single_file(_tar([_entry("big")], {"big": b"z" * 11}), 10)
     assert read_single_file(_tar([_entry("ok")], {"ok": b"fine"}), 10) == b"fine"
+
+
+def test_dataset_build_without_a_daemon_fails_in_one_line_saying_so(el: El) -> None:
+    el.ok("dataset", "push", str(EXAMPLES / "tasks"), "--name", "demo")
+
+    result = el("dataset", "build", "demo@1", env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+
+    assert (result.code, result.stdout) == (2, "")
+    assert result.stderr == (
+        "el: error: cannot build images: no Docker daemon answers"
+        " (start one with scripts/docker-daemon start)\n"
+    )

@@ -91,9 +91,9 @@ async def docker(
         stdout=stdout[:_CAPTURE_LIMIT],
         stderr=stderr[:_CAPTURE_LIMIT].decode("utf-8", errors="replace"),
     )
+    if result.returncode != 0 and "Cannot connect to the Docker daemon" in result.stderr:
+        raise DockerUnavailableError("no Docker daemon answers")
     if check and result.returncode != 0:
-        if "Cannot connect to the Docker daemon" in result.stderr:
-            raise DockerUnavailableError(first_line(result.stderr))
         raise DockerError(f"docker {args[0]}: {first_line(result.stderr)}")
     return result
 
@@ -102,11 +102,11 @@ async def daemon_version() -> str:
     """The daemon's version; raises DockerUnavailableError when no daemon answers."""
     try:
         result = await docker(["version", "--format", "{{.Server.Version}}"], timeout=15, check=False)
-    except (FileNotFoundError, TimeoutError):
+    except (FileNotFoundError, PermissionError, TimeoutError):
         raise DockerUnavailableError("no Docker daemon answers") from None
     version = result.stdout.decode().strip()
     if result.returncode != 0 or not version:
-        raise DockerUnavailableError(f"no Docker daemon answers: {first_line(result.stderr)}")
+        raise DockerUnavailableError("no Docker daemon answers")
     return version
 
 
