@@ -291,3 +291,16 @@ def test_orphan_sweep_removes_containers_of_dead_workers_and_spares_live_ones() 
     assert orphan in removed
     assert asyncio.run(trial_containers("trl_orphan")) == []
     assert len(live) == 1
+
+
+def test_a_variable_name_that_would_smuggle_a_value_onto_the_command_line_is_refused() -> None:
+    async def go() -> None:
+        async with running_container(_spec("trl_envname")) as container:
+            await container.exec(["true"], env={"A=visible-in-ps": "x"})
+
+    with pytest.raises(ValueError, match="not a valid environment variable name"):
+        asyncio.run(go())
+    with pytest.raises(ValueError, match="not a valid environment variable name"):
+        asyncio.run(Container.start(_spec("trl_envname2", env={"--privileged": "x"})))
+    assert asyncio.run(trial_containers("trl_envname")) == []
+    assert asyncio.run(trial_containers("trl_envname2")) == []

@@ -77,7 +77,15 @@ def _name_for(trial_id: str) -> str:
     return f"envloop-{safe}-{secrets.token_hex(3)}"
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def _env_args(names: Sequence[str]) -> list[str]:
+    """`-e NAME` per variable: the client takes each value from its own environment. A name with
+    `=` (from a hostile task.toml) would put a value on the command line, so it is refused."""
+    for name in names:
+        if not _ENV_NAME.fullmatch(name):
+            raise ValueError(f"{name!r} is not a valid environment variable name")
     return [arg for name in names for arg in ("-e", name)]
 
 
