@@ -304,3 +304,23 @@ def test_a_variable_name_that_would_smuggle_a_value_onto_the_command_line_is_ref
         asyncio.run(Container.start(_spec("trl_envname2", env={"--privileged": "x"})))
     assert asyncio.run(trial_containers("trl_envname")) == []
     assert asyncio.run(trial_containers("trl_envname2")) == []
+
+
+def test_exec_feeds_stdin_and_keeps_only_the_tail_of_long_output_while_the_file_keeps_all(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out.txt"
+
+    async def go() -> tuple[str, bool, str, bool]:
+        async with running_container(_spec("trl_stdin")) as container:
+            echoed = await container.exec(["cat"], stdin=b"from stdin\n")
+            long = await container.exec(
+                ["sh", "-c", "head -c 200000 /dev/zero | tr '\\0' x"], stdout_path=out
+            )
+            return echoed.stdout, echoed.stdout_whole, long.stdout, long.stdout_whole
+
+    echoed, echoed_whole, tail, tail_whole = asyncio.run(go())
+
+    assert (echoed, echoed_whole) == ("from stdin\n", True)
+    assert (len(tail), tail_whole) == (64 * 1024, False)
+    assert out.stat().st_size == 200_000
