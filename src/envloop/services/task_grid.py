@@ -74,15 +74,51 @@ def _spread(values: list[float]) -> float | None:
     return max(values) - min(values) if len(values) >= 2 else None
 
 
+def _summary(means: list[float | None], spreads: list[float | None]) -> tuple[float | None, ...]:
+    """(score, attempt spread, profile spread) of one task from its cells' means and spreads."""
+    scored = [m for m in means if m is not None]
+    spread = [s for s in spreads if s is not None]
+    return (
+        sum(scored) / len(scored) if scored else None,
+        max(spread) if spread else None,
+        _spread(scored),
+    )
+
+
+def _sort_key(sort: GridSort, summary: tuple[float | None, ...]) -> tuple[bool, float]:
+    value = summary[GRID_SORTS.index(sort) - 1]
+    if sort == "score":
+        return value is None, value if value is not None else 0.0
+    return value is None, -(value or 0.0)
+
+
 def task_grid(
     ctx: Context, job_id: str, sort: GridSort = "task", offset: int = 0, limit: int | None = None
 ) -> TaskGrid:
-    """Rows in dataset order, or sorted: weakest first (`score`), or most inconsistent first."""
+    """Rows in dataset order, or sorted: weakest first (`score`), or most inconsistent first.
+
+    Tasks are ordered on the job result's member rows alone; only the page's tasks are then read
+    with their trials, so a page of a 10,000-trial job costs a page, not the job.
+    """
     result = job_result(ctx, job_id)
     with ctx.store.read() as session:
         job = load_job(session, ctx.project_id, job_id)
         profiles = job_profiles(session, job.id)
-        rows = (
+        tasks = list(job.tasks)
+    refs = [f"{p.name}@{p.version}" for p in profiles]
+    members = [result.profiles[ref].members for ref in refs]
+    summaries = []
+    for position in range(len(tasks)):
+        rows_of_task = [m[position] for m in members]
+        scored = [[a for a in row.attempts if not isinstance(a, str)] for row in rows_of_task]
+        summaries.append(_summary([row.mean for row in rows_of_task], [_spread(r) for r in scored]))
+    order = list(range(len(tasks)))
+    if sort != "task":
+        order.sort(key=lambda position: _sort_key(sort, summaries[position]))
+    end = None if limit is None else offset + limit
+    page = order[offset:end]
+    with ctx.store.read() as session:
+        trial_rows = (
             session.connection()
             .execute(
                 select(
@@ -95,18 +131,18 @@ def task_grid(
                     Trial.invalidated,
                     Trial.error_type,
                     Trial.started_at.is_not(None),
-                ).where(Trial.job_id == job.id)
+                ).where(Trial.job_id == job.id, Trial.task_name.in_([tasks[p] for p in page]))
             )
             .all()
         )
-        tasks = list(job.tasks)
-    refs = {p.id: f"{p.name}@{p.version}" for p in profiles}
-    trials = {(refs[r.profile_id], r.task_name, r.attempt): r for r in rows}
+    ref_of = {p.id: f"{p.name}@{p.version}" for p in profiles}
+    trials = {(ref_of[r.profile_id], r.task_name, r.attempt): r for r in trial_rows}
     grid_rows = []
-    for position, task in enumerate(tasks):
+    for position in page:
+        task = tasks[position]
         cells = []
-        for ref in refs.values():
-            member = result.profiles[ref].members[position]
+        for ref, rows in zip(refs, members, strict=True):
+            member = rows[position]
             attempts = []
             for attempt, state in enumerate(member.attempts, start=1):
                 row = trials.get((ref, task, attempt))
@@ -122,14 +158,13 @@ def task_grid(
                         )
                     )
                     continue
-                counted = slot_state(row.status, row.reward, row.invalidated, row[8]) == "scored"
                 attempts.append(
                     GridAttempt(
                         attempt=attempt,
                         trial_id=row.id,
                         mark=_mark(row.status, row.reward, row.invalidated),
                         reward=row.reward,
-                        counted=counted,
+                        counted=slot_state(row.status, row.reward, row.invalidated, row[8]) == "scored",
                         state=state,
                         error_type=row.error_type,
                     )
@@ -144,28 +179,22 @@ def task_grid(
                     spread=_spread(rewards),
                 )
             )
-        means = [c.mean for c in cells if c.mean is not None]
-        spreads = [c.spread for c in cells if c.spread is not None]
+        score, attempt_spread, profile_spread = summaries[position]
         grid_rows.append(
             GridRow(
                 task=task,
                 cells=cells,
-                score=sum(means) / len(means) if means else None,
-                attempt_spread=max(spreads) if spreads else None,
-                profile_spread=_spread(means),
+                score=score,
+                attempt_spread=attempt_spread,
+                profile_spread=profile_spread,
             )
         )
-    if sort == "score":
-        grid_rows.sort(key=lambda r: (r.score is None, r.score if r.score is not None else 0.0))
-    elif sort in ("attempt_spread", "profile_spread"):
-        grid_rows.sort(key=lambda r: (getattr(r, sort) is None, -(getattr(r, sort) or 0.0)))
-    end = None if limit is None else offset + limit
     return TaskGrid(
         job_id=job.id,
         attempts=job.attempts,
-        profiles=list(refs.values()),
+        profiles=refs,
         total_tasks=len(tasks),
         sort=sort,
         offset=offset,
-        rows=grid_rows[offset:end],
+        rows=grid_rows,
     )

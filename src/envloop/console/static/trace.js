@@ -88,12 +88,15 @@
     const button = event.target.closest("button.more-text");
     if (!button) return;
     const pre = button.previousElementSibling;
-    const url = `${button.dataset.url}?field=${encodeURIComponent(button.dataset.field)}&offset=${button.dataset.offset}`;
     button.disabled = true;
-    const response = await fetch(url);
-    if (!response.ok) { button.disabled = false; return; }
-    pre.append(document.createTextNode(await response.text()));
-    const next = response.headers.get("X-Next-Offset");
-    if (next) { button.dataset.offset = next; button.disabled = false; } else { button.remove(); }
+    let offset = button.dataset.offset;
+    while (offset) {
+      const url = `${button.dataset.url}?field=${encodeURIComponent(button.dataset.field)}&offset=${offset}`;
+      const response = await fetch(url);
+      if (!response.ok) { button.dataset.offset = offset; button.disabled = false; return; }
+      pre.append(document.createTextNode(await response.text()));
+      offset = response.headers.get("X-Next-Offset");
+    }
+    button.remove();
   });
 })();
