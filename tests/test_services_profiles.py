@@ -26,13 +26,15 @@ def test_seed_style_profile_is_accepted_and_secrets_are_masked(ctx: Context, tmp
     assert SECRET not in profiles.get_profile(ctx, "team/eval@1").model_dump_json()
 
 
-def test_secret_values_are_stored_apart_from_params(ctx: Context, tmp_path: Path) -> None:
+def test_secret_values_are_stored_apart_from_params_and_encrypted(ctx: Context, tmp_path: Path) -> None:
     doc = _doc(tmp_path, {"AGENT_NAME": "oracle", "MODEL_API_KEY": SECRET}, ["MODEL_API_KEY"])
     profiles.create_profile(ctx, "team/eval", "1", doc)
     with ctx.store.read() as session:
         row = session.scalars(select(Profile)).one()
         assert "MODEL_API_KEY" not in row.params
-        assert session.scalars(select(ProfileSecret.value)).one() == SECRET
+        stored = session.scalars(select(ProfileSecret.value)).one()
+        assert stored.startswith("fernet:") and SECRET not in stored
+        assert profiles.resolved_params(session, row)["MODEL_API_KEY"] == SECRET
 
 
 def test_same_content_again_is_a_no_op(ctx: Context, tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ import sys
 import typer
 from typer.exceptions import TyperException
 
-from envloop.cli import builds, compare, datasets, jobs, keys, leaderboard, model, profiles, trials
+from envloop.cli import builds, compare, datasets, jobs, keys, leaderboard, model, profiles, secrets, trials
 from envloop.cli.serve import serve
 from envloop.cli.worker import runner_app, worker
 from envloop.services.errors import UserError
@@ -28,6 +28,7 @@ jobs.app.command("compare")(compare.compare)
 app.command("plan")(compare.plan)
 app.command("worker")(worker)
 app.add_typer(keys.app, name="key")
+app.add_typer(secrets.app, name="secret")
 app.command("serve")(serve)
 app.add_typer(model.app, name="model")
 

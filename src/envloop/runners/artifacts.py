@@ -1,20 +1,29 @@
 """Keeping a trial's logs: copy them out of the instance, masking secret values on the way.
 
 Secrets are masked in every kept file, not only in ones that look like text: a leaked key in a
-binary log is still leaked. Files are streamed in chunks, so large logs never sit in memory. Only
-regular files are copied and none is opened through a symlink: a command inside the sandbox could
-otherwise plant `logs/agent/x -> /root/.ssh/id_rsa` and have the host copy that file out for it.
+binary log is still leaked, and in file names too. Files are streamed in chunks, so large logs
+never sit in memory. Only regular files are copied and none is opened through a symlink: a command
+inside the sandbox could otherwise plant `logs/agent/x -> /root/.ssh/id_rsa` and have the host
+copy that file out for it.
 
-When no secret needs masking and the tree holds only directories and regular files, it is moved
-instead of copied: one rename instead of a copy per file. The trial's processes are gone by then
-(the runner stops the environment first), so nothing can plant a link after the check.
+A kept file holds at most `MAX_KEPT_FILE_BYTES`: of a longer one (a runaway 1 GB stdout) the first
+and last halves of that are kept, with a line in between saying how many bytes were cut, and the
+cut is reported to the caller. A secret that straddles a cut is masked on both sides.
+
+When no secret needs masking and the tree holds only directories and regular files none of which
+is too long, it is moved instead of copied: one rename instead of a copy per file. The trial's
+processes are gone by then (the runner stops the environment first), so nothing can plant a link
+or grow a file after the check.
 """
 
 import os
 import stat
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
+from envloop.core.trial import TrialOutcome
 from envloop.environments.instance import walk_tree
 
 MASK = b"***"
@@ -27,23 +36,104 @@ def mask_text(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+def mask_outcome(outcome: TrialOutcome, secrets: Iterable[str]) -> TrialOutcome:
+    """The outcome with secret values masked in every field that can carry trial output: the
+    error message, the reward note (a verifier may write `score for $JUDGE_KEY`), dimension names
+    (a secret used as a reward.json key), warnings, the sandbox note and the stop reason. Two
+    dimension names that mask alike are kept apart by a suffix rather than merged."""
+    secrets = [s for s in secrets if s]
+    if not secrets:
+        return outcome
+
+    def masked(text: str | None) -> str | None:
+        return None if text is None else mask_text(text, secrets)
+
+    dimensions: dict[str, float] = {}
+    for name, value in outcome.dimensions.items():
+        key = mask_text(name, secrets)
+        if key != name:
+            base, number = key, 1
+            while key in dimensions or key in outcome.dimensions:
+                number += 1
+                key = f"{base} ({number})"
+        dimensions[key] = value
+    error = outcome.error
+    return outcome.model_copy(
+        update={
+            "error": None
+            if error is None
+            else error.model_copy(update={"message": mask_text(error.message, secrets)}),
+            "reward_note": masked(outcome.reward_note),
+            "dimensions": dimensions,
+            "warnings": [mask_text(w, secrets) for w in outcome.warnings],
+            "sandbox_note": masked(outcome.sandbox_note),
+            "stop_reason": masked(outcome.stop_reason),
+        }
+    )
+
+
+MAX_KEPT_FILE_BYTES = 32 * 1024 * 1024
+"""The most of one log file that is kept: its first and last 16 MiB."""
+
+
 def _mask_bytes(data: bytes, secrets: list[bytes]) -> bytes:
     for secret in secrets:
         data = data.replace(secret, MASK)
     return data
 
 
-def _copy_masked(source_fd: int, target: Path, secrets: list[bytes]) -> None:
-    # Text that may still complete a secret is held back until the next chunk arrives.
+def _overlap(data: bytes, secrets: list[bytes], *, at_start: bool) -> int:
+    """The length of the longest start (or end) of `data` that is a proper end (or start) of a
+    secret: what a cut may have left of a secret that began (or continues) beyond it."""
+    best = 0
+    for secret in secrets:
+        for size in range(min(len(secret) - 1, len(data)), best, -1):
+            if (data[:size] == secret[-size:]) if at_start else (data[-size:] == secret[:size]):
+                best = size
+                break
+    return best
+
+
+def _stream(
+    source: BinaryIO, out: BinaryIO, secrets: list[bytes], budget: int, *, cut_before: bool, cut_after: bool
+) -> None:
+    """Copy up to `budget` bytes, masking secrets; a cut before (after) this stretch masks what
+    may be the rest (the start) of a secret cut in two."""
     keep = max((len(s) for s in secrets), default=1) - 1
     carry = b""
+    first = True
+    while budget > 0 and (chunk := source.read(min(_CHUNK, budget))):
+        budget -= len(chunk)
+        if first and cut_before and secrets:
+            cut = _overlap(chunk, secrets, at_start=True)
+            chunk = (MASK if cut else b"") + chunk[cut:]
+        first = False
+        buffer = _mask_bytes(carry + chunk, secrets)
+        split = max(0, len(buffer) - keep)
+        out.write(buffer[:split])
+        carry = buffer[split:]
+    carry = _mask_bytes(carry, secrets)
+    if cut_after and secrets:
+        cut = _overlap(carry, secrets, at_start=False)
+        carry = carry[: len(carry) - cut] + (MASK if cut else b"")
+    out.write(carry)
+
+
+def _copy_masked(source_fd: int, target: Path, secrets: list[bytes]) -> int:
+    """Copy one file, masked and capped; returns how many bytes were cut from its middle."""
+    size = os.fstat(source_fd).st_size
     with os.fdopen(source_fd, "rb") as source, target.open("wb") as out:
-        while chunk := source.read(_CHUNK):
-            buffer = _mask_bytes(carry + chunk, secrets)
-            split = max(0, len(buffer) - keep)
-            out.write(buffer[:split])
-            carry = buffer[split:]
-        out.write(_mask_bytes(carry, secrets))
+        if size <= MAX_KEPT_FILE_BYTES:
+            _stream(source, out, secrets, size, cut_before=False, cut_after=False)
+            return 0
+        head = MAX_KEPT_FILE_BYTES // 2
+        tail = MAX_KEPT_FILE_BYTES - head
+        _stream(source, out, secrets, head, cut_before=False, cut_after=True)
+        cut = size - head - tail
+        out.write(f"\n[envloop: {cut:,} bytes of this {size:,}-byte file were cut here]\n".encode())
+        source.seek(size - tail)
+        _stream(source, out, secrets, tail, cut_before=True, cut_after=False)
+        return cut
 
 
 def _is_real_directory(path: Path) -> bool:
@@ -54,13 +144,17 @@ def _is_real_directory(path: Path) -> bool:
 
 
 def plain_tree(source: Path, max_entries: int | None = None) -> bool | None:
-    """True when `source` is a directory holding only directories and regular files, False when
-    it is not (a link, a device, unreadable), None when it has more than `max_entries` entries."""
+    """True when `source` is a directory holding only directories and regular files of at most
+    `MAX_KEPT_FILE_BYTES`, False when it is not (a link, a device, a file too long to keep whole,
+    unreadable), None when it has more than `max_entries` entries."""
     if not _is_real_directory(source):
         return False
     try:
         for seen, entry in enumerate(walk_tree(source), start=1):
-            if not (entry.is_dir(follow_symlinks=False) or entry.is_file(follow_symlinks=False)):
+            if entry.is_file(follow_symlinks=False):
+                if entry.stat(follow_symlinks=False).st_size > MAX_KEPT_FILE_BYTES:
+                    return False
+            elif not entry.is_dir(follow_symlinks=False):
                 return False
             if max_entries is not None and seen > max_entries:
                 return None
@@ -83,19 +177,31 @@ def move_plain_tree(
     return True
 
 
-def keep_tree(source: Path, target: Path, secrets: Iterable[str]) -> None:
-    """Keep `source` at `target`: moved when that is safe, else copied with secrets masked."""
+def keep_tree(source: Path, target: Path, secrets: Iterable[str]) -> list[str]:
+    """Keep `source` at `target`: moved when that is safe, else copied with secrets masked and long
+    files cut. Returns a note for each file that was cut (the runner adds them to the trial's
+    warnings), empty when everything was kept whole."""
     secrets = list(secrets)
-    if not move_plain_tree(source, target, secrets):
-        copy_tree_masked(source, target, secrets)
+    if move_plain_tree(source, target, secrets):
+        return []
+    return copy_tree_masked(source, target, secrets).notes
 
 
-def copy_tree_masked(source: Path, target: Path, secrets: Iterable[str]) -> int:
-    """Copy the regular files under `source` to `target`; returns how many files were kept."""
-    encoded = sorted({s.encode() for s in secrets if s}, key=len, reverse=True)
+@dataclass(frozen=True)
+class KeptFiles:
+    copied: int
+    notes: list[str]
+    """One line per file cut to its head and tail, naming it (masked) and the bytes cut."""
+
+
+def copy_tree_masked(source: Path, target: Path, secrets: Iterable[str]) -> KeptFiles:
+    """Copy the regular files under `source` to `target`, secrets masked in contents and names."""
+    secret_list = [s for s in secrets if s]
+    encoded = sorted({s.encode() for s in secret_list}, key=len, reverse=True)
     copied = 0
+    notes: list[str] = []
     if not _is_real_directory(source):
-        return 0
+        return KeptFiles(0, [])
     for dirpath, dirnames, filenames in os.walk(source):
         here = Path(dirpath)
         dirnames[:] = [d for d in dirnames if not (here / d).is_symlink()]
@@ -108,8 +214,21 @@ def copy_tree_masked(source: Path, target: Path, secrets: Iterable[str]) -> int:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 os.close(fd)
                 continue
-            destination = target / path.relative_to(source)
+            relative = mask_text(path.relative_to(source).as_posix(), secret_list)
+            destination = _free(target / relative)
             destination.parent.mkdir(parents=True, exist_ok=True)
-            _copy_masked(fd, destination, encoded)
+            cut = _copy_masked(fd, destination, encoded)
+            if cut:
+                kept = destination.relative_to(target).as_posix()
+                notes.append(f"{target.name}/{kept}: {cut:,} bytes were cut from the middle of this log")
             copied += 1
-    return copied
+    return KeptFiles(copied, notes)
+
+
+def _free(path: Path) -> Path:
+    """`path`, or a numbered sibling when two names mask alike (`a-***.txt` twice)."""
+    candidate, number = path, 1
+    while candidate.exists():
+        number += 1
+        candidate = path.with_name(f"{path.name}.{number}")
+    return candidate

@@ -36,7 +36,7 @@ from envloop.models import (
     model_client,
     read_model_settings,
 )
-from envloop.runners.artifacts import mask_text
+from envloop.runners.artifacts import mask_outcome, mask_text
 from envloop.runners.base import RunnerParams, TaskKind
 from envloop.tasks.model import ChatRow
 from envloop.tasks.scorers import ScoreResult, score
@@ -75,11 +75,11 @@ class ChatRunner:
     async def run(self, spec: TrialSpec) -> TrialOutcome:
         phases: list[PhaseRecord] = []
         try:
-            return await self._run(spec, phases)
+            outcome = await self._run(spec, phases)
         except Exception as exc:
-            message = mask_text(f"{type(exc).__name__}: {exc}", spec.secret_values)
-            error = TrialError(type="infrastructure_error", message=message)
-            return TrialOutcome(status="failed", error=error, phases=phases)
+            error = TrialError(type="infrastructure_error", message=f"{type(exc).__name__}: {exc}")
+            outcome = TrialOutcome(status="failed", error=error, phases=phases)
+        return mask_outcome(outcome, spec.secret_values)
 
     async def _run(self, spec: TrialSpec, phases: list[PhaseRecord]) -> TrialOutcome:
         if spec.row is None or spec.scorer is None:

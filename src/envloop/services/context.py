@@ -4,6 +4,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from envloop.services.secrets import seal_plaintext
 from envloop.store.artifacts import ArtifactStore
 from envloop.store.db import Store
 
@@ -38,4 +39,5 @@ def open_context(home: Path | None = None) -> Context:
     url = os.environ.get("ENVLOOP_DATABASE_URL") or f"sqlite:///{home / 'envloop.db'}"
     store = Store(url)
     artifacts = ArtifactStore(Path(os.environ.get("ENVLOOP_ARTIFACTS") or home / "artifacts"))
+    seal_plaintext(store, home)
     return Context(home=home, store=store, artifacts=artifacts, project_id=store.default_project_id)

@@ -4,17 +4,18 @@ import hashlib
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from envloop.core.ids import new_id
-from envloop.services.context import Context
+from envloop.services.context import Context, envloop_home
 from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.services.refs import check_name, check_version, split_ref
+from envloop.services.secrets import keyring
 from envloop.store.tables import Profile, ProfileSecret
 
 PROFILE_SCHEMA = "envplatform.profile/v2"
@@ -22,23 +23,12 @@ MASK = "***"
 
 
 class ProfileSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    params: dict[str, str]
+    """Params reach commands as environment variables, which are text: a number or a boolean would
+    have to become text by a rule the author never chose (is 5.0 "5" or "5.0"?), so only strings
+    are accepted and the file says the text itself."""
 
-    @field_validator("params", mode="before")
-    @classmethod
-    def _scalars_as_strings(cls, value: Any) -> Any:
-        if not isinstance(value, dict):
-            return value
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if isinstance(item, bool):
-                out[key] = "true" if item else "false"
-            elif isinstance(item, int | float):
-                out[key] = str(item)
-            else:
-                out[key] = item
-        return out
+    model_config = ConfigDict(extra="forbid")
+    params: dict[str, StrictStr]
 
 
 class ProfileDocument(BaseModel):
@@ -83,7 +73,11 @@ def read_profile_file(path: Path) -> ProfileDocument:
 
 
 def _digest(params: dict[str, str], secret_names: list[str]) -> str:
-    canonical = json.dumps({"params": params, "secret": sorted(secret_names)}, sort_keys=True)
+    """sha256 over the non-secret params and the names of the secret ones, never their values: a
+    digest anyone may read must not let a guess of a secret be confirmed against it. (Migration
+    0003 recomputes stored digests with this same formula.)"""
+    public = {k: v for k, v in params.items() if k not in secret_names}
+    canonical = json.dumps({"params": public, "secret": sorted(secret_names)}, sort_keys=True)
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -104,7 +98,8 @@ def create_profile(ctx: Context, name: str, version: str, document: ProfileDocum
         with ctx.store.write() as session:
             existing = _find(session, ctx.project_id, name, version)
             if existing is not None:
-                if existing.content_digest != digest:
+                same_secrets = {k: params[k] for k in secrets} == _secret_values(session, existing, ctx.home)
+                if existing.content_digest != digest or not same_secrets:
                     raise ConflictError(
                         f"profile {name}@{version} already exists with different content; "
                         "profile versions are immutable: publish a new version"
@@ -121,7 +116,11 @@ def create_profile(ctx: Context, name: str, version: str, document: ProfileDocum
             )
             session.add(row)
             session.flush()
-            session.add_all(ProfileSecret(profile_id=row.id, name=s, value=params[s]) for s in secrets)
+            if secrets:
+                ring = keyring(ctx.home)
+                session.add_all(
+                    ProfileSecret(profile_id=row.id, name=s, value=ring.seal(params[s])) for s in secrets
+                )
             session.flush()
             return _view(row, created=True)
     except IntegrityError:
@@ -144,12 +143,18 @@ def resolve_profile(session: Session, project_id: str, ref: str) -> Profile:
     return row
 
 
-def resolved_params(session: Session, profile: Profile) -> dict[str, str]:
-    """All params with secret values filled in: for runners only, never for display."""
-    params = dict(profile.params)
-    for secret in session.scalars(select(ProfileSecret).where(ProfileSecret.profile_id == profile.id)):
-        params[secret.name] = secret.value
-    return params
+def resolved_params(session: Session, profile: Profile, home: Path | None = None) -> dict[str, str]:
+    """All params with secret values filled in: for runners only, never for display. The values are
+    decrypted with the key of the installation at `home` (by default ENVLOOP_HOME)."""
+    return {**profile.params, **_secret_values(session, profile, home or envloop_home())}
+
+
+def _secret_values(session: Session, profile: Profile, home: Path) -> dict[str, str]:
+    rows = session.scalars(select(ProfileSecret).where(ProfileSecret.profile_id == profile.id)).all()
+    if not rows:
+        return {}
+    ring = keyring(home)
+    return {row.name: ring.open(row.value) for row in rows}
 
 
 def _view(row: Profile, created: bool | None = None) -> ProfileView:

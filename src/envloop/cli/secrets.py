@@ -1,0 +1,29 @@
+"""`el secret rotate-key`: re-encrypt every stored profile secret with a new key."""
+
+from typing import Annotated
+
+import typer
+
+from envloop.cli.output import emit_json, note, out
+from envloop.cli.state import context
+from envloop.services.secrets import rotate_secret_key
+
+app = typer.Typer(help="The key that encrypts profile secrets at rest.", no_args_is_help=True)
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+
+
+@app.command("rotate-key")
+def rotate_key(json_: JsonOpt = False) -> None:
+    """Encrypt every stored secret with a new key, then forget the old key.
+
+    With the key file (ENVLOOP_HOME/secret.key or ENVLOOP_SECRET_KEY_FILE) a new key is made; with
+    ENVLOOP_SECRET_KEY, put the new key first in it before running this. Runs on the store itself
+    (not through a server); workers elsewhere need the new key afterwards."""
+    ctx = context()
+    rotation = rotate_secret_key(ctx.store, ctx.home)
+    if json_:
+        emit_json(rotation)
+        return
+    out.print(f"re-encrypted {rotation.secrets} secrets with the newest key ({rotation.key_source})")
+    if rotation.note:
+        note(rotation.note)
