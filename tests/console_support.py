@@ -30,16 +30,25 @@ esac
 """
 
 
-def _verifier(rewards: dict[int, str]) -> str:
+def _verifier(rewards: dict[int, str], extra: str = "") -> str:
     cases = "\n".join(
         f'  {n}) printf %s {value!r} > "$logs/verifier/reward.txt" ;;' for n, value in rewards.items()
     )
-    return _REWARD_BY_ATTEMPT.format(cases=cases)
+    return _REWARD_BY_ATTEMPT.format(cases=cases) + extra
+
+
+STRUCTURED = {
+    "verifier_version": "2",
+    "composite": 0.8,
+    "dimensions": {"correctness": {"value": 0.9, "scale": [0, 1], "direction": "higher"}},
+    "judges": [{"name": "style", "model": "judge-1", "score": 4, "summary": HOSTILE}],
+}
+_STRUCTURED = f"cat > \"$logs/verifier/result.json\" <<'JSON'\n{json.dumps(STRUCTURED)}\nJSON\n"
 
 
 def seed_tasks(root: Path) -> Path:
     make_task(root, "A", test=_verifier({1: "1", 2: "0"}))
-    make_task(root, "B", test=_verifier({1: "1", 2: "1"}))
+    make_task(root, "B", test=_verifier({1: "1", 2: "1"}, _STRUCTURED))
     make_task(root, "C", test=_verifier({1: "0", 2: HOSTILE}))
     return root
 

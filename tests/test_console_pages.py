@@ -273,3 +273,35 @@ def test_the_leaderboard_page_shows_the_saved_rows(server: Server, jobs: Jobs) -
     assert rows[0]["rank"] == 1
     assert f'href="/jobs/{jobs.seed}"' in html and "seed@1" in html
     assert "<strong>60%</strong>" in html
+
+
+def test_the_jobs_list_filters_by_status_and_tag(server: Server, jobs: Jobs) -> None:
+    with server.http() as http:
+        completed = http.get("/", params={"status": "completed"}).text
+        running = http.get("/", params={"status": "running"}).text
+        tagged = http.get("/", params={"tag": f"note={HOSTILE_TAG}"}).text
+        bad_tag = http.get("/", params={"tag": "no-equals-sign"}).text
+        bad_status = http.get("/", params={"status": "finished"}).text
+    assert f'href="/jobs/{jobs.seed}"' in completed and f'href="/jobs/{jobs.agent}"' in completed
+    assert f'href="/jobs/{jobs.seed}"' not in running
+    assert f'href="/jobs/{jobs.seed}"' in tagged and f'href="/jobs/{jobs.agent}"' not in tagged
+    assert "invalid tag filter" in bad_tag
+    assert "unknown status &#39;finished&#39;" in bad_status
+
+
+def test_structured_results_show_on_the_job_page_and_the_trials_metrics_tab(
+    server: Server, jobs: Jobs
+) -> None:
+    trial = trials_of(server, jobs.seed)[("B", 1)]["id"]
+    with server.http() as http:
+        job_html = http.get(f"/jobs/{jobs.seed}").text
+        metrics_html = http.get(f"/trials/{trial}/metrics").text
+        from_api = http.get(f"/v1/trials/{trial}").json()["structured"]["result"]
+    assert from_api["composite"] == 0.8
+    job_text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", job_html))
+    assert "composite 0.8" in job_text and "correctness 0.9" in job_text
+    assert "[0, 1] higher is better, verifier 2" in job_text
+    assert "2 trials with a valid result" in job_text
+    assert "Judge style (judge-1): 4" in metrics_html
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in metrics_html
+    assert "<script>window" not in metrics_html

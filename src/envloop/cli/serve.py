@@ -127,7 +127,7 @@ def serve(
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     pool.start()
     store = make_url(ctx.store.url).render_as_string(hide_password=True)
-    note(f"envloop API on http://{host}:{port}/v1 (store {store}, {workers} local workers)")
+    note(f"envloop console on http://{host}:{port}/, API under /v1 (store {store}, {workers} local workers)")
     try:
         uvicorn.run(create_app(ctx), host=host, port=port, log_level="warning", access_log=False)
     finally:
