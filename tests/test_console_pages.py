@@ -6,6 +6,7 @@ pages in chromium."""
 import re
 from collections.abc import Iterator
 from contextlib import closing
+from pathlib import Path
 
 import httpx
 import pytest
@@ -17,6 +18,7 @@ from envloop.services.jobs import JobRequest, cancel_job, submit_job
 from envloop.services.results import ProfileResult
 from envloop.store.tables import Job, Trial
 from tests.api_server import Server
+from tests.conftest import write_profile
 from tests.console_support import HOSTILE, HOSTILE_OUTPUT, HOSTILE_TAG, Jobs, console_server, trials_of
 
 HOSTILE_TASK = "<script>window.__pwned=4</script>"
@@ -305,3 +307,61 @@ def test_structured_results_show_on_the_job_page_and_the_trials_metrics_tab(
     assert "Judge style (judge-1): 4" in metrics_html
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in metrics_html
     assert "<script>window" not in metrics_html
+
+
+def test_a_large_log_is_shown_a_page_at_a_time(server: Server, jobs: Jobs) -> None:
+    trial = trials_of(server, jobs.seed)[("A", 2)]["id"]
+    ctx = open_context(server.el.home)
+    try:
+        log = ctx.artifacts.trial_dir(trial) / "verifier" / "stdout.txt"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("".join(f"verifier line {i}\n" for i in range(20_000)))
+    finally:
+        ctx.close()
+    with server.http() as http:
+        first = http.get(f"/trials/{trial}/logs").text
+        found = re.search(r'href="\?file=verifier/stdout.txt&amp;offset=(\d+)">Next', first)
+        assert found is not None
+        second = http.get(
+            f"/trials/{trial}/logs", params={"file": "verifier/stdout.txt", "offset": found[1]}
+        ).text
+        unknown = http.get(f"/trials/{trial}/logs", params={"file": "../../envloop.db"})
+    assert "verifier line 0\n" in first and "verifier line 19999" not in first
+    assert "← Previous" in second and "verifier line 0\n" not in second
+    assert unknown.status_code == 400
+
+
+def test_a_job_of_two_profiles_shows_their_paired_comparison(
+    server: Server, jobs: Jobs, tmp_path: Path
+) -> None:
+    params = {
+        "AGENT_NAME": "command",
+        "AGENT_COMMAND": 'echo "$ENVLOOP_ATTEMPT" > "${ENVLOOP_APP_DIR:-/app}/attempt"',
+    }
+    server.el.ok(
+        "profile", "create", "team/twin", "1", "--file", str(write_profile(tmp_path / "p.json", params))
+    )
+    job = server.el.ok(
+        "job",
+        "submit",
+        "--dataset",
+        "seed@1",
+        "--profile",
+        "team/shell@1",
+        "--profile",
+        "team/twin@1",
+        "--attempts",
+        "2",
+        "--wait",
+        "--json",
+        timeout=300,
+    ).json()["id"]
+    with server.http() as http:
+        compared = http.get("/v1/compare", params={"job_a": job}).json()
+        html = http.get(f"/jobs/{job}").text
+        grid = http.get(f"/jobs/{job}/grid").text
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+    assert "Paired comparison between profiles" in text
+    assert f"over {compared['n_tasks']} tasks both scored" in text
+    assert "team/twin@1 − team/shell@1" in text
+    assert grid.count('class="cell-group"') == 6 and "spread across profiles" in grid
