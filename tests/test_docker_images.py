@@ -178,14 +178,14 @@ def test_a_build_without_network_cannot_download_packages(tmp_path: Path, record
 def test_a_base_image_that_is_not_here_is_named_and_never_pulled(
     tmp_path: Path, records: BuildRecords
 ) -> None:
-    env = _environment(tmp_path, "ARG BASE=ubuntu:24.04\nFROM ${BASE} AS build\nFROM build\nRUN true\n")
+    env = _environment(tmp_path, "ARG BASE=ubuntu:22.04\nFROM ${BASE} AS build\nFROM build\nRUN true\n")
     digest = _digest()
 
     outcome = _build(env, digest, records)
 
     assert outcome.status == "failed"
     assert outcome.reason is not None
-    assert outcome.reason.startswith("FROM ubuntu:24.04: base image not available on this machine")
+    assert outcome.reason.startswith("FROM ubuntu:22.04: base image not available on this machine")
     assert "debian:bookworm" in outcome.reason
 
 
@@ -224,3 +224,19 @@ def test_python_slim_image_has_python_3_11_whose_pip_installs_into_the_system(
         outcome.image, "python", "-c", "import sys, greeting; print(sys.version_info[:2], greeting.WORDS)"
     )
     assert (code, stdout) == (0, "(3, 11) installed\n")
+
+
+def test_ubuntu_24_04_is_an_ubuntu_noble_root_with_the_official_images_user_and_sources() -> None:
+    script = (
+        ". /etc/os-release; echo $ID $VERSION_ID; id -u ubuntu; grep -h ^Suites /etc/apt/sources.list.d/*"
+    )
+
+    code, stdout, _ = _run_in("ubuntu:24.04", "sh", "-c", script)
+
+    assert code == 0
+    assert stdout.splitlines() == [
+        "ubuntu 24.04",
+        "1000",
+        "Suites: noble noble-updates noble-backports",
+        "Suites: noble-security",
+    ]
