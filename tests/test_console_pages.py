@@ -365,3 +365,27 @@ def test_a_job_of_two_profiles_shows_their_paired_comparison(
     assert f"over {compared['n_tasks']} tasks both scored" in text
     assert "team/twin@1 − team/shell@1" in text
     assert grid.count('class="cell-group"') == 6 and "spread across profiles" in grid
+
+
+def test_a_key_of_another_project_sees_none_of_this_projects_jobs(server: Server, jobs: Jobs) -> None:
+    other = server.el.ok("key", "create", "--project", "elsewhere", "--json").json()["key"]
+    with server.http(other) as http:
+        listed = http.get("/").text
+        job_page = http.get(f"/jobs/{jobs.seed}")
+        trial_page = http.get(f"/trials/{jobs.agent_trial}/trace")
+    assert jobs.seed not in listed and jobs.agent not in listed
+    assert job_page.status_code == 404 and trial_page.status_code == 404
+
+
+def test_logging_out_ends_the_session_and_a_revoked_key_ends_it_too(server: Server) -> None:
+    created = server.el.ok("key", "create", "--name", "short-lived", "--json").json()
+    with closing(login(server, created["key"])) as client:
+        assert client.get("/").status_code == 200
+        token = csrf_of(client.get("/").text)
+        assert client.post("/logout", data={"csrf": "wrong"}).status_code == 403
+        assert client.post("/logout", data={"csrf": token}).status_code == 303
+        assert client.get("/").status_code == 303
+    with closing(login(server, created["key"])) as client:
+        server.el.ok("key", "revoke", created["id"])
+        bounced = client.get("/")
+        assert bounced.status_code == 303 and "revoked" in bounced.headers["location"]
