@@ -5,8 +5,9 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from envloop.environments.docker import BuildConfigError, build_network
+from envloop.environments.docker import BuildConfigError, ContainerSpec, build_network
 from envloop.environments.docker.from_lines import base_images
 from envloop.environments.docker.transfer import Owner, pack_tree, read_single_file, unpack_tree
 from tests.conftest import EXAMPLES, El
@@ -153,3 +154,10 @@ def test_dataset_build_without_a_daemon_fails_in_one_line_saying_so(el: El) -> N
         "el: error: cannot build images: no Docker daemon answers"
         " (start one with scripts/docker-daemon start)\n"
     )
+
+
+@pytest.mark.parametrize("network", ["host", "container:envloop-other", "--privileged", ""])
+def test_a_trial_container_never_shares_the_hosts_or_another_containers_network(network: str) -> None:
+    with pytest.raises(ValidationError, match="a trial gets `none` or a named network of its own"):
+        ContainerSpec(image="envloop/debian:bookworm", trial_id="trl_x", network=network)
+    assert ContainerSpec(image="envloop/debian:bookworm", trial_id="trl_x").network == "none"

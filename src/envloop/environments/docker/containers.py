@@ -3,8 +3,8 @@
 The container's first process is `docker-init` (tini) over `sleep infinity`, so it stays up between
 commands and reaps whatever they leave. Nothing of the host is mounted; files cross as tar streams
 (`put_dir`, `put_file`, `get_dir`, `read_file`). Its network is `none` unless the caller names
-another (`host` would let the trial reach every service listening on the host: callers must not
-pass it for a trial). Limits are the daemon's cgroups: `--cpus`, `--memory` (no swap beyond it),
+another network of its own; `host` (which would let the trial reach every service listening on
+the host) is refused. Limits are the daemon's cgroups: `--cpus`, `--memory` (no swap beyond it),
 `--pids-limit`, plus a largest-file rlimit.
 
 Every container carries labels naming its trial and the worker process that owns it (see
@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from envloop.environments.docker import transfer
 from envloop.environments.docker.cli import DockerError, docker, docker_binary, first_line
@@ -39,6 +39,7 @@ from envloop.environments.docker.transfer import CopyOutReport, Owner
 EXEC_MARKER = "ENVLOOP_EXEC_ID"
 OUTPUT_TAIL_BYTES = 64 * 1024
 _KILL_WAIT_SEC = 10.0
+_NETWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _T = TypeVar("_T")
 
 
@@ -57,6 +58,15 @@ class ContainerSpec(BaseModel):
     user: str | None = None
     """Default user of every exec (the image's USER when None)."""
     labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("network")
+    @classmethod
+    def _own_network_namespace(cls, value: str) -> str:
+        """`host` and `container:<id>` would share another namespace's network, and with it every
+        service listening there (the host's own included): a trial never gets either."""
+        if value == "host" or value.startswith("container:") or not _NETWORK_NAME.fullmatch(value):
+            raise ValueError(f"network {value!r}: a trial gets `none` or a named network of its own")
+        return value
 
 
 class ExecOutcome(BaseModel):
