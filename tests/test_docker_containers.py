@@ -4,10 +4,12 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -251,30 +253,29 @@ def test_container_is_removed_when_the_trial_fails() -> None:
     assert asyncio.run(trial_containers("trl_fails")) == []
 
 
-_ORPHAN_MAKER = """
-import asyncio, os, sys
+_WORKER = """
+import asyncio, sys
 from envloop.environments.docker import Container, ContainerSpec
 from envloop.environments.docker.base_images import DEBIAN_IMAGE
 
 async def main():
     container = await Container.start(ContainerSpec(image=DEBIAN_IMAGE, trial_id=sys.argv[1]))
     print(container.name, flush=True)
-    os._exit(0)  # dies without removing it, as a killed worker would
+    await container.exec(["sleep", "600"])  # the worker is killed during this
 
 asyncio.run(main())
 """
 
 
-def test_orphan_sweep_removes_containers_of_dead_workers_and_spares_live_ones() -> None:
-    made = subprocess.run(
-        [sys.executable, "-c", _ORPHAN_MAKER, "trl_orphan"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-        env={**os.environ},
+def test_orphan_sweep_removes_containers_of_killed_workers_and_spares_live_ones() -> None:
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _WORKER, "trl_orphan"], stdout=subprocess.PIPE, text=True, env={**os.environ}
     )
-    orphan = made.stdout.strip()
+    assert worker.stdout is not None
+    orphan = worker.stdout.readline().strip()
+    time.sleep(0.5)
+    worker.send_signal(signal.SIGKILL)  # no finally, no cleanup: as a crash or an OOM kill
+    worker.wait()
 
     async def go() -> tuple[list[str], list[str], list[str]]:
         live = await Container.start(_spec("trl_live"))
