@@ -159,8 +159,7 @@ def test_an_invalidation_without_a_reason_is_refused_and_changes_nothing(server:
 
 
 def test_a_share_link_reads_its_job_and_trials_only(server: Server, jobs: Jobs) -> None:
-    with server.http() as http:
-        share = http.post(f"/v1/jobs/{jobs.seed}/shares", json={}).json()
+    share = server.el.ok("job", "share", jobs.seed, "--json").json()
     other_trial = jobs.agent_trial
     own_trial = trials_of(server, jobs.seed)[("A", 1)]["id"]
     base = share["path"]

@@ -108,5 +108,6 @@ def histogram_chart(histogram: RewardHistogram) -> HistogramChart:
                 count=bar.count,
             )
         )
-    y_ticks = [Tick(TOP + PLOT_H * (1 - f), str(round(top * f))) for f in (0.0, 0.5, 1.0)] if top else []
+    counts = sorted({0, top} | ({top // 2} if top % 2 == 0 else set())) if top else []
+    y_ticks = [Tick(TOP + PLOT_H * (1 - n / top), str(n)) for n in counts]
     return HistogramChart(bars=bars, y_ticks=y_ticks)
