@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from envloop.environments.docker import BuildConfigError, ContainerSpec, build_network
+from envloop.environments.docker import BuildConfigError, ContainerSpec, build_network, read_build_settings
 from envloop.environments.docker.from_lines import base_images
 from envloop.environments.docker.transfer import Owner, pack_tree, read_single_file, unpack_tree
 from tests.conftest import EXAMPLES, El
@@ -161,3 +161,42 @@ def test_a_trial_container_never_shares_the_hosts_or_another_containers_network(
     with pytest.raises(ValidationError, match="a trial gets `none` or a named network of its own"):
         ContainerSpec(image="envloop/debian:bookworm", trial_id="trl_x", network=network)
     assert ContainerSpec(image="envloop/debian:bookworm", trial_id="trl_x").network == "none"
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("build_timeout_sec = -5", "task.toml: [environment] build_timeout_sec = -5: expected seconds > 0"),
+        ("build_timeout_sec = inf", "task.toml: [environment] build_timeout_sec = inf: expected seconds > 0"),
+        (
+            'build_timeout_sec = "600"',
+            "task.toml: [environment] build_timeout_sec = '600': expected seconds > 0",
+        ),
+        (
+            'docker_image = "--privileged"',
+            "task.toml: [environment] docker_image = '--privileged': not an image name",
+        ),
+        ('docker_image = "a b"', "task.toml: [environment] docker_image = 'a b': not an image name"),
+    ],
+)
+def test_malformed_build_fields_of_a_task_become_the_reason_its_build_fails(
+    tmp_path: Path, line: str, problem: str
+) -> None:
+    (tmp_path / "task.toml").write_text(f'version = "1.0"\n[environment]\n{line}\n')
+
+    assert read_build_settings(tmp_path).problem == problem
+
+
+def test_well_formed_build_fields_are_read(tmp_path: Path) -> None:
+    (tmp_path / "task.toml").write_text(
+        'version = "1.0"\n[environment]\nbuild_timeout_sec = 600.0\n'
+        'docker_image = "registry:5000/org/img:1.2"\n'
+    )
+
+    settings = read_build_settings(tmp_path)
+
+    assert (settings.build_timeout_sec, settings.docker_image, settings.problem) == (
+        600.0,
+        "registry:5000/org/img:1.2",
+        None,
+    )

@@ -15,6 +15,7 @@ from envloop.environments.docker import (
     ContainerSpec,
     ensure_task_image,
     image_id,
+    read_build_settings,
     running_container,
     task_image,
 )
@@ -240,3 +241,49 @@ def test_ubuntu_24_04_is_an_ubuntu_noble_root_with_the_official_images_user_and_
         "Suites: noble noble-updates noble-backports",
         "Suites: noble-security",
     ]
+
+
+def _task_root(root: Path, environment_toml: str) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "task.toml").write_text(f'version = "1.0"\n[environment]\n{environment_toml}\n')
+    return root
+
+
+def test_a_tasks_prebuilt_docker_image_is_used_when_it_is_here_and_named_when_it_is_not(
+    tmp_path: Path, records: BuildRecords, built: list[str]
+) -> None:
+    here = _task_root(tmp_path / "here", 'docker_image = "debian:bookworm"')
+    away = _task_root(tmp_path / "away", 'docker_image = "ghcr.io/some-org/some-task:20250620"')
+    for root in (here, away):
+        _environment(root, "FROM debian:bookworm\nRUN exit 1\n")  # never used: the image wins
+    digest_here, digest_away = _digest(), _digest()
+    built.append(task_image(digest_here))
+
+    used = asyncio.run(
+        ensure_task_image(here / "environment", digest_here, records, settings=read_build_settings(here))
+    )
+    refused = asyncio.run(
+        ensure_task_image(away / "environment", digest_away, records, settings=read_build_settings(away))
+    )
+
+    assert used.status == "built"
+    assert used.image_id == asyncio.run(image_id("debian:bookworm"))
+    assert refused.status == "failed"
+    assert refused.reason == (
+        "docker_image ghcr.io/some-org/some-task:20250620: not available on this machine"
+        " (nothing can be pulled)"
+    )
+
+
+def test_a_build_longer_than_the_tasks_build_timeout_fails_saying_so(
+    tmp_path: Path, records: BuildRecords
+) -> None:
+    root = _task_root(tmp_path, "build_timeout_sec = 2")
+    env = _environment(root, "FROM debian:bookworm\nRUN echo @TOKEN@ && sleep 60\n")
+    digest = _digest()
+
+    outcome = asyncio.run(ensure_task_image(env, digest, records, settings=read_build_settings(root)))
+
+    assert outcome.status == "failed"
+    assert outcome.reason == "the build did not finish within 2 s"
+    assert outcome.duration_sec < 30

@@ -23,6 +23,7 @@ from envloop.environments.docker.images import (
     build_network,
     effective_build_network,
     ensure_task_image,
+    read_build_settings,
 )
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, resolve_dataset
@@ -107,8 +108,15 @@ async def _build_all(
     for name, digest in members:
         outcome = done.get(digest)
         if outcome is None:
-            environment = ctx.artifacts.task_dir(digest) / "environment"
-            outcome = await ensure_task_image(environment, digest, records, network=network, force=force)
+            root = ctx.artifacts.task_dir(digest)
+            outcome = await ensure_task_image(
+                root / "environment",
+                digest,
+                records,
+                network=network,
+                force=force,
+                settings=read_build_settings(root),
+            )
             done[digest] = outcome
         elif outcome.status != "failed":
             # A second member with the same content uses the image the first one just got.

@@ -23,9 +23,11 @@ from envloop.environments.docker.images import (
     BuildOutcome,
     BuildRecord,
     BuildRecords,
+    BuildSettings,
     build_network,
     effective_build_network,
     ensure_task_image,
+    read_build_settings,
     task_image,
 )
 from envloop.environments.docker.orphans import sweep_orphans, trial_containers, worker_identity
@@ -37,6 +39,7 @@ __all__ = [
     "BuildOutcome",
     "BuildRecord",
     "BuildRecords",
+    "BuildSettings",
     "Container",
     "ContainerSpec",
     "CopyOutReport",
@@ -51,6 +54,7 @@ __all__ = [
     "ensure_task_image",
     "honoured_images",
     "image_id",
+    "read_build_settings",
     "running_container",
     "sweep_orphans",
     "task_image",

@@ -15,7 +15,9 @@ on a daemon with a bridge and `none` on one without.
 import asyncio
 import contextlib
 import fcntl
+import math
 import os
+import re
 import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -27,6 +29,8 @@ from pydantic import BaseModel
 from envloop.environments.docker.base_images import honoured_images
 from envloop.environments.docker.cli import docker, docker_binary, first_line, image_id
 from envloop.environments.docker.from_lines import base_images
+from envloop.tasks.harbor import load_task_config
+from envloop.tasks.model import TaskFormatError
 
 BUILD_NETWORK_VARIABLE = "ENVLOOP_DOCKER_BUILD_NETWORK"
 BUILD_TIMEOUT_VARIABLE = "ENVLOOP_DOCKER_BUILD_TIMEOUT_SEC"
@@ -158,6 +162,40 @@ class BuildRecords:
             os.close(fd)
 
 
+class BuildSettings(BaseModel):
+    """What a task's `[environment]` says about its image (Harbor's fields)."""
+
+    build_timeout_sec: float | None = None
+    """How long the build may take; capped by ENVLOOP_DOCKER_BUILD_TIMEOUT_SEC."""
+    docker_image: str | None = None
+    """A prebuilt image to use instead of building the Dockerfile (it must be on this machine)."""
+    problem: str | None = None
+    """Why the fields cannot be used, when they are malformed."""
+
+
+_IMAGE_REFERENCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}")
+
+
+def read_build_settings(task_root: Path) -> BuildSettings:
+    """The task's `[environment] build_timeout_sec` and `docker_image`, checked (they are kept as
+    unknown fields of task.toml, so nothing validated them at push)."""
+    try:
+        section = load_task_config(task_root / "task.toml").environment
+    except TaskFormatError:
+        return BuildSettings(problem="task.toml: not a valid task configuration")
+    timeout = getattr(section, "build_timeout_sec", None)
+    image = getattr(section, "docker_image", None)
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf
+    ):
+        return BuildSettings(
+            problem=f"task.toml: [environment] build_timeout_sec = {timeout!r}: expected seconds > 0"
+        )
+    if image is not None and (not isinstance(image, str) or not _IMAGE_REFERENCE.fullmatch(image)):
+        return BuildSettings(problem=f"task.toml: [environment] docker_image = {image!r}: not an image name")
+    return BuildSettings(build_timeout_sec=timeout, docker_image=image or None)
+
+
 def _tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
     try:
         with path.open("rb") as handle:
@@ -227,8 +265,13 @@ async def ensure_task_image(
     *,
     network: BuildNetwork | None = None,
     force: bool = False,
+    settings: BuildSettings | None = None,
 ) -> BuildOutcome:
     """The task's image, built from `environment_dir` unless an image of this digest exists.
+
+    `settings` carries the task's own build fields (see `read_build_settings`): a prebuilt
+    `docker_image` is used instead of the Dockerfile when it is on this machine (and named as the
+    reason of a failure when it is not), and `build_timeout_sec` shortens the operator's timeout.
 
     Never raises for a task's own fault (no Dockerfile, a base image that is not here, a failing
     RUN step, a timeout): those come back as a `failed` outcome with a one-line reason, and are
@@ -258,7 +301,9 @@ async def ensure_task_image(
                 image_id=found,
             )
         started_at = datetime.now(UTC)
-        ok, reason = await _build(environment_dir, image, digest, chosen, records)
+        ok, reason = await _build(
+            environment_dir, image, digest, chosen, records, settings or BuildSettings()
+        )
         built_id = await image_id(image) if ok else None
         record = BuildRecord(
             digest=digest,
@@ -284,9 +329,19 @@ async def ensure_task_image(
 
 
 async def _build(
-    environment_dir: Path, image: str, digest: str, network: BuildNetwork, records: BuildRecords
+    environment_dir: Path,
+    image: str,
+    digest: str,
+    network: BuildNetwork,
+    records: BuildRecords,
+    settings: BuildSettings,
 ) -> tuple[bool, str | None]:
     log_path = records.log_path(digest)
+    if settings.problem is not None:
+        log_path.write_text(settings.problem + "\n")
+        return False, settings.problem
+    if settings.docker_image is not None:
+        return await _use_prebuilt(settings.docker_image, image, log_path)
     dockerfile = environment_dir / "Dockerfile"
     if not dockerfile.is_file():
         log_path.write_text("environment/Dockerfile: missing\n")
@@ -305,4 +360,16 @@ async def _build(
         )
         log_path.write_text(reason + "\n")
         return False, reason
-    return await _run_build(environment_dir, image, digest, network, log_path, build_timeout())
+    timeout = min(build_timeout(), settings.build_timeout_sec or math.inf)
+    return await _run_build(environment_dir, image, digest, network, log_path, timeout)
+
+
+async def _use_prebuilt(prebuilt: str, image: str, log_path: Path) -> tuple[bool, str | None]:
+    """Tag the task's prebuilt image as its image; nothing can be pulled, so it must be here."""
+    if await image_id(prebuilt) is None:
+        reason = f"docker_image {prebuilt}: not available on this machine (nothing can be pulled)"
+        log_path.write_text(reason + "\n")
+        return False, reason
+    await docker(["tag", prebuilt, image])
+    log_path.write_text(f"the task's docker_image {prebuilt}, tagged as {image}\n")
+    return True, None
