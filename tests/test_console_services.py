@@ -1,6 +1,8 @@
 """The small services the console reads through: a window of a trial's kept file, never splitting a
 character; the reward histogram, counting only counted rewards."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,3 +85,11 @@ def test_many_distinct_rewards_are_binned_between_the_smallest_and_largest() -> 
     histogram = reward_histogram(compute_metrics([f"t{i}" for i in range(30)], 1, slots))
     assert len(histogram.bars) == 10 and sum(b.count for b in histogram.bars) == 30
     assert histogram.bars[0].low == 0.0 and histogram.bars[-1].high == pytest.approx(14.5)
+
+
+@pytest.mark.parametrize("module", ["envloop.console", "envloop.console.access", "envloop.api"])
+def test_the_console_and_the_api_import_in_either_order(module: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", f"import {module}"], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr

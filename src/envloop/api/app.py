@@ -16,7 +16,6 @@ from starlette.routing import BaseRoute, Match
 from envloop import __version__
 from envloop.api.auth import Caller, caller
 from envloop.api.routes import access, analysis, datasets, jobs, meta, profiles, rollouts, trials
-from envloop.console import install_console
 from envloop.services.context import Context
 from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.store.artifacts import ArtifactNotFoundError
@@ -89,6 +88,9 @@ def create_app(ctx: Context | None = None) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, _http_error)
     for module in (meta, datasets, profiles, jobs, trials, rollouts, analysis, access):
         app.include_router(module.router)
+
+    # Imported here: the console's modules import the API's (auth, events), which import this one.
+    from envloop.console import install_console  # noqa: PLC0415
 
     install_console(app)
 

@@ -105,7 +105,7 @@ def jobs_list(request: Request, v: SessionViewer, status: str = "", tag: str = "
 @router.get("/jobs/{job_id}/row", response_class=HTMLResponse)
 def job_row(job_id: str, v: SessionViewer) -> Response:
     """One row of the jobs list, re-rendered when the live feed reports a change."""
-    return fragment("_job_row.html", v=v, row=_row(v, jobs.get_job(v.ctx, job_id)), MISSING="—")
+    return fragment("_job_row.html", v=v, row=_row(v, jobs.get_job(v.ctx, job_id)))
 
 
 def _comparisons(viewer: Viewer, job: JobView) -> list[PairedItem]:

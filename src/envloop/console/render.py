@@ -71,11 +71,14 @@ def _interval(value: tuple[float, float] | None, as_score: bool = True) -> str:
 def _size(value: int | None) -> str:
     if value is None:
         return MISSING
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if value < 1024 or unit == "GB":
-            return f"{value} {unit}" if unit == "bytes" else f"{value:.1f} {unit}"
-        value = value / 1024  # type: ignore[assignment]
-    return str(value)
+    if value < 1024:
+        return f"{value} bytes"
+    scaled = float(value)
+    for unit in ("KB", "MB", "GB"):
+        scaled /= 1024
+        if scaled < 1024 or unit == "GB":
+            break
+    return f"{scaled:.1f} {unit}"
 
 
 def _reward_class(value: float | None) -> str:

@@ -123,7 +123,6 @@ def _step_values(viewer: Viewer, trial: TrialView, trajectory: Trajectory, step:
         "results": call_results(trajectory),
         "call_index": calling_step(trajectory, step) if isinstance(step, ToolStep) else None,
         "grading": step.index == (grading if grading is not None else last),
-        "MISSING": "—",
     }
 
 
