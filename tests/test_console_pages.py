@@ -17,17 +17,32 @@ from envloop.services.context import open_context
 from envloop.services.jobs import JobRequest, cancel_job, submit_job
 from envloop.services.results import ProfileResult
 from envloop.store.tables import Job, Trial
+from tests import pg
 from tests.api_server import Server
 from tests.conftest import write_profile
 from tests.console_support import HOSTILE, HOSTILE_OUTPUT, HOSTILE_TAG, Jobs, console_server, trials_of
+from tests.pg import BACKENDS
 
 HOSTILE_TASK = "<script>window.__pwned=4</script>"
 
 
-@pytest.fixture(scope="module")
-def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Jobs]]:
-    with console_server(tmp_path_factory.mktemp("console")) as found:
-        yield found
+@pytest.fixture(scope="module", params=BACKENDS)
+def running(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Server, Jobs]]:
+    """The server and its jobs on SQLite, then on PostgreSQL (the team server's store)."""
+    root = tmp_path_factory.mktemp(f"console-{request.param}")
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param == "sqlite":
+            patch.delenv("ENVLOOP_DATABASE_URL", raising=False)
+            with console_server(root) as found:
+                yield found
+            return
+        databases: pg.Databases = request.getfixturevalue("postgres_databases")
+        with databases.fresh() as url:
+            patch.setenv("ENVLOOP_DATABASE_URL", url)
+            with console_server(root) as found:
+                yield found
 
 
 @pytest.fixture
