@@ -151,8 +151,9 @@ def test_an_unreachable_endpoint_fails_the_trials_as_model_error(
         "MAX_RETRIES": "0",
     }
     profile = chat_profile(el, tmp_path, "team/offline", params)
-    job = el.ok("job", "submit", "--dataset", heldout, "--profile", profile, "--wait", "--json").json()
-    assert job["status"] == "failed"
+    followed = el("job", "submit", "--dataset", heldout, "--profile", profile, "--wait", "--json")
+    job = followed.json()
+    assert job["status"] == "failed" and followed.code == 3
     trials = el.ok("trial", "list", "--job", job["id"], "--json").json()
     assert {t["error_type"] for t in trials} == {"model_error"}
     assert all(t["error_message"].startswith(f"could not reach http://127.0.0.1:{port}/v1") for t in trials)

@@ -94,7 +94,7 @@ def test_profile_missing_a_required_param_exits_2(demo: El, tmp_path: Path) -> N
 
 
 def test_demo_job_end_to_end_with_json_results(demo: El, tmp_path: Path) -> None:
-    submitted = demo.ok(
+    submitted = demo(
         "job",
         "submit",
         "--dataset",
@@ -110,8 +110,9 @@ def test_demo_job_end_to_end_with_json_results(demo: El, tmp_path: Path) -> None
         timeout=300,
     )
     job = submitted.json()  # stdout is only the JSON document, progress went to stderr
-    # The broken verifier fails its trials (verifier_error), so the job rolls up to failed.
-    assert job["status"] == "failed"
+    # The broken verifier fails its trials (verifier_error), so the job rolls up to failed, and
+    # following it to that end exits 3 so a script can tell.
+    assert job["status"] == "failed" and submitted.code == 3
     result = demo.ok("job", "result", job["id"], "--json").json()
     assert result["status"] == "failed"
     oracle, nop = result["profiles"]["demo/oracle@1"], result["profiles"]["demo/nop@1"]

@@ -16,19 +16,20 @@ import re
 import tarfile
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from envloop.core.trajectory import Trajectory
 from envloop.runners.base import RunnerInfo
 from envloop.services.compare import Comparison
 from envloop.services.datasets import DatasetView
-from envloop.services.errors import ConflictError, NotFoundError, UserError
+from envloop.services.errors import ConflictError, NotFoundError, ServerError, UserError
 from envloop.services.jobs import JobRequest, JobView, SubmitResult
 from envloop.services.keys import ApiKeyView, CreatedKey
 from envloop.services.leaderboard import BoardRow
@@ -49,8 +50,19 @@ class AccessError(UserError):
     """The server refused the credentials (401) or what they may do (403)."""
 
 
-class ServerError(RuntimeError):
-    """The server failed (5xx) or answered something that is not the API's."""
+@contextmanager
+def _transport(url: str) -> Iterator[None]:
+    """A transport failure (refused, timed out, cut off mid-stream) as one ServerError line."""
+    try:
+        yield
+    except httpx.TransportError as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ServerError(f"lost the connection to the envloop server at {url}: {reason}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ServerError(
+            f"the server at {url} answered something that is not the API's: {first['msg']}"
+        ) from None
 
 
 def _upload_stem(name: str) -> str:
@@ -100,7 +112,8 @@ class Client:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise UserError(f"cannot reach the envloop server at {self.url}: {exc}") from None
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ServerError(f"cannot reach the envloop server at {self.url}: {reason}") from None
         self._check(response)
         return response
 
@@ -122,11 +135,19 @@ class Client:
 
     def _get(self, path: str, model: type[_M], **params: Any) -> _M:
         query = {k: v for k, v in params.items() if v is not None}
-        return TypeAdapter(model).validate_python(self._send("GET", path, params=query).json())
+        return self._parse(self._send("GET", path, params=query), model)
 
     def _post(self, path: str, model: type[_M], body: BaseModel | dict[str, Any] | None = None) -> _M:
         payload = body.model_dump(mode="json") if isinstance(body, BaseModel) else (body or {})
-        return TypeAdapter(model).validate_python(self._send("POST", path, json=payload).json())
+        return self._parse(self._send("POST", path, json=payload), model)
+
+    def _parse(self, response: httpx.Response, model: type[_M]) -> _M:
+        with _transport(self.url):
+            try:
+                data = response.json()
+            except ValueError:
+                raise ServerError(f"the server at {self.url} answered something that is not JSON") from None
+            return TypeAdapter(model).validate_python(data)
 
     @staticmethod
     def _ref(ref: str) -> str:
@@ -254,7 +275,7 @@ class Client:
                 raise ServerError(f"artifact path {item.path!r} points outside {dest}")
             target.parent.mkdir(parents=True, exist_ok=True)
             url = f"/v1/trials/{quote(trial_id)}/artifacts/{quote(item.path, safe='/')}"
-            with self._http.stream("GET", url) as response:
+            with _transport(self.url), self._http.stream("GET", url) as response:
                 if response.status_code >= 400:
                     response.read()
                     self._check(response)
@@ -340,7 +361,10 @@ class Client:
     # -- server-sent events -------------------------------------------------------------------------
 
     def _events(self, path: str) -> Iterator[ProgressEvent]:
-        with self._http.stream("GET", path, timeout=httpx.Timeout(30.0, read=None)) as response:
+        with (
+            _transport(self.url),
+            self._http.stream("GET", path, timeout=httpx.Timeout(30.0, read=None)) as response,
+        ):
             if response.status_code >= 400:
                 response.read()
                 self._check(response)

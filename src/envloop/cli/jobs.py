@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from envloop.cli import exits
 from envloop.cli.backend import operations, remote
 from envloop.cli.output import emit_json, note, out, table, warn, when
 from envloop.cli.progress import follow
@@ -59,7 +60,10 @@ def submit(
     config: Annotated[
         Path | None, typer.Option("--config", help="A file written by `el job export`.")
     ] = None,
-    wait: Annotated[bool, typer.Option("--wait", help="Follow the job to its end.")] = False,
+    wait: Annotated[
+        bool,
+        typer.Option("--wait", help="Follow the job to its end; exit code 3 if it ends failed or cancelled."),
+    ] = False,
     json_: JsonOpt = False,
 ) -> None:
     """Validate everything, create all trials pending, and start execution."""
@@ -93,12 +97,13 @@ def submit(
     for message in submitted.warnings:
         warn(message)
     job = submitted.job
-    if submitted.existing:
-        note(f"request ID {request.request_id} already submitted: {job.id}")
     if remote() is None and job.status not in ("completed", "failed", "cancelled"):
         ensure_background_worker(context())
     shape = f"{job.dataset} × {len(job.profiles)} profiles × {job.attempts} attempts"
-    note(f"submitted {job.id}: {sum(job.counts.values())} trials ({shape})")
+    if submitted.existing:
+        note(f"request ID {request.request_id} was already submitted as {job.id} ({shape}); nothing new")
+    else:
+        note(f"submitted {job.id}: {sum(job.counts.values())} trials ({shape})")
     if wait:
         job = follow(ops, job.id)
     if json_:
@@ -107,6 +112,16 @@ def submit(
         out.print(result_view(ops.job_result(job.id)))
     else:
         out.print(job.id)
+    if wait:
+        _exit_unless_completed(job)
+
+
+def _exit_unless_completed(job: jobs.JobView) -> None:
+    """A followed job that ended failed or cancelled exits non-zero, so a script or CI can tell."""
+    if job.status != "completed":
+        counts = ", ".join(f"{job.counts[s]} {s}" for s in ("failed", "cancelled") if job.counts.get(s))
+        warn(f"job {job.id} ended {job.status}" + (f" ({counts})" if counts else ""))
+        raise typer.Exit(exits.JOB_NOT_COMPLETED)
 
 
 @app.command()
@@ -207,13 +222,14 @@ def export(
 
 @app.command()
 def watch(job_id: str, json_: JsonOpt = False) -> None:
-    """Follow a job with a live progress bar until it ends."""
+    """Follow a job with a live progress bar until it ends (exit code 3 if it ends failed or cancelled)."""
     ops = operations()
     job = follow(ops, job_id)
     if json_:
         emit_json(job)
     else:
         out.print(result_view(ops.job_result(job.id)))
+    _exit_unless_completed(job)
 
 
 @app.command()

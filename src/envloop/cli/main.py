@@ -1,14 +1,27 @@
-"""Entry point of `el`. Every failure a user can fix ends as one line on stderr and exit code 2."""
+"""Entry point of `el`. Every failure ends as one line on stderr and an exit code of `cli.exits`."""
 
+import os
 import sys
 
 import typer
 from typer.exceptions import TyperException
 
-from envloop.cli import builds, compare, datasets, jobs, keys, leaderboard, model, profiles, secrets, trials
+from envloop.cli import (
+    builds,
+    compare,
+    datasets,
+    exits,
+    jobs,
+    keys,
+    leaderboard,
+    model,
+    profiles,
+    secrets,
+    trials,
+)
 from envloop.cli.serve import serve
 from envloop.cli.worker import runner_app, worker
-from envloop.services.errors import UserError
+from envloop.services.errors import ServerError, UserError
 
 app = typer.Typer(
     help="envloop: evaluate AI models and agents in sandboxes, with honest metrics.",
@@ -33,9 +46,14 @@ app.command("serve")(serve)
 app.add_typer(model.app, name="model")
 
 
-def _fail(message: str) -> None:
-    sys.stderr.write(f"el: error: {message}\n")
-    sys.exit(2)
+def _fail(message: str, code: int = exits.BAD_INPUT) -> None:
+    sys.stderr.write(f"el: error: {_one_line(message)}\n")
+    sys.exit(code)
+
+
+def _one_line(message: str) -> str:
+    lines = message.strip().splitlines()
+    return "".join(ch if ch.isprintable() else " " for ch in lines[0]) if lines else "failed"
 
 
 def run() -> None:
@@ -47,9 +65,15 @@ def run() -> None:
         hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         format_message = getattr(exc, "format_message", None)
         _fail((format_message() if format_message else str(exc)) + hint)
-    except typer.Abort:
+    except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("el: aborted\n")
-        sys.exit(130)
+        sys.exit(exits.INTERRUPTED)
     except UserError as exc:
-        _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-    sys.exit(code if isinstance(code, int) else 0)
+        _fail(str(exc) or type(exc).__name__)
+    except ServerError as exc:
+        _fail(str(exc) or type(exc).__name__, exits.SERVER)
+    except Exception as exc:
+        if os.environ.get("ENVLOOP_DEBUG"):
+            raise
+        _fail(f"internal error: {type(exc).__name__}: {exc} (ENVLOOP_DEBUG=1 shows where)", exits.INTERNAL)
+    sys.exit(code if isinstance(code, int) else exits.OK)

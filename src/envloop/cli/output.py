@@ -9,9 +9,24 @@ from typing import Any
 from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-err = Console(stderr=True, highlight=False)
-out = Console(highlight=False, soft_wrap=True)
+_UNBOUNDED = 100_000
+"""The width of a console that is not a terminal (a pipe, a log file): no column is ever cut."""
+
+
+def _console(*, stderr: bool) -> Console:
+    """Text from tasks, verifiers and users is printed as it is: never read as Rich markup (a
+    reason like `bad [/x] run` would crash the print) or emoji codes. Off a terminal, lines are
+    never wrapped and table columns never cut, so piped output keeps full IDs."""
+    console = Console(stderr=stderr, highlight=False, markup=False, emoji=False, soft_wrap=True)
+    if not console.is_terminal:
+        console.width = _UNBOUNDED
+    return console
+
+
+err = _console(stderr=True)
+out = _console(stderr=False)
 
 
 def emit_json(value: BaseModel | Sequence[BaseModel] | dict[str, Any] | list[Any]) -> None:
@@ -26,7 +41,7 @@ def emit_json(value: BaseModel | Sequence[BaseModel] | dict[str, Any] | list[Any
 
 
 def warn(message: str) -> None:
-    err.print(f"[yellow]warning:[/] {message}", markup=True)
+    err.print(Text.assemble(("warning:", "yellow"), " ", message))
 
 
 def note(message: str) -> None:

@@ -11,3 +11,9 @@ class NotFoundError(UserError):
 
 class ConflictError(UserError):
     """The request contradicts what is stored (immutable versions, request IDs)."""
+
+
+class ServerError(RuntimeError):
+    """The server failed (5xx), answered something that is not the API's, could not be reached, or
+    the connection broke mid-answer: nothing the caller's input can fix (CLI: exit code 4). Raised
+    by `envloop.Client`; defined here so surfaces can handle it without importing the client."""

@@ -3,6 +3,7 @@
 import hashlib
 import json
 from datetime import datetime
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import func, insert, select
@@ -10,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from envloop.core.ids import new_id
+from envloop.core.status import JobStatus, TrialStatus
 from envloop.runners.registry import UnknownRunnerError, get_runner
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, resolve_dataset
@@ -110,6 +112,12 @@ def _validate(
     """Everything is checked before anything is created; returns dataset, profiles, tasks, warnings."""
     dataset = resolve_dataset(session, ctx.project_id, request.dataset)
     ref = dataset_ref(dataset.name, dataset.version)
+    if "@" not in request.dataset:
+        # Which revision runs must be chosen, never implied: the newest changes under a script.
+        raise UserError(
+            f"dataset {request.dataset!r} names no revision: give {ref}, or "
+            f"{dataset.name}@latest for the newest revision (now {ref})"
+        )
     try:
         runner = get_runner(dataset.runner)
     except UnknownRunnerError:
@@ -278,6 +286,14 @@ def get_job(ctx: Context, job_id: str) -> JobView:
         return _view(session, load_job(session, ctx.project_id, job_id))
 
 
+def check_status(kind: Literal["job", "trial"], status: str) -> str:
+    """A status filter must name a real status: a typo would otherwise match nothing, silently."""
+    known = get_args(JobStatus if kind == "job" else TrialStatus)
+    if status not in known:
+        raise UserError(f"unknown {kind} status {status!r} (choose from: {', '.join(known)})")
+    return status
+
+
 def list_jobs(
     ctx: Context, status: str | None = None, tags: dict[str, str] | None = None, limit: int = 50
 ) -> list[JobView]:
@@ -286,7 +302,7 @@ def list_jobs(
             select(Job).where(Job.project_id == ctx.project_id).order_by(Job.created_at.desc(), Job.id.desc())
         )
         if status is not None:
-            query = query.where(Job.status == status)
+            query = query.where(Job.status == check_status("job", status))
         jobs = list(session.scalars(query))
         if tags:
             jobs = [j for j in jobs if all(j.tags.get(k) == v for k, v in tags.items())]

@@ -12,7 +12,7 @@ from envloop.core.structured import StructuredReading
 from envloop.core.trajectory import TRAJECTORY_FILE, Trajectory
 from envloop.services.context import Context
 from envloop.services.errors import NotFoundError, UserError
-from envloop.services.jobs import load_job
+from envloop.services.jobs import check_status, load_job
 from envloop.services.structured import read_structured
 from envloop.store.artifacts import ArtifactInfo, ArtifactNotFoundError
 from envloop.store.tables import Job, Profile, Trial
@@ -103,7 +103,7 @@ def list_trials(
         grid_order = (Trial.profile_id, Trial.member_position, Trial.attempt)
         page = select(Trial.id).where(Trial.job_id == job_id).order_by(*grid_order)
         if status is not None:
-            page = page.where(Trial.status == status)
+            page = page.where(Trial.status == check_status("trial", status))
         if task is not None:
             page = page.where(Trial.task_name == task)
         if limit is not None or offset:
