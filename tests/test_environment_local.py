@@ -3,6 +3,7 @@
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -10,8 +11,8 @@ from envloop.core.ids import new_id
 from envloop.core.trial import TrialSpec
 from envloop.environments import Environment, Limits, LocalEnvironmentProvider
 from envloop.environments.bwrap import bwrap_executable
+from envloop.environments.instance import instances_under
 from envloop.environments.limits import InstanceCgroups
-from envloop.environments.procs import marked_pids
 from envloop.tasks.model import HarborTask, TaskConfig
 
 HAS_BWRAP = bwrap_executable()[0] is not None
@@ -186,7 +187,7 @@ def test_timeout_kills_the_whole_process_tree(tmp_path: Path, mode: str, cgroups
         result = await env.exec(["bash", "-c", "sleep 100 & setsid sleep 100 & sleep 100"], timeout=0.5)
         assert result.timed_out
         assert result.exit_code is None
-        assert marked_pids(spec.trial_id) == []
+        assert env.instance_pids() == []  # type: ignore[attr-defined]
 
     run_in(mode, task, spec, body, cgroups=cgroups)
 
@@ -197,35 +198,37 @@ def test_daemons_and_the_instance_directory_are_gone_after_teardown(
 ) -> None:
     task = make_task(tmp_path / "daemon-task")
     spec = make_spec(tmp_path, task)
-    seen: list[Path] = []
+    seen: list[Any] = []
 
     async def body(env: Environment) -> None:
-        seen.append(env.paths.root)
+        seen.append(env)
         result = await env.exec(
             ["bash", "-c", "setsid nohup sleep 1000 >/dev/null 2>&1 & disown; echo started"]
         )
         assert result.stdout == "started\n"
+        # In a sandbox the daemon died with its command's pid namespace; in plain mode it lives on.
+        assert (env.instance_pids() != []) == (mode == "plain")  # type: ignore[attr-defined]
 
     run_in(mode, task, spec, body, cgroups=cgroups)
-    assert marked_pids(spec.trial_id) == []
-    assert not seen[0].exists()
+    assert seen[0].instance_pids() == []
+    assert not seen[0].paths.root.exists()
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_teardown_runs_when_the_body_raises(tmp_path: Path, mode: str) -> None:
     task = make_task(tmp_path / "raise-task")
     spec = make_spec(tmp_path, task)
-    seen: list[Path] = []
+    seen: list[Any] = []
 
     async def body(env: Environment) -> None:
-        seen.append(env.paths.root)
+        seen.append(env)
         await env.exec(["bash", "-c", "setsid sleep 1000 >/dev/null 2>&1 &"])
         raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError, match="boom"):
         run_in(mode, task, spec, body)
-    assert marked_pids(spec.trial_id) == []
-    assert not seen[0].exists()
+    assert seen[0].instance_pids() == []
+    assert not seen[0].paths.root.exists()
 
 
 @pytest.mark.parametrize(("mode", "cgroups"), CLEANUP_CASES)
@@ -235,24 +238,36 @@ def test_cancelling_mid_command_leaves_no_process_and_no_instance(
     task = make_task(tmp_path / "cancel-task")
     spec = make_spec(tmp_path, task)
     provider = LocalEnvironmentProvider(mode, cgroups=cgroups)  # type: ignore[arg-type]
-    seen: list[Path] = []
+    seen: list[Any] = []
 
     async def trial() -> None:
         async with provider.instance(task, spec) as env:
-            seen.append(env.paths.root)
+            seen.append(env)
             await env.exec(["bash", "-c", "setsid nohup sleep 1000 >/dev/null 2>&1 & sleep 1000"])
 
     async def main() -> None:
         running = asyncio.create_task(trial())
-        while len(marked_pids(spec.trial_id)) < 2:
+        while not seen or len(_sleeps(seen[0])) < 2:
             await asyncio.sleep(0.02)
         running.cancel()
         with pytest.raises(asyncio.CancelledError):
             await running
 
     asyncio.run(main())
-    assert marked_pids(spec.trial_id) == []
-    assert not seen[0].exists()
+    assert seen[0].instance_pids() == []
+    assert not seen[0].paths.root.exists()
+
+
+def _sleeps(env: Any) -> list[int]:
+    """The instance's `sleep` processes (its sandbox's own launcher processes aside)."""
+    found = []
+    for pid in env.instance_pids():
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "sleep":
+                found.append(pid)
+        except OSError:
+            continue
+    return found
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -311,10 +326,13 @@ def test_a_fork_bomb_is_contained_by_the_pids_cgroup(tmp_path: Path, mode: str) 
 
     async def watch() -> None:
         while True:
-            peak.append(len(marked_pids(spec.trial_id)))
+            peak.append(len(seen[0].instance_pids()) if seen else 0)
             await asyncio.sleep(0.05)
 
+    seen: list[Any] = []
+
     async def body(env: Environment) -> None:
+        seen.append(env)
         assert "pids cgroup (max 40)" in (env.note or "")
         watcher = asyncio.create_task(watch())
         result = await env.exec(["bash", "-c", "bomb() { bomb | bomb & }; bomb; sleep 3"], timeout=3)
@@ -323,7 +341,7 @@ def test_a_fork_bomb_is_contained_by_the_pids_cgroup(tmp_path: Path, mode: str) 
 
     run_in(mode, task, spec, body, limits=Limits(pids=40))
     assert 0 < max(peak) <= 40
-    assert marked_pids(spec.trial_id) == []
+    assert seen[0].instance_pids() == []
 
 
 def test_plain_mode_says_it_is_weaker(tmp_path: Path) -> None:
@@ -331,7 +349,8 @@ def test_plain_mode_says_it_is_weaker(tmp_path: Path) -> None:
 
     async def body(env: Environment) -> None:
         assert env.mode == "plain"
-        assert (env.note or "").startswith("plain process group: weaker isolation")
+        assert (env.note or "").startswith("plain process group: no isolation")
+        assert any("ENVLOOP_SANDBOX=plain" in warning for warning in env.warnings)
         assert env.visible.app == str(env.paths.app)
         result = await env.exec(["bash", "-c", 'echo "$ENVLOOP_APP_DIR"; pwd'])
         assert result.stdout.split() == [str(env.paths.app)] * 2
@@ -347,7 +366,7 @@ def test_a_missing_command_is_exit_code_127(tmp_path: Path) -> None:
         assert result.exit_code == 127
 
     run_in("plain", task, make_spec(tmp_path, task), body)
-    assert list((tmp_path / "instances").iterdir()) == []
+    assert instances_under(tmp_path / "instances") == []
 
 
 @pytest.mark.skipif(not _has_pids_cgroup(), reason="no writable pids cgroup on this host")

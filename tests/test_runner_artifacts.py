@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envloop.environments.instance import empty_directory, remove_small_tree
+from envloop.environments.instance import empty_directory, instances_under, remove_small_tree
 from envloop.environments.procs import marked_pids
 from envloop.runners.artifacts import keep_tree, move_plain_tree, plain_tree
 from tests.test_runner_shell import LOGS, MODES, run, spec_for, write_task
@@ -52,7 +52,7 @@ def test_logs_are_kept_whole_and_secrets_masked(tmp_path: Path, mode: str, secre
     assert files["agent/deep/n.txt"] == "note\n"
     assert files["verifier/stdout.txt"] == f"checked {shown}\n"
     assert files["verifier/reward.txt"] == "1\n"
-    assert not any((tmp_path / "instances").iterdir())
+    assert instances_under(tmp_path / "instances") == []
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -83,7 +83,7 @@ def test_a_daemon_is_stopped_before_its_logs_are_kept(tmp_path: Path, mode: str)
     )
     spec = spec_for(tmp_path, task, {"AGENT_NAME": "command", "AGENT_COMMAND": command})
     run(mode, spec)
-    assert marked_pids(spec.trial_id) == []
+    assert marked_pids(spec.run_id) == []
     ticks = tmp_path / "artifacts" / "agent" / "ticks.txt"
     size = ticks.stat().st_size
     time.sleep(0.1)

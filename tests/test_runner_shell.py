@@ -9,6 +9,7 @@ from envloop.core.ids import new_id
 from envloop.core.trial import TrialOutcome, TrialSpec
 from envloop.environments import LocalEnvironmentProvider
 from envloop.environments.bwrap import bwrap_executable
+from envloop.environments.instance import instances_under
 from envloop.environments.procs import marked_pids
 from envloop.runners import ShellRunner
 
@@ -64,11 +65,12 @@ def test_oracle_solves_the_task_and_scores_one(tmp_path: Path, mode: str) -> Non
     assert outcome.reward == 1.0
     assert outcome.sandbox == mode
     assert phase_names(outcome) == ["setup", "agent", "verifier", "artifacts", "teardown"]
-    assert outcome.warnings == [
+    assert outcome.warnings[-1:] == [
         "environment/Dockerfile: 1 FROM, 1 RUN instructions not executed in the local environment"
     ]
+    assert any("ENVLOOP_SANDBOX=plain" in w for w in outcome.warnings) == (mode == "plain")
     assert (tmp_path / "artifacts" / "verifier" / "reward.txt").read_text() == "1\n"
-    assert not any((tmp_path / "instances").iterdir())
+    assert instances_under(tmp_path / "instances") == []
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -197,12 +199,12 @@ def test_cancelling_mid_agent_leaves_no_process_and_no_instance(tmp_path: Path, 
 
     async def main() -> None:
         trial = asyncio.create_task(runner.run(spec))
-        while len(marked_pids(spec.trial_id)) < 3:
+        while len(marked_pids(spec.trial_id, "ENVLOOP_TRIAL_ID")) < 3:
             await asyncio.sleep(0.02)
         trial.cancel()
         with pytest.raises(asyncio.CancelledError):
             await trial
 
     asyncio.run(main())
-    assert marked_pids(spec.trial_id) == []
-    assert not any((tmp_path / "instances").iterdir())
+    assert marked_pids(spec.trial_id, "ENVLOOP_TRIAL_ID") == []
+    assert instances_under(tmp_path / "instances") == []

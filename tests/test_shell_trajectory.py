@@ -136,21 +136,32 @@ def test_a_verifier_without_a_reward_is_recorded_with_the_reason(tmp_path: Path)
 
 
 @needs_bwrap
-def test_network_host_lets_a_trial_reach_the_hosts_loopback_and_none_does_not(tmp_path: Path) -> None:
-    with ScriptedServer() as server:
-        probe = f"exec 3<>/dev/tcp/127.0.0.1/{server.port} && echo reached"
-        params = {"AGENT_NAME": "command", "AGENT_COMMAND": probe}
+def test_network_host_reaches_only_the_model_endpoint_among_the_hosts_local_services(tmp_path: Path) -> None:
+    with ScriptedServer() as endpoint, ScriptedServer() as other:
+        probe = (
+            f"exec 3<>/dev/tcp/127.0.0.1/{endpoint.port} && echo reached; "
+            f"exec 4<>/dev/tcp/127.0.0.1/{other.port} && echo other reached; true"
+        )
+        params = {
+            "AGENT_NAME": "command",
+            "AGENT_COMMAND": probe,
+            "MODEL_BASE_URL": f"http://127.0.0.1:{endpoint.port}/v1",
+        }
         offline = run(tmp_path / "none", params, "bwrap")
         online = run(tmp_path / "host", {**params, "NETWORK": "host"}, "bwrap")
-    assert offline.error is not None and offline.error.type == "agent_error"
-    assert online.error is None
-    assert online.sandbox_note is not None and "loopback-only" not in online.sandbox_note
+    agent_out = {
+        name: (path / "artifacts" / "agent" / "stdout.txt").read_text()
+        for name, path in (("offline", tmp_path / "none"), ("online", tmp_path / "host"))
+    }
+    assert "reached" not in agent_out["offline"]
+    assert agent_out["online"].splitlines() == ["reached"]
+    assert online.sandbox_note is not None and "own network (pasta)" in online.sandbox_note
     assert offline.sandbox_note is not None and "loopback-only" in offline.sandbox_note
 
 
 def test_an_unknown_network_setting_is_refused() -> None:
     assert ShellRunner().check_params({"AGENT_NAME": "nop", "NETWORK": "bridge"}) == [
-        "NETWORK must be none or host, not 'bridge'"
+        "NETWORK must be none, public or host, not 'bridge'"
     ]
     assert ShellRunner().unread_params({"AGENT_NAME": "nop", "NETWORK": "host"}) == []
 

@@ -139,9 +139,7 @@ class ClaudeCodeAgent:
         ctx.recorder.trajectory.protocol = "anthropic"
         ctx.recorder.add(UserStep(text=ctx.task.instruction))
         environment = ctx.environment
-        if environment.mode == "bwrap" and not (
-            ctx.spec.network or ctx.task.config.environment.allow_internet
-        ):
+        if environment.mode == "bwrap" and not environment.limits.network:
             return AgentResult(
                 exit_code=None,
                 error="claude-code needs network to install the CLI and reach MODEL_BASE_URL, and this "

@@ -12,6 +12,7 @@ ErrorType = Literal[
     "model_error",
     "verifier_error",
     "verifier_timeout",
+    "resource_exhausted",
     "infrastructure_error",
 ]
 

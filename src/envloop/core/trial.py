@@ -40,6 +40,18 @@ class TrialSpec(BaseModel):
     verifier_timeout_sec: float | None = None
     max_steps: int | None = None
     network: bool = False
+    forward_ports: tuple[int, ...] = Field(
+        default=(), description="host loopback ports the sandbox may reach (the agent's model endpoint)"
+    )
+    run: int = Field(
+        default=1, ge=1, description="which run of the trial this is (its lease); each run has its own files"
+    )
+
+    @property
+    def run_id(self) -> str:
+        """Names this run's instance, cgroups and staged artifacts: a stale run of the same trial
+        (its worker stalled or died) never shares them with the run that replaced it."""
+        return f"{self.trial_id}.r{self.run}"
 
 
 class TrialError(BaseModel):

@@ -9,14 +9,17 @@ paths a command sees (`visible`) may differ, so agents must only hand `visible` 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel
 
 from envloop.core.trial import SandboxMode, TrialSpec
-from envloop.tasks.model import HarborTask
+from envloop.tasks.model import HarborTask, TaskUser
 
-Mount = Literal["tests", "solution"]
+if TYPE_CHECKING:
+    from envloop.environments.policy import EffectiveLimits
+
+Mount = Literal["tests", "solution", "verifier_logs"]
 Mounts = frozenset[Mount]
 NO_MOUNTS: Mounts = frozenset()
 
@@ -38,7 +41,11 @@ class ExecResult(BaseModel):
 
 
 class InstancePaths(BaseModel):
-    """Host-side directories of one instance; all of them live under `root` and go at teardown."""
+    """Host-side directories of one instance; all of them live under `root` and go at teardown.
+
+    `root` itself belongs to the worker: a trial can write below `app`, `tmp` and `logs` but can
+    create nothing next to them, so `tests`, `solution` and `verifier_logs` are made only by the
+    worker, fresh for the phase that needs them."""
 
     root: Path
     app: Path
@@ -47,14 +54,11 @@ class InstancePaths(BaseModel):
     solution: Path
     tmp: Path
     home: Path
+    verifier_logs: Path
 
     @property
     def agent_logs(self) -> Path:
         return self.logs / "agent"
-
-    @property
-    def verifier_logs(self) -> Path:
-        return self.logs / "verifier"
 
 
 class VisiblePaths(BaseModel):
@@ -78,6 +82,7 @@ class Environment(Protocol):
     paths: InstancePaths
     visible: VisiblePaths
     warnings: list[str]
+    limits: "EffectiveLimits"
 
     def to_visible(self, host_path: Path) -> str:
         """The name a command inside the environment uses for a file under `paths.root`."""
@@ -92,16 +97,23 @@ class Environment(Protocol):
         stdout_path: Path | None = None,
         stderr_path: Path | None = None,
         mounts: Mounts = NO_MOUNTS,
+        user: TaskUser | None = None,
     ) -> ExecResult:
         """Run `command` to completion (or until `timeout`), killing its whole process tree then.
 
-        `env` adds to the instance's variables; `mounts` makes the task's tests or solution
-        visible for this command only. Output streams to the given files; the result keeps a tail.
+        `env` adds to the instance's variables; `mounts` makes a fresh copy of the task's tests or
+        solution (or a fresh verifier log directory) visible for this command only; `user` is who
+        it runs as (default: the task's agent user). Output streams to the given files; the result
+        keeps a tail.
         """
         ...
 
     async def stop(self) -> None:
         """Kill every process the instance still runs; its files stay until teardown."""
+        ...
+
+    def resource_problem(self) -> str | None:
+        """Why a limit was hit since the last call (out of memory, disk quota full), if it was."""
         ...
 
 

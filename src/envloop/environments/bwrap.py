@@ -2,37 +2,35 @@
 
 A command sees `/usr`, `/bin`, `/lib*`, `/sbin` and `/etc` from the host, its own `/proc`, `/dev`
 and `/tmp`, the instance's app directory at the workdir and its logs at `/logs`; nothing else of the
-host (home directories, `/work`, the store, other instances) exists inside. Each namespace is
-private, the network too unless the task allows internet access. When bwrap runs as root, the
-sandbox keeps only the capabilities a default container has, so "root" inside cannot remount,
-trace or load anything on the host.
+host (home directories, `/work`, the store, other instances) exists inside. Every namespace is
+private; bwrap always runs unprivileged (as the instance's own host uid when the worker is root), so
+the sandbox holds no capability at all and cannot create further user namespaces.
+
+Everything bwrap is told (binds, variables) goes through a file descriptor (`--args`), never its
+command line: inside the sandbox `/proc/1/cmdline` is bwrap's, and would otherwise show the host's
+paths. The trial's variables are set inside only (`--clearenv --setenv`), so nothing a task sets
+reaches a process on the host.
+
+A trial with a network gets its own network namespace with user-mode networking (`pasta`): it reaches
+the internet through the host's sockets, but not the host's loopback or its other local services,
+and no port of the host is forwarded unless the profile's agent needs its model endpoint.
 """
 
 import functools
 import os
 import shutil
 import subprocess
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from envloop.environments.identity import can_switch_user, setpriv_prefix
+
 SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc")
-# The default capability set of a Docker container: enough for package managers and chown.
-CONTAINER_CAPS = (
-    "CAP_CHOWN",
-    "CAP_DAC_OVERRIDE",
-    "CAP_FOWNER",
-    "CAP_FSETID",
-    "CAP_KILL",
-    "CAP_SETGID",
-    "CAP_SETUID",
-    "CAP_SETPCAP",
-    "CAP_NET_BIND_SERVICE",
-    "CAP_NET_RAW",
-    "CAP_SYS_CHROOT",
-    "CAP_MKNOD",
-    "CAP_AUDIT_WRITE",
-    "CAP_SETFCAP",
-)
+LAUNCH_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+"""The only variable a host-side launcher (shell, setpriv, pasta, bwrap) ever sees."""
+SANDBOX_HOSTNAME = "sandbox"
 _PROBE_TIMEOUT_SEC = 15
+_PROBE_UID = 0x7000_0000 - 1
 
 
 def system_binds() -> list[str]:
@@ -47,33 +45,74 @@ def system_binds() -> list[str]:
     return args
 
 
-def base_args(executable: str, *, network: bool) -> list[str]:
-    """Everything but the instance's own binds: namespaces, kernel filesystems, system dirs."""
-    args = [executable, "--unshare-all"]
+def sandbox_args(*, network: bool) -> list[str]:
+    """Namespaces, kernel filesystems and system dirs: everything but the instance's binds and the
+    uid inside (`--uid`/`--gid`, chosen per command)."""
+    args = ["--unshare-all"]
     if network:
-        args.append("--share-net")
-    args += ["--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev"]
-    if os.geteuid() == 0:
-        args += ["--cap-drop", "ALL"]
-        for cap in CONTAINER_CAPS:
-            args += ["--cap-add", cap]
+        args.append("--share-net")  # the namespace pasta made for this command, not the host's
+    args += ["--unshare-user", "--disable-userns"]
+    args += ["--hostname", SANDBOX_HOSTNAME, "--die-with-parent", "--new-session"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
     return args + system_binds()
+
+
+def environment_args(env: Mapping[str, str]) -> list[str]:
+    args = ["--clearenv"]
+    for name, value in env.items():
+        args += ["--setenv", name, value]
+    return args
+
+
+def args_file(args: Iterable[str]) -> int:
+    """A sealed in-memory file holding `args` NUL-separated, positioned at its start, for `--args`."""
+    fd = os.memfd_create("bwrap-args", os.MFD_CLOEXEC)
+    os.write(fd, b"".join(arg.encode() + b"\0" for arg in args))
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def pasta_prefix(executable: str, forward_ports: Sequence[int] = ()) -> list[str]:
+    """User-mode networking in a namespace of its own: no host port is reachable from inside (the
+    gateway is not mapped to the host, no port forwarded) except the given loopback ports."""
+    args = [executable, "--config-net", "--no-map-gw", "--quiet", "-t", "none", "-u", "none", "-U", "none"]
+    ports = ",".join(str(p) for p in sorted(set(forward_ports)))
+    args += ["-T", ports or "none"]
+    return [*args, "--"]
+
+
+@functools.cache
+def pasta_executable() -> tuple[str | None, str]:
+    path = shutil.which("pasta")
+    if path is None:
+        return None, "pasta (Debian package passt) is not installed"
+    return path, ""
 
 
 @functools.cache
 def bwrap_executable() -> tuple[str | None, str]:
-    """(path, "") when a real sandbox launch works on this host, else (None, why not).
-
-    Checked once per process: a launch costs a few milliseconds, too much to repeat per command.
-    """
+    """(path, "") when a real sandbox launch works on this host, exactly as trials are launched,
+    else (None, why not). Checked once per process: a launch costs a few milliseconds."""
     path = shutil.which("bwrap")
     if path is None:
         return None, "bwrap is not installed"
-    probe = [*base_args(path, network=False), "--tmpfs", "/tmp", "--", "/bin/sh", "-c", "exit 0"]
+    prefix = setpriv_prefix(_PROBE_UID) if can_switch_user() else []
+    fd = args_file([*sandbox_args(network=False), "--uid", "0", "--gid", "0", "--tmpfs", "/tmp"])
+    probe = [*prefix, path, "--args", str(fd), "--", "/bin/sh", "-c", "exit 0"]
     try:
-        done = subprocess.run(probe, capture_output=True, timeout=_PROBE_TIMEOUT_SEC, check=False, env={})
+        done = subprocess.run(
+            probe,
+            capture_output=True,
+            timeout=_PROBE_TIMEOUT_SEC,
+            check=False,
+            env={"PATH": LAUNCH_PATH},
+            cwd="/",
+            pass_fds=(fd,),
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, f"bwrap does not start: {exc}"
+    finally:
+        os.close(fd)
     if done.returncode != 0:
         reason = done.stderr.decode(errors="replace").strip().splitlines()
         return None, f"bwrap cannot create a sandbox here: {reason[-1] if reason else done.returncode}"

@@ -16,6 +16,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 DEFAULT_WORKDIR = "/app"
+IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""The PATH of the Debian and Ubuntu base images, and of every local instance."""
 _IGNORED = frozenset(
     {
         "LABEL",
@@ -102,12 +104,22 @@ def _expand(value: str, env: dict[str, str]) -> str:
 def _parse_env(args: str, env: dict[str, str]) -> dict[str, str]:
     if "=" not in args.split(maxsplit=1)[0]:
         key, _, value = args.partition(" ")
-        return {key: _expand(value.strip(), env)}
+        return {key: without_empty_entries(key, _expand(value.strip(), env))}
     pairs: dict[str, str] = {}
     for token in shlex.split(args):
         key, _, value = token.partition("=")
-        pairs[key] = _expand(value, env)
+        pairs[key] = without_empty_entries(key, _expand(value, env))
     return pairs
+
+
+def without_empty_entries(name: str, value: str) -> str:
+    """`ENV LD_LIBRARY_PATH=/usr/local/lib:$LD_LIBRARY_PATH` with the variable unset leaves a
+    trailing empty entry, which the loader and the shell read as "the current directory": a library
+    or program an agent drops in its working directory would then be picked up. Empty entries of
+    every `*PATH` variable are dropped."""
+    if not name.endswith("PATH") or (":" not in value and value):
+        return value
+    return ":".join(entry for entry in value.split(":") if entry)
 
 
 def _copy_args(args: str) -> tuple[list[str], list[str]]:
@@ -144,7 +156,8 @@ def parse_dockerfile(text: str, context: Path, *, workdir_override: str | None =
         name = instruction.upper()
         args = args.strip()
         if name == "ENV" and args:
-            env.update(_parse_env(args, env))
+            # A base image sets PATH, so `ENV PATH=$PATH:/x` extends it rather than replacing it.
+            env.update(_parse_env(args, {"PATH": IMAGE_PATH, **env}))
         elif name == "WORKDIR" and args:
             workdir = posixpath.normpath(posixpath.join(workdir, _expand(args, env)))
             plan.workdir = workdir

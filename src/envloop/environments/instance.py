@@ -5,6 +5,7 @@ given, and a hardlink would let it change the stored task for every later trial.
 """
 
 import contextlib
+import hashlib
 import os
 import posixpath
 import shutil
@@ -12,12 +13,45 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from envloop.environments import quota
 from envloop.environments.base import EnvironmentSetupError, InstancePaths
 from envloop.environments.bwrap import SYSTEM_DIRS
 from envloop.environments.dockerfile import DEFAULT_WORKDIR, DockerfilePlan, parse_dockerfile
 from envloop.tasks.model import HarborTask
 
 _RESERVED = (*SYSTEM_DIRS, "/proc", "/dev", "/tmp", "/logs", "/tests", "/solution")
+
+
+RUNTIME_DIR = Path("/run/envloop")
+
+
+def instance_parent(requested: Path, *, for_other_uid: bool) -> Path:
+    """Where instances are made. An instance that runs as a uid of its own must be reachable by that
+    uid, so it cannot live below a private home (`/root/.envloop` is 0700): such instances live in
+    `/run/envloop/<key>`, a root-owned directory anyone may pass through but not list, with one key per
+    requested directory so two stores' workers never meet. Each instance root is a tmpfs there."""
+    if not for_other_uid:
+        return requested
+    key = hashlib.sha256(str(requested.resolve()).encode()).hexdigest()[:16]
+    parent = RUNTIME_DIR / key
+    for directory in (RUNTIME_DIR, parent):
+        with contextlib.suppress(FileExistsError):
+            directory.mkdir(mode=0o711)
+        info = directory.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            raise EnvironmentSetupError(f"{directory} is not a directory owned by the worker")
+        directory.chmod(0o711)
+    return parent
+
+
+def instances_under(requested: Path) -> list[Path]:
+    """Every instance directory there is for `requested`, wherever it was made."""
+    key = hashlib.sha256(str(requested.resolve()).encode()).hexdigest()[:16]
+    found: list[Path] = []
+    for parent in (requested, RUNTIME_DIR / key):
+        if parent.is_dir():
+            found += sorted(parent.iterdir())
+    return found
 
 
 def instance_paths(root: Path) -> InstancePaths:
@@ -29,6 +63,7 @@ def instance_paths(root: Path) -> InstancePaths:
         solution=root / "solution",
         tmp=root / "tmp",
         home=root / "tmp" / "home",
+        verifier_logs=root / "verifier",
     )
 
 
@@ -56,12 +91,11 @@ def resolve_workdir(task: HarborTask, plan: DockerfilePlan) -> str:
     return workdir
 
 
-def create_instance(paths: InstancePaths, plan: DockerfilePlan, workdir: str) -> None:
-    """Fresh directories, then the Dockerfile's copies into the app directory."""
-    if paths.root.exists():
-        # Left by a process that died mid-trial; the trial is being run again from scratch.
-        remove_tree(paths.root)
-    for directory in (paths.app, paths.agent_logs, paths.verifier_logs, paths.home):
+def create_instance(paths: InstancePaths, plan: DockerfilePlan, workdir: str, owner: int | None) -> None:
+    """Fresh directories, then the Dockerfile's copies into the app directory; everything the
+    trial may write is handed to its host uid (`owner`), the root stays the worker's."""
+    paths.root.chmod(0o755)
+    for directory in (paths.app, paths.agent_logs, paths.logs / "verifier", paths.home):
         directory.mkdir(parents=True)
     for step in plan.copies:
         relative = posixpath.relpath(step.target, workdir)
@@ -73,15 +107,24 @@ def create_instance(paths: InstancePaths, plan: DockerfilePlan, workdir: str) ->
             target = target / step.source.name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(step.source, target)
+    if owner is not None:
+        for directory in (paths.app, paths.tmp, paths.logs):
+            give_tree(directory, owner)
 
 
-def materialize(source: Path, target: Path) -> None:
-    """A private copy of the task's tests or solution, made the first time a phase needs it.
+def give_tree(root: Path, owner: int) -> None:
+    """chown a tree the worker just made to the trial's host uid, never through a link."""
+    os.chown(root, owner, owner, follow_symlinks=False)
+    for entry in walk_tree(root):
+        os.chown(entry.path, owner, owner, follow_symlinks=False)
 
-    Modes are kept (a test may run a helper script directly); times are not, which saves a
-    system call per file."""
-    if target.exists():
-        return
+
+def fresh_copy(source: Path, target: Path) -> None:
+    """A new private copy of the task's tests or solution at `target`, whatever stood there.
+
+    Modes are kept (a test may run a helper script directly); times are not, which saves a system
+    call per file. The copy belongs to the worker: the trial may read it, never change it."""
+    remove_tree(target)
     if source.is_dir():
         shutil.copytree(source, target, symlinks=True, copy_function=shutil.copy)
     else:
@@ -152,6 +195,14 @@ def remove_small_tree(root: Path, max_entries: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def remove_instance(root: Path) -> None:
+    """Remove an instance left behind (its worker died): its quota file system, else its files."""
+    if quota.unmount_quota(root):
+        root.rmdir()
+    else:
+        remove_tree(root)
 
 
 def remove_tree(root: Path) -> None:

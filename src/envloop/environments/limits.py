@@ -14,6 +14,7 @@ import os
 import resource
 import shlex
 import signal
+import time
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,7 +25,8 @@ _CPU_PERIOD_US = 100_000
 
 
 class Limits(BaseModel):
-    """Defaults used where the task does not say; a task's `memory_mb`/`storage_mb`/`cpus` win."""
+    """What one instance's cgroups and rlimits enforce (see policy.resolve_limits for where the
+    numbers come from); `pids` and `nproc` are the provider's own."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -106,13 +108,30 @@ _POOL = _GroupPool()
 
 
 def _sweep_dead_groups() -> None:
+    """Remove the groups of workers that died, killing first whatever their trials left running
+    (a stale run must not keep writing while its trial runs again elsewhere)."""
     for base in _cgroup_bases().values():
         if not base.is_dir():
             continue
         for directory in base.iterdir():
             owner = directory.name.rsplit(".", 1)[-1]
             if directory.is_dir() and owner.isdigit() and not Path(f"/proc/{owner}").exists():
+                _kill_members(directory)
                 _remove_dir(directory)
+
+
+def _kill_members(directory: Path) -> None:
+    for _ in range(100):
+        try:
+            pids = [int(p) for p in (directory / "cgroup.procs").read_text().split()]
+        except OSError:
+            return
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
 
 
 class InstanceCgroups:
@@ -193,6 +212,23 @@ class InstanceCgroups:
     def has_memory(self) -> bool:
         return "memory" in self.controllers
 
+    def oom_kills(self) -> int:
+        """How many processes the kernel has killed in this group for want of memory so far.
+
+        A pooled group keeps its counter, so callers compare two readings."""
+        if "memory" not in self.controllers:
+            return 0
+        directory = self.dirs[self.controllers.index("memory")]
+        try:
+            text = (directory / "memory.oom_control").read_text()
+        except OSError:
+            return 0
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name == "oom_kill" and value.strip().isdigit():
+                return int(value)
+        return 0  # kernels before 4.13 do not count OOM kills per group
+
     @property
     def tracks_processes(self) -> bool:
         return bool(self.dirs)
@@ -258,8 +294,9 @@ def rlimits_for(limits: Limits, *, memory_in_cgroup: bool) -> list[tuple[str, in
     wanted = [("RLIMIT_CORE", 0), ("RLIMIT_FSIZE", limits.storage_mb * 1024 * 1024)]
     if not memory_in_cgroup:
         wanted.append(("RLIMIT_AS", limits.memory_mb * 1024 * 1024))
-    if os.geteuid() != 0:
-        wanted.append(("RLIMIT_NPROC", limits.nproc))
+    # Counted per host uid: an instance's own uid when the worker is root (which RLIMIT_NPROC
+    # would not limit), the worker's user otherwise.
+    wanted.append(("RLIMIT_NPROC", limits.nproc))
     capped = []
     for name, value in wanted:
         hard = resource.getrlimit(getattr(resource, name))[1]

@@ -1,14 +1,19 @@
-"""The `local` environment: a bubblewrap sandbox per command when bwrap works, else a plain process group.
+"""The `local` environment: a bubblewrap sandbox per command, or (only when the operator asks for it
+with ENVLOOP_SANDBOX=plain) a plain process group.
 
-One instance lives for one trial. Each `exec` is exactly one `asyncio.create_subprocess_exec`: bwrap
-(or the command itself) is forked straight into the instance's cgroups with its rlimits already
-set, so nothing on the hot path polls, sleeps or probes. Teardown always runs, also on
-cancellation, and kills everything the trial started before deleting its directory.
+One instance lives for one run of a trial. Each `exec` is exactly one
+`asyncio.create_subprocess_exec`: a launcher (see launch.py) that joins the instance's cgroups, lowers
+its rlimits, drops to the instance's host uid and starts bwrap, so nothing on the hot path polls,
+sleeps or probes. Teardown always runs, also on cancellation, and kills everything the run started
+before deleting its files.
 """
 
 import asyncio
 import contextlib
 import os
+import pwd
+import re
+import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -17,6 +22,7 @@ from typing import Literal, TypeVar
 
 from envloop.core.trial import SandboxMode, TrialSpec
 from envloop.environments import instance as files
+from envloop.environments import quota
 from envloop.environments.base import (
     NO_MOUNTS,
     Environment,
@@ -26,27 +32,66 @@ from envloop.environments.base import (
     Mounts,
     VisiblePaths,
 )
-from envloop.environments.bwrap import base_args, bwrap_executable
-from envloop.environments.limits import InstanceCgroups, Limits, launch_prefix, rlimits_for
+from envloop.environments.bwrap import bwrap_executable, pasta_executable, pasta_prefix, sandbox_args
+from envloop.environments.dockerfile import IMAGE_PATH, without_empty_entries
+from envloop.environments.identity import HOST_UIDS, can_switch_user
+from envloop.environments.launch import LAUNCH_CWD, LAUNCH_ENV, Launcher, open_capture
+from envloop.environments.limits import InstanceCgroups, Limits, rlimits_for
+from envloop.environments.policy import EffectiveLimits, operator_policy, resolve_limits
 from envloop.environments.procs import (
     MARKER_VARIABLE,
     kill_group,
     kill_pids,
     marked_pids,
     read_tail,
+    uid_pids,
     wait_gone,
 )
-from envloop.tasks.model import HarborTask
+from envloop.tasks.model import HarborTask, TaskUser
 from envloop.tasks.variables import resolve_env
 
-STANDARD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+DEFAULT_AGENT_UID = 1000
+"""Who the agent is inside the sandbox unless its task names a user: not root."""
 _TEARDOWN_KILL_SEC = 10.0
 _INLINE_REMOVAL_ENTRIES = 64
+_VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _T = TypeVar("_T")
 
 
+def sandbox_uid(user: TaskUser | None, default: int, where: str) -> int:
+    """The uid inside the sandbox for a task's `user` field: a number, `root`, or a name the
+    sandbox's /etc/passwd knows. A user that only the task's image would create cannot be honoured
+    here, and the instance refuses it rather than run as someone else."""
+    if user is None:
+        return default
+    if isinstance(user, int) or user.isdigit():
+        uid = int(user)
+        if not 0 <= uid < 65534:
+            raise EnvironmentSetupError(f"{where} = {user!r}: not a usable uid")
+        return uid
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        raise EnvironmentSetupError(
+            f"{where} = {user!r}: no such user in the local environment (users made by the task's "
+            "Dockerfile exist only in its image)"
+        ) from None
+
+
+def _checked_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Variables as the trial will see them: valid names, no NUL, no empty `*PATH` entries."""
+    checked: dict[str, str] = {}
+    for name, value in env.items():
+        if not _VARIABLE_NAME.fullmatch(name) or "\0" in value:
+            raise EnvironmentSetupError(
+                f"environment variable {name[:60]!r} cannot be set (bad name or value)"
+            )
+        checked[name] = without_empty_entries(name, value)
+    return checked
+
+
 class LocalEnvironment:
-    """One trial's instance. Build it through `LocalEnvironmentProvider.instance`."""
+    """One run's instance. Build it through `LocalEnvironmentProvider.instance`."""
 
     def __init__(
         self,
@@ -56,24 +101,32 @@ class LocalEnvironment:
         paths: InstancePaths,
         visible: VisiblePaths,
         warnings: list[str],
+        limits: EffectiveLimits,
         base_env: dict[str, str],
         cgroups: InstanceCgroups,
-        rlimits: list[tuple[str, int]],
-        sandbox_args: list[str],
+        launcher: Launcher,
         task: HarborTask,
-        trial_id: str,
+        run_id: str,
+        agent_uid: int,
+        host_uid: int | None,
+        quota_mounted: bool,
     ) -> None:
         self.mode: SandboxMode = mode
         self.note: str | None = note
         self.paths = paths
         self.visible = visible
         self.warnings = warnings
+        self.limits = limits
         self._base_env = base_env
         self._cgroups = cgroups
-        self._launch = launch_prefix(cgroups.procs_files(), rlimits)
-        self._sandbox_args = sandbox_args
+        self._launcher = launcher
         self._task = task
-        self._trial_id = trial_id
+        self._run_id = run_id
+        self._agent_uid = agent_uid
+        self.host_uid = host_uid
+        """The instance's own host uid (None: the worker's user, when it cannot switch)."""
+        self._quota_mounted = quota_mounted
+        self._oom_seen = cgroups.oom_kills()
         self._running: set[int] = set()
         self._captures = 0
         self._stopped = False
@@ -93,26 +146,45 @@ class LocalEnvironment:
                 return seen_as if relative == "." else f"{seen_as.rstrip('/')}/{relative}"
         raise ValueError(f"{host_path} is not visible inside the environment")
 
-    def _argv(self, command: Sequence[str], mounts: Mounts) -> list[str]:
-        if self.mode == "plain":
-            return [*self._launch, *command]
-        # Read-only binds of the frozen task need no private copy: nothing inside can change them.
-        extra: list[str] = []
-        if "tests" in mounts:
-            extra += ["--ro-bind", str(_existing(self._task.tests_dir, self.paths.tests)), self.visible.tests]
-        if "solution" in mounts:
-            source = _existing(self._task.solution_dir, self.paths.solution)
-            extra += ["--ro-bind", str(source), self.visible.solution]
-        return [*self._launch, *self._sandbox_args, *extra, "--", *command]
+    def _prepare_mounts(self, mounts: Mounts) -> list[str]:
+        """Fresh copies for this command only; in a sandbox, the binds that show them."""
+        try:
+            return self._mount_binds(mounts)
+        except (OSError, shutil.Error) as exc:
+            reason = (
+                "disk quota full" if self._quota_mounted and quota.is_full(self.paths.root) else "no space"
+            )
+            if isinstance(exc, OSError) and exc.strerror:
+                reason = exc.strerror
+            raise EnvironmentSetupError(f"could not prepare {', '.join(sorted(mounts))}: {reason}") from None
 
-    def _capture_path(self, given: Path | None, stream: str) -> tuple[Path, bool]:
+    def _mount_binds(self, mounts: Mounts) -> list[str]:
+        binds: list[str] = []
+        if "tests" in mounts:
+            # In a sandbox the copy made at setup is the worker's and was never visible to the agent;
+            # a plain command could have changed it, so plain mode copies again.
+            if self.mode == "plain" or not self.paths.tests.is_dir():
+                files.fresh_copy(self._task.tests_dir, self.paths.tests)
+            binds += ["--ro-bind", str(self.paths.tests), self.visible.tests]
+        if "solution" in mounts:
+            files.fresh_copy(self._task.solution_dir, self.paths.solution)
+            binds += ["--ro-bind", str(self.paths.solution), self.visible.solution]
+        if "verifier_logs" in mounts:
+            # Whatever the agent left at /logs/verifier is hidden under a directory it never had.
+            files.remove_tree(self.paths.verifier_logs)
+            self.paths.verifier_logs.mkdir()
+            if self.host_uid is not None:
+                os.chown(self.paths.verifier_logs, self.host_uid, self.host_uid)
+            if self.mode == "bwrap":
+                files.empty_directory(self.paths.logs / "verifier")
+                binds += ["--bind", str(self.paths.verifier_logs), f"{self.visible.logs}/verifier"]
+        return binds
+
+    def _capture(self, given: Path | None, stream: str) -> tuple[Path, bool]:
         if given is not None:
-            given.parent.mkdir(parents=True, exist_ok=True)
             return given, False
         self._captures += 1
-        capture = self.paths.root / ".capture"
-        capture.mkdir(exist_ok=True)
-        return capture / f"{self._captures}.{stream}", True
+        return self.paths.root / ".capture" / f"{self._captures}.{stream}", True
 
     async def exec(
         self,
@@ -123,30 +195,45 @@ class LocalEnvironment:
         stdout_path: Path | None = None,
         stderr_path: Path | None = None,
         mounts: Mounts = NO_MOUNTS,
+        user: TaskUser | None = None,
     ) -> ExecResult:
-        if self.mode == "plain" and "tests" in mounts:
-            files.materialize(self._task.tests_dir, self.paths.tests)
-        if self.mode == "plain" and "solution" in mounts:
-            files.materialize(self._task.solution_dir, self.paths.solution)
-        # The marker goes last so no caller can hide a process from teardown.
         self._stopped = False
-        full_env = {**self._base_env, **(env or {}), MARKER_VARIABLE: self._trial_id}
-        out_path, out_temp = self._capture_path(stdout_path, "stdout")
-        err_path, err_temp = self._capture_path(stderr_path, "stderr")
+        binds = self._prepare_mounts(mounts)
+        uid = sandbox_uid(user, self._agent_uid, "user")
+        if self.mode == "bwrap":
+            binds += ["--uid", str(uid), "--gid", str(uid)]
+        full_env = _checked_env({**self._base_env, **(env or {})})
+        if self.mode == "plain":
+            # The marker goes last so no caller can hide a process from teardown.
+            full_env[MARKER_VARIABLE] = self._run_id
+        out_path, out_temp = self._capture(stdout_path, "stdout")
+        err_path, err_temp = self._capture(stderr_path, "stderr")
+        argv, args_fd = self._launcher.argv(command, full_env, self.visible.app, binds)
         started = time.monotonic()
         # The captures stay open so their tails are read back without opening the files again.
-        with out_path.open("w+b", buffering=0) as out, err_path.open("w+b", buffering=0) as err:
-            proc = await asyncio.create_subprocess_exec(
-                *self._argv(command, mounts),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                env=full_env,
-                cwd=self.paths.app,
-                start_new_session=True,
-            )
-            timed_out = await self._wait(proc, timeout)
-            (stdout, stdout_whole), (stderr, stderr_whole) = read_tail(out), read_tail(err)
+        try:
+            with (
+                open_capture(self.paths.root, out_path) as out,
+                open_capture(self.paths.root, err_path) as err,
+            ):
+                proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    env=LAUNCH_ENV,
+                    cwd=LAUNCH_CWD,
+                    start_new_session=True,
+                    pass_fds=() if args_fd is None else (args_fd,),
+                )
+                if args_fd is not None:
+                    os.close(args_fd)
+                    args_fd = None
+                timed_out = await self._wait(proc, timeout)
+                (stdout, stdout_whole), (stderr, stderr_whole) = read_tail(out), read_tail(err)
+        finally:
+            if args_fd is not None:
+                os.close(args_fd)
         for path, temporary in ((out_path, out_temp), (err_path, err_temp)):
             if temporary:
                 path.unlink(missing_ok=True)
@@ -180,15 +267,23 @@ class LocalEnvironment:
             self._running.discard(proc.pid)
         return False
 
+    def instance_pids(self) -> list[int]:
+        """The run's live processes, found without a cgroup: by its own host uid, else (plain mode)
+        by the marker variable. In bwrap mode without either, each command's pid namespace ended
+        with it, and everything in it."""
+        if self.host_uid is not None:
+            return uid_pids(self.host_uid)
+        return marked_pids(self._run_id) if self.mode == "plain" else []
+
     def _kill_tree(self, pgid: int) -> None:
         kill_group(pgid)
         if self._cgroups.tracks_processes:
             self._cgroups.kill_all()
-        elif self.mode == "plain":
-            kill_pids(marked_pids(self._trial_id))
+        else:
+            kill_pids(self.instance_pids())
 
     async def _kill_stragglers(self) -> list[str]:
-        """Kill whatever the trial still runs and wait until it is gone; returns survivors."""
+        """Kill whatever the run still has and wait until it is gone; returns survivors."""
         if self._cgroups.tracks_processes:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + _TEARDOWN_KILL_SEC
@@ -197,37 +292,44 @@ class LocalEnvironment:
                     return [f"processes {self._cgroups.pids()} survived teardown"]
                 await asyncio.sleep(0.005)
             return []
-        stragglers = marked_pids(self._trial_id)
+        stragglers = self.instance_pids()
         kill_pids(stragglers)
         left = await wait_gone(stragglers, timeout=_TEARDOWN_KILL_SEC)
         return [f"process {pid} survived teardown" for pid in left]
 
     async def stop(self) -> None:
-        """Kill whatever the trial still runs (a daemon an agent left behind), before its logs are
-        collected; problems go to `warnings`."""
+        """Kill whatever the run still has (a daemon an agent left behind) before the verifier
+        starts and before logs are collected; problems go to `warnings`."""
         for pid in list(self._running):
             kill_group(pid)
         self.warnings.extend(await self._kill_stragglers())
         self._stopped = True
 
+    def resource_problem(self) -> str | None:
+        problems = []
+        kills = self._cgroups.oom_kills()
+        if kills > self._oom_seen:
+            self._oom_seen = kills
+            problems.append(f"out of memory: a process was killed at the {self.limits.memory_mb} MB limit")
+        if self._quota_mounted and quota.is_full(self.paths.root):
+            problems.append(f"disk quota full: the instance's {self.limits.disk_mb} MB were used up")
+        return "; ".join(problems) or None
+
     async def close(self) -> list[str]:
-        """Kill every process of the trial and delete the instance; returns problems, if any."""
+        """Kill every process of the run and delete the instance; returns problems, if any."""
         for pid in list(self._running):
             kill_group(pid)
         problems = [] if self._stopped else await self._kill_stragglers()
         problems += [f"cgroup {d} could not be removed" for d in self._cgroups.remove()]
+        if self._quota_mounted and quota.unmount_quota(self.paths.root):
+            with contextlib.suppress(OSError):
+                self.paths.root.rmdir()
         # A small instance goes at once; a thread hop would cost more than the removal.
-        if not files.remove_small_tree(self.paths.root, _INLINE_REMOVAL_ENTRIES):
+        elif not files.remove_small_tree(self.paths.root, _INLINE_REMOVAL_ENTRIES):
             await asyncio.to_thread(files.remove_tree, self.paths.root)
+        if self.host_uid is not None and not problems:
+            HOST_UIDS.give_back(self.host_uid)  # a uid with survivors is never handed out again
         return problems
-
-
-def _existing(directory: Path, empty_fallback: Path) -> Path:
-    """`directory` if the task has it, else an empty instance directory to bind in its place."""
-    if directory.is_dir():
-        return directory
-    empty_fallback.mkdir(exist_ok=True)
-    return empty_fallback
 
 
 def _exit_code(returncode: int | None) -> int | None:
@@ -253,6 +355,10 @@ async def _finish_even_if_cancelled(work: Awaitable[_T]) -> _T:
 
 SandboxPreference = Literal["auto", "bwrap", "plain"]
 SANDBOX_VARIABLE = "ENVLOOP_SANDBOX"
+PLAIN_WARNING = (
+    "plain mode (ENVLOOP_SANDBOX=plain): no sandbox; the trial's commands ran on the host with its "
+    "network and could read whatever the host lets any user read"
+)
 
 
 def sandbox_preference() -> SandboxPreference:
@@ -264,9 +370,12 @@ def sandbox_preference() -> SandboxPreference:
 
 
 class LocalEnvironmentProvider:
-    """Instances on this host. `prefer="auto"` uses bwrap when a real launch works, else plain.
+    """Instances on this host, in a bubblewrap sandbox. Without bwrap nothing runs, unless the
+    operator explicitly chose plain mode (`prefer="plain"` or ENVLOOP_SANDBOX=plain): `auto` never
+    falls back to running a trial unsandboxed.
 
-    Without an explicit `prefer`, ENVLOOP_SANDBOX decides (default auto).
+    `limits` gives the pids and nproc limits; memory, disk, cpus, timeouts and network come from the
+    task, capped by the operator's ceilings (policy.py).
     """
 
     def __init__(
@@ -280,17 +389,17 @@ class LocalEnvironmentProvider:
         self.limits = limits or Limits()
         self.use_cgroups = cgroups
 
-    def _mode(self) -> tuple[SandboxMode, str | None, str]:
-        """(mode, bwrap path, why plain) for the next instance."""
-        prefer = self.prefer or sandbox_preference()
-        if prefer == "plain":
-            return "plain", None, "plain mode requested"
+    def _bwrap(self) -> str | None:
+        """bwrap's path for the next instance, or None for an explicitly chosen plain mode."""
+        if (self.prefer or sandbox_preference()) == "plain":
+            return None
         executable, reason = bwrap_executable()
-        if executable is not None:
-            return "bwrap", executable, ""
-        if prefer == "bwrap":
-            raise EnvironmentSetupError(f"bwrap mode requested but unavailable: {reason}")
-        return "plain", None, reason
+        if executable is None:
+            raise EnvironmentSetupError(
+                f"no sandbox: {reason}; install bubblewrap, or set {SANDBOX_VARIABLE}=plain to run "
+                "trials without isolation"
+            )
+        return executable
 
     def instance(self, task: HarborTask, spec: TrialSpec) -> AbstractAsyncContextManager[Environment]:
         return self._instance(task, spec)
@@ -305,46 +414,65 @@ class LocalEnvironmentProvider:
             environment.warnings.extend(problems)
 
     def _create(self, task: HarborTask, spec: TrialSpec) -> LocalEnvironment:
-        mode, executable, why_plain = self._mode()
+        executable = self._bwrap()
+        limits, warnings = resolve_limits(
+            task,
+            operator_policy(),
+            agent_timeout_sec=spec.agent_timeout_sec,
+            verifier_timeout_sec=spec.verifier_timeout_sec,
+            network_requested=spec.network,
+        )
+        agent_uid = sandbox_uid(task.config.agent.user, DEFAULT_AGENT_UID, "[agent] user")
         plan = files.read_plan(task)
         workdir = files.resolve_workdir(task, plan)
-        paths = files.instance_paths(spec.instance_root / spec.trial_id)
-        section = task.config.environment
-        limits = self.limits.model_copy(
-            update={
-                "memory_mb": section.memory_mb or self.limits.memory_mb,
-                "storage_mb": section.storage_mb or self.limits.storage_mb,
-                "cpus": section.cpus or self.limits.cpus,
-            }
+        # Plain mode has no sandbox to hand a uid to: its commands name host paths, which a uid of
+        # their own could not reach below the worker's private directories.
+        host_uid = HOST_UIDS.take() if can_switch_user() and executable is not None else None
+        parent = files.instance_parent(spec.instance_root, for_other_uid=host_uid is not None)
+        paths = files.instance_paths(parent / spec.run_id)
+        cgroup_limits = self.limits.model_copy(
+            update={"memory_mb": limits.memory_mb, "storage_mb": limits.disk_mb, "cpus": limits.cpus}
         )
-        network = spec.network or section.allow_internet
-        cgroups = InstanceCgroups(spec.trial_id, limits, enabled=self.use_cgroups)
+        cgroups = InstanceCgroups(spec.run_id, cgroup_limits, enabled=self.use_cgroups)
+        quota_mounted = False
         try:
-            files.create_instance(paths, plan, workdir)
+            if paths.root.exists():  # left by a run whose worker died; this run starts afresh
+                files.remove_instance(paths.root)
+            paths.root.mkdir(parents=True)
+            if quota.can_mount():
+                quota.mount_quota(paths.root, limits.disk_mb)
+                quota_mounted = True
+            files.create_instance(paths, plan, workdir, host_uid)
+            if executable is not None:
+                files.fresh_copy(task.tests_dir, paths.tests)
+            launcher = self._launcher(
+                executable, limits, cgroups, cgroup_limits, host_uid, spec, paths, workdir
+            )
         except BaseException:
             cgroups.remove()
+            if quota_mounted:
+                quota.unmount_quota(paths.root)
             files.remove_tree(paths.root)
+            if host_uid is not None:
+                HOST_UIDS.give_back(host_uid)
             raise
-        rlimits = rlimits_for(limits, memory_in_cgroup=cgroups.has_memory)
         if executable is not None:
             visible = VisiblePaths(
                 app=workdir, logs="/logs", tests="/tests", solution="/solution", tmp="/tmp", home="/tmp/home"
             )
-            sandbox_args = [
-                *base_args(executable, network=network),
-                *("--bind", str(paths.tmp), "/tmp"),
-                *("--bind", str(paths.app), workdir),
-                *("--bind", str(paths.logs), "/logs"),
-                *("--chdir", workdir),
-            ]
-            note = "bwrap sandbox" + ("" if network else ", loopback-only network")
         else:
-            visible = VisiblePaths(**{k: str(v) for k, v in paths.model_dump().items() if k != "root"})
-            sandbox_args = []
-            note = f"plain process group: weaker isolation, network not restricted ({why_plain})"
-        enforced = cgroups.enforced + [f"{name}={value}" for name, value in rlimits]
-        note += "; limits: " + ", ".join(enforced)
-        env = {"PATH": STANDARD_PATH, "LANG": "C.UTF-8", **plan.env, **resolve_env(section.env, spec.params)}
+            # Plain commands name host paths: the verifier writes where $ENVLOOP_LOGS_DIR says.
+            paths = paths.model_copy(update={"verifier_logs": paths.logs / "verifier"})
+            visible = VisiblePaths(
+                **{k: str(v) for k, v in paths.model_dump().items() if k not in ("root", "verifier_logs")}
+            )
+        note = _note(executable is not None, limits, cgroups, launcher, quota_mounted, host_uid, warnings)
+        env = {
+            "PATH": IMAGE_PATH,
+            "LANG": "C.UTF-8",
+            **plan.env,
+            **resolve_env(task.config.environment.env, spec.params),
+        }
         env |= {
             "HOME": visible.home,
             "ENVLOOP_JOB_ID": spec.job_id,
@@ -358,15 +486,77 @@ class LocalEnvironmentProvider:
         }
         warning = plan.warning()
         return LocalEnvironment(
-            mode=mode,
+            mode="bwrap" if executable is not None else "plain",
             note=note,
             paths=paths,
             visible=visible,
-            warnings=[warning] if warning else [],
-            base_env=env,
+            warnings=[*warnings, *([warning] if warning else [])],
+            limits=limits,
+            base_env=_checked_env(env),
             cgroups=cgroups,
-            rlimits=rlimits,
-            sandbox_args=sandbox_args,
+            launcher=launcher,
             task=task,
-            trial_id=spec.trial_id,
+            run_id=spec.run_id,
+            agent_uid=agent_uid,
+            host_uid=host_uid,
+            quota_mounted=quota_mounted,
         )
+
+    @staticmethod
+    def _launcher(
+        executable: str | None,
+        limits: EffectiveLimits,
+        cgroups: InstanceCgroups,
+        cgroup_limits: Limits,
+        host_uid: int | None,
+        spec: TrialSpec,
+        paths: InstancePaths,
+        workdir: str,
+    ) -> Launcher:
+        rlimits = rlimits_for(cgroup_limits, memory_in_cgroup=cgroups.has_memory)
+        if executable is None:
+            return Launcher(cgroups.procs_files(), rlimits, host_uid, None, [], None)
+        pasta = None
+        if limits.network:
+            pasta_path, reason = pasta_executable()
+            if pasta_path is None:
+                raise EnvironmentSetupError(f"the trial asks for a network, but {reason}")
+            pasta = pasta_prefix(pasta_path, spec.forward_ports)
+        binds = [
+            *sandbox_args(network=limits.network),
+            *("--bind", str(paths.tmp), "/tmp"),
+            *("--bind", str(paths.app), workdir),
+            *("--bind", str(paths.logs), "/logs"),
+        ]
+        return Launcher(cgroups.procs_files(), rlimits, host_uid, executable, binds, pasta)
+
+
+def _note(
+    sandboxed: bool,
+    limits: EffectiveLimits,
+    cgroups: InstanceCgroups,
+    launcher: Launcher,
+    quota_mounted: bool,
+    host_uid: int | None,
+    warnings: list[str],
+) -> str:
+    """The instance's sandbox note (what isolates it, which limit is enforced how), adding a warning
+    for each promise this host cannot keep."""
+    if sandboxed:
+        note = "bwrap sandbox, " + ("own network (pasta)" if limits.network else "loopback-only network")
+    else:
+        note = "plain process group: no isolation, host network"
+        warnings.append(PLAIN_WARNING)
+    enforced = cgroups.enforced + [f"{name}={value}" for name, value in launcher.rlimits]
+    enforced.append(
+        f"disk quota {limits.disk_mb} MB (tmpfs)" if quota_mounted else "disk: largest file only (no quota)"
+    )
+    if host_uid is None:
+        enforced.append("runs as the worker's own user")
+    if not cgroups.has_memory:
+        warnings.append(
+            f"memory limit not enforced by a cgroup here (address space only): {limits.memory_mb} MB"
+        )
+    if not quota_mounted:
+        warnings.append("disk limit not enforced as a quota here (worker is not root): largest file only")
+    return note + "; limits: " + ", ".join(enforced) + "; effective: " + limits.describe()

@@ -1,9 +1,10 @@
 """Finding and killing a trial's processes, and reading the tail of captured output.
 
-Every command of a trial carries `ENVLOOP_TRIAL_ID=<id>` in its environment. When no cgroup lists
-the trial's processes, that marker in `/proc/<pid>/environ` is how daemons that escaped their
-process group (setsid, double fork) are still found; a process that scrubs its own environment
-can evade it, which is one reason plain mode is reported as weaker.
+In plain mode every command of a trial carries `ENVLOOP_RUN_ID=<run id>` in its environment. When no
+cgroup lists the trial's processes, that marker in `/proc/<pid>/environ` is how daemons that escaped
+their process group (setsid, double fork) are still found; a process that scrubs its own environment
+can evade it, which is one reason plain mode is no sandbox. (In bwrap mode each command has its own
+pid namespace, which ends with it.)
 """
 
 import asyncio
@@ -15,12 +16,13 @@ from typing import BinaryIO
 
 from envloop.environments.base import OUTPUT_TAIL_BYTES
 
-MARKER_VARIABLE = "ENVLOOP_TRIAL_ID"
+MARKER_VARIABLE = "ENVLOOP_RUN_ID"
 
 
-def marked_pids(trial_id: str) -> list[int]:
-    """Live (non-zombie) processes whose environment carries this trial's marker."""
-    marker = f"{MARKER_VARIABLE}={trial_id}".encode()
+def marked_pids(value: str, variable: str = MARKER_VARIABLE) -> list[int]:
+    """Live (non-zombie) processes whose environment carries `variable=value` (by default, a plain
+    run's marker)."""
+    marker = f"{variable}={value}".encode()
     me = os.getpid()
     found: list[int] = []
     for entry in os.scandir("/proc"):
@@ -31,6 +33,23 @@ def marked_pids(trial_id: str) -> list[int]:
         except OSError:
             continue
         if marker in environ.split(b"\0") and _alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def uid_pids(uid: int) -> list[int]:
+    """Live processes whose real uid is `uid`: with a host uid per instance, exactly its processes,
+    wherever they went (another session, a scrubbed environment)."""
+    wanted = f"Uid:\t{uid}\t"
+    found: list[int] = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = Path(entry.path, "status").read_text()
+        except OSError:
+            continue
+        if wanted in status and _alive(int(entry.name)):
             found.append(int(entry.name))
     return found
 

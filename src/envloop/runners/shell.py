@@ -9,19 +9,25 @@ Every trial keeps one trajectory (`trajectory.json`, secrets masked): the agent'
 agent's own model and tool steps; for any other agent the instruction and each command it ran,
 with its result and the working-directory changes), then the verifier's run with its reward.
 
-The sandbox has no network (loopback only) unless the task allows internet access or the profile
-sets `NETWORK=host`, which shares the host's network with that profile's trials: an agent that
-calls its model from inside the sandbox (`claude-code`) needs it, even for an endpoint on the
-host's loopback. `envloop` calls its model from the worker, so its trials stay offline.
+The sandbox has no network (loopback only) unless the task asks for one or the profile sets
+`NETWORK=host`: an agent that calls its model from inside the sandbox (`claude-code`) needs it. Even
+then the trial gets a network of its own, never the host's: of the host's local services it reaches
+only the model endpoint's port, when that endpoint is on the host's loopback. `envloop` calls its
+model from the worker, so its trials stay offline.
+
+Before the verifier starts, every process the agent left is stopped; the verifier sees a fresh
+copy of the tests and writes its reward into a directory the agent never had.
 """
 
 import asyncio
 import functools
+import ipaddress
 import os
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from envloop.agents import Agent, AgentContext, agent_names, get_agent
 from envloop.agents.base import AgentResult, ParamChecking
@@ -34,9 +40,13 @@ from envloop.core.trajectory import (
     usage_totals,
 )
 from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec
-from envloop.environments import Environment, EnvironmentProvider, LocalEnvironmentProvider
+from envloop.environments import (
+    Environment,
+    EnvironmentProvider,
+    EnvironmentSetupError,
+    LocalEnvironmentProvider,
+)
 from envloop.environments.base import InstancePaths
-from envloop.environments.instance import empty_directory
 from envloop.runners.artifacts import keep_tree, mask_text, move_plain_tree
 from envloop.runners.base import RunnerParams, TaskKind
 from envloop.runners.shell_steps import RecordingEnvironment, verifier_step
@@ -45,9 +55,8 @@ from envloop.tasks.model import HarborTask
 from envloop.tasks.variables import resolve_env
 from envloop.trajectories.files import write_trajectory
 
-DEFAULT_TIMEOUT_SEC = 600.0
 NETWORK_PARAM = "NETWORK"
-NETWORK_CHOICES = ("none", "host")
+NETWORK_CHOICES = ("none", "public", "host")
 
 
 @functools.lru_cache(maxsize=256)
@@ -99,8 +108,10 @@ class ShellRunner:
                 "AGENT_COMMAND is required when AGENT_NAME=command, which passes every param to it",
                 "envloop and claude-code read MODEL_PROTOCOL, MODEL_BASE_URL, MODEL_NAME, MODEL_API_KEY "
                 "(a secret param) and MAX_STEPS (the job's --max-steps wins)",
-                "NETWORK=host gives the profile's trials the host's network (default none: loopback only "
-                "inside the sandbox); claude-code needs it to install its CLI and reach its endpoint",
+                "NETWORK=public (or its older name host) gives the profile's trials a network of their "
+                "own (default none: loopback only inside the sandbox), with the model endpoint's port "
+                "when it is on the host's loopback; claude-code needs it to install its CLI and reach "
+                "its endpoint",
             ],
         )
 
@@ -118,7 +129,7 @@ class ShellRunner:
         ]
         network = params.get(NETWORK_PARAM, "").strip()
         if network and network not in NETWORK_CHOICES:
-            problems.append(f"{NETWORK_PARAM} must be none or host, not {network[:40]!r}")
+            problems.append(f"{NETWORK_PARAM} must be none, public or host, not {network[:40]!r}")
         if not problems and isinstance(agent, ParamChecking):
             problems = agent.check_params(params)
         return problems
@@ -134,8 +145,9 @@ class ShellRunner:
 
     async def run(self, spec: TrialSpec) -> TrialOutcome:
         phases: list[PhaseRecord] = []
-        if spec.params.get(NETWORK_PARAM, "").strip() == "host":
-            spec = spec.model_copy(update={"network": True})
+        if spec.params.get(NETWORK_PARAM, "").strip() in ("public", "host"):
+            ports = _loopback_port(spec.params.get("MODEL_BASE_URL", ""))
+            spec = spec.model_copy(update={"network": True, "forward_ports": ports})
         params = spec.params
         recorder = TrajectoryRecorder(
             spec.trial_id,
@@ -204,11 +216,18 @@ class ShellRunner:
         phases: list[PhaseRecord],
         recorder: TrajectoryRecorder,
     ) -> TrialOutcome:
+        _keep_phase_log(spec, "setup", _setup_log(environment))
         agent_error = await self._agent_phase(environment, task, spec, agent, phases, recorder)
+        # Nothing the agent started may outlive its phase: a leftover process could rewrite the
+        # reward after the verifier wrote it.
+        await environment.stop()
+        agent_error = _exhausted("agent", environment) or agent_error
         reading, verifier_error = await self._verifier_phase(environment, task, spec, phases, recorder)
         started = _now()
         await environment.stop()
-        await self._keep_artifacts(environment.paths, spec)
+        verifier_error = _exhausted("verifier", environment) or verifier_error
+        kept = await self._keep_artifacts(environment.paths, spec)
+        _keep_phase_log(spec, "collection", kept)
         phases.append(PhaseRecord(name="artifacts", started_at=started, ended_at=_now()))
         error = agent_error or verifier_error
         return TrialOutcome(
@@ -221,13 +240,19 @@ class ShellRunner:
         )
 
     @staticmethod
-    async def _keep_artifacts(paths: InstancePaths, spec: TrialSpec) -> None:
+    async def _keep_artifacts(paths: InstancePaths, spec: TrialSpec) -> str:
         """The agent's and the verifier's logs: small plain ones are moved at once, anything else is
-        copied (secrets masked) on a thread so the event loop keeps serving other trials."""
+        copied (secrets masked) on a thread so the event loop keeps serving other trials. Returns
+        what was kept, for the collection phase's log."""
+        lines = []
         for source, name in ((paths.agent_logs, "agent"), (paths.verifier_logs, "verifier")):
             target = spec.artifacts_dir / name
-            if not move_plain_tree(source, target, spec.secret_values, _INLINE_ARTIFACT_ENTRIES):
+            if move_plain_tree(source, target, spec.secret_values, _INLINE_ARTIFACT_ENTRIES):
+                lines.append(f"{name}: moved")
+            else:
                 await asyncio.to_thread(keep_tree, source, target, spec.secret_values)
+                lines.append(f"{name}: copied")
+        return "\n".join(lines) + "\n"
 
     async def _agent_phase(
         self,
@@ -260,7 +285,7 @@ class ShellRunner:
             stdout_path=paths.agent_logs / "stdout.txt",
             stderr_path=paths.agent_logs / "stderr.txt",
         )
-        timeout = spec.agent_timeout_sec or task.config.agent.timeout_sec or DEFAULT_TIMEOUT_SEC
+        timeout = environment.limits.agent_timeout_sec
         started = _now()
         try:
             async with asyncio.timeout(timeout) as deadline:
@@ -299,8 +324,6 @@ class ShellRunner:
         recorder: TrajectoryRecorder,
     ) -> tuple[RewardReading, TrialError | None]:
         logs = environment.paths.verifier_logs
-        # Only the verifier may write a reward: anything the agent left there is discarded.
-        empty_directory(logs)
         started = _now()
         command = ["bash", f"{environment.visible.tests}/test.sh"]
         if not (task.tests_dir / "test.sh").is_file():
@@ -308,15 +331,23 @@ class ShellRunner:
             reading = RewardReading(reward=None, note="the verifier did not run")
             recorder.add(verifier_step(" ".join(command), started, None, logs, reading))
             return reading, TrialError(type="verifier_error", message="task has no tests/test.sh")
-        timeout = spec.verifier_timeout_sec or task.config.verifier.timeout_sec or DEFAULT_TIMEOUT_SEC
-        result = await environment.exec(
-            command,
-            env=resolve_env(task.config.verifier.env, spec.params),
-            timeout=timeout,
-            stdout_path=logs / "stdout.txt",
-            stderr_path=logs / "stderr.txt",
-            mounts=frozenset({"tests"}),
-        )
+        timeout = environment.limits.verifier_timeout_sec
+        # Only the verifier may write a reward: it writes into a fresh directory the agent never had.
+        try:
+            result = await environment.exec(
+                command,
+                env=resolve_env(task.config.verifier.env, spec.params),
+                timeout=timeout,
+                stdout_path=logs / "stdout.txt",
+                stderr_path=logs / "stderr.txt",
+                mounts=frozenset({"tests", "verifier_logs"}),
+                user=task.config.verifier.user if task.config.verifier.user is not None else "root",
+            )
+        except EnvironmentSetupError as exc:
+            phases.append(PhaseRecord(name="verifier", started_at=started, ended_at=_now()))
+            reading = RewardReading(reward=None, note="the verifier did not run")
+            recorder.add(verifier_step(" ".join(command), started, None, logs, reading))
+            return reading, TrialError(type="verifier_error", message=f"the verifier could not start: {exc}")
         phases.append(
             PhaseRecord(
                 name="verifier",
@@ -337,3 +368,39 @@ class ShellRunner:
             message = f"the verifier exited with code {result.exit_code} and wrote no reward"
             return reading, TrialError(type="verifier_error", message=message, exit_code=result.exit_code)
         return reading, None
+
+
+def _loopback_port(url: str) -> tuple[int, ...]:
+    """The port of a model endpoint on the host's loopback, which the sandbox may then reach."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return ()
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    return (port,) if loopback else ()
+
+
+def _exhausted(phase: str, environment: Environment) -> TrialError | None:
+    problem = environment.resource_problem()
+    if problem is None:
+        return None
+    return TrialError(type="resource_exhausted", message=f"{phase} phase: {problem}")
+
+
+def _setup_log(environment: Environment) -> str:
+    lines = [f"sandbox: {environment.mode}", f"note: {environment.note}"]
+    lines.append(f"limits: {environment.limits.describe()}")
+    lines += [f"warning: {warning}" for warning in environment.warnings]
+    return "\n".join(lines) + "\n"
+
+
+def _keep_phase_log(spec: TrialSpec, phase: str, text: str) -> None:
+    """A phase without a command of its own still says what it did (`el trial logs --phase`)."""
+    directory = spec.artifacts_dir / phase
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "output.txt").write_text(mask_text(text, spec.secret_values), encoding="utf-8")

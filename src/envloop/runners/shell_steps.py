@@ -18,6 +18,7 @@ from envloop.agents.base import read_outputs
 from envloop.core.reward import RewardReading
 from envloop.core.trajectory import ToolStep, TrajectoryRecorder, VerifierStep
 from envloop.environments.base import NO_MOUNTS, Environment, ExecResult, Mounts
+from envloop.tasks.model import TaskUser
 from envloop.trajectories import Snapshot, changes_between, snapshot
 
 INLINE_SNAPSHOT_FILES = 500
@@ -41,6 +42,7 @@ class RecordingEnvironment:
         self.paths = inner.paths
         self.visible = inner.visible
         self.warnings = inner.warnings
+        self.limits = inner.limits
 
     async def start(self) -> None:
         """Take the working directory's initial state, which the first command's changes are against."""
@@ -52,6 +54,9 @@ class RecordingEnvironment:
     async def stop(self) -> None:
         await self._inner.stop()
 
+    def resource_problem(self) -> str | None:
+        return self._inner.resource_problem()
+
     async def exec(
         self,
         command: Sequence[str],
@@ -61,6 +66,7 @@ class RecordingEnvironment:
         stdout_path: Path | None = None,
         stderr_path: Path | None = None,
         mounts: Mounts = NO_MOUNTS,
+        user: TaskUser | None = None,
     ) -> ExecResult:
         self.commands += 1
         started, clock = _now(), time.perf_counter()
@@ -72,6 +78,7 @@ class RecordingEnvironment:
                 stdout_path=stdout_path,
                 stderr_path=stderr_path,
                 mounts=mounts,
+                user=user,
             )
         except BaseException:
             # Cancelled (the agent timeout, a cancelled job): keep what the command did so far.

@@ -20,7 +20,9 @@ from typing import Any
 from sqlalchemy import delete, select, update
 
 from envloop.core.ids import new_id
+from envloop.core.status import TERMINAL
 from envloop.core.trial import TrialError, TrialOutcome, TrialSpec
+from envloop.environments.instance import instances_under, remove_instance
 from envloop.models import close_clients
 from envloop.scheduling.executor import Executor, LocalExecutor
 from envloop.services.context import Context
@@ -28,7 +30,7 @@ from envloop.services.profiles import resolved_params
 from envloop.store import queue
 from envloop.store.artifacts import STRUCTURED_RESULT
 from envloop.store.queue import ClaimedTrial
-from envloop.store.tables import Dataset, DatasetMember, Job, Profile
+from envloop.store.tables import Dataset, DatasetMember, Job, Profile, Trial
 from envloop.store.tables import Worker as WorkerRow
 
 log = logging.getLogger("envloop.worker")
@@ -43,6 +45,11 @@ class WorkerConfig:
     idle_exit: float | None = None
     """Exit after the queue has stayed empty this long (background workers); None: run until stopped."""
     background: bool = False
+
+
+def _run_id(claimed: ClaimedTrial) -> str:
+    """The same name TrialSpec.run_id gives this run (one lease of the trial)."""
+    return f"{claimed.trial_id}.r{claimed.lease_token}"
 
 
 def _watch_children_with_pidfds() -> None:
@@ -95,6 +102,7 @@ class Worker:
         """Run until stopped, until `until()` holds, or (with idle_exit) until the queue stays empty."""
         _watch_children_with_pidfds()
         self._register()
+        self._settle_dead_runs()
         idle_since = time.monotonic()
         next_upkeep = 0.0
         finished: list[tuple[ClaimedTrial, TrialOutcome]] = []
@@ -177,10 +185,13 @@ class Worker:
         return claimed, TrialOutcome(status="cancelled") if task.cancelled() else task.result()
 
     def _count(self, finished: list[tuple[ClaimedTrial, TrialOutcome]], recorded: list[bool]) -> None:
+        """Publish the artifacts of each run whose result was recorded; discard the others."""
         for (claimed, _), ok in zip(finished, recorded, strict=True):
             if ok:
+                self.ctx.artifacts.publish(_run_id(claimed), claimed.trial_id)
                 self.completed += 1
             else:
+                self.ctx.artifacts.discard(_run_id(claimed))
                 log.warning(
                     "trial %s: lease lost before its result was recorded; discarded", claimed.trial_id
                 )
@@ -194,9 +205,10 @@ class Worker:
             self._running[trial_id][1].cancel()
         if lost:
             for trial_id in lost:
-                task = self._running.pop(trial_id)[1]
+                claimed, task = self._running.pop(trial_id)
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+                self.ctx.artifacts.discard(_run_id(claimed))
         queue.reap_expired(self.ctx.store)
         with self.ctx.store.write() as session:
             session.execute(update(WorkerRow).where(WorkerRow.id == self.id).values(heartbeat_at=time.time()))
@@ -204,8 +216,8 @@ class Worker:
     def _spec(self, claimed: ClaimedTrial) -> TrialSpec:
         job = self._job(claimed.job_id)
         profile = self._profile(claimed.profile_id)
-        artifacts_dir = self.ctx.artifacts.trial_dir(claimed.trial_id)
-        if artifacts_dir.exists():  # left over from a run whose worker died
+        artifacts_dir = self.ctx.artifacts.staging_dir(_run_id(claimed))
+        if artifacts_dir.exists():  # left over from a worker that died before this run started
             shutil.rmtree(artifacts_dir)
         artifacts_dir.mkdir(parents=True)
         self.ctx.instances_dir.mkdir(parents=True, exist_ok=True)
@@ -227,6 +239,7 @@ class Worker:
             agent_timeout_sec=job.agent_timeout_sec,
             verifier_timeout_sec=job.verifier_timeout_sec,
             max_steps=job.max_steps,
+            run=claimed.lease_token,
         )
 
     def _job(self, job_id: str) -> _JobInfo:
@@ -267,6 +280,29 @@ class Worker:
                 )
         return self._profiles[profile_id]
 
+    def _settle_dead_runs(self) -> None:
+        """Files of runs whose workers died. A staged run whose result was recorded is published (its
+        worker died between recording and publishing); one that no longer holds its trial is
+        discarded, and so is a leftover instance (its quota file system included)."""
+        staged = set(self.ctx.artifacts.staged_runs())
+        instances = {path.name: path for path in instances_under(self.ctx.instances_dir)}
+        for run_id in staged | instances.keys():
+            trial_id, _, token = run_id.rpartition(".r")
+            if not token.isdigit():
+                continue
+            with self.ctx.store.read() as session:
+                row = session.execute(
+                    select(Trial.status, Trial.lease_token).where(Trial.id == trial_id)
+                ).first()
+            stale = row is None or row.lease_token != int(token)
+            if run_id in staged and stale:
+                self.ctx.artifacts.discard(run_id)
+            elif run_id in staged and row is not None and row.status in TERMINAL:
+                self.ctx.artifacts.publish(run_id, trial_id)
+            if run_id in instances and (stale or (row is not None and row.status in TERMINAL)):
+                with contextlib.suppress(OSError):
+                    remove_instance(instances[run_id])
+
     def _register(self) -> None:
         with self.ctx.store.write() as session:
             session.add(
@@ -293,7 +329,10 @@ class Worker:
         self._running.clear()
         for claimed in held:
             if claimed.trial_id in cancelled:
-                queue.finish(self.ctx.store, claimed, TrialOutcome(status="cancelled"))
+                recorded = queue.finish(self.ctx.store, claimed, TrialOutcome(status="cancelled"))
+                self._count([(claimed, TrialOutcome(status="cancelled"))], [recorded])
+            else:
+                self.ctx.artifacts.discard(_run_id(claimed))
         queue.release(self.ctx.store, [c for c in held if c.trial_id not in cancelled])
         with self.ctx.store.write() as session:
             session.execute(delete(WorkerRow).where(WorkerRow.id == self.id))

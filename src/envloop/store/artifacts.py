@@ -33,7 +33,7 @@ def _hex(digest: str) -> str:
 class ArtifactStore:
     def __init__(self, root: Path) -> None:
         self.root = root
-        for sub in ("tasks", "task-cache", "trials"):
+        for sub in ("tasks", "task-cache", "trials", "staging"):
             (root / sub).mkdir(parents=True, exist_ok=True)
 
     def task_archive(self, digest: str) -> Path:
@@ -70,6 +70,29 @@ class ArtifactStore:
 
     def trial_dir(self, trial_id: str) -> Path:
         return self.root / "trials" / trial_id
+
+    def staging_dir(self, run_id: str) -> Path:
+        """Where one run of a trial keeps its files until its result is recorded."""
+        return self.root / "staging" / run_id
+
+    def publish(self, run_id: str, trial_id: str) -> None:
+        """Make a run's staged files the trial's artifacts, replacing an earlier run's. Only the run
+        whose result was recorded calls this; a stale run's files are discarded instead."""
+        staged = self.staging_dir(run_id)
+        target = self.trial_dir(trial_id)
+        if target.exists():
+            old = self.root / "staging" / f".replaced-{run_id}"
+            target.rename(old)
+            shutil.rmtree(old, ignore_errors=True)
+        if staged.exists():
+            staged.rename(target)
+
+    def discard(self, run_id: str) -> None:
+        shutil.rmtree(self.staging_dir(run_id), ignore_errors=True)
+
+    def staged_runs(self) -> list[str]:
+        """Run ids with staged files (a worker may have died between recording and publishing)."""
+        return [p.name for p in (self.root / "staging").iterdir() if not p.name.startswith(".")]
 
     def list_trial(self, trial_id: str) -> list[ArtifactInfo]:
         base = self.trial_dir(trial_id)

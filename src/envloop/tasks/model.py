@@ -7,16 +7,24 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    # A limit of `inf` or `nan` would mean "no limit" wherever it is compared; it is refused here.
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+
+# Harbor's `user` fields: a user name or a numeric uid, as in a Dockerfile's USER.
+TaskUser = str | int
+NetworkMode = Literal["no-network", "public", "allowlist"]
 
 
 class AgentSection(_Section):
     timeout_sec: float | None = Field(default=None, gt=0)
+    user: TaskUser | None = Field(default=None, description="who the agent's commands run as")
 
 
 class VerifierSection(_Section):
     timeout_sec: float | None = Field(default=None, gt=0)
     env: dict[str, str] = Field(default_factory=dict)
+    user: TaskUser | None = Field(default=None, description="who tests/test.sh runs as")
 
 
 class EnvironmentSection(_Section):
@@ -25,7 +33,18 @@ class EnvironmentSection(_Section):
     storage_mb: int | None = Field(default=None, gt=0)
     env: dict[str, str] = Field(default_factory=dict)
     workdir: str | None = None
-    allow_internet: bool = False
+    network_mode: NetworkMode | None = None
+    allowed_hosts: list[str] = Field(default_factory=list)
+    allow_internet: bool = Field(default=False, description="deprecated form of network_mode = public")
+
+    @property
+    def wants_network(self) -> bool:
+        """Whether the task asks for a network beyond loopback. Harbor opens it by default; envloop
+        keeps it closed unless the task says so (`network_mode` public or allowlist, or the older
+        `allow_internet`)."""
+        if self.network_mode is not None:
+            return self.network_mode != "no-network"
+        return self.allow_internet
 
 
 class TaskConfig(_Section):

@@ -1,0 +1,78 @@
+"""How one command of a trial is started on the host, and the host files it writes safely.
+
+Nothing a task or agent controls reaches a process that runs on the host: the launcher (a tiny
+shell that joins the instance's cgroups and lowers its rlimits, `setpriv`, `pasta`, bwrap) runs with
+one fixed variable (`PATH`) in `/`, a directory no trial can write. The trial's variables and working
+directory are applied only at the last step: inside the sandbox by bwrap, or by `env` in plain mode,
+after the drop to the instance's host uid.
+"""
+
+import contextlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from envloop.environments.bwrap import LAUNCH_PATH, args_file, environment_args
+from envloop.environments.identity import setpriv_prefix
+from envloop.environments.limits import launch_prefix
+
+LAUNCH_ENV = {"PATH": LAUNCH_PATH, "LANG": "C.UTF-8"}
+LAUNCH_CWD = "/"
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """The fixed part of every command line of one instance."""
+
+    cgroup_procs: list[Path]
+    rlimits: list[tuple[str, int]]
+    host_uid: int | None
+    bwrap: str | None
+    """bwrap's path in sandbox mode; None in plain mode."""
+    sandbox_args: list[str]
+    pasta: list[str] | None
+    """The pasta prefix when the instance has a network of its own."""
+
+    def argv(
+        self, command: Sequence[str], env: Mapping[str, str], cwd: str, binds: Sequence[str]
+    ) -> tuple[list[str], int | None]:
+        """The host command line, and the file descriptor the child must inherit (bwrap's args)."""
+        prefix = launch_prefix(self.cgroup_procs, self.rlimits)
+        if self.host_uid is not None:
+            prefix += setpriv_prefix(self.host_uid)
+        if self.bwrap is None:
+            assignments = [f"{name}={value}" for name, value in env.items()]
+            return [*prefix, "/usr/bin/env", "-i", "-C", cwd, "--", *assignments, *command], None
+        fd = args_file([*self.sandbox_args, *binds, "--chdir", cwd, *environment_args(env)])
+        network = [*self.pasta] if self.pasta is not None else []
+        return [*prefix, *network, self.bwrap, "--args", str(fd), "--", *command], fd
+
+
+def open_capture(root: Path, path: Path) -> BinaryIO:
+    """Create (or truncate) the capture file `path` below `root`, never through a link.
+
+    Capture files live in directories the trial can write to; a link planted there
+    (`logs/agent -> /etc`) must not make the worker write a host file. Each component is opened
+    relative to its parent with O_NOFOLLOW, and whatever stood at the file's name is replaced. A
+    path outside `root` is the caller's own and opened as it is."""
+    if not path.is_relative_to(root):  # the caller's own file, which no trial can reach
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path.open("w+b", buffering=0)
+    relative = path.relative_to(root)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for part in relative.parent.parts:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o755, dir_fd=fd)
+            child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(relative.name, dir_fd=fd)
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        file_fd = os.open(relative.name, flags, 0o644, dir_fd=fd)
+    finally:
+        os.close(fd)
+    return os.fdopen(file_fd, "w+b", buffering=0)

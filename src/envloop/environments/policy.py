@@ -1,0 +1,162 @@
+"""Operator ceilings over what a task asks for, resolved once per trial into its effective limits.
+
+A task is written by a third party: its `memory_mb`, `storage_mb`, `cpus`, timeouts and network
+request are wishes, not orders. The operator of a worker sets maximums with environment variables
+(read for every instance, so a test or a restarted worker sees the current values); whatever a task
+asks beyond them is cut to the ceiling and the trial says so. Every timeout is finite.
+"""
+
+import math
+import os
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from envloop.environments.base import EnvironmentSetupError
+from envloop.tasks.model import HarborTask
+
+MAX_MEMORY_VARIABLE = "ENVLOOP_MAX_MEMORY_MB"
+MAX_CPUS_VARIABLE = "ENVLOOP_MAX_CPUS"
+MAX_DISK_VARIABLE = "ENVLOOP_MAX_DISK_MB"
+MAX_TIMEOUT_VARIABLE = "ENVLOOP_MAX_TIMEOUT_SEC"
+NETWORK_VARIABLE = "ENVLOOP_TRIAL_NETWORK"
+
+DEFAULT_MEMORY_MB = 4096
+DEFAULT_DISK_MB = 10240
+DEFAULT_TIMEOUT_SEC = 600.0
+DEFAULT_PIDS = 1024
+
+TrialNetworkPolicy = Literal["task", "none"]
+
+
+class OperatorPolicy(BaseModel):
+    """The ceilings of this worker. Defaults are safe for a shared machine: a task gets at most
+    8 GB of memory, 10 GB of disk, every CPU and four hours per phase unless the operator says
+    otherwise."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_memory_mb: int = Field(default=8192, gt=0)
+    max_cpus: float = Field(default_factory=lambda: float(os.cpu_count() or 1), gt=0)
+    cpus_set: bool = Field(default=False, description="the operator chose max_cpus explicitly")
+    max_disk_mb: int = Field(default=DEFAULT_DISK_MB, gt=0)
+    max_timeout_sec: float = Field(default=4 * 3600.0, gt=0)
+    network: TrialNetworkPolicy = "task"
+
+
+def _number(environ: Mapping[str, str], name: str, kind: type[int] | type[float]) -> float | None:
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or not math.isfinite(value) or value <= 0:
+        raise EnvironmentSetupError(f"{name}={raw[:40]!r}: expected a positive finite number")
+    return value
+
+
+def operator_policy(environ: Mapping[str, str] | None = None) -> OperatorPolicy:
+    """The ceilings from ENVLOOP_MAX_* and ENVLOOP_TRIAL_NETWORK; a bad value fails the trial's
+    setup with a message naming the variable rather than running it unbounded."""
+    env = os.environ if environ is None else environ
+    values: dict[str, object] = {}
+    memory = _number(env, MAX_MEMORY_VARIABLE, int)
+    if memory is not None:
+        values["max_memory_mb"] = int(memory)
+    cpus = _number(env, MAX_CPUS_VARIABLE, float)
+    if cpus is not None:
+        values |= {"max_cpus": cpus, "cpus_set": True}
+    disk = _number(env, MAX_DISK_VARIABLE, int)
+    if disk is not None:
+        values["max_disk_mb"] = int(disk)
+    timeout = _number(env, MAX_TIMEOUT_VARIABLE, float)
+    if timeout is not None:
+        values["max_timeout_sec"] = timeout
+    network = env.get(NETWORK_VARIABLE, "").strip() or "task"
+    if network not in ("task", "none"):
+        raise EnvironmentSetupError(f"{NETWORK_VARIABLE}={network[:40]!r}: expected task or none")
+    values["network"] = network
+    return OperatorPolicy.model_validate(values)
+
+
+class EffectiveLimits(BaseModel):
+    """What one trial actually got; recorded on the trial."""
+
+    model_config = ConfigDict(frozen=True)
+
+    memory_mb: int
+    cpus: float | None
+    disk_mb: int
+    pids: int
+    agent_timeout_sec: float
+    verifier_timeout_sec: float
+    network: bool
+
+    def describe(self) -> str:
+        cpus = "unlimited" if self.cpus is None else f"{self.cpus:g}"
+        return (
+            f"memory {self.memory_mb} MB, cpus {cpus}, disk {self.disk_mb} MB, pids {self.pids}, "
+            f"agent timeout {self.agent_timeout_sec:g} s, verifier timeout {self.verifier_timeout_sec:g} s, "
+            f"network {'public' if self.network else 'none'}"
+        )
+
+
+def resolve_limits(
+    task: HarborTask,
+    policy: OperatorPolicy,
+    *,
+    agent_timeout_sec: float | None = None,
+    verifier_timeout_sec: float | None = None,
+    network_requested: bool = False,
+) -> tuple[EffectiveLimits, list[str]]:
+    """The trial's limits and a warning for each request that was cut or refused.
+
+    `agent_timeout_sec`/`verifier_timeout_sec` are the job's overrides (they win over the task's);
+    `network_requested` is the profile's own request for a network (an agent that calls its model
+    from inside the sandbox)."""
+    section = task.config.environment
+    warnings: list[str] = []
+
+    def capped(what: str, asked: float, ceiling: float, unit: str) -> float:
+        if asked <= ceiling:
+            return asked
+        warnings.append(f"{what} {asked:g} {unit} asked, capped at the operator's maximum {ceiling:g} {unit}")
+        return ceiling
+
+    memory = int(capped("memory", section.memory_mb or DEFAULT_MEMORY_MB, policy.max_memory_mb, "MB"))
+    disk = int(capped("disk", section.storage_mb or DEFAULT_DISK_MB, policy.max_disk_mb, "MB"))
+    cpus: float | None = None
+    if section.cpus is not None:
+        cpus = capped("cpus", section.cpus, policy.max_cpus, "cpus")
+    elif policy.cpus_set:
+        cpus = policy.max_cpus
+    agent = agent_timeout_sec or task.config.agent.timeout_sec or DEFAULT_TIMEOUT_SEC
+    verifier = verifier_timeout_sec or task.config.verifier.timeout_sec or DEFAULT_TIMEOUT_SEC
+    agent = capped("agent timeout", agent, policy.max_timeout_sec, "s")
+    verifier = capped("verifier timeout", verifier, policy.max_timeout_sec, "s")
+
+    network = section.wants_network or network_requested
+    if section.network_mode == "allowlist":
+        network = network_requested
+        warnings.append(
+            "network_mode = allowlist cannot be enforced by the local environment: the trial ran "
+            "without the task's network"
+        )
+    if network and policy.network == "none":
+        network = False
+        warnings.append(
+            f"{NETWORK_VARIABLE}=none: the trial ran without the network its task or profile asked for"
+        )
+    limits = EffectiveLimits(
+        memory_mb=memory,
+        cpus=cpus,
+        disk_mb=disk,
+        pids=DEFAULT_PIDS,
+        agent_timeout_sec=agent,
+        verifier_timeout_sec=verifier,
+        network=network,
+    )
+    return limits, warnings
