@@ -418,3 +418,47 @@ def test_a_user_only_the_image_would_create_is_refused(tmp_path: Path) -> None:
     outcome = run(spec_for(tmp_path, task, "true"))
     assert outcome.error is not None and outcome.error.type == "environment_error"
     assert "ghost-user" in outcome.error.message and "Dockerfile" in outcome.error.message
+
+
+@as_root
+def test_on_cgroup_v2_processes_are_tracked_and_missing_controllers_are_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """This host's v2 hierarchy has no memory or pids controller: a v2 group still holds and kills
+    every process of the instance, and each limit it cannot set is named on the trial."""
+    mount = tmp_path / "cgroup2"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "cgroup2", "none", str(mount)], check=False).returncode != 0:
+        pytest.skip("cgroup2 cannot be mounted here")
+    monkeypatch.setenv("ENVLOOP_CGROUP2_ROOT", str(mount))
+    try:
+        task = write_task(tmp_path / "v2")
+        spec = spec_for(tmp_path, task, "setsid sleep 30 & sleep 1")
+        members: list[str] = []
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.is_set():
+                for group in (mount / "envloop").glob(f"{spec.run_id}.*"):
+                    with suppress(OSError):
+                        members.extend((group / "cgroup.procs").read_text().split())
+                done.wait(0.05)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            outcome = run(spec)
+        finally:
+            done.set()
+            watcher.join()
+        assert len(set(members)) >= 2  # the launcher's processes and the agent's, in the v2 group
+        assert outcome.reward == 0.0
+        available = (mount / "cgroup.controllers").read_text().split()
+        if "memory" not in available:
+            assert any("memory limit not enforced by a cgroup" in w for w in outcome.warnings)
+        if "pids" not in available:
+            assert any("process limit not enforced by a cgroup" in w for w in outcome.warnings)
+        # The group could be removed only once empty: the daemon left by the agent is gone too.
+        assert [p for p in (mount / "envloop").iterdir() if p.is_dir()] == []
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

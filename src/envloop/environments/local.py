@@ -33,6 +33,7 @@ from envloop.environments.base import (
     VisiblePaths,
 )
 from envloop.environments.bwrap import bwrap_executable, pasta_executable, pasta_prefix, sandbox_args
+from envloop.environments.cgroup2 import UnifiedCgroup, instance_cgroups
 from envloop.environments.dockerfile import IMAGE_PATH, without_empty_entries
 from envloop.environments.identity import HOST_UIDS, can_switch_user
 from envloop.environments.launch import LAUNCH_CWD, LAUNCH_ENV, Launcher, open_capture
@@ -103,7 +104,7 @@ class LocalEnvironment:
         warnings: list[str],
         limits: EffectiveLimits,
         base_env: dict[str, str],
-        cgroups: InstanceCgroups,
+        cgroups: InstanceCgroups | UnifiedCgroup,
         launcher: Launcher,
         task: HarborTask,
         run_id: str,
@@ -433,7 +434,7 @@ class LocalEnvironmentProvider:
         cgroup_limits = self.limits.model_copy(
             update={"memory_mb": limits.memory_mb, "storage_mb": limits.disk_mb, "cpus": limits.cpus}
         )
-        cgroups = InstanceCgroups(spec.run_id, cgroup_limits, enabled=self.use_cgroups)
+        cgroups = instance_cgroups(spec.run_id, cgroup_limits, enabled=self.use_cgroups)
         quota_mounted = False
         try:
             if paths.root.exists():  # left by a run whose worker died; this run starts afresh
@@ -506,7 +507,7 @@ class LocalEnvironmentProvider:
     def _launcher(
         executable: str | None,
         limits: EffectiveLimits,
-        cgroups: InstanceCgroups,
+        cgroups: InstanceCgroups | UnifiedCgroup,
         cgroup_limits: Limits,
         host_uid: int | None,
         spec: TrialSpec,
@@ -534,7 +535,7 @@ class LocalEnvironmentProvider:
 def _note(
     sandboxed: bool,
     limits: EffectiveLimits,
-    cgroups: InstanceCgroups,
+    cgroups: InstanceCgroups | UnifiedCgroup,
     launcher: Launcher,
     quota_mounted: bool,
     host_uid: int | None,
@@ -557,6 +558,10 @@ def _note(
         warnings.append(
             f"memory limit not enforced by a cgroup here (address space only): {limits.memory_mb} MB"
         )
+    if "pids" not in cgroups.controllers:
+        warnings.append("process limit not enforced by a cgroup here (RLIMIT_NPROC per uid only)")
+    if limits.cpus is not None and "cpu" not in cgroups.controllers:
+        warnings.append(f"cpu limit of {limits.cpus:g} not enforced here (no cpu cgroup)")
     if not quota_mounted:
         warnings.append("disk limit not enforced as a quota here (worker is not root): largest file only")
     return note + "; limits: " + ", ".join(enforced) + "; effective: " + limits.describe()
