@@ -14,10 +14,9 @@ The interface is that of `limits.InstanceCgroups` (v1), which the local environm
 import contextlib
 import functools
 import os
-import signal
 from pathlib import Path
 
-from envloop.environments.limits import InstanceCgroups, Limits
+from envloop.environments.limits import GroupMembers, InstanceCgroups, Limits, remove_dir, write_value
 
 UNIFIED_CANDIDATES = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
 _CONTROLLERS = ("pids", "memory", "cpu")
@@ -62,7 +61,7 @@ def _base(root: Path) -> tuple[Path | None, frozenset[str]]:
     return base, enabled & frozenset(_CONTROLLERS)
 
 
-class UnifiedCgroup:
+class UnifiedCgroup(GroupMembers):
     """One instance's v2 group. Limits are set where a controller is enabled; processes are always
     tracked."""
 
@@ -88,41 +87,20 @@ class UnifiedCgroup:
             wanted["cpu"] = f"{int(limits.cpus * _CPU_PERIOD_US)} {_CPU_PERIOD_US}"
         files = {"pids": "pids.max", "memory": "memory.max", "cpu": "cpu.max"}
         for name, value in wanted.items():
-            if name in available and _write(directory / files[name], value):
+            if name in available and write_value(directory / files[name], value):
                 self.controllers.append(name)
                 if name == "memory":
-                    _write(directory / "memory.swap.max", "0")
+                    write_value(directory / "memory.swap.max", "0")
                 self.enforced.append(f"{name} cgroup v2 ({value})")
             else:
                 self.unenforced.append(name)
-
-    @property
-    def has_memory(self) -> bool:
-        return "memory" in self.controllers
-
-    @property
-    def tracks_processes(self) -> bool:
-        return bool(self.dirs)
-
-    def procs_files(self) -> list[Path]:
-        return [d / "cgroup.procs" for d in self.dirs]
-
-    def pids(self) -> list[int]:
-        if not self.dirs:
-            return []
-        try:
-            return [int(p) for p in (self.dirs[0] / "cgroup.procs").read_text().split()]
-        except OSError:
-            return []
 
     def kill_all(self) -> int:
         """SIGKILL every process in the group (cgroup.kill where the kernel has it); returns how
         many there were."""
         pids = self.pids()
-        if pids and not _write(self.dirs[0] / "cgroup.kill", "1"):
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+        if pids and not write_value(self.dirs[0] / "cgroup.kill", "1"):
+            super().kill_all()
         return len(pids)
 
     def oom_kills(self) -> int:
@@ -139,34 +117,16 @@ class UnifiedCgroup:
         return 0
 
     def remove(self) -> list[str]:
-        failed = [str(d) for d in self.dirs if not _remove(d)]
+        failed = [str(d) for d in self.dirs if not remove_dir(d)]
         self.dirs = []
         self.controllers = []
         return failed
 
 
-def _write(path: Path, value: str) -> bool:
-    try:
-        path.write_text(value)
-    except OSError:
-        return False
-    return True
-
-
-def _remove(directory: Path) -> bool:
-    try:
-        directory.rmdir()
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    return True
-
-
 def _kill_and_remove(directory: Path) -> None:
     """A group left by an earlier process with the same pid: what it holds is killed first."""
-    _write(directory / "cgroup.kill", "1")
-    _remove(directory)
+    write_value(directory / "cgroup.kill", "1")
+    remove_dir(directory)
 
 
 def instance_cgroups(run_id: str, limits: Limits, *, enabled: bool) -> InstanceCgroups | UnifiedCgroup:

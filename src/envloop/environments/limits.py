@@ -62,7 +62,7 @@ def _cgroup_bases() -> dict[str, Path]:
     return bases
 
 
-def _write(path: Path, value: str) -> bool:
+def write_value(path: Path, value: str) -> bool:
     try:
         path.write_text(value)
     except OSError:
@@ -97,7 +97,7 @@ class _GroupPool:
     def drain(self) -> None:
         for group, _ in self.free:
             for base in _cgroup_bases().values():
-                _remove_dir(base / group)
+                remove_dir(base / group)
         self.free.clear()
         for base in _cgroup_bases().values():
             with contextlib.suppress(OSError):
@@ -117,7 +117,7 @@ def _sweep_dead_groups() -> None:
             owner = directory.name.rsplit(".", 1)[-1]
             if directory.is_dir() and owner.isdigit() and not Path(f"/proc/{owner}").exists():
                 _kill_members(directory)
-                _remove_dir(directory)
+                remove_dir(directory)
 
 
 def _kill_members(directory: Path) -> None:
@@ -134,7 +134,43 @@ def _kill_members(directory: Path) -> None:
         time.sleep(0.01)
 
 
-class InstanceCgroups:
+class GroupMembers:
+    """What every instance group offers, v1 (`InstanceCgroups`) or v2 (`cgroup2.UnifiedCgroup`):
+    the list of the instance's processes, and the means to kill them all."""
+
+    dirs: list[Path]
+    controllers: list[str]
+
+    @property
+    def has_memory(self) -> bool:
+        return "memory" in self.controllers
+
+    @property
+    def tracks_processes(self) -> bool:
+        return bool(self.dirs)
+
+    def procs_files(self) -> list[Path]:
+        return [d / "cgroup.procs" for d in self.dirs]
+
+    def pids(self) -> list[int]:
+        if not self.dirs:
+            return []
+        try:
+            text = (self.dirs[0] / "cgroup.procs").read_text()
+        except OSError:
+            return []
+        return [int(p) for p in text.split()]
+
+    def kill_all(self) -> int:
+        """SIGKILL every process in the group once; returns how many were signalled."""
+        pids = self.pids()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return len(pids)
+
+
+class InstanceCgroups(GroupMembers):
     """The cgroups of one instance; every command joins them before it starts (see launch_prefix)."""
 
     def __init__(self, trial_id: str, limits: Limits, *, enabled: bool = True) -> None:
@@ -155,7 +191,7 @@ class InstanceCgroups:
                 # A new directory has the kernel's defaults, whatever was written to an earlier one.
                 self._written = {p: v for p, v in self._written.items() if p.parent != directory}
             if not self._configure(name, directory, limits):
-                _remove_dir(directory)
+                remove_dir(directory)
                 continue
             self.dirs.append(directory)
             self.controllers.append(name)
@@ -202,15 +238,11 @@ class InstanceCgroups:
     def _set(self, path: Path, value: str) -> bool:
         if self._written.get(path) == value:
             return True
-        if not _write(path, value):
+        if not write_value(path, value):
             self._written.pop(path, None)
             return False
         self._written[path] = value
         return True
-
-    @property
-    def has_memory(self) -> bool:
-        return "memory" in self.controllers
 
     def oom_kills(self) -> int:
         """How many processes the kernel has killed in this group for want of memory so far.
@@ -229,37 +261,13 @@ class InstanceCgroups:
                 return int(value)
         return 0  # kernels before 4.13 do not count OOM kills per group
 
-    @property
-    def tracks_processes(self) -> bool:
-        return bool(self.dirs)
-
-    def procs_files(self) -> list[Path]:
-        return [d / "cgroup.procs" for d in self.dirs]
-
-    def pids(self) -> list[int]:
-        if not self.dirs:
-            return []
-        try:
-            text = (self.dirs[0] / "cgroup.procs").read_text()
-        except OSError:
-            return []
-        return [int(p) for p in text.split()]
-
-    def kill_all(self) -> int:
-        """SIGKILL every process in the group once; returns how many were signalled."""
-        pids = self.pids()
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        return len(pids)
-
     def remove(self) -> list[str]:
         """Release the groups (kept empty for reuse); returns the ones still holding processes."""
         if not self.dirs:
             return []
         busy = [str(d) for d in self.dirs if _has_processes(d)]
         if busy:
-            failed = [str(d) for d in self.dirs if not _remove_dir(d)]
+            failed = [str(d) for d in self.dirs if not remove_dir(d)]
         else:
             failed = []
             _POOL.free.append((self.group, self._written))
@@ -275,7 +283,7 @@ def _has_processes(directory: Path) -> bool:
         return False
 
 
-def _remove_dir(directory: Path) -> bool:
+def remove_dir(directory: Path) -> bool:
     try:
         directory.rmdir()
     except FileNotFoundError:
