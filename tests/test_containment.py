@@ -462,3 +462,21 @@ def test_on_cgroup_v2_processes_are_tracked_and_missing_controllers_are_reported
         assert [p for p in (mount / "envloop").iterdir() if p.is_dir()] == []
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_an_agent_can_neither_signal_host_processes_nor_write_host_files(tmp_path: Path) -> None:
+    host = subprocess.Popen(["sleep", "60"])
+    escape = tmp_path / "escaped.txt"
+    try:
+        task = write_task(tmp_path / "reach")
+        command = (
+            f"kill -9 {host.pid} 2>/dev/null; kill -9 -1 2>/dev/null; "
+            f"echo out > {escape} 2>/dev/null; mkdir -p {tmp_path}/made 2>/dev/null; true"
+        )
+        outcome = run(spec_for(tmp_path, task, command))
+        assert host.poll() is None, "a host process was killed from inside a trial"
+        assert not escape.exists() and not (tmp_path / "made").exists()
+        assert outcome.reward == 0.0
+    finally:
+        host.kill()
+        host.wait()
