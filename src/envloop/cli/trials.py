@@ -1,5 +1,7 @@
 """`el trial list|get|logs|artifacts|invalidate`."""
 
+import json
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -9,6 +11,8 @@ from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out, table, when
 from envloop.core.display import format_score
 from envloop.core.structured import describe_reading
+from envloop.services.errors import UserError
+from envloop.trajectories.atif import to_atif
 from envloop.trajectories.render import describe_trajectory
 
 app = typer.Typer(help="Single attempts: status, reward, logs, artifacts.", no_args_is_help=True)
@@ -52,12 +56,29 @@ def get(
     steps: Annotated[
         bool, typer.Option("--steps", help="Also print the trajectory: model calls, tool calls, results.")
     ] = False,
+    format_: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="With --steps: envloop (the default) or atif (Harbor's Agent Trajectory Interchange "
+            "Format, printed as JSON).",
+        ),
+    ] = "envloop",
     json_: JsonOpt = False,
 ) -> None:
     """One trial: status, error and exit code, reward, phases, sandbox (and with --steps, its trajectory)."""
+    if format_ not in ("envloop", "atif"):
+        raise UserError(f"unknown --format {format_!r}: envloop or atif")
+    if format_ == "atif" and not steps:
+        raise UserError("--format atif exports the trajectory: add --steps")
     ops = operations()
     v = ops.get_trial(trial_id)
     trajectory = ops.trial_steps(trial_id) if steps else None
+    if format_ == "atif":
+        atif = to_atif(trajectory) if trajectory else None  # null when no trajectory was kept
+        document = {**v.model_dump(mode="json"), "trajectory": atif} if json_ else atif
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        return
     if json_:
         if not steps:
             emit_json(v)

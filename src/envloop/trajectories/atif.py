@@ -4,6 +4,8 @@ a result whose call is not in the trajectory becomes a system step of its own.""
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from envloop.core.trajectory import (
     ModelStep,
     ScoreStep,
@@ -16,6 +18,22 @@ from envloop.core.trajectory import (
 )
 
 ATIF_VERSION = "ATIF-v1.7"
+
+
+class AtifTrajectory(BaseModel):
+    """The exported document, typed at its top level for the API's schema; the steps keep ATIF's own
+    open shape (see `envloop.core.trajectory` for what each envloop step becomes)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: str = Field(description=f"always {ATIF_VERSION}")
+    session_id: str = Field(description="the trial's ID")
+    agent: dict[str, Any] = Field(description="name, version (the runner) and model_name")
+    steps: list[dict[str, Any]] = Field(
+        description="ATIF steps (source system, user or agent), numbered from 1"
+    )
+    final_metrics: dict[str, Any]
+    extra: dict[str, Any]
 
 
 def _tool_result(step: ToolStep) -> dict[str, Any]:
@@ -49,6 +67,12 @@ def _agent_step(step: ModelStep) -> dict[str, Any]:
             {"tool_call_id": c.id, "function_name": c.name, "arguments": c.arguments} for c in step.tool_calls
         ]
     return atif
+
+
+def atif_document(trajectory: Trajectory) -> AtifTrajectory:
+    """The trial's trajectory as ATIF; built from the kept (already masked) trajectory, so a secret
+    masked there stays masked here."""
+    return AtifTrajectory.model_validate(to_atif(trajectory))
 
 
 def to_atif(trajectory: Trajectory) -> dict[str, Any]:
