@@ -38,7 +38,7 @@ from envloop.services.profiles import ProfileDocument, ProfileView
 from envloop.services.results import JobResult
 from envloop.services.rollouts import JobEvent, ProgressEvent, RolloutRequest, RolloutView, TrialEvent
 from envloop.services.shares import CreatedShare, ShareView
-from envloop.services.trials import TrialView
+from envloop.services.trials import LOG_PAGE_BYTES, TrialView
 from envloop.store.artifacts import ArtifactInfo
 from envloop.tasks.digest import IGNORED_DIRS, IGNORED_FILES
 
@@ -256,8 +256,20 @@ class Client:
     def get_trial(self, trial_id: str) -> TrialView:
         return self._get(f"/v1/trials/{quote(trial_id)}", TrialView)
 
-    def trial_logs(self, trial_id: str, phase: str = "agent") -> dict[str, str]:
-        return self._get(f"/v1/trials/{quote(trial_id)}/logs", dict[str, str], phase=phase)
+    def trial_logs(
+        self, trial_id: str, phase: str = "agent", offset: int = 0, limit: int = LOG_PAGE_BYTES
+    ) -> dict[str, str]:
+        path = f"/v1/trials/{quote(trial_id)}/logs"
+        return self._get(path, dict[str, str], phase=phase, offset=offset or None, limit=limit)
+
+    def read_artifact(self, trial_id: str, relpath: str) -> Iterator[bytes]:
+        """A kept file's bytes in chunks, streamed from the server."""
+        url = f"/v1/trials/{quote(trial_id)}/artifacts/{quote(relpath, safe='/')}"
+        with _transport(self.url), self._http.stream("GET", url) as response:
+            if response.status_code >= 400:
+                response.read()
+                self._check(response)
+            yield from response.iter_bytes()
 
     def trial_steps(self, trial_id: str) -> Trajectory | None:
         return self._get(f"/v1/trials/{quote(trial_id)}/steps", Trajectory | None)  # type: ignore[arg-type]

@@ -9,12 +9,15 @@ from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match
 
 from envloop import __version__
 from envloop.api.auth import Caller, caller
+from envloop.api.errors import validation_error, without_validation_responses
+from envloop.api.limits import RequestLimits
 from envloop.api.routes import access, analysis, datasets, jobs, meta, profiles, rollouts, trials
 from envloop.services.context import Context
 from envloop.services.errors import ConflictError, NotFoundError, UserError
@@ -25,8 +28,10 @@ Self-hosted evaluation of AI models and agents: datasets, profiles, jobs, trials
 
 Every endpoint except `GET /v1/health` needs `Authorization: Bearer TOKEN`, where TOKEN is an
 API key of a project (`el key create`), or a share token, which reads one job and nothing else.
-Errors are `{"detail": "one line"}` with 400 (bad input, nothing changed), 401, 403, 404 (unknown,
-or another project's) or 409 (contradicts what is stored).
+Errors are `{"detail": "one line"}` with 400 (bad input, nothing changed, including a request that
+does not fit the operation's parameters or body), 401, 403, 404 (unknown, or another project's),
+409 (contradicts what is stored) or 413 (a body over its limit: 1 MiB, or `ENVLOOP_MAX_UPLOAD_MB`
+for a dataset upload). Credentials are checked before a request body is read.
 """
 
 _ALL_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
@@ -86,6 +91,8 @@ def create_app(ctx: Context | None = None) -> FastAPI:
     app.add_exception_handler(UserError, _user_error)
     app.add_exception_handler(ArtifactNotFoundError, _user_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_middleware(RequestLimits)
     for module in (meta, datasets, profiles, jobs, trials, rollouts, analysis, access):
         app.include_router(module.router)
 
@@ -102,4 +109,6 @@ def create_app(ctx: Context | None = None) -> FastAPI:
             raise StarletteHTTPException(405)
         raise StarletteHTTPException(404)
 
+    describe = app.openapi
+    app.openapi = lambda: without_validation_responses(describe())  # type: ignore[method-assign]
     return app

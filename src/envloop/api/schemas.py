@@ -18,6 +18,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorBody, "description": "A share token asked for more than reading its job"},
     404: {"model": ErrorBody, "description": "Unknown here (or belonging to another project)"},
     409: {"model": ErrorBody, "description": "Contradicts what is stored"},
+    413: {"model": ErrorBody, "description": "The request body is larger than its limit"},
 }
 
 

@@ -5,6 +5,7 @@ minus their context, and `envloop.Client`), so every command renders the same ou
 """
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -32,7 +33,7 @@ from envloop.services.planning import Plan
 from envloop.services.profiles import ProfileDocument, ProfileView
 from envloop.services.results import JobResult
 from envloop.services.shares import CreatedShare, ShareView
-from envloop.services.trials import TrialView
+from envloop.services.trials import LOG_PAGE_BYTES, TrialView
 from envloop.store.artifacts import ArtifactInfo
 
 if TYPE_CHECKING:
@@ -64,7 +65,10 @@ class Operations(Protocol):
         self, job_id: str, status: str | None = None, task: str | None = None
     ) -> list[TrialView]: ...
     def get_trial(self, trial_id: str) -> TrialView: ...
-    def trial_logs(self, trial_id: str, phase: str = "agent") -> dict[str, str]: ...
+    def trial_logs(
+        self, trial_id: str, phase: str = "agent", offset: int = 0, limit: int = LOG_PAGE_BYTES
+    ) -> dict[str, str]: ...
+    def read_artifact(self, trial_id: str, relpath: str) -> Iterator[bytes]: ...
     def trial_steps(self, trial_id: str) -> Trajectory | None: ...
     def list_artifacts(self, trial_id: str) -> list[ArtifactInfo]: ...
     def copy_artifacts(self, trial_id: str, dest: Path) -> list[ArtifactInfo]: ...
@@ -149,8 +153,13 @@ class Embedded:
     def get_trial(self, trial_id: str) -> TrialView:
         return trials.get_trial(self.ctx, trial_id)
 
-    def trial_logs(self, trial_id: str, phase: str = "agent") -> dict[str, str]:
-        return trials.trial_logs(self.ctx, trial_id, phase)
+    def trial_logs(
+        self, trial_id: str, phase: str = "agent", offset: int = 0, limit: int = LOG_PAGE_BYTES
+    ) -> dict[str, str]:
+        return trials.trial_logs(self.ctx, trial_id, phase, offset, limit)
+
+    def read_artifact(self, trial_id: str, relpath: str) -> Iterator[bytes]:
+        return trials.read_artifact(self.ctx, trial_id, relpath)
 
     def trial_steps(self, trial_id: str) -> Trajectory | None:
         return trials.trial_steps(self.ctx, trial_id)

@@ -12,6 +12,7 @@ from envloop.cli.output import emit_json, note, out, table, when
 from envloop.core.display import format_score
 from envloop.core.structured import describe_reading
 from envloop.services.errors import UserError
+from envloop.services.trials import LOG_FILES, LOG_PAGE_BYTES
 from envloop.trajectories.atif import to_atif
 from envloop.trajectories.render import describe_trajectory
 
@@ -123,16 +124,34 @@ def logs(
     phase: Annotated[
         str, typer.Option("--phase", help="setup, agent, verifier or artifacts (artifact collection).")
     ] = "agent",
+    offset: Annotated[
+        int, typer.Option("--offset", min=0, help="With --json: first byte of each stream.")
+    ] = 0,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, help="With --json: most bytes of each stream (at most 1 MiB).")
+    ] = LOG_PAGE_BYTES,
     json_: JsonOpt = False,
 ) -> None:
-    """The captured output of one phase: setup, agent (the default), verifier or artifacts."""
-    captured = operations().trial_logs(trial_id, phase)
+    """The captured output of one phase: setup, agent (the default), verifier or artifacts.
+
+    The text is streamed whole, however long; --json gives one page of each stream."""
+    ops = operations()
     if json_:
-        emit_json(captured)
+        emit_json(ops.trial_logs(trial_id, phase, offset, limit))
         return
-    for stream, text in captured.items():
-        note(f"--- {phase} {stream} ---")
-        out.file.write(text if text.endswith("\n") or not text else text + "\n")
+    kept = {item.path for item in ops.list_artifacts(trial_id)}
+    ops.trial_logs(trial_id, phase, 0, 1)  # refuses an unknown phase, as --json does
+    for rel in LOG_FILES.get(phase, ()):  # type: ignore[call-overload]
+        if rel not in kept:
+            continue
+        note(f"--- {phase} {Path(rel).stem} ---")
+        last = b"\n"
+        for chunk in ops.read_artifact(trial_id, rel):
+            sys.stdout.buffer.write(chunk)
+            last = chunk[-1:] or last
+        if last != b"\n":
+            sys.stdout.buffer.write(b"\n")
+        sys.stdout.buffer.flush()
 
 
 @app.command()

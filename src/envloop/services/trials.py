@@ -1,6 +1,7 @@
 """Trials: reading one attempt (status, reward, phases, logs, artifacts) and invalidating it."""
 
 import shutil
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +19,7 @@ from envloop.store.artifacts import ArtifactInfo, ArtifactNotFoundError
 from envloop.store.tables import Job, Profile, Trial
 from envloop.trajectories.files import read_trajectory
 
+_CHUNK = 1024 * 1024
 LogPhase = Literal["setup", "agent", "verifier", "artifacts"]
 LOG_FILES: dict[LogPhase, tuple[str, ...]] = {
     "setup": ("setup/output.txt",),
@@ -132,19 +134,52 @@ def get_trial(ctx: Context, trial_id: str) -> TrialView:
     return _view(row[0], f"{row[1]}@{row[2]}").model_copy(update={"structured": structured})
 
 
-def trial_logs(ctx: Context, trial_id: str, phase: str = "agent") -> dict[str, str]:
-    """The captured stdout/stderr of a phase (secrets were masked when they were kept)."""
+LOG_PAGE_BYTES = 1024 * 1024
+"""The most of each stream one read of a phase's logs returns: a 1 GB log is read in pages (or
+streamed whole from its artifact), never loaded into memory at once."""
+
+
+def log_artifacts(ctx: Context, trial_id: str, phase: str) -> dict[str, str]:
+    """The kept files of a phase, stream name → artifact path, for those that exist."""
     get_trial(ctx, trial_id)
     if phase not in LOG_FILES:
         raise UserError(f"unknown phase {phase!r} (choose from: {', '.join(LOG_FILES)})")
-    logs: dict[str, str] = {}
+    kept = {}
     for rel in LOG_FILES[phase]:
         try:
-            path = ctx.artifacts.trial_file(trial_id, rel)
+            ctx.artifacts.trial_file(trial_id, rel)
         except ArtifactNotFoundError:
             continue
-        logs[Path(rel).stem] = path.read_text(encoding="utf-8", errors="replace")
+        kept[Path(rel).stem] = rel
+    return kept
+
+
+def trial_logs(
+    ctx: Context, trial_id: str, phase: str = "agent", offset: int = 0, limit: int = LOG_PAGE_BYTES
+) -> dict[str, str]:
+    """Up to `limit` bytes (at most LOG_PAGE_BYTES) of each stream of a phase, from byte `offset`
+    (secrets were masked when they were kept). A stream that ends before `offset` reads as ""."""
+    if offset < 0 or not 1 <= limit <= LOG_PAGE_BYTES:
+        raise UserError(f"offset must be at least 0 and limit between 1 and {LOG_PAGE_BYTES}")
+    logs: dict[str, str] = {}
+    for stream, rel in log_artifacts(ctx, trial_id, phase).items():
+        with ctx.artifacts.trial_file(trial_id, rel).open("rb") as handle:
+            handle.seek(offset)
+            logs[stream] = handle.read(limit).decode("utf-8", errors="replace")
     return logs
+
+
+def read_artifact(ctx: Context, trial_id: str, relpath: str) -> Iterator[bytes]:
+    """A kept file's bytes in chunks, so a long log never sits in memory."""
+    get_trial(ctx, trial_id)
+    path = ctx.artifacts.trial_file(trial_id, relpath)
+
+    def chunks() -> Iterator[bytes]:
+        with path.open("rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                yield chunk
+
+    return chunks()
 
 
 def trial_steps(ctx: Context, trial_id: str) -> Trajectory | None:

@@ -13,6 +13,7 @@ from typing import Annotated
 from fastapi import APIRouter, File, Form, Response, UploadFile
 
 from envloop.api.auth import ProjectContext
+from envloop.api.limits import max_unpacked_bytes
 from envloop.api.schemas import ERRORS
 from envloop.services import datasets
 from envloop.services.context import Context
@@ -51,7 +52,7 @@ def _unpack(upload: UploadFile, scratch: Path) -> Path:
     if suffix == ".jsonl":
         return received
     root = scratch / "unpacked" / stem
-    safe_extract(received, root)
+    safe_extract(received, root, max_bytes=max_unpacked_bytes())
     visible = [p for p in root.iterdir() if not p.name.startswith(".")]
     if not (root / "task.toml").exists() and len(visible) == 1 and visible[0].is_dir():
         return visible[0]

@@ -1,6 +1,6 @@
 """Trials: one attempt's record, logs, artifacts (listed and downloaded), invalidation."""
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse
@@ -9,9 +9,8 @@ from envloop.api.auth import ProjectContext, TrialReader
 from envloop.api.schemas import ERRORS, InvalidateRequest
 from envloop.core.trajectory import Trajectory
 from envloop.services import trials
-from envloop.services.trials import LogPhase, TrialView
+from envloop.services.trials import LOG_PAGE_BYTES, LogPhase, TrialView
 from envloop.store.artifacts import ArtifactInfo
-from envloop.trajectories.atif import AtifTrajectory, atif_document
 
 router = APIRouter(prefix="/v1/trials", tags=["trials"], responses=ERRORS)
 
@@ -23,30 +22,26 @@ def get_trial(trial_id: str, ctx: TrialReader) -> TrialView:
 
 
 @router.get("/{trial_id}/logs")
-def trial_logs(trial_id: str, ctx: TrialReader, phase: LogPhase = "agent") -> dict[str, str]:
-    """The captured output of a phase, by stream (secrets were masked when they were kept); a phase
-    that kept no output gives an empty object."""
-    return trials.trial_logs(ctx, trial_id, phase)
+def trial_logs(
+    trial_id: str,
+    ctx: TrialReader,
+    phase: LogPhase = "agent",
+    offset: Annotated[int, Query(ge=0, description="first byte of each stream to return")] = 0,
+    limit: Annotated[
+        int, Query(ge=1, le=LOG_PAGE_BYTES, description="most bytes of each stream to return")
+    ] = LOG_PAGE_BYTES,
+) -> dict[str, str]:
+    """The captured output of a phase, by stream, one page at a time (secrets were masked when they
+    were kept); a phase that kept no output gives an empty object. A whole log streams from its
+    artifact (`agent/stdout.txt`, …), which also answers HTTP Range requests."""
+    return trials.trial_logs(ctx, trial_id, phase, offset, limit)
 
 
 @router.get("/{trial_id}/steps")
-def trial_steps(
-    trial_id: str,
-    ctx: TrialReader,
-    format_: Annotated[
-        Literal["envloop", "atif"],
-        Query(
-            alias="format",
-            description="envloop (its own steps) or atif (Harbor's Agent Trajectory Interchange Format)",
-        ),
-    ] = "envloop",
-) -> Trajectory | AtifTrajectory | None:
+def trial_steps(trial_id: str, ctx: TrialReader) -> Trajectory | None:
     """The trial's trajectory, step by step (model messages, tool calls, environment changes);
-    null when its runner kept none. Secrets are masked in both formats."""
-    trajectory = trials.trial_steps(ctx, trial_id)
-    if format_ == "atif" and trajectory is not None:
-        return atif_document(trajectory)
-    return trajectory
+    null when its runner kept none."""
+    return trials.trial_steps(ctx, trial_id)
 
 
 @router.get("/{trial_id}/artifacts")
