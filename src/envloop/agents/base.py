@@ -1,6 +1,9 @@
 """The Agent protocol: whatever attempts the task inside the environment during the agent phase.
 
-An agent only talks to the environment through `exec`; the runner owns the timeout (it cancels the
+An agent only talks to the environment through its methods (`exec`, `snapshot`, files by the
+paths a command sees); it never learns a host directory of the instance. What it keeps of its own
+(command outputs, a CLI's stream) it writes into `logs_dir`, a directory of the worker that the
+runner keeps as the agent's logs; the runner owns the timeout (it cancels the
 agent, and `exec` kills the process tree on cancellation), the phase record and the status mapping.
 An agent that talks to a model records its own steps in the trial's trajectory (`records_steps`);
 for any other agent the runner records each command it runs.
@@ -50,15 +53,21 @@ class AgentResult(BaseModel):
 
 @dataclass
 class AgentContext:
-    """One agent phase: the environment, the task, and the variables every agent command gets."""
+    """One agent phase: the environment, the task, the variables every agent command gets, and
+    the worker's directory for the agent's own logs (`stdout_path`/`stderr_path` are in it)."""
 
     environment: Environment
     task: HarborTask
     spec: TrialSpec
     recorder: TrajectoryRecorder
+    logs_dir: Path
     env: dict[str, str] = field(default_factory=dict)
     stdout_path: Path | None = None
     stderr_path: Path | None = None
+
+    def log_path(self, name: str) -> Path:
+        """A file of the agent's logs."""
+        return self.logs_dir / name
 
     def max_steps(self) -> int:
         """The step budget: the job's `--max-steps`, else the profile's MAX_STEPS, else the default."""

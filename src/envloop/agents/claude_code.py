@@ -152,7 +152,7 @@ class ClaudeCodeAgent:
 
     async def _install(self, ctx: AgentContext, version: str) -> tuple[str | None, str]:
         environment = ctx.environment
-        logs = environment.paths.agent_logs
+        out_path, err_path = ctx.log_path("install.stdout.txt"), ctx.log_path("install.stderr.txt")
         prefix = f"{environment.visible.home}/.envloop/claude-code-{version}"
         variables = {
             **ctx.env,
@@ -167,14 +167,12 @@ class ClaudeCodeAgent:
             ["bash", "-c", INSTALL_SCRIPT],
             env=variables,
             timeout=INSTALL_TIMEOUT_SEC,
-            stdout_path=logs / "install.stdout.txt",
-            stderr_path=logs / "install.stderr.txt",
+            stdout_path=out_path,
+            stderr_path=err_path,
         )
         step.duration_ms = result.duration_sec * 1000
         step.exit_code, step.timed_out = result.exit_code, result.timed_out
-        step.stdout, step.stderr, step.output_truncated = read_outputs(
-            logs / "install.stdout.txt", logs / "install.stderr.txt", result
-        )
+        step.stdout, step.stderr, step.output_truncated = read_outputs(out_path, err_path, result)
         ctx.recorder.add(step)
         lines = step.stdout.strip().splitlines()
         if result.exit_code == 0 and lines:
@@ -210,8 +208,10 @@ class ClaudeCodeAgent:
             messages=1,
             params=settings,
         )
-        translator = await asyncio.to_thread(StreamTranslator, ctx.recorder, summary, environment.paths.app)
-        stream = _StreamFile(environment.paths.agent_logs / "claude-code.jsonl", translator)
+        translator = StreamTranslator(ctx.recorder, summary, environment)
+        await translator.start()
+        logs = ctx.logs_dir
+        stream = _StreamFile(logs / "claude-code.jsonl", translator)
         done = asyncio.Event()
         follower = asyncio.create_task(stream.follow(done))
         try:
@@ -219,7 +219,7 @@ class ClaudeCodeAgent:
                 ["bash", "-c", RUN_SCRIPT, claude, str(ctx.max_steps())],
                 env=self._variables(ctx),
                 stdout_path=stream.path,
-                stderr_path=environment.paths.agent_logs / "claude-code.stderr.txt",
+                stderr_path=logs / "claude-code.stderr.txt",
             )
         finally:
             # Also on the agent timeout: the steps streamed so far still reach the trajectory.
@@ -247,21 +247,22 @@ class _StreamFile:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch()
 
-    def read_new(self, final: bool = False) -> None:
+    def read_new(self, final: bool = False) -> list[str]:
+        """The complete lines written since the last call (with `final`, the unfinished one too)."""
         with self.path.open("rb") as handle:
             handle.seek(self.offset)
             data = handle.read()
         self.offset += len(data)
         lines = (self.partial + data).split(b"\n")
         self.partial = b"" if final else lines.pop()
-        for line in lines:
-            if line.strip():
-                self.translator.feed(line.decode("utf-8", errors="replace"))
+        return [line.decode("utf-8", errors="replace") for line in lines if line.strip()]
 
     async def follow(self, done: asyncio.Event) -> None:
         """Read every poll interval until `done`, then read the rest (never cancelled half-way)."""
         while not done.is_set():
-            await asyncio.to_thread(self.read_new)
+            for line in await asyncio.to_thread(self.read_new):
+                await self.translator.feed(line)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), _POLL_SEC)
-        await asyncio.to_thread(self.read_new, True)
+        for line in await asyncio.to_thread(self.read_new, True):
+            await self.translator.feed(line)

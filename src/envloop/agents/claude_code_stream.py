@@ -18,7 +18,6 @@ JSON is skipped: a newer CLI may add events without breaking the trajectory.
 import json
 import re
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from envloop.core.trajectory import (
@@ -31,7 +30,8 @@ from envloop.core.trajectory import (
     TrajectoryRecorder,
     Usage,
 )
-from envloop.trajectories import Snapshot, changes_between, snapshot
+from envloop.environments.base import Environment
+from envloop.trajectories import Snapshot, changes_between
 
 _STOPS = {"end_turn": "end", "tool_use": "tool_calls", "max_tokens": "length", "refusal": "refusal"}
 _EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (\d+)")
@@ -67,19 +67,25 @@ def _when(event: dict[str, Any]) -> datetime:
 
 
 class StreamTranslator:
-    """Feeds stream lines into a trajectory recorder; `finish()` says how the run ended."""
+    """Feeds stream lines into a trajectory recorder; `finish()` says how the run ended. Call
+    `start()` first: it takes the working directory's state the first tool's changes are against."""
 
-    def __init__(self, recorder: TrajectoryRecorder, summary: ModelRequestSummary, workdir: Path) -> None:
+    def __init__(
+        self, recorder: TrajectoryRecorder, summary: ModelRequestSummary, environment: Environment
+    ) -> None:
         self.recorder = recorder
         self.summary = summary
-        self.workdir = workdir
-        self.state: Snapshot = snapshot(workdir)
+        self.environment = environment
+        self.state: Snapshot = {}
         self.messages = 1  # the instruction
         self.calls: dict[str, ToolCall] = {}
         self.pending: ModelStep | None = None
         self.result: dict[str, Any] | None = None
 
-    def feed(self, line: str) -> None:
+    async def start(self) -> None:
+        self.state = await self.environment.snapshot()
+
+    async def feed(self, line: str) -> None:
         try:
             event = json.loads(line)
         except json.JSONDecodeError:
@@ -95,7 +101,7 @@ class StreamTranslator:
             self._assistant(event)
         elif kind == "user":
             self._flush()
-            self._tool_results(event)
+            await self._tool_results(event)
         elif kind == "result":
             self._flush()
             self.result = event
@@ -165,14 +171,14 @@ class StreamTranslator:
         self.recorder.add(step)
         self.messages += 1
 
-    def _tool_results(self, event: dict[str, Any]) -> None:
+    async def _tool_results(self, event: dict[str, Any]) -> None:
         content = _object(event.get("message")).get("content")
         results = [b for b in map(_object, content if isinstance(content, list) else []) if b]
         results = [b for b in results if b.get("type") == "tool_result"]
         if not results:
             return
         self.messages += 1
-        after = snapshot(self.workdir, self.state)
+        after = await self.environment.snapshot(self.state)
         changes, self.state = changes_between(self.state, after), after
         detail = event.get("tool_use_result")
         for number, block in enumerate(results):

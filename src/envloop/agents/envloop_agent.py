@@ -20,7 +20,6 @@ or `bash` (that tool on every step, so the loop runs until its step budget: for 
 call tools only when made to, such as the bundled local model). Unset, the server's default holds.
 """
 
-import asyncio
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -53,7 +52,7 @@ from envloop.models import (
     model_client,
     read_model_settings,
 )
-from envloop.trajectories import Snapshot, changes_between, snapshot
+from envloop.trajectories import Snapshot, changes_between
 from envloop.trajectories.files import mask_text
 from envloop.trajectories.model_steps import model_step, request_summary
 
@@ -170,7 +169,7 @@ class _Loop:
         recorder.add(SystemStep(text=self.system))
         recorder.add(UserStep(text=self.ctx.task.instruction))
         client = model_client(self.settings)
-        self.state = await asyncio.to_thread(snapshot, self.ctx.environment.paths.app)
+        self.state = await self.ctx.environment.snapshot()
         for _ in range(self.ctx.max_steps()):
             response = await self._ask(client)
             if isinstance(response, ModelError):
@@ -247,8 +246,8 @@ class _Loop:
     async def _bash(self, call: ToolCall, command: str) -> tuple[str, bool]:
         environment = self.ctx.environment
         self.commands += 1
-        logs = environment.paths.agent_logs / "commands"
-        out_path, err_path = logs / f"{self.commands:04d}.stdout", logs / f"{self.commands:04d}.stderr"
+        out_path = self.ctx.log_path(f"commands/{self.commands:04d}.stdout")
+        err_path = self.ctx.log_path(f"commands/{self.commands:04d}.stderr")
         step = ToolStep(call_id=call.id, tool=call.name, arguments=call.arguments, command=command)
         clock = time.perf_counter()
         try:
@@ -263,11 +262,11 @@ class _Loop:
             # The agent timeout (or a cancelled job) ended the command: keep what it did so far.
             step.duration_ms = (time.perf_counter() - clock) * 1000
             step.error = "interrupted: the agent phase ended while the command ran"
-            self._finish_step(step, out_path, err_path, snapshot(environment.paths.app, self.state))
+            self._finish_step(step, out_path, err_path, await environment.snapshot(self.state))
             raise
         step.duration_ms = (time.perf_counter() - clock) * 1000
         step.exit_code, step.timed_out = result.exit_code, result.timed_out
-        after = await asyncio.to_thread(snapshot, environment.paths.app, self.state)
+        after = await environment.snapshot(self.state)
         self._finish_step(step, out_path, err_path, after, result)
         text = _result_text(result.exit_code, result.timed_out, self.tool_timeout, step.stdout, step.stderr)
         return text, result.exit_code != 0

@@ -1,9 +1,11 @@
-"""The Environment protocol: where a trial's commands run.
+"""The Environment protocol: where a trial's commands run, and the only way runners, agents and
+artifact collection reach the trial's files.
 
-An environment instance is one trial's private world. Runners and agents only ever call `exec`;
-whether that lands in a bubblewrap sandbox, a plain process group or (later) a container is the
-provider's business. Host paths (`paths`) are for the runner to prepare and collect files; the
-paths a command sees (`visible`) may differ, so agents must only hand `visible` paths to commands.
+An environment instance is one trial's private world: a bubblewrap sandbox on this host, a plain
+process group, or a container. Everything that crosses its boundary goes through the methods below
+and names paths as a command inside sees them (`visible`); no caller ever learns, let alone writes
+to, a host directory of the instance. Files of the worker (where a command's output is streamed,
+where logs are copied out to) are the caller's own and never point into the instance.
 """
 
 from collections.abc import Mapping, Sequence
@@ -18,6 +20,7 @@ from envloop.tasks.model import HarborTask, TaskUser
 
 if TYPE_CHECKING:
     from envloop.environments.policy import EffectiveLimits
+    from envloop.trajectories.workspace import Snapshot
 
 Mount = Literal["tests", "solution", "verifier_logs"]
 Mounts = frozenset[Mount]
@@ -40,29 +43,9 @@ class ExecResult(BaseModel):
     trajectory can keep it without reading the capture file again."""
 
 
-class InstancePaths(BaseModel):
-    """Host-side directories of one instance; all of them live under `root` and go at teardown.
-
-    `root` itself belongs to the worker: a trial can write below `app`, `tmp` and `logs` but can
-    create nothing next to them, so `tests`, `solution` and `verifier_logs` are made only by the
-    worker, fresh for the phase that needs them."""
-
-    root: Path
-    app: Path
-    logs: Path
-    tests: Path
-    solution: Path
-    tmp: Path
-    home: Path
-    verifier_logs: Path
-
-    @property
-    def agent_logs(self) -> Path:
-        return self.logs / "agent"
-
-
 class VisiblePaths(BaseModel):
-    """The same directories as a command inside the environment names them."""
+    """The instance's directories as a command inside the environment names them. The agent's logs
+    are `{logs}/agent`, the verifier's `{logs}/verifier`."""
 
     app: str
     logs: str
@@ -70,6 +53,14 @@ class VisiblePaths(BaseModel):
     solution: str
     tmp: str
     home: str
+
+    @property
+    def agent_logs(self) -> str:
+        return f"{self.logs.rstrip('/')}/agent"
+
+    @property
+    def verifier_logs(self) -> str:
+        return f"{self.logs.rstrip('/')}/verifier"
 
 
 class EnvironmentSetupError(RuntimeError):
@@ -79,33 +70,52 @@ class EnvironmentSetupError(RuntimeError):
 class Environment(Protocol):
     mode: SandboxMode
     note: str | None
-    paths: InstancePaths
     visible: VisiblePaths
     warnings: list[str]
     limits: "EffectiveLimits"
-
-    def to_visible(self, host_path: Path) -> str:
-        """The name a command inside the environment uses for a file under `paths.root`."""
-        ...
 
     async def exec(
         self,
         command: Sequence[str],
         *,
+        user: TaskUser | None = None,
+        cwd: str | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         stdout_path: Path | None = None,
         stderr_path: Path | None = None,
         mounts: Mounts = NO_MOUNTS,
-        user: TaskUser | None = None,
     ) -> ExecResult:
-        """Run `command` to completion (or until `timeout`), killing its whole process tree then.
+        """Run `command` to completion (or until `timeout`), killing every process it started then
+        (and on cancellation).
 
-        `env` adds to the instance's variables; `mounts` makes a fresh copy of the task's tests or
-        solution (or a fresh verifier log directory) visible for this command only; `user` is who
-        it runs as (default: the task's agent user). Output streams to the given files; the result
-        keeps a tail.
-        """
+        `user` is who it runs as (default: the task's agent user); `cwd` where it starts (default
+        `visible.app`); `env` adds to the instance's variables. `mounts` makes a fresh copy of the
+        task's tests or solution (or a fresh, empty verifier log directory) visible from this command
+        on. Output streams to `stdout_path`/`stderr_path`, files of the worker (never inside the
+        instance); the result keeps a tail."""
+        ...
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        """Create (or replace) the file `path` inside, readable by every user there; its parent
+        directories are created. Never writes through a link a command planted."""
+        ...
+
+    async def read_file(self, path: str, max_bytes: int) -> bytes | None:
+        """The first `max_bytes` of the regular file `path` inside; None when there is none. Never
+        reads through a link; OSError when the file cannot be read (a directory, a device)."""
+        ...
+
+    async def get_dir(self, path: str, target: Path) -> list[str]:
+        """Copy the directory `path` inside to the worker's directory `target` (created; a name
+        already taken there gets a numbered sibling): regular files and directories only, never
+        through a link, the trial's secrets masked and long files cut (runners/artifacts.py). A
+        missing `path` copies nothing. Returns one note per file that was cut or left out."""
+        ...
+
+    async def snapshot(self, previous: "Snapshot | None" = None) -> "Snapshot":
+        """The working directory's files now (see envloop.trajectories.workspace); files unchanged
+        since `previous` are not read again."""
         ...
 
     async def stop(self) -> None:

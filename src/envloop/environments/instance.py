@@ -13,8 +13,10 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from envloop.environments import quota
-from envloop.environments.base import EnvironmentSetupError, InstancePaths
+from envloop.environments.base import EnvironmentSetupError
 from envloop.environments.bwrap import SYSTEM_DIRS
 from envloop.environments.dockerfile import DEFAULT_WORKDIR, DockerfilePlan, parse_dockerfile
 from envloop.tasks.model import HarborTask
@@ -23,6 +25,28 @@ _RESERVED = (*SYSTEM_DIRS, "/proc", "/dev", "/tmp", "/logs", "/tests", "/solutio
 
 
 RUNTIME_DIR = Path("/run/envloop")
+
+
+class InstancePaths(BaseModel):
+    """Host-side directories of one local instance; all of them live under `root` and go at
+    teardown. Only the local provider knows them: callers reach files through the Environment.
+
+    `root` itself belongs to the worker: a trial can write below `app`, `tmp` and `logs` but can
+    create nothing next to them, so `tests`, `solution` and `verifier_logs` are made only by the
+    worker, fresh for the phase that needs them."""
+
+    root: Path
+    app: Path
+    logs: Path
+    tests: Path
+    solution: Path
+    tmp: Path
+    home: Path
+    verifier_logs: Path
+
+    @property
+    def agent_logs(self) -> Path:
+        return self.logs / "agent"
 
 
 def instance_parent(requested: Path, *, for_other_uid: bool) -> Path:
@@ -172,6 +196,23 @@ def walk_tree(root: Path) -> Iterator[os.DirEntry[str]]:
                 yield entry
                 if entry.is_dir(follow_symlinks=False):
                     pending.append(Path(entry.path))
+
+
+def small_plain_tree(root: Path, max_entries: int, max_bytes: int) -> bool:
+    """True when `root` holds at most `max_entries` entries, only directories and regular files,
+    of at most `max_bytes` together: cheap enough to move or copy without leaving the event loop."""
+    total = 0
+    try:
+        for seen, entry in enumerate(walk_tree(root), start=1):
+            if entry.is_file(follow_symlinks=False):
+                total += entry.stat(follow_symlinks=False).st_size
+            elif not entry.is_dir(follow_symlinks=False):
+                return False
+            if seen > max_entries or total > max_bytes:
+                return False
+    except OSError:
+        return False
+    return True
 
 
 def remove_small_tree(root: Path, max_entries: int) -> bool:

@@ -8,7 +8,9 @@ after the drop to the instance's host uid.
 """
 
 import contextlib
+import errno
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,3 +78,25 @@ def open_capture(root: Path, path: Path) -> BinaryIO:
     finally:
         os.close(fd)
     return os.fdopen(file_fd, "w+b", buffering=0)
+
+
+def read_inside(root: Path, path: Path, max_bytes: int) -> bytes | None:
+    """The first `max_bytes` of the regular file `path` below `root`, never through a link (a
+    command may have replaced any part of the path by one); None when it does not exist, OSError
+    when it is not a regular file or cannot be read."""
+    relative = path.relative_to(root)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for part in relative.parent.parts:
+            child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        file_fd = os.open(relative.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+    except FileNotFoundError:
+        return None
+    finally:
+        os.close(fd)
+    with os.fdopen(file_fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(file_fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return handle.read(max_bytes)

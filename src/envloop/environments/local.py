@@ -11,14 +11,17 @@ before deleting its files.
 import asyncio
 import contextlib
 import os
+import posixpath
 import pwd
 import re
 import shutil
+import stat
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import BinaryIO, Literal, TypeVar
 
 from envloop.core.trial import SandboxMode, TrialSpec
 from envloop.environments import instance as files
@@ -28,7 +31,6 @@ from envloop.environments.base import (
     Environment,
     EnvironmentSetupError,
     ExecResult,
-    InstancePaths,
     Mounts,
     VisiblePaths,
 )
@@ -36,7 +38,8 @@ from envloop.environments.bwrap import bwrap_executable, pasta_executable, pasta
 from envloop.environments.cgroup2 import UnifiedCgroup, instance_cgroups
 from envloop.environments.dockerfile import IMAGE_PATH, without_empty_entries
 from envloop.environments.identity import HOST_UIDS, can_switch_user
-from envloop.environments.launch import LAUNCH_CWD, LAUNCH_ENV, Launcher, open_capture
+from envloop.environments.instance import InstancePaths
+from envloop.environments.launch import LAUNCH_CWD, LAUNCH_ENV, Launcher, open_capture, read_inside
 from envloop.environments.limits import InstanceCgroups, Limits, rlimits_for
 from envloop.environments.policy import EffectiveLimits, operator_policy, resolve_limits
 from envloop.environments.procs import (
@@ -50,11 +53,15 @@ from envloop.environments.procs import (
 )
 from envloop.tasks.model import HarborTask, TaskUser
 from envloop.tasks.variables import resolve_env
+from envloop.trajectories.workspace import Snapshot, snapshot
 
 DEFAULT_AGENT_UID = 1000
 """Who the agent is inside the sandbox unless its task names a user: not root."""
 _TEARDOWN_KILL_SEC = 10.0
 _INLINE_REMOVAL_ENTRIES = 64
+_INLINE_COPY_ENTRIES = 64
+_INLINE_COPY_BYTES = 1 << 20
+INLINE_SNAPSHOT_FILES = 500
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _T = TypeVar("_T")
 
@@ -108,6 +115,7 @@ class LocalEnvironment:
         launcher: Launcher,
         task: HarborTask,
         run_id: str,
+        secrets: tuple[str, ...],
         agent_uid: int,
         host_uid: int | None,
         quota_mounted: bool,
@@ -115,6 +123,7 @@ class LocalEnvironment:
         self.mode: SandboxMode = mode
         self.note: str | None = note
         self.paths = paths
+        """The instance's host directories: this provider's own business, never its callers'."""
         self.visible = visible
         self.warnings = warnings
         self.limits = limits
@@ -123,29 +132,35 @@ class LocalEnvironment:
         self._launcher = launcher
         self._task = task
         self._run_id = run_id
+        self._secrets = secrets
         self._agent_uid = agent_uid
         self.host_uid = host_uid
         """The instance's own host uid (None: the worker's user, when it cannot switch)."""
         self._quota_mounted = quota_mounted
         self._oom_seen = cgroups.oom_kills()
         self._running: set[int] = set()
-        self._captures = 0
         self._stopped = False
 
-    def to_visible(self, host_path: Path) -> str:
+    def _host_path(self, path: str) -> Path:
+        """The host file behind a path as a command names it; only the instance's own directories
+        are reachable this way (an absolute path that leaves them, or climbs out with `..`, is
+        refused)."""
+        normal = posixpath.normpath(path)
         pairs = [
-            (self.paths.home, self.visible.home),
-            (self.paths.tmp, self.visible.tmp),
-            (self.paths.app, self.visible.app),
-            (self.paths.logs, self.visible.logs),
-            (self.paths.tests, self.visible.tests),
-            (self.paths.solution, self.visible.solution),
+            (self.visible.verifier_logs, self.paths.verifier_logs),
+            (self.visible.home, self.paths.home),
+            (self.visible.tmp, self.paths.tmp),
+            (self.visible.app, self.paths.app),
+            (self.visible.logs, self.paths.logs),
+            (self.visible.tests, self.paths.tests),
+            (self.visible.solution, self.paths.solution),
         ]
-        for host_dir, seen_as in pairs:
-            if host_path.is_relative_to(host_dir):
-                relative = host_path.relative_to(host_dir).as_posix()
-                return seen_as if relative == "." else f"{seen_as.rstrip('/')}/{relative}"
-        raise ValueError(f"{host_path} is not visible inside the environment")
+        if path.startswith("/") and "\0" not in path:
+            for seen_as, host_dir in pairs:
+                if normal == seen_as or normal.startswith(seen_as.rstrip("/") + "/"):
+                    relative = posixpath.relpath(normal, seen_as)
+                    return host_dir if relative == "." else host_dir / relative
+        raise EnvironmentSetupError(f"{path[:200]!r} is not a path of the instance's own directories")
 
     def _prepare_mounts(self, mounts: Mounts) -> list[str]:
         """Fresh copies for this command only; in a sandbox, the binds that show them."""
@@ -181,22 +196,17 @@ class LocalEnvironment:
                 binds += ["--bind", str(self.paths.verifier_logs), f"{self.visible.logs}/verifier"]
         return binds
 
-    def _capture(self, given: Path | None, stream: str) -> tuple[Path, bool]:
-        if given is not None:
-            return given, False
-        self._captures += 1
-        return self.paths.root / ".capture" / f"{self._captures}.{stream}", True
-
     async def exec(
         self,
         command: Sequence[str],
         *,
+        user: TaskUser | None = None,
+        cwd: str | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         stdout_path: Path | None = None,
         stderr_path: Path | None = None,
         mounts: Mounts = NO_MOUNTS,
-        user: TaskUser | None = None,
     ) -> ExecResult:
         self._stopped = False
         binds = self._prepare_mounts(mounts)
@@ -207,16 +217,11 @@ class LocalEnvironment:
         if self.mode == "plain":
             # The marker goes last so no caller can hide a process from teardown.
             full_env[MARKER_VARIABLE] = self._run_id
-        out_path, out_temp = self._capture(stdout_path, "stdout")
-        err_path, err_temp = self._capture(stderr_path, "stderr")
-        argv, args_fd = self._launcher.argv(command, full_env, self.visible.app, binds)
+        argv, args_fd = self._launcher.argv(command, full_env, cwd or self.visible.app, binds)
         started = time.monotonic()
         # The captures stay open so their tails are read back without opening the files again.
         try:
-            with (
-                open_capture(self.paths.root, out_path) as out,
-                open_capture(self.paths.root, err_path) as err,
-            ):
+            with _capture(stdout_path) as out, _capture(stderr_path) as err:
                 proc = await asyncio.create_subprocess_exec(
                     *argv,
                     stdin=asyncio.subprocess.DEVNULL,
@@ -235,9 +240,6 @@ class LocalEnvironment:
         finally:
             if args_fd is not None:
                 os.close(args_fd)
-        for path, temporary in ((out_path, out_temp), (err_path, err_temp)):
-            if temporary:
-                path.unlink(missing_ok=True)
         return ExecResult(
             exit_code=None if timed_out else _exit_code(proc.returncode),
             stdout=stdout,
@@ -247,6 +249,44 @@ class LocalEnvironment:
             stdout_whole=stdout_whole,
             stderr_whole=stderr_whole,
         )
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        target = self._host_path(path)
+        with open_capture(self.paths.root, target) as handle:
+            handle.write(data)
+
+    async def read_file(self, path: str, max_bytes: int) -> bytes | None:
+        return read_inside(self.paths.root, self._host_path(path), max_bytes)
+
+    async def get_dir(self, path: str, target: Path) -> list[str]:
+        """A small plain tree of a stopped instance is moved at once (one rename; nothing can plant
+        a link or grow a file any more), or copied in place when `target` already holds files;
+        anything else is copied, masked, on a thread so the event loop keeps serving other trials."""
+        from envloop.runners.artifacts import (  # noqa: PLC0415 (runners import this module)
+            copy_tree_masked,
+            move_plain_tree,
+        )
+
+        source = self._host_path(path)
+        try:
+            if not stat.S_ISDIR(source.lstat().st_mode):
+                return [f"{path} is not a directory: nothing was copied"]
+        except FileNotFoundError:
+            return []
+        if self._stopped:
+            if not target.exists() and move_plain_tree(source, target, self._secrets, _INLINE_COPY_ENTRIES):
+                return []
+            if files.small_plain_tree(source, _INLINE_COPY_ENTRIES, _INLINE_COPY_BYTES):
+                return copy_tree_masked(source, target, self._secrets).notes
+        return await asyncio.to_thread(_keep, source, target, self._secrets, moving=self._stopped)
+
+    async def snapshot(self, previous: Snapshot | None = None) -> Snapshot:
+        """Small working directories are read in place: handing the walk to a thread costs more than
+        the walk (about a millisecond per hop on a busy 2-core worker); large ones go to a thread so
+        the event loop keeps serving the other trials."""
+        if len(previous or {}) < INLINE_SNAPSHOT_FILES:
+            return snapshot(self.paths.app, previous)
+        return await asyncio.to_thread(snapshot, self.paths.app, previous)
 
     async def _wait(self, proc: asyncio.subprocess.Process, timeout: float | None) -> bool:
         """Wait for the command; on timeout or cancellation kill its whole tree first."""
@@ -331,6 +371,23 @@ class LocalEnvironment:
         if self.host_uid is not None and not problems:
             HOST_UIDS.give_back(self.host_uid)  # a uid with survivors is never handed out again
         return problems
+
+
+def _capture(path: Path | None) -> BinaryIO:
+    """A capture file of the worker's (never inside the instance), or a nameless temporary one."""
+    if path is None:
+        return tempfile.TemporaryFile()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.open("w+b", buffering=0)
+
+
+def _keep(source: Path, target: Path, secrets: tuple[str, ...], *, moving: bool) -> list[str]:
+    """keep_tree, or (while commands may still run) always a masked copy of regular files."""
+    from envloop.runners.artifacts import copy_tree_masked, keep_tree  # noqa: PLC0415 (import cycle)
+
+    if moving:
+        return keep_tree(source, target, secrets)
+    return copy_tree_masked(source, target, secrets).notes
 
 
 def _exit_code(returncode: int | None) -> int | None:
@@ -498,6 +555,7 @@ class LocalEnvironmentProvider:
             launcher=launcher,
             task=task,
             run_id=spec.run_id,
+            secrets=spec.secret_values,
             agent_uid=agent_uid,
             host_uid=host_uid,
             quota_mounted=quota_mounted,

@@ -22,7 +22,7 @@ copy of the tests and writes its reward into a directory the agent never had.
 import asyncio
 import functools
 import ipaddress
-import os
+import shutil
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
@@ -46,7 +46,6 @@ from envloop.environments import (
     EnvironmentSetupError,
     LocalEnvironmentProvider,
 )
-from envloop.environments.base import InstancePaths
 from envloop.runners.artifacts import keep_tree, mask_text, move_plain_tree
 from envloop.runners.base import RunnerParams, TaskKind
 from envloop.runners.shell_steps import RecordingEnvironment, verifier_step
@@ -74,16 +73,19 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _read_reward_file(path: Path) -> str | None:
-    """The start of a reward file, never through a symlink (the sandbox wrote it)."""
+async def _read_reward_file(environment: Environment, path: str) -> str | None:
+    """The start of a reward file the verifier wrote, never read through a link."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None
+        data = await environment.read_file(path, _REWARD_READ_LIMIT)
     except OSError as exc:
-        return f"<unreadable: {exc.strerror}>"
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read(_REWARD_READ_LIMIT).decode("utf-8", errors="replace")
+        return f"<unreadable: {exc.strerror or exc}>"
+    return None if data is None else data.decode("utf-8", errors="replace")
+
+
+def _captures(spec: TrialSpec) -> Path:
+    """Where the worker streams the output of the trial's commands (a file of the worker, never
+    inside the instance) until collection keeps it, masked, beside the logs copied out."""
+    return spec.artifacts_dir / ".captures"
 
 
 class ShellRunner:
@@ -165,6 +167,7 @@ class ShellRunner:
         finally:
             trajectory = recorder.finish(recorder.trajectory.stop_reason)
             spec.artifacts_dir.mkdir(parents=True, exist_ok=True)
+            await _keep_captures(spec)  # what collection did not reach (a failed or cancelled run)
             write_trajectory(spec.artifacts_dir, trajectory, spec.secret_values)
         outcome.stop_reason = trajectory.stop_reason
         if any(isinstance(step, ModelStep) for step in trajectory.steps):
@@ -226,7 +229,7 @@ class ShellRunner:
         started = _now()
         await environment.stop()
         verifier_error = _exhausted("verifier", environment) or verifier_error
-        kept = await self._keep_artifacts(environment.paths, spec)
+        kept = await self._keep_artifacts(environment, spec)
         _keep_phase_log(spec, "collection", kept)
         phases.append(PhaseRecord(name="artifacts", started_at=started, ended_at=_now()))
         error = agent_error or verifier_error
@@ -240,18 +243,19 @@ class ShellRunner:
         )
 
     @staticmethod
-    async def _keep_artifacts(paths: InstancePaths, spec: TrialSpec) -> str:
-        """The agent's and the verifier's logs: small plain ones are moved at once, anything else is
-        copied (secrets masked) on a thread so the event loop keeps serving other trials. Returns
-        what was kept, for the collection phase's log."""
-        lines = []
-        for source, name in ((paths.agent_logs, "agent"), (paths.verifier_logs, "verifier")):
-            target = spec.artifacts_dir / name
-            if move_plain_tree(source, target, spec.secret_values, _INLINE_ARTIFACT_ENTRIES):
-                lines.append(f"{name}: moved")
-            else:
-                await asyncio.to_thread(keep_tree, source, target, spec.secret_values)
-                lines.append(f"{name}: copied")
+    async def _keep_artifacts(environment: Environment, spec: TrialSpec) -> str:
+        """The agent's and the verifier's logs: the output the worker captured, then what the
+        commands left in their log directories inside, copied out by the environment (secrets
+        masked; a name the capture already took gets a numbered sibling). Returns what was kept,
+        for the collection phase's log."""
+        lines = await _keep_captures(spec)
+        for source, name in (
+            (environment.visible.agent_logs, "agent"),
+            (environment.visible.verifier_logs, "verifier"),
+        ):
+            notes = await environment.get_dir(source, spec.artifacts_dir / name)
+            lines.append(f"{name}: copied out of {source}")
+            lines += [f"{name}: {note}" for note in notes]
         return "\n".join(lines) + "\n"
 
     async def _agent_phase(
@@ -263,10 +267,9 @@ class ShellRunner:
         phases: list[PhaseRecord],
         recorder: TrajectoryRecorder,
     ) -> TrialError | None:
-        paths = environment.paths
-        instruction_file = paths.tmp / "envloop-instruction.md"
-        instruction_file.write_text(task.instruction, encoding="utf-8")
-        variables = {"ENVLOOP_INSTRUCTION_FILE": environment.to_visible(instruction_file)}
+        instruction_file = f"{environment.visible.tmp}/envloop-instruction.md"
+        await environment.write_file(instruction_file, task.instruction.encode())
+        variables = {"ENVLOOP_INSTRUCTION_FILE": instruction_file}
         if len(task.instruction.encode()) < INSTRUCTION_VARIABLE_LIMIT:
             variables["ENVLOOP_INSTRUCTION"] = task.instruction
         if spec.max_steps is not None:
@@ -282,8 +285,9 @@ class ShellRunner:
             spec=spec,
             recorder=recorder,
             env=variables,
-            stdout_path=paths.agent_logs / "stdout.txt",
-            stderr_path=paths.agent_logs / "stderr.txt",
+            stdout_path=_captures(spec) / "agent" / "stdout.txt",
+            stderr_path=_captures(spec) / "agent" / "stderr.txt",
+            logs_dir=_captures(spec) / "agent",
         )
         timeout = environment.limits.agent_timeout_sec
         started = _now()
@@ -323,7 +327,7 @@ class ShellRunner:
         phases: list[PhaseRecord],
         recorder: TrajectoryRecorder,
     ) -> tuple[RewardReading, TrialError | None]:
-        logs = environment.paths.verifier_logs
+        logs = _captures(spec) / "verifier"
         started = _now()
         command = ["bash", f"{environment.visible.tests}/test.sh"]
         if not (task.tests_dir / "test.sh").is_file():
@@ -357,8 +361,10 @@ class ShellRunner:
                 timed_out=result.timed_out,
             )
         )
+        written = environment.visible.verifier_logs
         reading = parse_reward(
-            _read_reward_file(logs / "reward.txt"), _read_reward_file(logs / "reward.json")
+            await _read_reward_file(environment, f"{written}/reward.txt"),
+            await _read_reward_file(environment, f"{written}/reward.json"),
         )
         recorder.add(verifier_step(" ".join(command), started, result, logs, reading))
         if result.timed_out:
@@ -397,6 +403,27 @@ def _setup_log(environment: Environment) -> str:
     lines.append(f"limits: {environment.limits.describe()}")
     lines += [f"warning: {warning}" for warning in environment.warnings]
     return "\n".join(lines) + "\n"
+
+
+async def _keep_captures(spec: TrialSpec) -> list[str]:
+    """Keep the output streams the worker captured (moved when no secret needs masking, else
+    copied masked), then drop the capture directory; what it says it kept."""
+    captures = _captures(spec)
+    if not captures.is_dir():
+        return []
+    lines = []
+    for source in sorted(captures.iterdir()):
+        target = spec.artifacts_dir / source.name
+        notes: list[str] = []
+        if not move_plain_tree(source, target, spec.secret_values, _INLINE_ARTIFACT_ENTRIES):
+            notes = await asyncio.to_thread(keep_tree, source, target, spec.secret_values)
+        lines.append(f"{source.name}: output captured by the worker")
+        lines += [f"{source.name}: {note}" for note in notes]
+    try:
+        captures.rmdir()
+    except OSError:
+        await asyncio.to_thread(shutil.rmtree, captures, True)
+    return lines
 
 
 def _keep_phase_log(spec: TrialSpec, phase: str, text: str) -> None:

@@ -7,7 +7,6 @@ changed or deleted in the working directory. A command cut off by the agent time
 too, as interrupted, before the cancellation goes on.
 """
 
-import asyncio
 import shlex
 import time
 from collections.abc import Mapping, Sequence
@@ -19,9 +18,7 @@ from envloop.core.reward import RewardReading
 from envloop.core.trajectory import ToolStep, TrajectoryRecorder, VerifierStep
 from envloop.environments.base import NO_MOUNTS, Environment, ExecResult, Mounts
 from envloop.tasks.model import TaskUser
-from envloop.trajectories import Snapshot, changes_between, snapshot
-
-INLINE_SNAPSHOT_FILES = 500
+from envloop.trajectories import Snapshot, changes_between
 
 
 def _now() -> datetime:
@@ -39,17 +36,25 @@ class RecordingEnvironment:
         self.commands = 0
         self.mode = inner.mode
         self.note = inner.note
-        self.paths = inner.paths
         self.visible = inner.visible
         self.warnings = inner.warnings
         self.limits = inner.limits
 
     async def start(self) -> None:
         """Take the working directory's initial state, which the first command's changes are against."""
-        self._state = await self._snapshot()
+        self._state = await self._inner.snapshot()
 
-    def to_visible(self, host_path: Path) -> str:
-        return self._inner.to_visible(host_path)
+    async def write_file(self, path: str, data: bytes) -> None:
+        await self._inner.write_file(path, data)
+
+    async def read_file(self, path: str, max_bytes: int) -> bytes | None:
+        return await self._inner.read_file(path, max_bytes)
+
+    async def get_dir(self, path: str, target: Path) -> list[str]:
+        return await self._inner.get_dir(path, target)
+
+    async def snapshot(self, previous: Snapshot | None = None) -> Snapshot:
+        return await self._inner.snapshot(previous)
 
     async def stop(self) -> None:
         await self._inner.stop()
@@ -61,44 +66,37 @@ class RecordingEnvironment:
         self,
         command: Sequence[str],
         *,
+        user: TaskUser | None = None,
+        cwd: str | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
         stdout_path: Path | None = None,
         stderr_path: Path | None = None,
         mounts: Mounts = NO_MOUNTS,
-        user: TaskUser | None = None,
     ) -> ExecResult:
         self.commands += 1
         started, clock = _now(), time.perf_counter()
         try:
             result = await self._inner.exec(
                 command,
+                user=user,
+                cwd=cwd,
                 env=env,
                 timeout=timeout,
                 stdout_path=stdout_path,
                 stderr_path=stderr_path,
                 mounts=mounts,
-                user=user,
             )
         except BaseException:
             # Cancelled (the agent timeout, a cancelled job): keep what the command did so far.
-            step = self._step(
-                command, started, clock, None, stdout_path, stderr_path, snapshot(self.paths.app)
-            )
+            after = await self._inner.snapshot(self._state)
+            step = self._step(command, started, clock, None, stdout_path, stderr_path, after)
             step.error = "interrupted: the agent phase ended while the command ran"
             self._recorder.add(step)
             raise
-        after = await self._snapshot()
+        after = await self._inner.snapshot(self._state)
         self._recorder.add(self._step(command, started, clock, result, stdout_path, stderr_path, after))
         return result
-
-    async def _snapshot(self) -> Snapshot:
-        """Small working directories are read in place: handing the walk to a thread costs more than
-        the walk (about a millisecond per hop on a busy 2-core worker); large ones go to a thread so
-        the event loop keeps serving the other trials."""
-        if len(self._state) < INLINE_SNAPSHOT_FILES:
-            return snapshot(self.paths.app, self._state)
-        return await asyncio.to_thread(snapshot, self.paths.app, self._state)
 
     def _step(
         self,
