@@ -1,6 +1,6 @@
 """Trials: one attempt's record, logs, artifacts (listed and downloaded), invalidation."""
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse
@@ -11,6 +11,7 @@ from envloop.core.trajectory import Trajectory
 from envloop.services import trials
 from envloop.services.trials import LOG_PAGE_BYTES, LogPhase, TrialView
 from envloop.store.artifacts import ArtifactInfo
+from envloop.trajectories.atif import AtifTrajectory, atif_document
 
 router = APIRouter(prefix="/v1/trials", tags=["trials"], responses=ERRORS)
 
@@ -38,10 +39,23 @@ def trial_logs(
 
 
 @router.get("/{trial_id}/steps")
-def trial_steps(trial_id: str, ctx: TrialReader) -> Trajectory | None:
+def trial_steps(
+    trial_id: str,
+    ctx: TrialReader,
+    format_: Annotated[
+        Literal["envloop", "atif"],
+        Query(
+            alias="format",
+            description="envloop (its own steps) or atif (Harbor's Agent Trajectory Interchange Format)",
+        ),
+    ] = "envloop",
+) -> Trajectory | AtifTrajectory | None:
     """The trial's trajectory, step by step (model messages, tool calls, environment changes);
-    null when its runner kept none."""
-    return trials.trial_steps(ctx, trial_id)
+    null when its runner kept none. Secrets are masked in both formats."""
+    trajectory = trials.trial_steps(ctx, trial_id)
+    if format_ == "atif" and trajectory is not None:
+        return atif_document(trajectory)
+    return trajectory
 
 
 @router.get("/{trial_id}/artifacts")
