@@ -90,3 +90,21 @@ def test_a_jsonl_row_nested_too_deeply_is_refused_at_push_in_one_line(el: El, tm
         message = _one_line(el("dataset", "push", str(rows), "--name", "deep", "--scorer", "exact"))
         assert "nested" in message and str(tmp_path) not in message
     assert el.ok("dataset", "list", "--json").json() == []
+
+
+def test_a_task_over_the_archive_limit_is_refused_at_push_naming_the_limit(el: El, tmp_path: Path) -> None:
+    """Every trial unpacks its task within the archive limit (1 GiB): a bigger task would be accepted
+    and then fail every trial, so the push refuses it. (The 1.1 GB file is sparse: nothing is written.)"""
+    task = tmp_path / "huge-task"
+    source = EXAMPLES / "tasks" / "hello-file"
+    for path in source.rglob("*"):
+        if path.is_file():
+            target = task / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+    with (task / "environment" / "blob.bin").open("wb") as handle:
+        handle.truncate(1_100_000_000)
+    message = _one_line(el("dataset", "push", str(task), "--name", "huge", timeout=600))
+    assert "task huge-task holds 1,100,000" in message and "at most 1,073,741,824 bytes (1 GiB)" in message
+    assert str(tmp_path) not in message
+    assert el.ok("dataset", "list", "--json").json() == []

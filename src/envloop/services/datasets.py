@@ -3,7 +3,7 @@
 import hashlib
 import json
 from datetime import datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select
@@ -17,9 +17,11 @@ from envloop.services.context import Context
 from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.services.refs import check_name, dataset_ref, parse_dataset_ref
 from envloop.store.tables import Dataset, DatasetMember
+from envloop.tasks.archive import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
+from envloop.tasks.digest import task_entries
 from envloop.tasks.discover import load_tasks
 from envloop.tasks.jsonl import load_jsonl, row_digest, validate_scorer
-from envloop.tasks.model import TaskFormatError
+from envloop.tasks.model import HarborTask, TaskFormatError
 from envloop.tasks.variables import referenced_variables
 
 SHELL_RUNNER = "envloop/shell@1"
@@ -126,6 +128,8 @@ def push_dataset(
     _check_runner(runner, kind)
     if kind == "harbor":
         for task in tasks:
+            _check_archive_limits(task)
+        for task in tasks:
             ctx.artifacts.put_task(task.digest, task.root)
     digest = _content_digest(kind, runner, scorer, members)
     for _ in range(5):
@@ -134,6 +138,25 @@ def push_dataset(
         except IntegrityError:
             continue
     raise ConflictError(f"could not record a revision of {name}: too many concurrent pushes")
+
+
+def _check_archive_limits(task: HarborTask) -> None:
+    """A task is stored as an archive that every trial unpacks within the archive limits: one over
+    them would be accepted here and then fail every trial, so it is refused now, naming the limit."""
+    entries = task_entries(task.root)
+    directories = {str(PurePosixPath(e.path).parent) for e in entries} - {"."}
+    count = len(entries) + len(directories)
+    size = sum(e.source.lstat().st_size for e in entries if e.kind == "file")
+    if count > DEFAULT_MAX_ENTRIES:
+        raise UserError(
+            f"task {task.name} has {count:,} files and folders; "
+            f"a task may hold at most {DEFAULT_MAX_ENTRIES:,}"
+        )
+    if size > DEFAULT_MAX_BYTES:
+        raise UserError(
+            f"task {task.name} holds {size:,} bytes; a task may hold at most {DEFAULT_MAX_BYTES:,} bytes "
+            f"({DEFAULT_MAX_BYTES // (1 << 30)} GiB)"
+        )
 
 
 def _jsonl_members(path: Path, scorer: str) -> list[_Member]:
