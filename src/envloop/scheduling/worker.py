@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import delete, select, update
@@ -28,13 +29,22 @@ from envloop.scheduling.executor import Executor, LocalExecutor
 from envloop.services.context import Context
 from envloop.services.profiles import resolved_params
 from envloop.store import queue
-from envloop.store.artifacts import STRUCTURED_RESULT
+from envloop.store.artifacts import STRUCTURED_RESULT, ArtifactStoreUnavailableError
 from envloop.store.queue import ClaimedTrial
 from envloop.store.tables import Dataset, DatasetMember, Job, Profile, Trial
 from envloop.store.tables import Worker as WorkerRow
 
 log = logging.getLogger("envloop.worker")
 _COALESCE_SEC = 0.003
+FETCH_DELAYS_SEC = (0.5, 2.0)
+"""Pauses between the tries of one run to fetch a task archive from the artifact store."""
+HAND_BACK_RUNS = 3
+"""A trial whose archive this worker cannot fetch goes back to the queue for another worker until it
+has been claimed this many times; then it fails with a retryable infrastructure error."""
+
+
+class _HandedBack(Exception):
+    """The trial's task archive could not be fetched here: the trial goes back to the queue."""
 
 
 @dataclass
@@ -50,6 +60,10 @@ class WorkerConfig:
 def _run_id(claimed: ClaimedTrial) -> str:
     """The same name TrialSpec.run_id gives this run (one lease of the trial)."""
     return f"{claimed.trial_id}.r{claimed.lease_token}"
+
+
+def _infrastructure_error(message: str) -> TrialOutcome:
+    return TrialOutcome(status="failed", error=TrialError(type="infrastructure_error", message=message))
 
 
 def _watch_children_with_pidfds() -> None:
@@ -93,6 +107,8 @@ class Worker:
         self._profiles: dict[str, _ProfileInfo] = {}
         self._rows: dict[str, dict[str, dict[str, Any]]] = {}
         self._stopping = False
+        self._unpublished: dict[str, str] = {}
+        """Recorded runs whose files the artifact store could not take yet: run id → trial id."""
         self.completed = 0
 
     def stop(self) -> None:
@@ -117,14 +133,17 @@ class Worker:
                 recorded, claimed = queue.settle(
                     self.ctx.store, self.id, finished, free, self.config.lease_ttl
                 )
-                self._count(finished, recorded)
+                if self.ctx.artifacts.remote is not None:  # uploads stay off the event loop
+                    await asyncio.to_thread(self._count, finished, recorded)
+                else:
+                    self._count(finished, recorded)
                 finished = []
                 for trial in claimed:
                     self._start(trial)
                 if self._running:
                     idle_since = time.monotonic()
                     done = await self._wait_for_finished()
-                    finished = [self._collect(task) for task in done]
+                    finished = [item for task in done if (item := self._collect(task)) is not None]
                     continue
                 if queue.has_open_trials(self.ctx.store):
                     idle_since = time.monotonic()
@@ -162,10 +181,18 @@ class Worker:
             )
             queue.finish(self.ctx.store, claimed, outcome)
             return
-        task = asyncio.create_task(self._execute(spec), name=claimed.trial_id)
+        task = asyncio.create_task(self._execute(claimed, spec), name=claimed.trial_id)
         self._running[claimed.trial_id] = (claimed, task)
 
-    async def _execute(self, spec: TrialSpec) -> TrialOutcome:
+    async def _execute(self, claimed: ClaimedTrial, spec: TrialSpec) -> TrialOutcome:
+        if spec.task_dir is None and spec.row is None:
+            try:
+                spec = spec.model_copy(update={"task_dir": await self._task_dir(claimed)})
+            except ArtifactStoreUnavailableError as exc:
+                return await self._unfetchable(claimed, exc)
+            except Exception as exc:  # a broken task archive must not take the worker down
+                log.exception("could not prepare trial %s", claimed.trial_id)
+                return _infrastructure_error(f"could not prepare trial: {exc}")
         try:
             outcome = await self.executor.execute(spec)
             # Noted once here so reading a job's results never has to look for the file per trial.
@@ -175,20 +202,64 @@ class Worker:
             raise
         except Exception as exc:
             log.exception("trial %s crashed in the runner", spec.trial_id)
-            return TrialOutcome(
-                status="failed",
-                error=TrialError(type="infrastructure_error", message=f"{type(exc).__name__}: {exc}"),
-            )
+            return _infrastructure_error(f"{type(exc).__name__}: {exc}")
 
-    def _collect(self, task: asyncio.Task[TrialOutcome]) -> tuple[ClaimedTrial, TrialOutcome]:
+    async def _unfetchable(self, claimed: ClaimedTrial, exc: ArtifactStoreUnavailableError) -> TrialOutcome:
+        """Hand the trial back for another worker, or fail it once it has had its share of runs."""
+        runs = await asyncio.to_thread(self._runs_of, claimed.trial_id)
+        if runs < HAND_BACK_RUNS:
+            log.warning("trial %s: %s; handed back to the queue", claimed.trial_id, exc)
+            raise _HandedBack from exc
+        return _infrastructure_error(
+            f"could not fetch the task archive on {runs} runs: {exc} "
+            "(retryable: run it again once the artifact store is reachable)"
+        )
+
+    async def _task_dir(self, claimed: ClaimedTrial) -> Path:
+        """The unpacked task, fetched through the artifact store (off the event loop) unless this
+        machine already has it; a few tries before the store is taken to be unavailable."""
+        cached = self.ctx.artifacts.cached_task_dir(claimed.task_digest)
+        if cached is not None:
+            return cached
+        for delay in (*FETCH_DELAYS_SEC, None):
+            try:
+                return await asyncio.to_thread(self.ctx.artifacts.task_dir, claimed.task_digest)
+            except ArtifactStoreUnavailableError:
+                if delay is None:
+                    raise
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _runs_of(self, trial_id: str) -> int:
+        with self.ctx.store.read() as session:
+            return session.scalar(select(Trial.runs).where(Trial.id == trial_id)) or 0
+
+    def _collect(self, task: asyncio.Task[TrialOutcome]) -> tuple[ClaimedTrial, TrialOutcome] | None:
+        """The finished trial and its outcome; None for one handed back to the queue."""
         claimed, _ = self._running.pop(task.get_name())
-        return claimed, TrialOutcome(status="cancelled") if task.cancelled() else task.result()
+        if task.cancelled():
+            return claimed, TrialOutcome(status="cancelled")
+        if isinstance(task.exception(), _HandedBack):
+            queue.release(self.ctx.store, [claimed])
+            self.ctx.artifacts.discard(_run_id(claimed))
+            return None
+        return claimed, task.result()
+
+    def _publish(self, run_id: str, trial_id: str) -> None:
+        """Publish a recorded run's files; when the artifact store cannot take them now, they stay
+        staged here and upkeep tries again."""
+        try:
+            self.ctx.artifacts.publish(run_id, trial_id)
+            self._unpublished.pop(run_id, None)
+        except ArtifactStoreUnavailableError as exc:
+            log.error("trial %s: files kept here until the artifact store takes them: %s", trial_id, exc)
+            self._unpublished[run_id] = trial_id
 
     def _count(self, finished: list[tuple[ClaimedTrial, TrialOutcome]], recorded: list[bool]) -> None:
         """Publish the artifacts of each run whose result was recorded; discard the others."""
         for (claimed, _), ok in zip(finished, recorded, strict=True):
             if ok:
-                self.ctx.artifacts.publish(_run_id(claimed), claimed.trial_id)
+                self._publish(_run_id(claimed), claimed.trial_id)
                 self.completed += 1
             else:
                 self.ctx.artifacts.discard(_run_id(claimed))
@@ -210,6 +281,8 @@ class Worker:
                     await task
                 self.ctx.artifacts.discard(_run_id(claimed))
         queue.reap_expired(self.ctx.store)
+        for run_id, trial_id in list(self._unpublished.items()):
+            await asyncio.to_thread(self._publish, run_id, trial_id)
         with self.ctx.store.write() as session:
             session.execute(update(WorkerRow).where(WorkerRow.id == self.id).values(heartbeat_at=time.time()))
 
@@ -231,7 +304,7 @@ class Worker:
             runner=job.runner,
             params=profile.params,
             secret_values=profile.secrets,
-            task_dir=None if chat else self.ctx.artifacts.task_dir(claimed.task_digest),
+            task_dir=None,  # fetched by the trial's task, off the event loop
             row=self._dataset_rows(job.dataset_id)[claimed.task_name] if chat else None,
             scorer=job.scorer,
             instance_root=self.ctx.instances_dir,
@@ -298,7 +371,7 @@ class Worker:
             if run_id in staged and stale:
                 self.ctx.artifacts.discard(run_id)
             elif run_id in staged and row is not None and row.status in TERMINAL:
-                self.ctx.artifacts.publish(run_id, trial_id)
+                self._publish(run_id, trial_id)
             if run_id in instances and (stale or (row is not None and row.status in TERMINAL)):
                 with contextlib.suppress(OSError):
                     remove_instance(instances[run_id])

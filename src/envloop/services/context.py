@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envloop.services.secrets import seal_plaintext
-from envloop.store.artifacts import ArtifactStore
+from envloop.store.artifacts import ArtifactStore, open_artifact_store
 from envloop.store.db import Store
 
 
@@ -33,11 +33,12 @@ class Context:
 
 
 def open_context(home: Path | None = None) -> Context:
-    """Open the store named by ENVLOOP_DATABASE_URL, else SQLite under ENVLOOP_HOME."""
+    """Open the store named by ENVLOOP_DATABASE_URL, else SQLite under ENVLOOP_HOME, and the
+    artifact store named by ENVLOOP_ARTIFACTS (a path or an fsspec URL), else under ENVLOOP_HOME."""
     home = home or envloop_home()
     home.mkdir(parents=True, exist_ok=True)
     url = os.environ.get("ENVLOOP_DATABASE_URL") or f"sqlite:///{home / 'envloop.db'}"
     store = Store(url)
-    artifacts = ArtifactStore(Path(os.environ.get("ENVLOOP_ARTIFACTS") or home / "artifacts"))
+    artifacts = open_artifact_store(os.environ.get("ENVLOOP_ARTIFACTS"), home)
     seal_plaintext(store, home)
     return Context(home=home, store=store, artifacts=artifacts, project_id=store.default_project_id)

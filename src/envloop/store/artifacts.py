@@ -2,19 +2,40 @@
 
 Tasks are stored as deterministic archives keyed by digest, and unpacked once into a read-only cache
 that runners copy from. Editing a source directory after a push can never change a revision.
+
+The store is a local directory (ENVLOOP_HOME/artifacts by default) or, for workers on several
+machines, any fsspec URL (`ENVLOOP_ARTIFACTS=s3://bucket/prefix`). With a remote store the local
+directory is this machine's cache and staging area: task archives are downloaded once per digest
+(and checked against it) before they are unpacked, a run's files are staged locally while it runs
+and uploaded when its result has been recorded, and kept files are read through a local copy
+named after the remote object's version, so a replaced file is never served stale.
+
+Remote layout: `tasks/<hex>.tar.gz` and `trials/<trial id>/<kept path>`.
 """
 
 import os
 import shutil
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel
 
+from envloop.store.remote_files import ArtifactStoreUnavailableError, RemoteFolder, is_remote_url
 from envloop.tasks.archive import pack_task, safe_extract
+from envloop.tasks.digest import task_digest
 
 STRUCTURED_RESULT = "verifier/result.json"
 """Where a trial's declared structured result is kept, relative to its artifacts."""
+
+__all__ = [
+    "STRUCTURED_RESULT",
+    "ArtifactInfo",
+    "ArtifactIntegrityError",
+    "ArtifactNotFoundError",
+    "ArtifactStore",
+    "ArtifactStoreUnavailableError",
+    "open_artifact_store",
+]
 
 
 class ArtifactInfo(BaseModel):
@@ -26,39 +47,89 @@ class ArtifactNotFoundError(LookupError):
     pass
 
 
+class ArtifactIntegrityError(RuntimeError):
+    """A downloaded task archive does not hold the content its digest names."""
+
+
 def _hex(digest: str) -> str:
     return digest.split(":", 1)[-1]
 
 
+def _kept_path(relpath: str) -> str | None:
+    """`relpath` as a clean relative POSIX path, or None if it could name something outside."""
+    path = PurePosixPath(relpath)
+    if path.is_absolute() or not path.parts or any(part in ("..", ".") for part in path.parts):
+        return None
+    return path.as_posix()
+
+
+def _single_name(trial_id: str) -> bool:
+    return "/" not in trial_id and _kept_path(trial_id) == trial_id
+
+
+def _regular_files(root: Path) -> list[tuple[Path, str]]:
+    """Regular files under `root` (never through a link) with their relative POSIX paths."""
+    found = []
+    for folder, dirs, files in os.walk(root):
+        base = Path(folder)
+        dirs[:] = [d for d in dirs if not (base / d).is_symlink()]
+        for name in files:
+            path = base / name
+            if path.is_file() and not path.is_symlink():
+                found.append((path, path.relative_to(root).as_posix()))
+    return sorted(found, key=lambda item: item[1])
+
+
 class ArtifactStore:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, remote: RemoteFolder | None = None) -> None:
         self.root = root
-        for sub in ("tasks", "task-cache", "trials", "staging"):
+        self.remote = remote
+        for sub in ("tasks", "task-cache", "trials", "staging", "trial-cache"):
             (root / sub).mkdir(parents=True, exist_ok=True)
 
+    @property
+    def location(self) -> str:
+        """Where the shared files live: the remote URL, or the local directory."""
+        return self.remote.url if self.remote else str(self.root)
+
     def task_archive(self, digest: str) -> Path:
+        """The archive's local path (for a remote store, this machine's copy of it)."""
         return self.root / "tasks" / f"{_hex(digest)}.tar.gz"
 
     def put_task(self, digest: str, source: Path) -> None:
         target = self.task_archive(digest)
-        if target.exists():
-            return
-        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".part")
-        os.close(fd)
-        try:
-            pack_task(source, Path(tmp))
-            Path(tmp).replace(target)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        if not target.exists():
+            fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".part")
+            os.close(fd)
+            try:
+                pack_task(source, Path(tmp))
+                Path(tmp).replace(target)
+            finally:
+                Path(tmp).unlink(missing_ok=True)
+        key = f"tasks/{target.name}"
+        if self.remote is not None and not self.remote.exists(key):
+            self.remote.upload([(target, key)])
+
+    def cached_task_dir(self, digest: str) -> Path | None:
+        """The unpacked task if this machine already has it (no I/O beyond one stat)."""
+        target = self.root / "task-cache" / _hex(digest)
+        return target if target.is_dir() else None
 
     def task_dir(self, digest: str) -> Path:
-        """The unpacked frozen task; unpacked on first use, atomically, so concurrent workers agree."""
+        """The unpacked frozen task; unpacked on first use, atomically, so concurrent workers agree.
+        Raises ArtifactStoreUnavailableError when a remote store cannot provide the archive."""
         target = self.root / "task-cache" / _hex(digest)
         if target.is_dir():
             return target
+        archive = self._local_archive(digest)
         staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".unpack-"))
         try:
-            safe_extract(self.task_archive(digest), staging / "task")
+            safe_extract(archive, staging / "task")
+            if self.remote is not None and task_digest(staging / "task") != digest:
+                archive.unlink(missing_ok=True)
+                raise ArtifactIntegrityError(
+                    f"task archive {digest} from {self.remote.url} does not hold the content of its digest"
+                )
             try:
                 (staging / "task").rename(target)
             except OSError:
@@ -68,7 +139,25 @@ class ArtifactStore:
             shutil.rmtree(staging, ignore_errors=True)
         return target
 
+    def _local_archive(self, digest: str) -> Path:
+        archive = self.task_archive(digest)
+        if self.remote is None or archive.exists():
+            return archive
+        fd, tmp = tempfile.mkstemp(dir=archive.parent, suffix=".part")
+        os.close(fd)
+        try:
+            self.remote.download(f"tasks/{archive.name}", Path(tmp))
+            Path(tmp).replace(archive)
+        except FileNotFoundError:
+            raise ArtifactStoreUnavailableError(
+                f"task archive {digest} is not in the artifact store {self.remote.url}"
+            ) from None
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+        return archive
+
     def trial_dir(self, trial_id: str) -> Path:
+        """A trial's kept files in a local store (with a remote store they live at its URL)."""
         return self.root / "trials" / trial_id
 
     def staging_dir(self, run_id: str) -> Path:
@@ -77,8 +166,14 @@ class ArtifactStore:
 
     def publish(self, run_id: str, trial_id: str) -> None:
         """Make a run's staged files the trial's artifacts, replacing an earlier run's. Only the run
-        whose result was recorded calls this; a stale run's files are discarded instead."""
+        whose result was recorded calls this; a stale run's files are discarded instead. With a
+        remote store the staged files stay until they are uploaded (ArtifactStoreUnavailableError
+        otherwise), so a later call can publish them."""
         staged = self.staging_dir(run_id)
+        if self.remote is not None:
+            self._upload(staged, trial_id)
+            shutil.rmtree(staged, ignore_errors=True)
+            return
         target = self.trial_dir(trial_id)
         if target.exists():
             old = self.root / "staging" / f".replaced-{run_id}"
@@ -86,6 +181,15 @@ class ArtifactStore:
             shutil.rmtree(old, ignore_errors=True)
         if staged.exists():
             staged.rename(target)
+
+    def _upload(self, staged: Path, trial_id: str) -> None:
+        assert self.remote is not None
+        prefix = f"trials/{trial_id}"
+        files = _regular_files(staged) if staged.is_dir() else []
+        earlier = self.remote.listing(prefix)
+        self.remote.upload((path, f"{prefix}/{rel}") for path, rel in files)
+        kept = {rel for _, rel in files}
+        self.remote.remove(f"{prefix}/{rel}" for rel in earlier if rel not in kept)
 
     def discard(self, run_id: str) -> None:
         shutil.rmtree(self.staging_dir(run_id), ignore_errors=True)
@@ -95,6 +199,11 @@ class ArtifactStore:
         return [p.name for p in (self.root / "staging").iterdir() if not p.name.startswith(".")]
 
     def list_trial(self, trial_id: str) -> list[ArtifactInfo]:
+        if self.remote is not None:
+            if not _single_name(trial_id):
+                return []
+            sizes = self.remote.listing(f"trials/{trial_id}")
+            return [ArtifactInfo(path=rel, size=size) for rel, size in sorted(sizes.items())]
         base = self.trial_dir(trial_id)
         if not base.is_dir():
             return []
@@ -105,8 +214,47 @@ class ArtifactStore:
         ]
 
     def trial_file(self, trial_id: str, relpath: str) -> Path:
+        """A local path to the kept file (for a remote store, a copy of its current version)."""
+        if self.remote is not None:
+            return self._remote_trial_file(trial_id, relpath)
         base = self.trial_dir(trial_id).resolve()
         candidate = (base / relpath).resolve()
         if not candidate.is_relative_to(base) or not candidate.is_file():
             raise ArtifactNotFoundError(f"trial {trial_id} has no artifact {relpath!r}")
         return candidate
+
+    def _remote_trial_file(self, trial_id: str, relpath: str) -> Path:
+        assert self.remote is not None
+        rel = _kept_path(relpath)
+        missing = ArtifactNotFoundError(f"trial {trial_id} has no artifact {relpath!r}")
+        if rel is None or not _single_name(trial_id):
+            raise missing
+        key = f"trials/{trial_id}/{rel}"
+        try:
+            _, version = self.remote.version(key)
+        except FileNotFoundError:
+            raise missing from None
+        cached = self.root / "trial-cache" / trial_id / version / rel
+        if cached.is_file():
+            return cached
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cached.parent, prefix=".", suffix=".part")
+        os.close(fd)
+        try:
+            self.remote.download(key, Path(tmp))
+            Path(tmp).replace(cached)
+        except FileNotFoundError:
+            raise missing from None
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+        return cached
+
+
+def open_artifact_store(setting: str | None, home: Path) -> ArtifactStore:
+    """The store ENVLOOP_ARTIFACTS names: a URL (remote, cached under `home`), a path, or by default
+    `home/artifacts`."""
+    if setting and is_remote_url(setting):
+        return ArtifactStore(home / "artifacts", RemoteFolder(setting))
+    if setting:
+        return ArtifactStore(Path(setting.removeprefix("file://")).expanduser())
+    return ArtifactStore(home / "artifacts")
