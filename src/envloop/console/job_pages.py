@@ -8,6 +8,7 @@ viewer reads that one job only.
 """
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Any, get_args
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -79,9 +80,12 @@ def _parse_tag(tag: str) -> dict[str, str]:
 
 @router.get("/", response_class=HTMLResponse)
 def jobs_list(request: Request, v: SessionViewer, status: str = "", tag: str = "") -> Response:
-    """The jobs list: newest first, filtered by status and tag, live while jobs run."""
+    """The jobs list: newest first, filtered by status and tag, live while jobs run and as new ones
+    are submitted."""
     problem = None
     rows: list[JobRow] = []
+    # Taken before the query: a job submitted meanwhile is then announced live, never missed.
+    rendered_at = datetime.now(UTC).isoformat()
     try:
         if status and status not in STATUSES:
             raise UserError(f"unknown status {status!r} (choose from: {', '.join(STATUSES)})")
@@ -99,6 +103,7 @@ def jobs_list(request: Request, v: SessionViewer, status: str = "", tag: str = "
         tag=tag,
         statuses=STATUSES,
         problem=problem,
+        rendered_at=rendered_at,
     )
 
 

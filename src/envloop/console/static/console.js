@@ -21,19 +21,29 @@ function liveJobsList() {
   const table = document.querySelector("table.jobs[data-live-url]");
   if (!table || !window.EventSource) return;
   const rows = [...table.querySelectorAll("tr[data-job]")].filter((r) => !TERMINAL.has(r.dataset.status));
-  if (!rows.length) return;
-  const ids = rows.slice(0, 20).map((r) => r.dataset.job);
-  const url = table.dataset.liveUrl + "?" + ids.map((id) => "job=" + encodeURIComponent(id)).join("&");
-  const source = new EventSource(url);
+  const params = new URLSearchParams();
+  rows.slice(0, 20).forEach((r) => params.append("job", r.dataset.job));
+  params.set("since", table.dataset.since);
+  if (table.dataset.status) params.set("status", table.dataset.status);
+  if (table.dataset.tag) params.set("tag", table.dataset.tag);
+  const source = new EventSource(table.dataset.liveUrl + "?" + params.toString());
   const rowOf = (id) => document.getElementById("job-" + id);
   source.addEventListener("job", (event) => {
     const row = rowOf(JSON.parse(event.data).id);
     if (row) refreshRow(row);
   });
-  source.addEventListener("end", () => {
-    source.close();
-    ids.forEach((id) => { const row = rowOf(id); if (row) refreshRow(row); });
+  source.addEventListener("new", async (event) => {
+    const job = JSON.parse(event.data);
+    if (rowOf(job.id)) return;
+    const response = await fetch(job.row_url, { headers: { Accept: "text/html" } });
+    if (!response.ok) return;
+    const fresh = fromHtml(await response.text());
+    if (!fresh) return;
+    table.tBodies[0].prepend(fresh);
+    table.closest("[hidden]")?.removeAttribute("hidden");
+    document.getElementById("no-jobs")?.remove();
   });
+  source.addEventListener("end", () => source.close());
 }
 
 function liveJobPage() {
