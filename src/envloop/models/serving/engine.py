@@ -1,0 +1,253 @@
+"""The weights behind the aliases: llama.cpp models loaded in this process, one per weights file and
+context size, each used by one request at a time (a llama.cpp context is not thread-safe).
+
+Both protocols come here with a `ChatCall` in the Chat Completions message shape llama.cpp takes.
+The `chatml-function-calling` format renders no tool results, so a tool's result reaches the model
+as a user turn that names the tool. Tool calls come from grammar-constrained generation: a named
+tool is always called; `auto` first lets the model choose between a call and a message (a message is
+then generated without the tool grammar); `required` calls the first tool when the model chose a
+message.
+"""
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from envloop.models.local import CHAT_FORMAT, LocalModelError, bundled_model_path, server_installed
+from envloop.models.serving.aliases import ServedAlias
+
+Finish = Literal["stop", "length", "tool_calls"]
+ToolMode = Literal["auto", "none", "required", "named"]
+
+
+class ServingError(Exception):
+    """A request the endpoint refuses: its HTTP status and one line for the caller."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+@dataclass
+class ChatCall:
+    """One request, protocol-neutral: messages as Chat Completions dicts (system, user, assistant
+    with `tool_calls`, tool with `tool_call_id`), tools as Chat Completions function tools."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    tool_mode: ToolMode = "auto"
+    tool_name: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    stop: list[str] = field(default_factory=list)
+    seed: int | None = None
+
+
+@dataclass
+class GeneratedCall:
+    name: str
+    arguments: str
+    """The arguments as the model wrote them: JSON text (grammar-constrained to the tool's schema)."""
+
+
+@dataclass
+class Generation:
+    text: str
+    tool_calls: list[GeneratedCall]
+    finish: Finish
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass
+class _Weights:
+    llama: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _with_system_prompt(messages: list[dict[str, Any]], prompt: str | None) -> list[dict[str, Any]]:
+    if not prompt:
+        return messages
+    if messages and messages[0]["role"] == "system":
+        own = messages[0].get("content") or ""
+        return [{"role": "system", "content": f"{prompt}\n\n{own}" if own else prompt}, *messages[1:]]
+    return [{"role": "system", "content": prompt}, *messages]
+
+
+def _tool_results_as_user_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    names = {
+        call["id"]: call["function"]["name"]
+        for message in messages
+        for call in message.get("tool_calls") or []
+    }
+    rendered = []
+    for message in messages:
+        if message["role"] == "tool":
+            name = names.get(message.get("tool_call_id") or "", "the tool")
+            rendered.append({"role": "user", "content": f"Result of {name}:\n{message.get('content') or ''}"})
+        else:
+            rendered.append(message)
+    return rendered
+
+
+@contextlib.contextmanager
+def _context_errors() -> Iterator[None]:
+    try:
+        yield
+    except ValueError as exc:  # llama.cpp's word for a prompt beyond the context window
+        raise ServingError(400, (str(exc).splitlines() or ["bad request"])[0][:300]) from None
+
+
+class Engine:
+    """Every alias of one endpoint, addressed as `ENDPOINT/ALIAS`."""
+
+    def __init__(self, endpoint: str, aliases: list[ServedAlias], threads: int) -> None:
+        self.endpoint = endpoint
+        self.aliases = {alias.model_id(endpoint): alias for alias in aliases}
+        self.threads = threads
+        self._weights: dict[tuple[Path, int], _Weights] = {}
+
+    def model_ids(self) -> list[str]:
+        return list(self.aliases)
+
+    def load(self) -> None:
+        """Load every weights file now, so a bad file is refused before the endpoint is announced."""
+        if not server_installed():
+            raise LocalModelError("llama-cpp-python is not installed; install the local-model extra")
+        from llama_cpp import Llama  # noqa: PLC0415  (optional extra, loaded only to serve)
+
+        for alias in self.aliases.values():
+            path = alias.model_path or bundled_model_path()
+            key = (path, alias.settings.context_tokens)
+            if key in self._weights:
+                continue
+            if not path.is_file():
+                raise LocalModelError(f"alias {alias.name!r}: {path}: no such model file")
+            try:
+                llama = Llama(
+                    model_path=str(path),
+                    n_ctx=alias.settings.context_tokens,
+                    n_threads=self.threads,
+                    n_threads_batch=self.threads,
+                    chat_format=CHAT_FORMAT,
+                    verbose=False,
+                )
+            except (ValueError, RuntimeError):
+                raise LocalModelError(
+                    f"alias {alias.name!r}: {path.name} is not a model llama.cpp can load"
+                ) from None
+            self._weights[key] = _Weights(llama)
+
+    def alias(self, model_id: str) -> ServedAlias:
+        served = self.aliases.get(model_id)
+        if served is None:
+            known = ", ".join(self.aliases)
+            raise ServingError(404, f"unknown model {model_id[:200]!r}: this endpoint serves {known}")
+        return served
+
+    def _weights_of(self, alias: ServedAlias) -> _Weights:
+        return self._weights[(alias.model_path or bundled_model_path(), alias.settings.context_tokens)]
+
+    def _arguments(self, alias: ServedAlias, call: ChatCall) -> dict[str, Any]:
+        settings = alias.settings
+        temperature = call.temperature if call.temperature is not None else settings.temperature
+        top_p = call.top_p if call.top_p is not None else settings.top_p
+        seed = call.seed if call.seed is not None else settings.seed
+        messages = _tool_results_as_user_turns(_with_system_prompt(call.messages, settings.system_prompt))
+        arguments: dict[str, Any] = {
+            "messages": messages,
+            "temperature": 1.0 if temperature is None else temperature,
+            "top_p": 1.0 if top_p is None else top_p,
+            "max_tokens": min(call.max_tokens or settings.max_tokens, settings.max_tokens),
+            "stop": call.stop or None,
+        }
+        if seed is not None:
+            arguments["seed"] = seed
+        return arguments
+
+    def generate(self, model_id: str, call: ChatCall) -> Generation:
+        """The whole answer at once."""
+        alias = self.alias(model_id)
+        weights = self._weights_of(alias)
+        arguments = self._arguments(alias, call)
+        with weights.lock, _context_errors():
+            called = self._tool_call(weights.llama, arguments, call)
+            return called or self._complete(weights.llama, arguments)
+
+    def stream(self, model_id: str, call: ChatCall) -> Iterator[str | Generation]:
+        """Text pieces as the model writes them, then the whole `Generation` (tool calls arrive only
+        in it: they are generated under a grammar and sent once complete)."""
+        alias = self.alias(model_id)
+        weights = self._weights_of(alias)
+        arguments = self._arguments(alias, call)
+        with weights.lock, _context_errors():
+            called = self._tool_call(weights.llama, arguments, call)
+            if called is not None:
+                yield called
+                return
+            yield from self._text(weights.llama, arguments)
+
+    def _tool_call(self, llama: Any, arguments: dict[str, Any], call: ChatCall) -> Generation | None:
+        """The call the model makes, or None when it answers with a message instead."""
+        if not call.tools or call.tool_mode == "none":
+            return None
+        names = [tool["function"]["name"] for tool in call.tools]
+        name = call.tool_name if call.tool_mode == "named" else None
+        if name is not None and name not in names:
+            raise ServingError(400, f"tool_choice names {name[:100]!r}, which is not among the tools")
+        if name is None:
+            chosen = self._complete(llama, {**arguments, "tools": call.tools, "tool_choice": "auto"})
+            if chosen.tool_calls or call.tool_mode == "auto":
+                return chosen if chosen.tool_calls else None
+            name = names[0]
+        choice = {"type": "function", "function": {"name": name}}
+        return self._complete(llama, {**arguments, "tools": call.tools, "tool_choice": choice})
+
+    @staticmethod
+    def _complete(llama: Any, arguments: dict[str, Any]) -> Generation:
+        response = llama.create_chat_completion(**arguments)
+        choice = response["choices"][0]
+        message = choice["message"]
+        calls = [
+            GeneratedCall(name=c["function"]["name"], arguments=c["function"]["arguments"])
+            for c in message.get("tool_calls") or []
+        ]
+        usage = response.get("usage") or {}
+        finish: Finish = (
+            "tool_calls" if calls else ("length" if choice.get("finish_reason") == "length" else "stop")
+        )
+        return Generation(
+            text=message.get("content") or "",
+            tool_calls=calls,
+            finish=finish,
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+        )
+
+    @staticmethod
+    def _text(llama: Any, arguments: dict[str, Any]) -> Iterator[str | Generation]:
+        pieces: list[str] = []
+        finish: Finish = "stop"
+        for chunk in llama.create_chat_completion(**arguments, stream=True):
+            choice = chunk["choices"][0]
+            piece = choice["delta"].get("content")
+            if piece:
+                pieces.append(piece)
+                yield piece
+            if choice.get("finish_reason") == "length":
+                finish = "length"
+        # A streamed completion reports no usage: each piece is one token, the rest of the context
+        # (as llama.cpp left it) is the prompt.
+        output_tokens = len(pieces)
+        yield Generation(
+            text="".join(pieces),
+            tool_calls=[],
+            finish=finish,
+            prompt_tokens=max(int(llama.n_tokens) - output_tokens, 0),
+            completion_tokens=output_tokens,
+        )
