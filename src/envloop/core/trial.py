@@ -13,7 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from envloop.core.status import ErrorType
 
 TrialEndStatus = Literal["completed", "failed", "cancelled"]
-SandboxMode = Literal["bwrap", "plain"]
+SandboxMode = Literal["bwrap", "plain", "docker"]
+EnvironmentChoice = Literal["local", "docker", "auto"]
+"""Where a Harbor task's commands run: this host's sandbox, a container of the task's image, or
+`auto` (a container when the task's Dockerfile needs one and a Docker daemon answers)."""
 
 
 class TrialSpec(BaseModel):
@@ -45,6 +48,12 @@ class TrialSpec(BaseModel):
     )
     run: int = Field(
         default=1, ge=1, description="which run of the trial this is (its lease); each run has its own files"
+    )
+    environment: EnvironmentChoice = Field(
+        default="local", description="where a Harbor task's commands run (EnvironmentChoice)"
+    )
+    builds_dir: Path | None = Field(
+        default=None, description="where task image builds are recorded (the docker environment's cache)"
     )
 
     @property

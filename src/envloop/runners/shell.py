@@ -44,8 +44,8 @@ from envloop.environments import (
     Environment,
     EnvironmentProvider,
     EnvironmentSetupError,
-    LocalEnvironmentProvider,
 )
+from envloop.environments.choice import choose_provider
 from envloop.runners.artifacts import keep_tree, mask_text, move_plain_tree
 from envloop.runners.base import RunnerParams, TaskKind
 from envloop.runners.shell_steps import RecordingEnvironment, verifier_step
@@ -94,7 +94,8 @@ class ShellRunner:
     description = "Harbor tasks: an agent works in a local sandbox, then tests/test.sh writes the reward"
 
     def __init__(self, provider: EnvironmentProvider | None = None) -> None:
-        self.provider: EnvironmentProvider = provider or LocalEnvironmentProvider()
+        self.provider = provider
+        """The provider every trial uses; None: the one its spec names (`environment`)."""
 
     def params_info(self) -> RunnerParams:
         read = {"AGENT_NAME", NETWORK_PARAM}
@@ -186,7 +187,10 @@ class ShellRunner:
         context: AbstractAsyncContextManager[Environment] | None = None
         try:
             task = _frozen_task(spec.task_dir, spec.task_name)
-            context = self.provider.instance(task, spec)
+            provider, choice_warning = (
+                (self.provider, None) if self.provider is not None else await choose_provider(task, spec)
+            )
+            context = provider.instance(task, spec)
             environment = await context.__aenter__()
         except Exception as exc:
             phases.append(PhaseRecord(name="setup", started_at=started, ended_at=_now()))
@@ -206,6 +210,8 @@ class ShellRunner:
             outcome.warnings.append(f"teardown failed: {exc}")
         outcome.phases.append(PhaseRecord(name="teardown", started_at=started, ended_at=_now()))
         outcome.warnings.extend(environment.warnings)
+        if choice_warning is not None:
+            outcome.warnings.append(choice_warning)
         outcome.sandbox = environment.mode
         outcome.sandbox_note = environment.note
         return outcome

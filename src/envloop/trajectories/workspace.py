@@ -40,10 +40,33 @@ class FileState:
 Snapshot = dict[str, FileState]
 
 
+def link_state(target: str, mtime_ns: int) -> FileState:
+    """A symlink as a snapshot records it: its target, never what the target holds."""
+    return FileState(len(target), mtime_ns, "link:" + target, text=f"-> {target}\n")
+
+
+def content_state(size: int, mtime_ns: int, digest: str, head: bytes) -> FileState:
+    """A regular file from its sha256 hex `digest` and the start of its content (at least
+    `TEXT_LIMIT` bytes when it is longer), kept as text when it is short UTF-8 without NULs."""
+    text: str | None = None
+    binary = b"\0" in head[:8192]
+    if not binary and size <= TEXT_LIMIT:
+        try:
+            text = head.decode("utf-8")
+        except UnicodeDecodeError:
+            binary = True
+    return FileState(size, mtime_ns, "sha256:" + digest, text, binary)
+
+
+def is_racy(mtime_ns: int, taken_ns: int) -> bool:
+    """Modified so shortly before a snapshot taken at `taken_ns` that size and time cannot vouch
+    for it next time."""
+    return mtime_ns >= taken_ns - _RACY_NS
+
+
 def _read_state(path: str, info: os.stat_result) -> FileState | None:
     if stat.S_ISLNK(info.st_mode):
-        target = str(Path(path).readlink())
-        return FileState(len(target), info.st_mtime_ns, "link:" + target, text=f"-> {target}\n")
+        return link_state(str(Path(path).readlink()), info.st_mtime_ns)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -55,14 +78,7 @@ def _read_state(path: str, info: os.stat_result) -> FileState | None:
             if len(head) <= TEXT_LIMIT:
                 head += chunk
             digest.update(chunk)
-    text: str | None = None
-    binary = b"\0" in head[:8192]
-    if not binary and info.st_size <= TEXT_LIMIT:
-        try:
-            text = head.decode("utf-8")
-        except UnicodeDecodeError:
-            binary = True
-    return FileState(info.st_size, info.st_mtime_ns, "sha256:" + digest.hexdigest(), text, binary)
+    return content_state(info.st_size, info.st_mtime_ns, digest.hexdigest(), head)
 
 
 def _entries(directory: str) -> list[os.DirEntry[str]]:
@@ -76,7 +92,7 @@ def _entries(directory: str) -> list[os.DirEntry[str]]:
 def snapshot(root: Path, previous: Snapshot | None = None) -> Snapshot:
     """Every regular file and symlink under `root`, by relative path (tool caches skipped)."""
     earlier_states = previous or {}
-    racy_after = time.time_ns() - _RACY_NS
+    taken = time.time_ns()
     states: Snapshot = {}
     pending = [("", str(root))]
     while pending:
@@ -110,7 +126,7 @@ def snapshot(root: Path, previous: Snapshot | None = None) -> Snapshot:
                 continue
             state = _read_state(entry.path, info)
             if state is not None:
-                states[rel] = replace(state, racy=True) if info.st_mtime_ns >= racy_after else state
+                states[rel] = replace(state, racy=True) if is_racy(info.st_mtime_ns, taken) else state
         pending.extend(reversed(subdirectories))
     return states
 

@@ -1,0 +1,58 @@
+"""Which environment a trial runs in: the job's (or worker's) choice, with `auto` decided per task.
+
+`auto` runs a task in a container when its Dockerfile has instructions the local sandbox does not
+execute (RUN, USER, …) and a Docker daemon answers; otherwise in the local sandbox, saying why when
+a container was wanted but no daemon answered.
+"""
+
+import time
+from pathlib import Path
+
+from envloop.core.trial import TrialSpec
+from envloop.environments.base import EnvironmentProvider, EnvironmentSetupError
+from envloop.environments.docker.cli import DockerUnavailableError, daemon_version
+from envloop.environments.docker.images import BuildRecords
+from envloop.environments.docker.provider import DockerEnvironmentProvider
+from envloop.environments.instance import read_plan
+from envloop.environments.local import LocalEnvironmentProvider
+from envloop.tasks.model import HarborTask
+
+_DAEMON_CHECK_SEC = 30.0
+_daemon_seen_at = -_DAEMON_CHECK_SEC
+
+
+async def _daemon_answers() -> bool:
+    """Whether a Docker daemon answers; a yes is trusted for a while so each trial does not ask."""
+    global _daemon_seen_at  # noqa: PLW0603 (one answer per worker process, refreshed)
+    if time.monotonic() - _daemon_seen_at < _DAEMON_CHECK_SEC:
+        return True
+    try:
+        await daemon_version()
+    except (DockerUnavailableError, OSError):
+        return False
+    _daemon_seen_at = time.monotonic()
+    return True
+
+
+def docker_provider(spec: TrialSpec) -> DockerEnvironmentProvider:
+    return DockerEnvironmentProvider(BuildRecords(spec.builds_dir or Path(spec.instance_root) / "builds"))
+
+
+async def choose_provider(task: HarborTask, spec: TrialSpec) -> tuple[EnvironmentProvider, str | None]:
+    """The provider for this trial, and a warning when `auto` wanted a container it could not have."""
+    if spec.environment == "docker":
+        return docker_provider(spec), None
+    if spec.environment == "local":
+        return LocalEnvironmentProvider(), None
+    try:
+        needs = read_plan(task).warning()
+    except EnvironmentSetupError:
+        needs = None  # the local provider reports an unreadable Dockerfile itself
+    if needs is None:
+        return LocalEnvironmentProvider(), None
+    if await _daemon_answers():
+        return docker_provider(spec), None
+    return (
+        LocalEnvironmentProvider(),
+        f"environment auto: {needs}, and no Docker daemon answers to run it in a container",
+    )

@@ -1,0 +1,175 @@
+"""Snapshots of a container's working directory, for trajectories, taken through exec.
+
+A listing (`find -printf`: type, size, modification time, path, link target) comes out in one
+exec; only the files that are new or whose size or time changed since the previous snapshot are
+read again: short ones (up to `TEXT_LIMIT`) as one tar stream, whose content gives their digest and
+text, longer ones by `sha256sum` inside the container. The same bounds as the local walk hold
+(`FILE_LIMIT` files, tool caches skipped), plus a cap on the bytes one snapshot copies out; a file
+past that cap is recorded by its digest only. Links are recorded, never followed.
+
+The commands are the image's own (GNU find, tar and sha256sum, as Debian and Ubuntu images have);
+where they are missing, the snapshot is empty and says so once.
+"""
+
+import contextlib
+import hashlib
+import tarfile
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from envloop.environments.docker.containers import Container
+from envloop.environments.docker.transfer import DEFAULT_MAX_BYTES
+from envloop.trajectories.workspace import (
+    FILE_LIMIT,
+    SKIPPED_DIRS,
+    TEXT_LIMIT,
+    FileState,
+    Snapshot,
+    content_state,
+    is_racy,
+    link_state,
+)
+
+COPY_LIMIT = 64 << 20
+"""Bytes of short files one snapshot copies out of the container at most."""
+SNAPSHOT_TIMEOUT_SEC = 120.0
+
+_PRUNED = " -o ".join(f"-name {name}" for name in sorted(SKIPPED_DIRS))
+LIST_SCRIPT = (
+    'cd -- "$1" 2>/dev/null || exit 0; '
+    f"find . -xdev -mindepth 1 \\( -type d \\( {_PRUNED} \\) -prune \\) -o "
+    "\\( \\( -type f -o -type l \\) -printf '%y %s %T@ %P\\0%l\\0' \\)"
+)
+
+
+def _mtime_ns(text: str) -> int:
+    seconds, _, fraction = text.partition(".")
+    return int(seconds) * 1_000_000_000 + int((fraction + "000000000")[:9])
+
+
+def parse_listing(data: bytes) -> list[tuple[str, str, int, int, str]]:
+    """(path, kind f|l, size, mtime_ns, link target) per entry of LIST_SCRIPT's output, by path."""
+    fields = data.split(b"\0")
+    entries = []
+    for header, target in zip(fields[0::2], fields[1::2], strict=False):
+        parts = header.decode("utf-8", errors="surrogateescape").split(" ", 3)
+        if len(parts) != 4 or parts[0] not in ("f", "l") or not parts[1].isdigit():
+            continue
+        try:
+            mtime = _mtime_ns(parts[2])
+        except ValueError:
+            continue
+        link = target.decode("utf-8", errors="replace")
+        entries.append((parts[3], parts[0], int(parts[1]), mtime, link))
+    entries.sort()
+    return entries[:FILE_LIMIT]
+
+
+class ContainerSnapshots:
+    """Snapshots of one container's working directory."""
+
+    def __init__(self, container: Container, workdir: str) -> None:
+        self.container = container
+        self.workdir = workdir
+        self.problem: str | None = None
+        """Why snapshots are empty (the image lacks the tools), once known."""
+
+    async def take(self, previous: Snapshot | None = None) -> Snapshot:
+        if self.problem is not None:
+            return {}
+        earlier = previous or {}
+        taken = time.time_ns()
+        with tempfile.TemporaryDirectory(prefix="envloop-snapshot-") as scratch:
+            listing = Path(scratch) / "listing"
+            result = await self.container.exec(
+                ["sh", "-c", LIST_SCRIPT, "snapshot", self.workdir],
+                user="0",
+                timeout=SNAPSHOT_TIMEOUT_SEC,
+                stdout_path=listing,
+            )
+            if result.exit_code != 0:
+                why = result.stderr.strip()[-200:] or f"exit code {result.exit_code}"
+                self.problem = f"no file changes recorded: the working directory could not be listed ({why})"
+                return {}
+            states: Snapshot = {}
+            short: list[tuple[str, int, int]] = []
+            long: list[tuple[str, int, int]] = []
+            budget = COPY_LIMIT
+            for path, kind, size, mtime, link in parse_listing(listing.read_bytes()):
+                known = earlier.get(path)
+                if known is not None and not known.racy and (known.size, known.mtime_ns) == (size, mtime):
+                    states[path] = known
+                elif kind == "l":
+                    states[path] = link_state(link, mtime)
+                elif size <= TEXT_LIMIT and size <= budget:
+                    budget -= size
+                    short.append((path, size, mtime))
+                else:
+                    long.append((path, size, mtime))
+            fresh = await self._read_short(short, Path(scratch)) | await self._hash_long(long, Path(scratch))
+        for path, state in fresh.items():
+            states[path] = replace(state, racy=True) if is_racy(state.mtime_ns, taken) else state
+        return dict(sorted(states.items()))
+
+    async def _read_short(self, files: Sequence[tuple[str, int, int]], scratch: Path) -> dict[str, FileState]:
+        """Short files' states from one tar stream of them (a file that vanished meanwhile is left out)."""
+        if not files:
+            return {}
+        archive = scratch / "short.tar"
+        await self.container.exec(
+            [
+                "tar",
+                "-C",
+                self.workdir,
+                "--ignore-failed-read",
+                "-cf",
+                "-",
+                "--null",
+                "--no-recursion",
+                "-T",
+                "-",
+            ],
+            user="0",
+            timeout=SNAPSHOT_TIMEOUT_SEC,
+            stdin=b"".join(path.encode("utf-8", errors="surrogateescape") + b"\0" for path, _, _ in files),
+            stdout_path=archive,
+        )
+        times = {path: mtime for path, _, mtime in files}
+        states: dict[str, FileState] = {}
+        with contextlib.suppress(tarfile.TarError, EOFError, OSError), tarfile.open(archive, "r|") as tar:
+            for info in tar:
+                if not info.isreg() or info.name not in times or info.size > TEXT_LIMIT:
+                    continue
+                source = tar.extractfile(info)
+                data = source.read() if source is not None else b""
+                digest = hashlib.sha256(data).hexdigest()
+                states[info.name] = content_state(len(data), times[info.name], digest, data)
+        return states
+
+    async def _hash_long(self, files: Sequence[tuple[str, int, int]], scratch: Path) -> dict[str, FileState]:
+        """Long files' digests, computed inside (their content never leaves the container)."""
+        if not files:
+            return {}
+        sums = scratch / "sums"
+        await self.container.exec(
+            ["sh", "-c", 'cd -- "$1" && xargs -0 sha256sum -z --', "hash", self.workdir],
+            user="0",
+            timeout=SNAPSHOT_TIMEOUT_SEC,
+            stdin=b"".join(path.encode("utf-8", errors="surrogateescape") + b"\0" for path, _, _ in files),
+            stdout_path=sums,
+        )
+        known = {path: (size, mtime) for path, size, mtime in files}
+        states: dict[str, FileState] = {}
+        for line in sums.read_bytes()[:DEFAULT_MAX_BYTES].split(b"\0"):
+            digest, _, name = line.partition(b"  ")
+            path = name.decode("utf-8", errors="surrogateescape")
+            if path in known and len(digest) == 64:
+                size, mtime = known[path]
+                states[path] = FileState(size, mtime, "sha256:" + digest.decode(), None, binary=False)
+        return states
+
+
+__all__ = ["ContainerSnapshots", "parse_listing"]
