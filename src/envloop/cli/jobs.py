@@ -53,6 +53,15 @@ def submit(
     verifier_timeout: Annotated[
         float | None, typer.Option("--verifier-timeout", help="Seconds; overrides task.toml.")
     ] = None,
+    environment: Annotated[
+        str | None,
+        typer.Option(
+            "--environment",
+            help="Where Harbor tasks run: local (this host's sandbox), docker (a container of the task's "
+            "image) or auto (docker when the Dockerfile needs it and a daemon answers). Default: the "
+            "worker's choice, local unless it was started otherwise.",
+        ),
+    ] = None,
     request_id: Annotated[
         str | None, typer.Option("--request-id", help="Makes submission idempotent.")
     ] = None,
@@ -83,6 +92,7 @@ def submit(
         "concurrency": concurrency,
         "agent_timeout_sec": agent_timeout,
         "verifier_timeout_sec": verifier_timeout,
+        "environment": environment,
         "request_id": request_id,
         "tags": _tags(tag) if tag else None,
     }

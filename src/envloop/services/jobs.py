@@ -3,7 +3,7 @@
 import hashlib
 import json
 from datetime import datetime
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import func, insert, select
@@ -12,14 +12,16 @@ from sqlalchemy.orm import Session
 
 from envloop.core.ids import new_id
 from envloop.core.status import JobStatus, TrialStatus
+from envloop.core.trial import EnvironmentChoice
 from envloop.runners.registry import UnknownRunnerError, get_runner
+from envloop.services.builds import task_build
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, resolve_dataset
 from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.services.profiles import resolve_profile, resolved_params
 from envloop.services.refs import dataset_ref
 from envloop.store import queue
-from envloop.store.tables import Dataset, Job, JobProfile, Profile, Trial
+from envloop.store.tables import Dataset, DatasetMember, Job, JobProfile, Profile, Trial
 
 MAX_ATTEMPTS = 1000
 JOB_CONFIG_SCHEMA = "envloop.job/v1"
@@ -39,6 +41,11 @@ class JobRequest(BaseModel):
     concurrency: int | None = Field(default=None, ge=1)
     agent_timeout_sec: float | None = Field(default=None, gt=0)
     verifier_timeout_sec: float | None = Field(default=None, gt=0)
+    environment: EnvironmentChoice | None = Field(
+        default=None,
+        description="where Harbor tasks run: local (this host's sandbox), docker (a container of the "
+        "task's image) or auto; unset, each worker's own choice (local unless it was started otherwise)",
+    )
     tags: dict[str, str] = Field(default_factory=dict)
     request_id: str | None = Field(default=None, min_length=1, max_length=200)
 
@@ -55,6 +62,7 @@ class JobView(BaseModel):
     max_steps: int | None
     agent_timeout_sec: float | None
     verifier_timeout_sec: float | None
+    environment: EnvironmentChoice | None = None
     tags: dict[str, str]
     request_id: str | None
     cancel_requested: bool
@@ -91,7 +99,9 @@ def parse_job_config_dict(data: dict[str, object], source: str = "request") -> J
 
 
 def _request_digest(request: JobRequest) -> str:
-    body = request.model_dump(mode="json", exclude={"request_id"})
+    # A request that names no environment digests as it did before jobs could name one.
+    unset = {"environment"} if request.environment is None else set()
+    body = request.model_dump(mode="json", exclude={"request_id", *unset})
     return "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
@@ -152,7 +162,29 @@ def _validate(
             warnings.append(
                 f"profile {pref}: {runner.ref} does not read {', '.join(sorted(unread))} (no effect)"
             )
+    if request.environment is not None and dataset.kind != "harbor":
+        warnings.append(
+            f"--environment {request.environment}: {ref} holds chat rows, which run in no environment"
+        )
+    if request.environment == "docker":
+        _refuse_failed_builds(ctx, [m for m in members if m.name in chosen])
     return dataset, profiles, tasks, warnings
+
+
+def _refuse_failed_builds(ctx: Context, members: list[DatasetMember]) -> None:
+    """A job in containers refuses tasks whose image is recorded as failing to build: each of their
+    trials could only end in an environment error."""
+    failed = []
+    for member in members:
+        record = task_build(ctx, member.digest)
+        if record is not None and record.status == "failed":
+            failed.append(f"{member.name} ({record.reason})")
+    if failed:
+        shown = "; ".join(failed[:5]) + (f"; and {len(failed) - 5} more" if len(failed) > 5 else "")
+        raise UserError(
+            f"{len(failed)} task(s) whose image failed to build cannot run in docker: {shown} "
+            "(fix the Dockerfile and push a new revision, or rebuild with el dataset build --force)"
+        )
 
 
 def submit_job(ctx: Context, request: JobRequest) -> SubmitResult:
@@ -198,6 +230,7 @@ def _create(
         max_steps=request.max_steps,
         agent_timeout_sec=request.agent_timeout_sec,
         verifier_timeout_sec=request.verifier_timeout_sec,
+        environment=request.environment,
         tasks=tasks,
         tags=request.tags,
         request_id=request.request_id,
@@ -272,6 +305,7 @@ def _view(session: Session, job: Job) -> JobView:
         max_steps=job.max_steps,
         agent_timeout_sec=job.agent_timeout_sec,
         verifier_timeout_sec=job.verifier_timeout_sec,
+        environment=cast(EnvironmentChoice | None, job.environment),
         tags=dict(job.tags),
         request_id=job.request_id,
         cancel_requested=job.cancel_requested,

@@ -125,6 +125,8 @@ class Job(Base):
     max_steps: Mapped[int | None] = mapped_column(Integer)
     agent_timeout_sec: Mapped[float | None] = mapped_column(Float)
     verifier_timeout_sec: Mapped[float | None] = mapped_column(Float)
+    environment: Mapped[str | None] = mapped_column(String(20))
+    """local, docker or auto; None: each worker's own choice (`el worker --environment`)."""
     tasks: Mapped[list[Any]] = mapped_column(JSON)
     """Selected member names, in dataset order."""
     tags: Mapped[dict[str, Any]] = mapped_column(JSON)
