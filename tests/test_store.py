@@ -7,6 +7,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
 from envloop.store.db import HEAD_REVISION, MIGRATIONS_DIR, Store, make_engine
@@ -53,3 +54,27 @@ def test_a_store_made_by_the_first_release_is_upgraded_in_place(store_url: str) 
         assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == HEAD_REVISION
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
         assert conn.execute(text("SELECT name FROM projects WHERE id = 'prj_old'")).scalar() == "old"
+
+
+def test_the_store_knows_the_newest_migration_so_every_older_store_is_upgraded() -> None:
+    """Opening a store skips Alembic when it is at HEAD_REVISION: were that not the newest migration,
+    a store at HEAD_REVISION would never get the newer ones."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    assert ScriptDirectory.from_config(config).get_current_head() == HEAD_REVISION
+
+
+@pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
+def test_a_store_at_each_earlier_revision_is_upgraded_to_the_models(store_url: str) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    revisions = [r.revision for r in ScriptDirectory.from_config(config).walk_revisions()]
+    engine = make_engine(store_url)
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, revisions[1])  # the one before the newest
+    engine.dispose()
+    store = Store(store_url)
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == revisions[0]
+        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
