@@ -4,17 +4,16 @@ import asyncio
 import contextlib
 import logging
 import signal
-from typing import Annotated, cast, get_args
+from typing import Annotated
 
 import typer
 
 from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out, table
 from envloop.cli.state import context
-from envloop.core.trial import EnvironmentChoice
 from envloop.scheduling.background import try_hold_lock
+from envloop.scheduling.executor import choose_executor
 from envloop.scheduling.worker import Worker, WorkerConfig
-from envloop.services.errors import UserError
 
 runner_app = typer.Typer(help="Runners: the versioned harnesses that execute tasks.", no_args_is_help=True)
 
@@ -29,13 +28,13 @@ def worker(
     lease_ttl: Annotated[
         float, typer.Option("--lease-ttl", min=1, help="Seconds before a silent worker's trials are re-run.")
     ] = 30.0,
-    environment: Annotated[
-        str,
-        typer.Option(
-            "--environment",
-            help="Where trials of jobs that chose none run: local, docker or auto.",
-        ),
+    executor: Annotated[
+        str, typer.Option("--executor", help="Where trials run: local (this machine) or ray (a Ray cluster).")
     ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option("--ray-address", help="The Ray cluster (host:port; default RAY_ADDRESS, else auto)."),
+    ] = None,
     background: Annotated[bool, typer.Option("--background", hidden=True)] = False,
 ) -> None:
     """Run a worker in the foreground on the store: claim trials from the queue and run them."""
@@ -45,17 +44,13 @@ def worker(
     if background and lock is None:
         note("a background worker is already running for this store")
         return
-    if environment not in get_args(EnvironmentChoice):
-        raise UserError(f"--environment {environment[:40]!r}: expected local, docker or auto")
-    config = WorkerConfig(
-        idle_exit=idle_exit,
-        background=background,
-        lease_ttl=lease_ttl,
-        environment=cast(EnvironmentChoice, environment),
-    )
+    config = WorkerConfig(idle_exit=idle_exit, background=background, lease_ttl=lease_ttl)
     if capacity is not None:
         config.capacity = capacity
-    runner = Worker(ctx, config)
+    chosen, suggested = choose_executor(executor, ray_address)
+    if capacity is None and suggested is not None:
+        config.capacity = suggested
+    runner = Worker(ctx, config, executor=chosen)
     note(f"worker {runner.id} on {ctx.store.url} (capacity {config.capacity})")
 
     async def main() -> None:

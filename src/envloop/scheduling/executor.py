@@ -1,13 +1,25 @@
-"""Executors run one trial spec to an outcome. Local runs it in this process; a later one sends it to Ray."""
+"""Executors run one trial spec to an outcome: LocalExecutor in this process, RayExecutor
+(envloop.scheduling.ray_executor) on a Ray cluster."""
 
+import os
 from typing import Protocol
 
 from envloop.core.trial import TrialOutcome, TrialSpec
 from envloop.runners.registry import get_runner
+from envloop.services.errors import UserError
+
+EXECUTORS = ("local", "ray")
+
+
+class RunLost(Exception):
+    """The run ended for a reason outside the trial (the machine running it died): the worker hands
+    the trial back to the queue for a new run instead of recording an outcome."""
 
 
 class Executor(Protocol):
-    async def execute(self, spec: TrialSpec) -> TrialOutcome: ...
+    async def execute(self, spec: TrialSpec) -> TrialOutcome:
+        """Run the trial; its kept files end up in `spec.artifacts_dir` on this machine."""
+        ...
 
 
 class LocalExecutor:
@@ -15,3 +27,18 @@ class LocalExecutor:
 
     async def execute(self, spec: TrialSpec) -> TrialOutcome:
         return await get_runner(spec.runner).run(spec)
+
+
+def choose_executor(kind: str, ray_address: str | None) -> tuple[Executor, int | None]:
+    """The executor `el worker --executor KIND` names, and the capacity it suggests when none is
+    given (a Ray cluster's CPUs; None: the worker's default). Ray is imported only when chosen."""
+    if kind == "local":
+        if ray_address is not None:
+            raise UserError("--ray-address goes with --executor ray")
+        return LocalExecutor(), None
+    if kind == "ray":
+        from envloop.scheduling.ray_executor import RayExecutor  # noqa: PLC0415
+
+        executor = RayExecutor(ray_address or os.environ.get("RAY_ADDRESS") or "auto")
+        return executor, max(1, executor.cluster_cpus())
+    raise UserError(f"--executor {kind[:40]!r}: expected {' or '.join(EXECUTORS)}")

@@ -22,11 +22,10 @@ from sqlalchemy import delete, select, update
 
 from envloop.core.ids import new_id
 from envloop.core.status import TERMINAL
-from envloop.core.trial import EnvironmentChoice, TrialError, TrialOutcome, TrialSpec
-from envloop.environments.docker import DockerError, sweep_orphans
+from envloop.core.trial import TrialError, TrialOutcome, TrialSpec
 from envloop.environments.instance import instances_under, remove_instance
 from envloop.models import close_clients
-from envloop.scheduling.executor import Executor, LocalExecutor
+from envloop.scheduling.executor import Executor, LocalExecutor, RunLost
 from envloop.services.context import Context
 from envloop.services.profiles import resolved_params
 from envloop.store import queue
@@ -40,12 +39,13 @@ _COALESCE_SEC = 0.003
 FETCH_DELAYS_SEC = (0.5, 2.0)
 """Pauses between the tries of one run to fetch a task archive from the artifact store."""
 HAND_BACK_RUNS = 3
-"""A trial whose archive this worker cannot fetch goes back to the queue for another worker until it
-has been claimed this many times; then it fails with a retryable infrastructure error."""
+"""A trial whose archive this worker cannot fetch, or whose run was lost with the machine running it,
+goes back to the queue for a new run until it has been claimed this many times; then it fails with
+an infrastructure error that says so."""
 
 
 class _HandedBack(Exception):
-    """The trial's task archive could not be fetched here: the trial goes back to the queue."""
+    """The trial goes back to the queue for a new run (its archive was out of reach, or its run lost)."""
 
 
 @dataclass
@@ -56,8 +56,6 @@ class WorkerConfig:
     idle_exit: float | None = None
     """Exit after the queue has stayed empty this long (background workers); None: run until stopped."""
     background: bool = False
-    environment: EnvironmentChoice = "local"
-    """Where trials of jobs that chose no environment run (`el worker --environment`)."""
 
 
 def _run_id(claimed: ClaimedTrial) -> str:
@@ -88,7 +86,6 @@ class _JobInfo:
     dataset_id: str
     scorer: str | None
     """Set for JSONL datasets, whose trials carry their row instead of a task directory."""
-    environment: EnvironmentChoice | None = None
 
 
 @dataclass
@@ -123,7 +120,6 @@ class Worker:
         _watch_children_with_pidfds()
         self._register()
         self._settle_dead_runs()
-        await self._sweep_containers()
         idle_since = time.monotonic()
         next_upkeep = 0.0
         finished: list[tuple[ClaimedTrial, TrialOutcome]] = []
@@ -194,7 +190,8 @@ class Worker:
             try:
                 spec = spec.model_copy(update={"task_dir": await self._task_dir(claimed)})
             except ArtifactStoreUnavailableError as exc:
-                return await self._unfetchable(claimed, exc)
+                reason = "could not fetch the task archive on {runs} runs: {exc} (retryable: run it again "
+                return await self._hand_back(claimed, exc, reason + "once the artifact store is reachable)")
             except Exception as exc:  # a broken task archive must not take the worker down
                 log.exception("could not prepare trial %s", claimed.trial_id)
                 return _infrastructure_error(f"could not prepare trial: {exc}")
@@ -205,20 +202,20 @@ class Worker:
             return outcome
         except asyncio.CancelledError:
             raise
+        except RunLost as exc:
+            return await self._hand_back(claimed, exc, "lost its run on {runs} runs: {exc}")
         except Exception as exc:
             log.exception("trial %s crashed in the runner", spec.trial_id)
             return _infrastructure_error(f"{type(exc).__name__}: {exc}")
 
-    async def _unfetchable(self, claimed: ClaimedTrial, exc: ArtifactStoreUnavailableError) -> TrialOutcome:
-        """Hand the trial back for another worker, or fail it once it has had its share of runs."""
+    async def _hand_back(self, claimed: ClaimedTrial, exc: Exception, failure: str) -> TrialOutcome:
+        """Hand the trial back to the queue for a new run, or, once it has had its share of runs,
+        fail it with `failure` (formatted with `runs` and `exc`)."""
         runs = await asyncio.to_thread(self._runs_of, claimed.trial_id)
         if runs < HAND_BACK_RUNS:
             log.warning("trial %s: %s; handed back to the queue", claimed.trial_id, exc)
             raise _HandedBack from exc
-        return _infrastructure_error(
-            f"could not fetch the task archive on {runs} runs: {exc} "
-            "(retryable: run it again once the artifact store is reachable)"
-        )
+        return _infrastructure_error(failure.format(runs=runs, exc=exc))
 
     async def _task_dir(self, claimed: ClaimedTrial) -> Path:
         """The unpacked task, fetched through the artifact store (off the event loop) unless this
@@ -318,8 +315,6 @@ class Worker:
             verifier_timeout_sec=job.verifier_timeout_sec,
             max_steps=job.max_steps,
             run=claimed.lease_token,
-            environment=job.environment or self.config.environment,
-            builds_dir=self.ctx.artifacts.root / "builds",
         )
 
     def _job(self, job_id: str) -> _JobInfo:
@@ -336,7 +331,6 @@ class Worker:
                     job.max_steps,
                     dataset.id,
                     dataset.scorer if dataset.kind == "jsonl" else None,
-                    job.environment,  # type: ignore[arg-type]
                 )
         return self._jobs[job_id]
 
@@ -360,16 +354,6 @@ class Worker:
                     f"{profile.name}@{profile.version}", params, secrets
                 )
         return self._profiles[profile_id]
-
-    async def _sweep_containers(self) -> None:
-        """Remove the trial containers of workers on this host that died (they could not remove
-        their own); without a Docker daemon there are none."""
-        try:
-            removed = await sweep_orphans()
-        except (DockerError, OSError):
-            return
-        if removed:
-            log.info("removed %d container(s) of workers that are gone", len(removed))
 
     def _settle_dead_runs(self) -> None:
         """Files of runs whose workers died. A staged run whose result was recorded is published (its

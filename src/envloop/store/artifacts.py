@@ -67,7 +67,7 @@ def _single_name(trial_id: str) -> bool:
     return "/" not in trial_id and _kept_path(trial_id) == trial_id
 
 
-def _regular_files(root: Path) -> list[tuple[Path, str]]:
+def regular_files(root: Path) -> list[tuple[Path, str]]:
     """Regular files under `root` (never through a link) with their relative POSIX paths."""
     found = []
     for folder, dirs, files in os.walk(root):
@@ -185,7 +185,7 @@ class ArtifactStore:
     def _upload(self, staged: Path, trial_id: str) -> None:
         assert self.remote is not None
         prefix = f"trials/{trial_id}"
-        files = _regular_files(staged) if staged.is_dir() else []
+        files = regular_files(staged) if staged.is_dir() else []
         earlier = self.remote.listing(prefix)
         self.remote.upload((path, f"{prefix}/{rel}") for path, rel in files)
         kept = {rel for _, rel in files}
