@@ -4,16 +4,18 @@ import asyncio
 import contextlib
 import logging
 import signal
-from typing import Annotated
+from typing import Annotated, cast, get_args
 
 import typer
 
 from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out, table
 from envloop.cli.state import context
+from envloop.core.trial import EnvironmentChoice
 from envloop.scheduling.background import try_hold_lock
 from envloop.scheduling.executor import choose_executor
 from envloop.scheduling.worker import Worker, WorkerConfig
+from envloop.services.errors import UserError
 
 runner_app = typer.Typer(help="Runners: the versioned harnesses that execute tasks.", no_args_is_help=True)
 
@@ -28,6 +30,13 @@ def worker(
     lease_ttl: Annotated[
         float, typer.Option("--lease-ttl", min=1, help="Seconds before a silent worker's trials are re-run.")
     ] = 30.0,
+    environment: Annotated[
+        str,
+        typer.Option(
+            "--environment",
+            help="Where trials of jobs that chose none run: local, docker or auto.",
+        ),
+    ] = "local",
     executor: Annotated[
         str, typer.Option("--executor", help="Where trials run: local (this machine) or ray (a Ray cluster).")
     ] = "local",
@@ -44,7 +53,14 @@ def worker(
     if background and lock is None:
         note("a background worker is already running for this store")
         return
-    config = WorkerConfig(idle_exit=idle_exit, background=background, lease_ttl=lease_ttl)
+    if environment not in get_args(EnvironmentChoice):
+        raise UserError(f"--environment {environment[:40]!r}: expected local, docker or auto")
+    config = WorkerConfig(
+        idle_exit=idle_exit,
+        background=background,
+        lease_ttl=lease_ttl,
+        environment=cast(EnvironmentChoice, environment),
+    )
     if capacity is not None:
         config.capacity = capacity
     chosen, suggested = choose_executor(executor, ray_address)

@@ -22,7 +22,8 @@ from sqlalchemy import delete, select, update
 
 from envloop.core.ids import new_id
 from envloop.core.status import TERMINAL
-from envloop.core.trial import TrialError, TrialOutcome, TrialSpec
+from envloop.core.trial import EnvironmentChoice, TrialError, TrialOutcome, TrialSpec
+from envloop.environments.docker import DockerError, sweep_orphans
 from envloop.environments.instance import instances_under, remove_instance
 from envloop.models import close_clients
 from envloop.scheduling.executor import Executor, LocalExecutor, RunLost
@@ -56,6 +57,8 @@ class WorkerConfig:
     idle_exit: float | None = None
     """Exit after the queue has stayed empty this long (background workers); None: run until stopped."""
     background: bool = False
+    environment: EnvironmentChoice = "local"
+    """Where trials of jobs that chose no environment run (`el worker --environment`)."""
 
 
 def _run_id(claimed: ClaimedTrial) -> str:
@@ -86,6 +89,7 @@ class _JobInfo:
     dataset_id: str
     scorer: str | None
     """Set for JSONL datasets, whose trials carry their row instead of a task directory."""
+    environment: EnvironmentChoice | None = None
 
 
 @dataclass
@@ -120,6 +124,7 @@ class Worker:
         _watch_children_with_pidfds()
         self._register()
         self._settle_dead_runs()
+        await self._sweep_containers()
         idle_since = time.monotonic()
         next_upkeep = 0.0
         finished: list[tuple[ClaimedTrial, TrialOutcome]] = []
@@ -315,6 +320,8 @@ class Worker:
             verifier_timeout_sec=job.verifier_timeout_sec,
             max_steps=job.max_steps,
             run=claimed.lease_token,
+            environment=job.environment or self.config.environment,
+            builds_dir=self.ctx.artifacts.root / "builds",
         )
 
     def _job(self, job_id: str) -> _JobInfo:
@@ -331,6 +338,7 @@ class Worker:
                     job.max_steps,
                     dataset.id,
                     dataset.scorer if dataset.kind == "jsonl" else None,
+                    job.environment,  # type: ignore[arg-type]
                 )
         return self._jobs[job_id]
 
@@ -354,6 +362,16 @@ class Worker:
                     f"{profile.name}@{profile.version}", params, secrets
                 )
         return self._profiles[profile_id]
+
+    async def _sweep_containers(self) -> None:
+        """Remove the trial containers of workers on this host that died (they could not remove
+        their own); without a Docker daemon there are none."""
+        try:
+            removed = await sweep_orphans()
+        except (DockerError, OSError):
+            return
+        if removed:
+            log.info("removed %d container(s) of workers that are gone", len(removed))
 
     def _settle_dead_runs(self) -> None:
         """Files of runs whose workers died. A staged run whose result was recorded is published (its
