@@ -106,6 +106,14 @@ def test_the_job_page_shows_the_seed_examples_coverage_as_the_api_computes_it(
     assert f"pass@2 {format_score(metrics.pass_at_k)}" in text and "pass@2 100%" in text
     assert f"pass^2 {format_score(metrics.pass_hat_k)}" in text and "pass^2 50%" in text
     assert "1 missing: 1 finished without a reward" in text
+    # How the trials were isolated and what they warn about, as the API's diagnosis says.
+    with server.http() as http:
+        found = http.get(f"/v1/jobs/{jobs.seed}/diagnosis").json()
+    assert "Sandbox and warnings" in text
+    for mode, count in found["sandboxes"].items():
+        assert f"{count} {mode}" in text
+    for warning in found["warnings"]:
+        assert warning["text"] in text
 
 
 def test_pages_without_credentials_send_the_browser_to_the_login_form(server: Server, jobs: Jobs) -> None:

@@ -29,6 +29,7 @@ from envloop.core.trajectory import Trajectory
 from envloop.runners.base import RunnerInfo
 from envloop.services.compare import Comparison
 from envloop.services.datasets import DatasetView
+from envloop.services.diagnosis import JobDiagnosis
 from envloop.services.errors import ConflictError, NotFoundError, ServerError, UserError
 from envloop.services.jobs import JobRequest, JobView, SubmitResult
 from envloop.services.keys import ApiKeyView, CreatedKey
@@ -223,6 +224,9 @@ class Client:
 
     def job_result(self, job_id: str) -> JobResult:
         return self._get(f"/v1/jobs/{quote(job_id)}/result", JobResult)
+
+    def job_diagnosis(self, job_id: str) -> JobDiagnosis:
+        return self._get(f"/v1/jobs/{quote(job_id)}/diagnosis", JobDiagnosis)
 
     def cancel_job(self, job_id: str) -> JobView:
         return self._post(f"/v1/jobs/{quote(job_id)}/cancel", JobView)

@@ -16,6 +16,7 @@ from envloop.runners.registry import list_runners
 from envloop.services import (
     compare,
     datasets,
+    diagnosis,
     jobs,
     leaderboard,
     planning,
@@ -27,6 +28,7 @@ from envloop.services import (
 from envloop.services.compare import Comparison
 from envloop.services.context import Context
 from envloop.services.datasets import DatasetView
+from envloop.services.diagnosis import JobDiagnosis
 from envloop.services.jobs import JobRequest, JobView, SubmitResult
 from envloop.services.leaderboard import BoardRow
 from envloop.services.planning import Plan
@@ -56,6 +58,7 @@ class Operations(Protocol):
         self, status: str | None = None, tags: dict[str, str] | None = None, limit: int = 50
     ) -> list[JobView]: ...
     def job_result(self, job_id: str) -> JobResult: ...
+    def job_diagnosis(self, job_id: str) -> JobDiagnosis: ...
     def cancel_job(self, job_id: str) -> JobView: ...
     def export_job(self, job_id: str) -> JobRequest: ...
     def create_share(self, job_id: str, expires_in_sec: float | None = None) -> CreatedShare: ...
@@ -131,6 +134,9 @@ class Embedded:
 
     def job_result(self, job_id: str) -> JobResult:
         return results.job_result(self.ctx, job_id)
+
+    def job_diagnosis(self, job_id: str) -> JobDiagnosis:
+        return diagnosis.job_diagnosis(self.ctx, job_id)
 
     def cancel_job(self, job_id: str) -> JobView:
         return jobs.cancel_job(self.ctx, job_id)

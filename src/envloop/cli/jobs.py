@@ -8,6 +8,7 @@ import typer
 
 from envloop.cli import exits
 from envloop.cli.backend import operations, remote
+from envloop.cli.diagnosis_view import diagnosis_view
 from envloop.cli.output import emit_json, note, out, table, warn, when
 from envloop.cli.progress import follow
 from envloop.cli.render import result_view
@@ -150,12 +151,17 @@ def get(job_id: str, json_: JsonOpt = False) -> None:
 
 @app.command()
 def result(job_id: str, json_: JsonOpt = False) -> None:
-    """Coverage first, then pass@k / pass^k, then the per-task table."""
+    """Coverage first, then pass@k / pass^k, then the per-task table; then why attempts are missing,
+    how the trials were isolated and the warnings they carry."""
     res = operations().job_result(job_id)
+    found = operations().job_diagnosis(job_id)
     if json_:
-        emit_json(res)
+        emit_json({**res.model_dump(mode="json", by_alias=True), "diagnosis": found.model_dump(mode="json")})
         return
     out.print(result_view(res))
+    extra = diagnosis_view(found)
+    if extra is not None:
+        out.print(extra)
 
 
 @app.command("list")

@@ -21,7 +21,7 @@ from envloop.console.render import SECURITY_HEADERS, fragment, page
 from envloop.console.routing import ConsoleRoute
 from envloop.core.metrics import null_reasons
 from envloop.core.status import TERMINAL, JobStatus
-from envloop.services import compare, failures, jobs, leaderboard, results, shares, task_grid, tool_usage
+from envloop.services import compare, diagnosis, jobs, leaderboard, results, shares, task_grid, tool_usage
 from envloop.services.compare import Comparison
 from envloop.services.distribution import reward_histogram
 from envloop.services.errors import UserError
@@ -142,10 +142,12 @@ def job_page(request: Request, viewer: Viewer, job_id: str) -> Response:
                 histogram=histogram_chart(histogram) if histogram.bars else None,
             )
         )
+    found = diagnosis.job_diagnosis(viewer.ctx, job_id)
     values: dict[str, Any] = {
         "job": job,
         "blocks": blocks,
-        "failures": failures.failure_summary(viewer.ctx, job_id),
+        "failures": found.failures,
+        "diagnosis": found,
         "comparisons": _comparisons(viewer, job),
         "shares": [] if viewer.read_only else shares.list_shares(viewer.ctx, job_id),
         "view": "metrics",

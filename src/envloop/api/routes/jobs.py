@@ -10,7 +10,8 @@ from envloop.api.auth import JobReader, ProjectContext
 from envloop.api.events import SSE_RESPONSE, event_stream
 from envloop.api.schemas import ERRORS
 from envloop.core.status import JobStatus, TrialStatus
-from envloop.services import jobs, results, trials
+from envloop.services import diagnosis, jobs, results, trials
+from envloop.services.diagnosis import JobDiagnosis
 from envloop.services.errors import UserError
 from envloop.services.jobs import JobRequest, JobView, SubmitResult
 from envloop.services.results import JobResult
@@ -64,6 +65,12 @@ def get_job(job_id: str, ctx: JobReader) -> JobView:
 def job_result(job_id: str, ctx: JobReader) -> JobResult:
     """Coverage, score, pass, pass@k, pass^k, curve and per-task rows, per profile."""
     return results.job_result(ctx, job_id)
+
+
+@router.get("/{job_id}/diagnosis")
+def job_diagnosis(job_id: str, ctx: JobReader) -> JobDiagnosis:
+    """Why attempts are missing (failures by reason), how trials were isolated, and their warnings."""
+    return diagnosis.job_diagnosis(ctx, job_id)
 
 
 @router.post("/{job_id}/cancel")

@@ -1,0 +1,39 @@
+"""The human view of a job's diagnosis, printed by `el job result` under the metrics: why attempts
+are missing, how the trials were isolated, and the warnings they carry."""
+
+from rich.console import Group
+from rich.text import Text
+
+from envloop.cli.output import table
+from envloop.services.diagnosis import JobDiagnosis
+
+UNISOLATED = {"plain": "no isolation"}
+
+
+def diagnosis_view(diagnosis: JobDiagnosis) -> Group | None:
+    """None when there is nothing to say (every attempt scored, sandboxed, without warnings)."""
+    parts: list[Text | object] = []
+    if diagnosis.failures:
+        parts.append(Text("Why attempts are missing or failed", style="bold"))
+        parts.append(
+            table(
+                ["kind", "error type", "reason", "attempts", "e.g."],
+                [
+                    [f.kind, f.error_type or "-", f.reason, f.count, " ".join(f.trial_ids[:2])]
+                    for f in diagnosis.failures
+                ],
+            )
+        )
+    weak = {mode: n for mode, n in diagnosis.sandboxes.items() if mode in UNISOLATED}
+    if weak:
+        shown = ", ".join(f"{n} in {mode} mode ({UNISOLATED[mode]})" for mode, n in weak.items())
+        parts.append(Text(f"Sandbox: {shown}", style="bold red"))
+    if diagnosis.warnings:
+        parts.append(Text("Warnings", style="bold"))
+        parts.append(
+            table(
+                ["trials", "warning", "e.g."],
+                [[w.count, w.text, " ".join(w.trial_ids[:2])] for w in diagnosis.warnings],
+            )
+        )
+    return Group(*parts) if parts else None  # type: ignore[arg-type]

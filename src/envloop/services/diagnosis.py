@@ -1,0 +1,58 @@
+"""Why a job's numbers are what they are, next to the numbers: its failures grouped by reason, how
+its trials were isolated, and the warnings its trials carry (a limit cut to the operator's ceiling,
+a Dockerfile instruction not executed, plain mode, a network closed by the operator).
+
+A user reading a score must see at once when attempts are missing and why, and when the
+environment was not what the task asked for; the CLI (`el job result`), the API and the console
+all read this one summary.
+"""
+
+from collections import Counter
+
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+
+from envloop.services.context import Context
+from envloop.services.failures import EXAMPLES, FailureGroup, failure_summary
+from envloop.services.jobs import load_job
+from envloop.store.tables import Trial
+
+WARNING_CHARS = 300
+
+
+class WarningGroup(BaseModel):
+    text: str
+    count: int = Field(description="trials that carry this warning")
+    trial_ids: list[str] = Field(description=f"up to {EXAMPLES} of them, in grid order")
+
+
+class JobDiagnosis(BaseModel):
+    failures: list[FailureGroup]
+    sandboxes: dict[str, int] = Field(description="finished trials by the sandbox they ran in")
+    warnings: list[WarningGroup] = Field(description="the trials' warnings, most frequent first")
+
+
+def job_diagnosis(ctx: Context, job_id: str) -> JobDiagnosis:
+    query = (
+        select(Trial.id, Trial.sandbox, Trial.warnings)
+        .where(Trial.job_id == job_id)
+        .order_by(Trial.profile_id, Trial.member_position, Trial.attempt)
+    )
+    with ctx.store.read() as session:
+        load_job(session, ctx.project_id, job_id)
+        rows = session.execute(query).all()
+    sandboxes: Counter[str] = Counter()
+    groups: dict[str, WarningGroup] = {}
+    for row in rows:
+        if row.sandbox:
+            sandboxes[row.sandbox] += 1
+        for warning in dict.fromkeys(str(w)[:WARNING_CHARS] for w in row.warnings or []):
+            group = groups.setdefault(warning, WarningGroup(text=warning, count=0, trial_ids=[]))
+            group.count += 1
+            if len(group.trial_ids) < EXAMPLES:
+                group.trial_ids.append(row.id)
+    return JobDiagnosis(
+        failures=failure_summary(ctx, job_id),
+        sandboxes=dict(sandboxes.most_common()),
+        warnings=sorted(groups.values(), key=lambda g: -g.count),
+    )
