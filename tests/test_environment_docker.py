@@ -295,3 +295,20 @@ def test_a_job_with_environment_docker_runs_in_containers_and_refuses_tasks_that
     [trial] = el.ok("trial", "list", "--job", job["id"], "--json").json()
     assert (trial["status"], trial["reward"], trial["sandbox"]) == ("completed", 1.0, "docker")
     assert asyncio.run(trial_containers(trial["id"])) == []
+
+
+def test_auto_runs_a_task_with_build_steps_in_docker_and_one_without_locally(
+    tmp_path: Path, images: list[str]
+) -> None:
+    with_run = write_task(
+        tmp_path / "with-run", dockerfile="FROM debian:12\nWORKDIR /app\nRUN touch /built\n"
+    )
+    without = write_task(tmp_path / "without")
+    outcomes = {}
+    for task in (with_run, without):
+        spec = spec_for(tmp_path / task.name, task, {"AGENT_NAME": "oracle"}, environment="auto")
+        spec = spec.model_copy(update={"builds_dir": tmp_path / "builds"})
+        images.append(task_image(load_harbor_task(task).digest))
+        outcomes[task.name] = asyncio.run(ShellRunner().run(spec))
+    assert (outcomes["with-run"].sandbox, outcomes["with-run"].reward) == ("docker", 1.0)
+    assert (outcomes["without"].sandbox, outcomes["without"].reward) == ("bwrap", 1.0)

@@ -1,8 +1,9 @@
 """Which environment a trial runs in: the job's (or worker's) choice, with `auto` decided per task.
 
 `auto` runs a task in a container when its Dockerfile has instructions the local sandbox does not
-execute (RUN, USER, …) and a Docker daemon answers; otherwise in the local sandbox, saying why when
-a container was wanted but no daemon answered.
+execute (RUN, USER, …; a FROM alone does not count: the sandbox's system stands in for the base
+image) and a Docker daemon answers; otherwise in the local sandbox, saying why when a container was
+wanted but no daemon answered.
 """
 
 import time
@@ -45,9 +46,13 @@ async def choose_provider(task: HarborTask, spec: TrialSpec) -> tuple[Environmen
     if spec.environment == "local":
         return LocalEnvironmentProvider(), None
     try:
-        needs = read_plan(task).warning()
+        skipped = {name: n for name, n in read_plan(task).skipped.items() if name != "FROM"}
     except EnvironmentSetupError:
-        needs = None  # the local provider reports an unreadable Dockerfile itself
+        skipped = {}  # the local provider reports an unreadable Dockerfile itself
+    needs = None
+    if skipped:
+        listed = ", ".join(f"{count} {name}" for name, count in sorted(skipped.items()))
+        needs = f"environment/Dockerfile has instructions the local sandbox does not execute ({listed})"
     if needs is None:
         return LocalEnvironmentProvider(), None
     if await _daemon_answers():
