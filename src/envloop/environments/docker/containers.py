@@ -14,6 +14,7 @@ container on every path out, cancellation included.
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
 import secrets
@@ -256,14 +257,18 @@ class Container:
         with contextlib.suppress(DockerError, TimeoutError):
             await docker(["exec", "--user", "0", self.id, "/bin/sh", "-c", script], timeout=_KILL_WAIT_SEC)
 
-    async def put_dir(self, source: Path, dest: str, *, owner: Owner | None = None) -> None:
+    async def put_dir(
+        self, source: Path, dest: str, *, owner: Owner | None = None, readable: bool = False
+    ) -> None:
         """Copy the host directory (or file) `source` to the absolute path `dest` inside.
 
-        The parent of `dest` is created when missing. Symlinks are copied as links, never followed.
+        The parent of `dest` is created when missing. Symlinks are copied as links, never followed;
+        `readable` makes every file readable by every user inside.
         """
         parent, top = _split(dest)
         with tempfile.TemporaryFile() as archive:
-            await asyncio.to_thread(transfer.pack_tree, source, top, archive, owner or Owner())
+            pack = functools.partial(transfer.pack_tree, readable=readable)
+            await asyncio.to_thread(pack, source, top, archive, owner or Owner())
             archive.seek(0)
             await self._extract_into(parent, archive)
 

@@ -110,22 +110,31 @@ class DockerEnvironment:
         if result.exit_code != 0:
             raise EnvironmentSetupError(f"setting up the container failed: {result.stderr.strip()[-300:]}")
 
-    async def _fresh_copy(self, source: Path, target: str) -> None:
-        await self._root('rm -rf -- "$1" && mkdir -p -- "$1"', target)
-        if source.is_dir():
-            await self.container.put_dir(source, target)
-        await self._root('chmod -R a+rX -- "$1"', target)
-
     async def _prepare(self, mounts: Mounts) -> None:
+        """Fresh copies of the tests or solution, and an empty verifier log directory: whatever a
+        command left at those paths goes first (one root exec), then the copies go in as tar streams."""
+        if not mounts:
+            return
+        copies = [
+            (source, target)
+            for mount, source, target in (
+                ("tests", self._task.tests_dir, self.visible.tests),
+                ("solution", self._task.solution_dir, self.visible.solution),
+            )
+            if mount in mounts
+        ]
+        script = ['rm -rf -- "$@"']
+        script += [f"mkdir -p {target}" for source, target in copies if not source.is_dir()]
+        if "verifier_logs" in mounts:
+            script.append(f"mkdir -p {self.visible.verifier_logs} && chmod 777 {self.visible.verifier_logs}")
+        removed = [target for _, target in copies]
+        if "verifier_logs" in mounts:
+            removed.append(self.visible.verifier_logs)
         try:
-            if "tests" in mounts:
-                await self._fresh_copy(self._task.tests_dir, self.visible.tests)
-            if "solution" in mounts:
-                await self._fresh_copy(self._task.solution_dir, self.visible.solution)
-            if "verifier_logs" in mounts:
-                # Whatever the agent left at /logs/verifier goes; the verifier gets an empty one.
-                logs = self.visible.verifier_logs
-                await self._root('rm -rf -- "$1" && mkdir -p -- "$1" && chmod 777 -- "$1"', logs)
+            await self._root(" && ".join(script), *removed)
+            for source, target in copies:
+                if source.is_dir():
+                    await self.container.put_dir(source, target, readable=True)
         except DockerError as exc:
             raise EnvironmentSetupError(f"could not prepare {', '.join(sorted(mounts))}: {exc}") from None
 
@@ -264,9 +273,9 @@ class DockerEnvironmentProvider:
             verifier_timeout_sec=spec.verifier_timeout_sec,
             network_requested=spec.network,
         )
-        image = await self._image(task)
+        image, built_id = await self._image(task)
         network = await self._network(limits)
-        workdir, image_user = await _image_config(image)
+        workdir, image_user = await _image_config(image, built_id)
         workdir = task.config.environment.workdir or workdir or DEFAULT_WORKDIR
         variables = _checked_env(
             {
@@ -324,7 +333,8 @@ class DockerEnvironmentProvider:
             except DockerError as exc:
                 environment.warnings.append(f"the container could not be removed: {exc}")
 
-    async def _image(self, task: HarborTask) -> str:
+    async def _image(self, task: HarborTask) -> tuple[str, str | None]:
+        """The task's image name and ID, built or found in the cache."""
         try:
             outcome = await ensure_task_image(
                 task.environment_dir,
@@ -339,7 +349,7 @@ class DockerEnvironmentProvider:
             raise EnvironmentSetupError(f"the task's image could not be built: {exc}") from None
         if outcome.status == "failed":
             raise EnvironmentSetupError(f"the task's image did not build: {outcome.reason}")
-        return outcome.image
+        return outcome.image, outcome.image_id
 
     @staticmethod
     async def _network(limits: EffectiveLimits) -> str:
@@ -356,11 +366,20 @@ class DockerEnvironmentProvider:
         return "bridge"
 
 
-async def _image_config(image: str) -> tuple[str, str]:
-    """The image's WORKDIR and USER."""
+_IMAGE_CONFIGS: dict[str, tuple[str, str]] = {}
+"""WORKDIR and USER by image ID: an image's configuration never changes, so it is read once."""
+
+
+async def _image_config(image: str, image_id: str | None) -> tuple[str, str]:
+    """The image's WORKDIR ("" for none or `/`) and USER."""
+    if image_id is not None and image_id in _IMAGE_CONFIGS:
+        return _IMAGE_CONFIGS[image_id]
     result = await docker(["image", "inspect", "--format", "{{.Config.WorkingDir}}\t{{.Config.User}}", image])
     workdir, _, user = result.stdout.decode().strip().partition("\t")
-    return (workdir if workdir not in ("", "/") else ""), user
+    config = (workdir if workdir not in ("", "/") else ""), user
+    if image_id is not None:
+        _IMAGE_CONFIGS[image_id] = config
+    return config
 
 
 async def _setup(environment: DockerEnvironment, agent_user: str | None) -> None:

@@ -38,10 +38,11 @@ class CopyOutReport(BaseModel):
     """One line per entry not kept (a link, a special file, a bad name, over a cap)."""
 
 
-def pack_tree(source: Path, top: str, out: BinaryIO, owner: Owner) -> None:
+def pack_tree(source: Path, top: str, out: BinaryIO, owner: Owner, *, readable: bool = False) -> None:
     """Write `source` (a directory or a file) to `out` as a tar whose single top entry is `top`.
 
     Symlinks are packed as symlinks (never followed); sockets, FIFOs and devices are left out.
+    `readable` lets every user read each file and enter each directory (whoever runs the tests).
     """
 
     def own(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
@@ -49,6 +50,8 @@ def pack_tree(source: Path, top: str, out: BinaryIO, owner: Owner) -> None:
             return None
         info.uid, info.gid = owner.uid, owner.gid
         info.uname = info.gname = ""
+        if readable and not info.issym():
+            info.mode |= 0o555 if info.isdir() else 0o444
         return info
 
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
