@@ -9,6 +9,7 @@ sent too (every check of 5xx and of response conformance applies to them), but t
 must be refused is off: like most HTTP APIs this one ignores query parameters it does not know.
 """
 
+import os
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,10 @@ from envloop.services.profiles import read_profile_file
 from tests.api_server import Server
 from tests.conftest import make_task, write_profile
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+EXAMPLES_PER_OPERATION = int(os.environ.get("ENVLOOP_API_FUZZ_EXAMPLES") or 25)
+"""25 in CI; bench/api_fuzz.py runs the same test with many more."""
 
-EXAMPLES_PER_OPERATION = 25
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900 * max(1, EXAMPLES_PER_OPERATION // 25))]
 CONFIG = schemathesis.Config.from_dict(
     {
         "checks": {

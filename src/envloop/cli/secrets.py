@@ -24,6 +24,7 @@ def rotate_key(json_: JsonOpt = False) -> None:
     if json_:
         emit_json(rotation)
         return
-    out.print(f"re-encrypted {rotation.secrets} secrets with the newest key ({rotation.key_source})")
+    count = f"{rotation.secrets} secret" + ("" if rotation.secrets == 1 else "s")
+    out.print(f"re-encrypted {count} with the newest key ({rotation.key_source})")
     if rotation.note:
         note(rotation.note)
