@@ -4,8 +4,11 @@ image or layer cache can stand in for building it."""
 
 import asyncio
 import json
+import os
 import secrets
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -312,3 +315,39 @@ def test_auto_runs_a_task_with_build_steps_in_docker_and_one_without_locally(
         outcomes[task.name] = asyncio.run(ShellRunner().run(spec))
     assert (outcomes["with-run"].sandbox, outcomes["with-run"].reward) == ("docker", 1.0)
     assert (outcomes["without"].sandbox, outcomes["without"].reward) == ("bwrap", 1.0)
+
+
+def test_a_killed_workers_container_is_removed_when_the_next_worker_starts(
+    el: El, tmp_path: Path, images: list[str]
+) -> None:
+    root = tmp_path / "tasks"
+    task = make_task(root, "sleeper")
+    (task / "environment" / "Dockerfile").write_text(f"FROM debian:12\nLABEL token={secrets.token_hex(8)}\n")
+    images.append(task_image(load_harbor_task(task).digest))
+    el.ok("dataset", "push", str(root), "--name", "sleepy")
+    params = {"AGENT_NAME": "command", "AGENT_COMMAND": "sleep 600"}
+    el.ok("profile", "create", "team/sleeper", "1", "--file", str(write_profile(tmp_path / "p.json", params)))
+    job = el.ok(
+        "job",
+        "submit",
+        "--dataset",
+        "sleepy@1",
+        "--profile",
+        "team/sleeper@1",
+        "--environment",
+        "docker",
+        "--json",
+    ).json()
+    [trial] = el.ok("trial", "list", "--job", job["id"], "--json").json()
+    deadline = time.monotonic() + 240
+    while not asyncio.run(trial_containers(trial["id"])):
+        assert time.monotonic() < deadline, "the trial's container never started"
+        time.sleep(0.5)
+    worker_pid = int((el.home / "background-worker.lock").read_text().strip())
+    os.kill(worker_pid, signal.SIGKILL)
+    time.sleep(0.5)
+    assert asyncio.run(trial_containers(trial["id"])) != []  # nobody removed it: its worker is dead
+
+    el.ok("job", "cancel", job["id"])
+    el.ok("worker", "--idle-exit", "0.5", timeout=120)
+    assert asyncio.run(trial_containers(trial["id"])) == []
