@@ -1,104 +1,78 @@
-"""Throughput of trivial trials, in both sandbox modes, against the bare cost of the same processes.
+"""Throughput of trivial trials as users run them, in both sandbox modes, against the bare cost of
+the same processes; with the old in-process figure beside it.
 
-Each trial: the `command` agent runs `true`, the verifier writes 1. The job runs on an in-process
-worker against a real SQLite store. Marginal figures exclude start-up: a warm-up job runs first.
-The floor spawns the same two processes per trial (agent, verifier) directly, and inside bwrap,
-with the same concurrency. Last, a one-trial job end to end, command start included.
+Each trial: the `command` agent runs `true`, the verifier writes 1.
+
+- CLI, distinct tasks (the realistic shape, and the default): N distinct tasks x 1 attempt, through
+  the CLI on a fresh `ENVLOOP_HOME` (`el dataset push`, `el profile create`, `el job submit --wait`;
+  a background worker at `--capacity` is started first, its start counted). Marginal per trial:
+  (run of N - run of 1 task) / (N - 1); CPU includes the `el` follower, the worker and its sandboxes.
+- in-process, one task (the old figure): one task x N attempts on an in-process worker against the
+  same kind of store, after a 20-trial warm-up job: no command start, no follower, one task archive.
+- floor: the same two processes per trial (agent, verifier) spawned directly, and inside bwrap, at
+  the same concurrency.
+
+Last, a one-trial job end to end (`el job submit --wait` with the worker it starts, cold).
 
     .venv/bin/python bench/trials.py [--trials 1000] [--capacity 4] [--dir DIR]
 """
 
 import argparse
 import asyncio
-import json
 import os
 import resource
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import cli_runs
+import floors
+
 from envloop.environments.bwrap import bwrap_executable
-from envloop.scheduling import background
 from envloop.scheduling.worker import Worker, WorkerConfig
 from envloop.services import datasets, jobs, profiles
 from envloop.services.context import open_context
 
-VERIFIER = 'echo 1 > "${ENVLOOP_LOGS_DIR:-/logs}/verifier/reward.txt"\n'
 
-
-def _task(root: Path) -> Path:
-    task = root / "trivial"
-    (task / "tests").mkdir(parents=True)
-    (task / "task.toml").write_text('version = "1.0"\n')
-    (task / "instruction.md").write_text("Nothing to do.\n")
-    (task / "tests" / "test.sh").write_text("#!/usr/bin/env bash\n" + VERIFIER)
-    return task
-
-
-def _cpu() -> float:
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-def _run_job(home: Path, trials: int, capacity: int) -> tuple[float, float]:
+def _in_process_job(home: Path, trials: int, capacity: int) -> tuple[float, float]:
     ctx = open_context(home)
-    request = jobs.JobRequest(dataset="bench@1", profiles=["true@1"], attempts=trials)
+    request = jobs.JobRequest(dataset="bench@1", profiles=["bench/agent@1"], attempts=trials)
     job_id = jobs.submit_job(ctx, request).job.id
     worker = Worker(ctx, WorkerConfig(capacity=capacity, idle_poll=0.01))
-    start_wall, start_cpu = time.perf_counter(), _cpu()
+    start_wall, start_cpu = time.perf_counter(), floors.cpu_seconds()
     asyncio.run(worker.run(until=lambda: worker.completed >= trials))
-    wall, cpu = time.perf_counter() - start_wall, _cpu() - start_cpu
+    wall, cpu = time.perf_counter() - start_wall, floors.cpu_seconds() - start_cpu
     view = jobs.get_job(ctx, job_id)
     assert view.counts["completed"] == trials, view.counts
     ctx.close()
     return wall, cpu
 
 
-async def _floor(trials: int, capacity: int, prefix: list[str], workdir: Path) -> tuple[float, float]:
-    """The same processes a trial starts (agent `true`, verifier script), spawned directly."""
-    script = workdir / "test.sh"
-    script.write_text(VERIFIER)
-    (workdir / "verifier").mkdir(exist_ok=True)
-    env = {"PATH": "/usr/bin:/bin", "ENVLOOP_LOGS_DIR": str(workdir)}
-    gate = asyncio.Semaphore(capacity)
-
-    async def one() -> None:
-        async with gate:
-            for argv in (["bash", "-c", "true"], ["bash", str(script)]):
-                proc = await asyncio.create_subprocess_exec(*prefix, *argv, env=env)
-                await proc.wait()
-
-    start_wall, start_cpu = time.perf_counter(), _cpu()
-    await asyncio.gather(*(one() for _ in range(trials)))
-    return time.perf_counter() - start_wall, _cpu() - start_cpu
+def _in_process(root: Path, mode: str, trials: int, capacity: int, profile: Path) -> tuple[float, float]:
+    """The old figure: one task, many attempts, a warm in-process worker."""
+    home = root / f"in-process-{mode}"
+    os.environ["ENVLOOP_HOME"], os.environ["ENVLOOP_SANDBOX"] = str(home), mode
+    ctx = open_context(home)
+    datasets.push_dataset(ctx, root / "tasks-1", "bench")
+    profiles.create_profile(ctx, "bench/agent", "1", profiles.read_profile_file(profile))
+    ctx.close()
+    _in_process_job(home, 20, capacity)  # warm-up: imports, first launch, caches
+    return _in_process_job(home, trials, capacity)
 
 
-def _bwrap_prefix(workdir: Path) -> list[str]:
-    binds = [
-        arg
-        for d in ("/usr", "/bin", "/lib", "/lib64", "/etc")
-        if Path(d).exists()
-        for arg in ("--ro-bind", d, d)
-    ]
-    return [
-        "bwrap",
-        "--unshare-all",
-        "--die-with-parent",
-        "--new-session",
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        *binds,
-        "--bind",
-        str(workdir),
-        str(workdir),
-        "--",
-    ]
+def _through_cli(root: Path, mode: str, trials: int, capacity: int, profile: Path) -> tuple[float, float]:
+    """Marginal wall and CPU seconds per trial of N distinct tasks through the CLI."""
+    env = {"ENVLOOP_SANDBOX": mode}
+    runs = {}
+    for n in (1, trials):
+        home = root / f"cli-{mode}-{n}"
+        runs[n] = cli_runs.job_through_cli(
+            home, root / f"tasks-{n}", profile, capacity=capacity, env_extra=env
+        )
+    small, big = runs[1].run, runs[trials].run
+    return (big.wall - small.wall) / (trials - 1), (big.cpu - small.cpu) / (trials - 1)
 
 
 def _directory_latency_us(parent: Path, count: int = 300) -> float:
@@ -116,101 +90,57 @@ def _directory_latency_us(parent: Path, count: int = 300) -> float:
     return elapsed / count * 1e6
 
 
-def _one_trial_end_to_end(home: Path) -> float:
-    env = dict(os.environ, ENVLOOP_HOME=str(home))
-    start = time.perf_counter()
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "envloop",
-            "job",
-            "submit",
-            "--dataset",
-            "bench@1",
-            "--profile",
-            "true@1",
-            "--attempts",
-            "1",
-            "--wait",
-            "--json",
-        ],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
-    return time.perf_counter() - start
-
-
-def _stop_background_worker(home: Path) -> None:
-    """The submissions started one; it would otherwise poll for 30 s and skew the next run."""
-    ctx = open_context(home)
-    pid = background.holder_pid(ctx)
-    ctx.close()
-    if pid is not None:
-        os.kill(pid, signal.SIGTERM)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--capacity", type=int, default=4)
-    parser.add_argument("--dir", type=Path, default=None, help="parent of the run's home")
+    parser.add_argument("--dir", type=Path, default=None, help="parent of the run's homes")
     args = parser.parse_args()
+    if args.trials < 2:
+        parser.error("--trials must be at least 2 (the marginal cost subtracts a one-task run)")
+    cli_runs.become_subreaper()
     root = Path(tempfile.mkdtemp(prefix="envloop-bench-", dir=args.dir))
     try:
-        home = root / "home"
-        os.environ["ENVLOOP_HOME"] = str(home)
-        ctx = open_context(home)
-        datasets.push_dataset(ctx, _task(root / "src"), "bench")
-        profile = root / "true.json"
-        profile.write_text(
-            json.dumps(
-                {
-                    "schema_version": "envplatform.profile/v2",
-                    "spec": {"params": {"AGENT_NAME": "command", "AGENT_COMMAND": "true"}},
-                }
-            )
-        )
-        profiles.create_profile(ctx, "true", "1", profiles.read_profile_file(profile))
-        ctx.close()
+        for n in (1, args.trials):
+            cli_runs.trivial_tasks(root / f"tasks-{n}", n)
+        profile = cli_runs.profile_file(root / "true.json", cli_runs.TRUE_AGENT)
         modes = ["plain"] + (["bwrap"] if bwrap_executable()[0] else [])
-        print(f"{args.trials} trivial trials, capacity {args.capacity}, {os.cpu_count()} cores")
+        n, capacity = args.trials, args.capacity
+        print(f"{n} trivial trials, capacity {capacity}, {os.cpu_count()} cores")
+        print(f"load average at the start: {os.getloadavg()[0]:.2f} (other processes share the cores)")
+        latency = _directory_latency_us(root)
+        print(f"instances under {root}: creating and removing a directory takes {latency:.0f} µs there")
+        print("ms per trial: wall / cpu")
         print(
-            f"instances under {home}: creating and removing a directory takes "
-            f"{_directory_latency_us(home):.0f} µs there"
-        )
-        print(
-            f"{'mode':<8}{'trials/s':>10}{'wall ms/trial':>15}{'cpu ms/trial':>14}{'floor wall':>12}"
-            f"{'floor cpu':>11}{'× floor':>9}"
+            f"{'mode':<7}{'CLI, distinct tasks':>21}{'in-process, 1 task':>20}{'floor':>15}"
+            f"{'CLI × floor':>13}{'in-proc × floor':>17}"
         )
         for mode in modes:
-            os.environ["ENVLOOP_SANDBOX"] = mode
-            _run_job(home, 20, args.capacity)  # warm-up: imports, first launch, caches
-            wall, cpu = _run_job(home, args.trials, args.capacity)
-            floor_dir = root / f"floor-{mode}"
-            floor_dir.mkdir()
-            prefix = _bwrap_prefix(floor_dir) if mode == "bwrap" else []
-            f_wall, f_cpu = asyncio.run(_floor(args.trials, args.capacity, prefix, floor_dir))
-            n = args.trials
+            cli_wall, cli_cpu = _through_cli(root, mode, n, capacity, profile)
+            old_wall, old_cpu = (x / n for x in _in_process(root, mode, n, capacity, profile))
+            f_wall, f_cpu = (x / n for x in floors.run_floor(n, capacity, mode, root / f"floor-{mode}"))
             print(
-                f"{mode:<8}{n / wall:>10.1f}{wall / n * 1000:>15.2f}{cpu / n * 1000:>14.2f}"
-                f"{f_wall / n * 1000:>12.2f}{f_cpu / n * 1000:>11.2f}{wall / f_wall:>9.2f}"
+                f"{mode:<7}{cli_wall * 1000:>12.2f} /{cli_cpu * 1000:>6.2f}"
+                f"{old_wall * 1000:>12.2f} /{old_cpu * 1000:>6.2f}"
+                f"{f_wall * 1000:>7.2f} /{f_cpu * 1000:>6.2f}"
+                f"{cli_wall / f_wall:>13.2f}{old_wall / f_wall:>17.2f}"
             )
+            sys.stdout.flush()
         own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        print(f"peak memory: worker process {own:.0f} MiB, largest child {kids:.0f} MiB")
+        print(f"peak memory: in-process worker {own:.0f} MiB, largest child (CLI worker, el) {kids:.0f} MiB")
         os.environ.pop("ENVLOOP_SANDBOX")
-        runs = [_one_trial_end_to_end(home) for _ in range(3)]
-        _stop_background_worker(home)
+        runs = []
+        for number in range(3):
+            home = root / f"one-trial-{number}"
+            runs.append(cli_runs.job_through_cli(home, root / "tasks-1", profile, capacity=None).run.wall)
         print(
-            f"one-trial job end to end (el job submit --wait, command start included): "
+            f"one-trial job end to end (el job submit --wait and the worker it starts, cold): "
             f"best {min(runs):.2f} s, median {sorted(runs)[1]:.2f} s"
         )
     finally:
-        subprocess.run([sys.executable, "-c", "pass"], check=False)
         shutil.rmtree(root, ignore_errors=True)
 
 

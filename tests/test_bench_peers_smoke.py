@@ -1,0 +1,53 @@
+"""The peers benchmark and the trials benchmark run end to end on envloop's side (tiny sizes here;
+the real figures come from running them). Inspect is never installed here: `--envloop-only` says
+so in the output rather than skipping it silently."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def _bench(script: str, *args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / script), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc.stdout
+
+
+@pytest.mark.slow
+def test_the_peers_benchmark_prints_envloops_figures_and_says_inspect_did_not_run() -> None:
+    out = _bench("peers/run.py", "--tasks", "2", "--rounds", "1", "--envloop-only")
+    assert "Inspect AI NOT RUN (--envloop-only)" in out
+    assert "FAILED" not in out
+    for row in (
+        "envloop, bubblewrap",
+        "envloop, plain",
+        "floor: processes directly",
+        "floor: processes in bwrap",
+        "envloop/chat@1, scripted endpoint",
+        "start-up, one-task run: median",
+        "start-up, el --help: median",
+        "start-up, el job result: median",
+        "ratios of marginal wall per trial",
+        "envloop, plain / floor: processes directly",
+    ):
+        assert row in out, row
+    assert "Inspect openai-api" not in out
+
+
+@pytest.mark.slow
+def test_the_trials_benchmark_prints_the_cli_figure_beside_the_in_process_one_and_the_floors() -> None:
+    out = _bench("trials.py", "--trials", "3")
+    assert "CLI, distinct tasks" in out and "in-process, 1 task" in out
+    assert "CLI × floor" in out
+    for mode in ("plain", "bwrap"):
+        assert any(line.startswith(mode) for line in out.splitlines()), mode
+    assert "one-trial job end to end" in out
