@@ -100,7 +100,12 @@ def run_on_node(spec_json: str, task_key: str | None, task_archive: bytes | None
         if task_key is not None and task_archive is not None:
             task_dir = _unpacked_task(node_dir, task_key, task_archive)
         spec = TrialSpec.model_validate_json(spec_json).model_copy(
-            update={"task_dir": task_dir, "instance_root": run_dir / "instances", "artifacts_dir": kept}
+            update={
+                "task_dir": task_dir,
+                "instance_root": run_dir / "instances",
+                "artifacts_dir": kept,
+                "builds_dir": node_dir / "builds",  # image build records of this node's Docker daemon
+            }
         )
         outcome = asyncio.run(get_runner(spec.runner).run(spec))
         return outcome.model_dump_json(), _pack_kept(kept)
