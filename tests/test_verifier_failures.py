@@ -1,8 +1,15 @@
 """A verifier that could not run (a missing tool, no network) is told apart from a failed agent."""
 
+import asyncio
+from pathlib import Path
+
 import pytest
 
+from envloop.core.ids import new_id
+from envloop.core.trial import TrialSpec
 from envloop.core.verifier_failures import environment_failure, missing_capability
+from envloop.environments import LocalEnvironmentProvider
+from envloop.runners import ShellRunner
 
 
 @pytest.mark.parametrize(
@@ -41,3 +48,32 @@ def test_only_a_zero_or_missing_reward_is_set_aside() -> None:
         == "`jq` is not installed in the verifier's environment (command not found)"
     )
     assert environment_failure(None, stderr, "") is not None
+
+
+def test_a_verifier_without_its_tools_is_a_verifier_error_not_a_zero(tmp_path: Path) -> None:
+    task = tmp_path / "needs-uvx"
+    (task / "tests").mkdir(parents=True)
+    (task / "task.toml").write_text('version = "1.0"\n')
+    (task / "instruction.md").write_text("Do it.\n")
+    (task / "tests" / "test.sh").write_text(
+        "#!/usr/bin/env bash\n"
+        "uvx-not-here pytest /tests/test_outputs.py\nif [ $? -eq 0 ]; then r=1; else r=0; fi\n"
+        'echo $r > "${ENVLOOP_LOGS_DIR:-/logs}/verifier/reward.txt"\n'
+    )
+    spec = TrialSpec(
+        job_id="job_vf",
+        trial_id=new_id("trl"),
+        task_name="needs-uvx",
+        attempt=1,
+        profile_ref="team/nop@1",
+        runner="envloop/shell@1",
+        params={"AGENT_NAME": "nop"},
+        task_dir=task,
+        instance_root=tmp_path / "instances",
+        artifacts_dir=tmp_path / "artifacts",
+    )
+    outcome = asyncio.run(ShellRunner(LocalEnvironmentProvider("plain")).run(spec))
+    assert outcome.reward is None
+    assert outcome.error is not None and outcome.error.type == "verifier_error"
+    assert "`uvx-not-here` is not installed" in outcome.error.message
+    assert outcome.reward_note is not None and outcome.reward_note.startswith("not counted:")

@@ -40,13 +40,14 @@ from envloop.core.trajectory import (
     usage_totals,
 )
 from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec
+from envloop.core.verifier_failures import environment_failure
 from envloop.environments import (
     Environment,
     EnvironmentProvider,
     EnvironmentSetupError,
 )
 from envloop.environments.choice import choose_provider
-from envloop.runners.artifacts import keep_tree, mask_text, move_plain_tree
+from envloop.runners.artifacts import keep_tree, mask_outcome, mask_text, move_plain_tree
 from envloop.runners.base import RunnerParams, TaskKind
 from envloop.runners.shell_steps import RecordingEnvironment, verifier_step
 from envloop.tasks.harbor import load_harbor_task
@@ -173,7 +174,8 @@ class ShellRunner:
         outcome.stop_reason = trajectory.stop_reason
         if any(isinstance(step, ModelStep) for step in trajectory.steps):
             outcome.usage = usage_totals(trajectory)
-        return outcome
+        # Every field a verifier or agent could write into is masked, not only the kept files.
+        return mask_outcome(outcome, spec.secret_values)
 
     async def _run(
         self, spec: TrialSpec, phases: list[PhaseRecord], recorder: TrajectoryRecorder
@@ -372,10 +374,24 @@ class ShellRunner:
             await _read_reward_file(environment, f"{written}/reward.txt"),
             await _read_reward_file(environment, f"{written}/reward.json"),
         )
+        lacking = (
+            None if reading.rejected else environment_failure(reading.reward, result.stdout, result.stderr)
+        )
+        if lacking is not None:
+            # A 0 the environment caused (a missing tool, no network) measures the environment,
+            # not the agent: it is not counted.
+            reading = RewardReading(reward=None, note=f"not counted: {lacking}")
         recorder.add(verifier_step(" ".join(command), started, result, logs, reading))
         if result.timed_out:
             message = f"the verifier exceeded its {timeout:g} s timeout"
             return reading, TrialError(type="verifier_timeout", message=message)
+        if reading.rejected is not None:
+            # A reward file that breaks the grammar is a broken verifier, not a score.
+            message = reading.rejected
+            return reading, TrialError(type="verifier_error", message=message, exit_code=result.exit_code)
+        if lacking is not None:
+            message = f"the verifier could not do its work: {lacking}"
+            return reading, TrialError(type="verifier_error", message=message, exit_code=result.exit_code)
         if result.exit_code != 0 and reading.reward is None:
             message = f"the verifier exited with code {result.exit_code} and wrote no reward"
             return reading, TrialError(type="verifier_error", message=message, exit_code=result.exit_code)
