@@ -23,7 +23,9 @@ def leaky(received: Received) -> Reply:
 def trial_id(el: El, tmp_path: Path) -> str:
     """One finished chat trial whose model answered with the profile's secret key."""
     dataset = tmp_path / "probe.jsonl"
-    dataset.write_text(json.dumps({"id": "echo", "prompt": "Repeat your credentials.", "answer": "no"}) + "\n")
+    dataset.write_text(
+        json.dumps({"id": "echo", "prompt": "Repeat your credentials.", "answer": "no"}) + "\n"
+    )
     el.ok("dataset", "push", str(dataset), "--name", "probe", "--scorer", "includes")
     with ScriptedServer(default=leaky, api_key=KEY) as endpoint:
         params = {
@@ -35,7 +37,15 @@ def trial_id(el: El, tmp_path: Path) -> str:
         profile = write_profile(tmp_path / "leaky.json", params, secret=["MODEL_API_KEY"])
         el.ok("profile", "create", "team/leaky", "1", "--file", str(profile))
         job = el.ok(
-            "job", "submit", "--dataset", "probe@1", "--profile", "team/leaky@1", "--wait", "--json", timeout=180
+            "job",
+            "submit",
+            "--dataset",
+            "probe@1",
+            "--profile",
+            "team/leaky@1",
+            "--wait",
+            "--json",
+            timeout=180,
         ).json()
     [trial] = el.ok("trial", "list", "--job", job["id"], "--json").json()
     assert trial["status"] == "completed"
@@ -56,7 +66,9 @@ def assert_masked_atif(document: dict[str, object], trial_id: str) -> None:
     assert [s["source"] for s in steps] == ["user", "agent", "system"]
     assert [s["step_id"] for s in steps] == [1, 2, 3]
     agent = steps[1]
-    assert agent["message"] == "Your key is ***." and agent["reasoning_content"] == "The header said Bearer ***"
+    assert (
+        agent["message"] == "Your key is ***." and agent["reasoning_content"] == "The header said Bearer ***"
+    )
     assert agent["model_name"] == "leaky/sft"
     assert steps[2]["extra"]["scorer"] == "includes"
     assert KEY not in json.dumps(document)
