@@ -143,6 +143,15 @@ def give_tree(root: Path, owner: int) -> None:
         os.chown(entry.path, owner, owner, follow_symlinks=False)
 
 
+def fresh_layers(sources: list[Path], target: Path) -> None:
+    """A new private copy at `target` of each source directory laid over the previous ones (a
+    multi-step task's tests: the task's, then the step's); an empty directory when there is none."""
+    remove_tree(target)
+    target.mkdir()
+    for source in sources:
+        shutil.copytree(source, target, symlinks=True, copy_function=shutil.copy, dirs_exist_ok=True)
+
+
 def fresh_copy(source: Path, target: Path) -> None:
     """A new private copy of the task's tests or solution at `target`, whatever stood there.
 

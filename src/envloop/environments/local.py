@@ -179,8 +179,9 @@ class LocalEnvironment:
         if "tests" in mounts:
             # In a sandbox the copy made at setup is the worker's and was never visible to the agent;
             # a plain command could have changed it, so plain mode copies again.
-            if self.mode == "plain" or not self.paths.tests.is_dir():
-                files.fresh_copy(self._task.tests_dir, self.paths.tests)
+            # A multi-step task's tests change with its step, so they are copied again.
+            if self.mode == "plain" or self._task.steps or not self.paths.tests.is_dir():
+                files.fresh_layers(self._task.tests_sources, self.paths.tests)
             binds += ["--ro-bind", str(self.paths.tests), self.visible.tests]
         if "solution" in mounts:
             files.fresh_copy(self._task.solution_dir, self.paths.solution)
@@ -196,6 +197,9 @@ class LocalEnvironment:
                 binds += ["--bind", str(self.paths.verifier_logs), f"{self.visible.logs}/verifier"]
         return binds
 
+    def _step_uid(self) -> int:
+        return sandbox_uid(self._task.agent_user, DEFAULT_AGENT_UID, "[steps.agent] user")
+
     async def exec(
         self,
         command: Sequence[str],
@@ -210,7 +214,9 @@ class LocalEnvironment:
     ) -> ExecResult:
         self._stopped = False
         binds = self._prepare_mounts(mounts)
-        uid = sandbox_uid(user, self._agent_uid, "user")
+        # A multi-step task's steps may name their own agent user.
+        default = self._agent_uid if self._task.step is None else self._step_uid()
+        uid = sandbox_uid(user, default, "user")
         if self.mode == "bwrap":
             binds += ["--uid", str(uid), "--gid", str(uid)]
         full_env = _checked_env({**self._base_env, **(env or {})})
@@ -502,7 +508,7 @@ class LocalEnvironmentProvider:
                 quota_mounted = True
             files.create_instance(paths, plan, workdir, host_uid)
             if executable is not None:
-                files.fresh_copy(task.tests_dir, paths.tests)
+                files.fresh_layers(task.tests_sources, paths.tests)
             launcher = self._launcher(
                 executable, limits, cgroups, cgroup_limits, host_uid, spec, paths, workdir
             )

@@ -49,10 +49,11 @@ from envloop.environments import (
 from envloop.environments.choice import choose_provider
 from envloop.runners.artifacts import keep_tree, mask_outcome, mask_text, move_plain_tree
 from envloop.runners.base import RunnerParams, TaskKind
+from envloop.runners.shell_multistep import run_steps
+from envloop.runners.shell_phases import PhasePlan, exhausted, keep_phase_log, phase_plan
 from envloop.runners.shell_steps import RecordingEnvironment, verifier_step
 from envloop.tasks.harbor import load_harbor_task
 from envloop.tasks.model import HarborTask
-from envloop.tasks.variables import resolve_env
 from envloop.trajectories.files import write_trajectory
 
 NETWORK_PARAM = "NETWORK"
@@ -188,7 +189,8 @@ class ShellRunner:
         started = _now()
         context: AbstractAsyncContextManager[Environment] | None = None
         try:
-            task = _frozen_task(spec.task_dir, spec.task_name)
+            # A copy per trial: a multi-step trial moves its own copy from step to step.
+            task = _frozen_task(spec.task_dir, spec.task_name).model_copy()
             provider, choice_warning = (
                 (self.provider, None) if self.provider is not None else await choose_provider(task, spec)
             )
@@ -227,18 +229,21 @@ class ShellRunner:
         phases: list[PhaseRecord],
         recorder: TrajectoryRecorder,
     ) -> TrialOutcome:
-        _keep_phase_log(spec, "setup", _setup_log(environment))
-        agent_error = await self._agent_phase(environment, task, spec, agent, phases, recorder)
+        keep_phase_log(spec, "setup", _setup_log(environment))
+        if task.steps:
+            return await run_steps(self, environment, task, spec, agent, phases, recorder)
+        plan = phase_plan(task, environment, spec)
+        agent_error = await self.agent_phase(environment, task, spec, agent, phases, recorder, plan)
         # Nothing the agent started may outlive its phase: a leftover process could rewrite the
         # reward after the verifier wrote it.
         await environment.stop()
-        agent_error = _exhausted("agent", environment) or agent_error
-        reading, verifier_error = await self._verifier_phase(environment, task, spec, phases, recorder)
+        agent_error = exhausted("agent", environment) or agent_error
+        reading, verifier_error = await self.verifier_phase(environment, task, spec, phases, recorder, plan)
         started = _now()
         await environment.stop()
-        verifier_error = _exhausted("verifier", environment) or verifier_error
-        kept = await self._keep_artifacts(environment, spec)
-        _keep_phase_log(spec, "collection", kept)
+        verifier_error = exhausted("verifier", environment) or verifier_error
+        kept = await self.keep_artifacts(environment, spec)
+        keep_phase_log(spec, "collection", kept)
         phases.append(PhaseRecord(name="artifacts", started_at=started, ended_at=_now()))
         error = agent_error or verifier_error
         return TrialOutcome(
@@ -251,7 +256,7 @@ class ShellRunner:
         )
 
     @staticmethod
-    async def _keep_artifacts(environment: Environment, spec: TrialSpec) -> str:
+    async def keep_artifacts(environment: Environment, spec: TrialSpec) -> str:
         """The agent's and the verifier's logs: the output the worker captured, then what the
         commands left in their log directories inside, copied out by the environment (secrets
         masked; a name the capture already took gets a numbered sibling). Returns what was kept,
@@ -266,7 +271,7 @@ class ShellRunner:
             lines += [f"{name}: {note}" for note in notes]
         return "\n".join(lines) + "\n"
 
-    async def _agent_phase(
+    async def agent_phase(
         self,
         environment: Environment,
         task: HarborTask,
@@ -274,6 +279,7 @@ class ShellRunner:
         agent: Agent,
         phases: list[PhaseRecord],
         recorder: TrajectoryRecorder,
+        plan: PhasePlan,
     ) -> TrialError | None:
         instruction_file = f"{environment.visible.tmp}/envloop-instruction.md"
         await environment.write_file(instruction_file, task.instruction.encode())
@@ -293,11 +299,11 @@ class ShellRunner:
             spec=spec,
             recorder=recorder,
             env=variables,
-            stdout_path=_captures(spec) / "agent" / "stdout.txt",
-            stderr_path=_captures(spec) / "agent" / "stderr.txt",
-            logs_dir=_captures(spec) / "agent",
+            stdout_path=_captures(spec) / plan.logs / "agent" / "stdout.txt",
+            stderr_path=_captures(spec) / plan.logs / "agent" / "stderr.txt",
+            logs_dir=_captures(spec) / plan.logs / "agent",
         )
-        timeout = environment.limits.agent_timeout_sec
+        timeout = plan.agent_timeout_sec
         started = _now()
         try:
             async with asyncio.timeout(timeout) as deadline:
@@ -327,33 +333,34 @@ class ShellRunner:
             return TrialError(type="agent_error", message=message, exit_code=result.exit_code)
         return None
 
-    async def _verifier_phase(
+    async def verifier_phase(
         self,
         environment: Environment,
         task: HarborTask,
         spec: TrialSpec,
         phases: list[PhaseRecord],
         recorder: TrajectoryRecorder,
+        plan: PhasePlan,
     ) -> tuple[RewardReading, TrialError | None]:
-        logs = _captures(spec) / "verifier"
+        logs = _captures(spec) / plan.logs / "verifier"
         started = _now()
         command = ["bash", f"{environment.visible.tests}/test.sh"]
-        if not (task.tests_dir / "test.sh").is_file():
+        if not any((source / "test.sh").is_file() for source in task.tests_sources):
             phases.append(PhaseRecord(name="verifier", started_at=started, ended_at=_now()))
             reading = RewardReading(reward=None, note="the verifier did not run")
             recorder.add(verifier_step(" ".join(command), started, None, logs, reading))
             return reading, TrialError(type="verifier_error", message="task has no tests/test.sh")
-        timeout = environment.limits.verifier_timeout_sec
+        timeout = plan.verifier_timeout_sec
         # Only the verifier may write a reward: it writes into a fresh directory the agent never had.
         try:
             result = await environment.exec(
                 command,
-                env=resolve_env(task.config.verifier.env, spec.params),
+                env=plan.verifier_env,
                 timeout=timeout,
                 stdout_path=logs / "stdout.txt",
                 stderr_path=logs / "stderr.txt",
                 mounts=frozenset({"tests", "verifier_logs"}),
-                user=task.config.verifier.user if task.config.verifier.user is not None else "root",
+                user=plan.verifier_user,
             )
         except EnvironmentSetupError as exc:
             phases.append(PhaseRecord(name="verifier", started_at=started, ended_at=_now()))
@@ -413,13 +420,6 @@ def _loopback_port(url: str) -> tuple[int, ...]:
     return (port,) if loopback else ()
 
 
-def _exhausted(phase: str, environment: Environment) -> TrialError | None:
-    problem = environment.resource_problem()
-    if problem is None:
-        return None
-    return TrialError(type="resource_exhausted", message=f"{phase} phase: {problem}")
-
-
 def _setup_log(environment: Environment) -> str:
     lines = [f"sandbox: {environment.mode}", f"note: {environment.note}"]
     lines.append(f"limits: {environment.limits.describe()}")
@@ -446,10 +446,3 @@ async def _keep_captures(spec: TrialSpec) -> list[str]:
     except OSError:
         await asyncio.to_thread(shutil.rmtree, captures, True)
     return lines
-
-
-def _keep_phase_log(spec: TrialSpec, phase: str, text: str) -> None:
-    """A phase without a command of its own still says what it did (`el trial logs --phase`)."""
-    directory = spec.artifacts_dir / phase
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "output.txt").write_text(mask_text(text, spec.secret_values), encoding="utf-8")

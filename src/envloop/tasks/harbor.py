@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from envloop.tasks.digest import task_digest
-from envloop.tasks.model import HarborTask, TaskConfig, TaskFormatError
+from envloop.tasks.model import HarborTask, TaskConfig, TaskFormatError, TaskStep
 
 TASK_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -45,13 +45,49 @@ def load_harbor_task(root: Path, *, name: str | None = None) -> HarborTask:
     task_name = check_task_name(name if name is not None else root.resolve().name, root)
     digest = task_digest(root)
     config = load_task_config(root / "task.toml")
-    instruction = _read_instruction(root / "instruction.md")
-    _require_file(root / "tests" / "test.sh", "the verifier entry point is required")
     _optional_file(root / "solution" / "solve.sh")
     _optional_dir(root / "environment")
+    if config.steps:
+        steps = _load_steps(root, config)
+        instruction = (
+            (root / "instruction.md").read_text(encoding="utf-8", errors="replace")
+            if (root / "instruction.md").is_file()
+            else ""
+        )
+    else:
+        steps = []
+        instruction = _read_instruction(root / "instruction.md")
+        _require_file(root / "tests" / "test.sh", "the verifier entry point is required")
     return HarborTask(
-        name=task_name, root=root.resolve(), config=config, instruction=instruction, digest=digest
+        name=task_name,
+        root=root.resolve(),
+        config=config,
+        instruction=instruction,
+        digest=digest,
+        steps=steps,
     )
+
+
+def _load_steps(root: Path, config: TaskConfig) -> list[TaskStep]:
+    """Each `[[steps]]` entry needs `steps/<name>/instruction.md` and a verifier: its own
+    `tests/test.sh` or the task's."""
+    names = [step.name for step in config.steps]
+    duplicate = next((name for name in names if names.count(name) > 1), None)
+    if duplicate is not None:
+        raise TaskFormatError(root / "task.toml", f"step {duplicate!r} is declared twice", field="steps")
+    shared_test = (root / "tests" / "test.sh").is_file()
+    steps = []
+    for step in config.steps:
+        directory = root / "steps" / step.name
+        instruction = _read_instruction(directory / "instruction.md")
+        if not shared_test:
+            _require_file(
+                directory / "tests" / "test.sh",
+                "each step needs a verifier: its own or the task's tests/test.sh",
+            )
+        _optional_file(directory / "solution" / "solve.sh")
+        steps.append(TaskStep(config=step, instruction=instruction, root=directory.resolve()))
+    return steps
 
 
 def load_task_config(path: Path) -> TaskConfig:

@@ -47,6 +47,19 @@ class EnvironmentSection(_Section):
         return self.allow_internet
 
 
+STEP_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+
+
+class StepConfig(_Section):
+    """One `[[steps]]` entry: its own instruction, tests and solution live in `steps/<name>/`; its
+    agent and verifier settings fall back to the task's."""
+
+    name: str = Field(pattern=STEP_NAME_PATTERN)
+    min_reward: float | dict[str, float] | None = None
+    agent: AgentSection = Field(default_factory=AgentSection)
+    verifier: VerifierSection = Field(default_factory=VerifierSection)
+
+
 class TaskConfig(_Section):
     """task.toml. Absent sections take defaults; a default timeout is applied by the runner."""
 
@@ -55,10 +68,34 @@ class TaskConfig(_Section):
     agent: AgentSection = Field(default_factory=AgentSection)
     verifier: VerifierSection = Field(default_factory=VerifierSection)
     environment: EnvironmentSection = Field(default_factory=EnvironmentSection)
+    steps: list[StepConfig] = Field(default_factory=list)
+    multi_step_reward_strategy: Literal["mean", "final"] | None = None
+
+
+class TaskStep(BaseModel):
+    """A loaded step of a multi-step task."""
+
+    config: StepConfig
+    instruction: str
+    root: Path
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def tests_dir(self) -> Path:
+        """Laid over the task's own tests/ for this step's verifier (same-named files win)."""
+        return self.root / "tests"
+
+    @property
+    def solution_dir(self) -> Path:
+        return self.root / "solution"
 
 
 class HarborTask(BaseModel):
-    """A loaded Harbor-format task directory."""
+    """A loaded Harbor-format task directory. A multi-step task has `steps` (in order); its
+    top-level instruction, if any, is never given to the agent."""
 
     kind: Literal["harbor"] = "harbor"
     name: str
@@ -66,14 +103,41 @@ class HarborTask(BaseModel):
     config: TaskConfig
     instruction: str
     digest: str
+    steps: list[TaskStep] = Field(default_factory=list)
+    active_step: str | None = Field(
+        default=None,
+        exclude=True,
+        description="the step a multi-step trial is on: its tests, solution and agent user apply",
+    )
+
+    @property
+    def step(self) -> TaskStep | None:
+        return next((s for s in self.steps if s.name == self.active_step), None)
 
     @property
     def tests_dir(self) -> Path:
         return self.root / "tests"
 
     @property
+    def tests_sources(self) -> list[Path]:
+        """What a verifier sees at /tests, in order: the task's tests, then the active step's laid
+        over them (same-named files win), as Harbor does."""
+        step = self.step
+        found = [self.tests_dir, *([step.tests_dir] if step is not None else [])]
+        return [d for d in found if d.is_dir()]
+
+    @property
     def solution_dir(self) -> Path:
-        return self.root / "solution"
+        step = self.step
+        return step.solution_dir if step is not None else self.root / "solution"
+
+    @property
+    def agent_user(self) -> TaskUser | None:
+        """Who the agent runs as: the active step's `[steps.agent] user`, else the task's."""
+        step = self.step
+        if step is not None and step.config.agent.user is not None:
+            return step.config.agent.user
+        return self.config.agent.user
 
     @property
     def environment_dir(self) -> Path:

@@ -115,13 +115,18 @@ class DockerEnvironment:
         command left at those paths goes first (one root exec), then the copies go in as tar streams."""
         if not mounts:
             return
+        # A multi-step task's step lays its own tests over the task's, in that order.
+        layers = [(source, self.visible.tests) for source in self._task.tests_sources] or [
+            (self._task.tests_dir, self.visible.tests)
+        ]
         copies = [
             (source, target)
-            for mount, source, target in (
-                ("tests", self._task.tests_dir, self.visible.tests),
-                ("solution", self._task.solution_dir, self.visible.solution),
+            for mount, pairs in (
+                ("tests", layers),
+                ("solution", [(self._task.solution_dir, self.visible.solution)]),
             )
             if mount in mounts
+            for source, target in pairs
         ]
         script = ['rm -rf -- "$@"']
         script += [f"mkdir -p {target}" for source, target in copies if not source.is_dir()]

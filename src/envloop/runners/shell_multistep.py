@@ -1,0 +1,89 @@
+"""A multi-step Harbor task in `envloop/shell@1`: its steps run in order in one environment, each an
+agent phase with the step's instruction and a verifier run with the step's tests laid over the
+task's; the steps' results roll up into the trial's reward by the task's strategy (core.multistep,
+which states Harbor's rules and envloop's one stricter rule).
+
+A step whose result misses its `min_reward`, or whose phase ran out of memory or disk, ends the
+trial: later steps do not run, and the trial says after which step and why. Each step's verifier
+logs are kept under `steps/<name>/verifier`, its captured output under `steps/<name>/`.
+"""
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from envloop.agents import Agent
+from envloop.core.multistep import StepResult, below_minimum, roll_up, step_values
+from envloop.core.trajectory import StateStep, TrajectoryRecorder
+from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec
+from envloop.environments import Environment
+from envloop.runners.shell_phases import exhausted, keep_phase_log, step_plan
+from envloop.tasks.model import HarborTask
+
+if TYPE_CHECKING:
+    from envloop.runners.shell import ShellRunner
+
+
+async def run_steps(
+    runner: "ShellRunner",
+    environment: Environment,
+    task: HarborTask,
+    spec: TrialSpec,
+    agent: Agent,
+    phases: list[PhaseRecord],
+    recorder: TrajectoryRecorder,
+) -> TrialOutcome:
+    results: list[StepResult] = []
+    errors: list[TrialError] = []
+    stopped: str | None = None
+    for step in task.steps:
+        # The environment reads the step's tests, solution and agent user from this task.
+        task.active_step = step.name
+        view = task.model_copy(update={"instruction": step.instruction})
+        plan = step_plan(task, step, environment, spec)
+        recorder.add(StateStep(at=datetime.now(UTC), note=f"step {step.name!r} begins"))
+        agent_error = await runner.agent_phase(environment, view, spec, agent, phases, recorder, plan)
+        await environment.stop()
+        agent_error = exhausted("agent", environment) or agent_error
+        reading, verifier_error = await runner.verifier_phase(environment, view, spec, phases, recorder, plan)
+        await environment.stop()
+        verifier_error = exhausted("verifier", environment) or verifier_error
+        await environment.get_dir(
+            environment.visible.verifier_logs, spec.artifacts_dir / "steps" / step.name / "verifier"
+        )
+        values = step_values(reading.reward, reading.dimensions)
+        results.append(StepResult(name=step.name, values=values, note=reading.note))
+        error = agent_error or verifier_error
+        if error is not None:
+            errors.append(error.model_copy(update={"message": f"step {step.name!r}: {error.message}"}))
+        gate = below_minimum(values, step.config.min_reward)
+        if gate is None and error is not None and error.type == "resource_exhausted":
+            gate = error.message
+        if gate is not None:
+            stopped = f"stopped after step {step.name!r}: {gate}"
+            break
+    task.active_step = None
+    started = datetime.now(UTC)
+    keep_phase_log(spec, "collection", await runner.keep_artifacts(environment, spec))
+    phases.append(PhaseRecord(name="artifacts", started_at=started, ended_at=datetime.now(UTC)))
+    strategy = task.config.multi_step_reward_strategy or "mean"
+    rolled = roll_up(strategy, results)
+    ran = ", ".join(f"{r.name}={_shown(r)}" for r in results)
+    warnings = [f"multi-step ({strategy}): {len(results)} of {len(task.steps)} steps ran ({ran})"]
+    if stopped is not None:
+        warnings.append(stopped)
+    error = errors[0] if errors else None
+    return TrialOutcome(
+        status="failed" if error else "completed",
+        error=error,
+        reward=rolled.reward,
+        reward_note=rolled.note,
+        dimensions=rolled.dimensions,
+        phases=phases,
+        warnings=warnings,
+    )
+
+
+def _shown(result: StepResult) -> str:
+    if not result.values:
+        return "none"
+    return ",".join(f"{key}:{value:g}" for key, value in result.values.items())

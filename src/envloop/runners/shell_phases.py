@@ -1,0 +1,68 @@
+"""What one agent phase and its verifier run use, for a whole task or for one step of a multi-step
+task, and the checks every phase ends with."""
+
+from dataclasses import dataclass
+
+from envloop.core.trial import TrialError, TrialSpec
+from envloop.environments import Environment
+from envloop.environments.policy import operator_policy
+from envloop.runners.artifacts import mask_text
+from envloop.tasks.model import HarborTask, TaskStep, TaskUser
+from envloop.tasks.variables import resolve_env
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    """What one agent phase and the verifier run after it use: the whole task's settings, or a
+    multi-step task's step with its own falling back to the task's."""
+
+    agent_timeout_sec: float
+    verifier_timeout_sec: float
+    verifier_env: dict[str, str]
+    verifier_user: TaskUser
+    logs: str = ""
+    """Where the phases' captured output is kept, below the trial's artifacts ("" or steps/NAME)."""
+
+
+def phase_plan(task: HarborTask, environment: Environment, spec: TrialSpec) -> PhasePlan:
+    verifier = task.config.verifier
+    return PhasePlan(
+        agent_timeout_sec=environment.limits.agent_timeout_sec,
+        verifier_timeout_sec=environment.limits.verifier_timeout_sec,
+        verifier_env=resolve_env(verifier.env, spec.params),
+        verifier_user=verifier.user if verifier.user is not None else "root",
+    )
+
+
+def step_plan(task: HarborTask, step: TaskStep, environment: Environment, spec: TrialSpec) -> PhasePlan:
+    """A step's own timeouts, verifier variables and user, each falling back to the task's (as in
+    Harbor); timeouts stay under the operator's ceiling."""
+    whole = phase_plan(task, environment, spec)
+    ceiling = operator_policy().max_timeout_sec
+    agent, verifier = step.config.agent, step.config.verifier
+    return PhasePlan(
+        # The job's own timeouts win, as they do over the task's.
+        agent_timeout_sec=min(
+            spec.agent_timeout_sec or agent.timeout_sec or whole.agent_timeout_sec, ceiling
+        ),
+        verifier_timeout_sec=min(
+            spec.verifier_timeout_sec or verifier.timeout_sec or whole.verifier_timeout_sec, ceiling
+        ),
+        verifier_env={**whole.verifier_env, **resolve_env(verifier.env, spec.params)},
+        verifier_user=verifier.user if verifier.user is not None else whole.verifier_user,
+        logs=f"steps/{step.name}",
+    )
+
+
+def exhausted(phase: str, environment: Environment) -> TrialError | None:
+    problem = environment.resource_problem()
+    if problem is None:
+        return None
+    return TrialError(type="resource_exhausted", message=f"{phase} phase: {problem}")
+
+
+def keep_phase_log(spec: TrialSpec, phase: str, text: str) -> None:
+    """A phase without a command of its own still says what it did (`el trial logs --phase`)."""
+    directory = spec.artifacts_dir / phase
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "output.txt").write_text(mask_text(text, spec.secret_values), encoding="utf-8")
