@@ -480,3 +480,30 @@ def test_an_agent_can_neither_signal_host_processes_nor_write_host_files(tmp_pat
     finally:
         host.kill()
         host.wait()
+
+
+@pytest.mark.parametrize(
+    ("toml", "file", "reason"),
+    [
+        ("[environment]\ngpus = 1\n", None, "asks for 1 GPU(s) and this worker has 0"),
+        ("", "docker-compose.yaml", "sidecar services are not supported"),
+        ('[verifier]\nenvironment_mode = "separate"\n', None, "separate verifier environment"),
+    ],
+)
+def test_a_feature_the_environment_cannot_honour_is_refused_not_scored(
+    tmp_path: Path, toml: str, file: str | None, reason: str
+) -> None:
+    task = write_task(tmp_path / "feature", toml=toml)
+    if file is not None:
+        (task / "environment" / file).write_text("services:\n  db:\n    image: postgres\n")
+    outcome = run(spec_for(tmp_path, task, "true"))
+    assert outcome.reward is None
+    assert outcome.error is not None and outcome.error.type == "environment_error"
+    assert reason in outcome.error.message
+
+
+def test_a_healthcheck_that_is_not_run_is_said_on_the_trial(tmp_path: Path) -> None:
+    task = write_task(tmp_path / "health", toml='[environment.healthcheck]\ncommand = "true"\n')
+    outcome = run(spec_for(tmp_path, task, "true"))
+    assert outcome.reward == 0.0
+    assert any("healthcheck is not run" in warning for warning in outcome.warnings)

@@ -9,6 +9,7 @@ asks beyond them is cut to the ceiling and the trial says so. Every timeout is f
 import math
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -118,7 +119,7 @@ def resolve_limits(
     `network_requested` is the profile's own request for a network (an agent that calls its model
     from inside the sandbox)."""
     section = task.config.environment
-    warnings: list[str] = []
+    warnings: list[str] = unsupported_features(task)
 
     def capped(what: str, asked: float, ceiling: float, unit: str) -> float:
         if asked <= ceiling:
@@ -160,3 +161,35 @@ def resolve_limits(
         network=network,
     )
     return limits, warnings
+
+
+COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
+
+
+def host_gpus() -> int:
+    """GPUs this worker could hand a trial (NVIDIA device nodes)."""
+    return len(list(Path("/dev").glob("nvidia[0-9]*")))
+
+
+def unsupported_features(task: HarborTask) -> list[str]:
+    """Refuse (EnvironmentSetupError) what a trial cannot run without, and return a warning for
+    what it runs without: a task feature envloop does not honour never silently becomes a score."""
+    environment = task.config.environment.model_extra or {}
+    gpus = environment.get("gpus")
+    if isinstance(gpus, int | float) and not isinstance(gpus, bool) and gpus > 0 and host_gpus() < gpus:
+        raise EnvironmentSetupError(f"the task asks for {gpus:g} GPU(s) and this worker has {host_gpus()}")
+    compose = next((name for name in COMPOSE_FILES if (task.environment_dir / name).is_file()), None)
+    if compose is not None:
+        raise EnvironmentSetupError(
+            f"environment/{compose}: sidecar services are not supported, and the task would run without them"
+        )
+    mode = (task.config.verifier.model_extra or {}).get("environment_mode")
+    if mode not in (None, "shared"):
+        raise EnvironmentSetupError(
+            f"[verifier] environment_mode = {str(mode)[:40]!r}: "
+            "a separate verifier environment is not supported"
+        )
+    warnings = []
+    if "healthcheck" in environment:
+        warnings.append("[environment] healthcheck is not run: the agent starts without waiting for it")
+    return warnings
