@@ -1,13 +1,14 @@
 """Where envloop's time goes on the realistic shape: the worker and the `el job submit --wait`
 follower sampled by py-spy on N distinct trivial tasks, and `python -X importtime` of `el --help`.
 
-    .venv/bin/python bench/peers/profile_envloop.py [--tasks 300] [--sandbox plain|bwrap]
+    .venv/bin/python bench/peers/profile_envloop.py [--tasks 1000] [--sandbox plain|bwrap]
                                                     [--capacity 4] [--py-spy PATH]
 
 py-spy is a tool, not a dependency of envloop: install it anywhere (for instance
 `python -m venv ~/.cache/envloop-bench/tools && ~/.cache/envloop-bench/tools/bin/pip install
-py-spy==0.4.1`, the default path here). Samples are on-CPU only (py-spy leaves idle threads out), so
-each share below is a share of the process's CPU, not of the wall clock.
+py-spy==0.4.1`, the default path here). Only the thread holding the GIL is sampled (`--gil`), so each
+share below is a share of the Python CPU of that process (its children's CPU is not in it), not of
+the wall clock.
 """
 
 import argparse
@@ -31,7 +32,8 @@ TOP = 18
 
 
 def _record(py_spy: Path, out: Path, command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-    argv = [str(py_spy), "record", "--format", "raw", "--rate", "250", "--output", str(out), "--", *command]
+    argv = [str(py_spy), "record", "--gil", "--format", "raw", "--rate", "250", "--output", str(out)]
+    argv += ["--", *command]
     return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -51,55 +53,62 @@ def _summarise(raw: Path, title: str) -> None:
     """Self and inclusive shares of the sampled CPU, per function."""
     own: collections.Counter[str] = collections.Counter()
     within: collections.Counter[str] = collections.Counter()
-    total = 0
+    total = imports = 0
     for line in raw.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not stack or not count_text.isdigit():
             continue
         count = int(count_text)
+        if "_find_and_load" in stack:  # start-up: a fixed cost, shown apart
+            imports += count
+            continue
         frames = [_frame_name(f) for f in stack.split(";")]
         total += count
         own[frames[-1]] += count
         for frame in set(frames):
             within[frame] += count
-    print(f"\n{title}: {total} samples on CPU")
+    print(f"\n{title}: {total + imports} samples holding the GIL, {imports} of them importing modules")
+    print(f"shares of the other {total} (the part that grows with the job):")
     print(" self%  incl%  function")
-    for frame, count in within.most_common(TOP):
+    for frame, count in within.most_common(8):
+        print(f"{own[frame] / total * 100:>6.1f}{count / total * 100:>7.1f}  {frame}")
+    print("  envloop's own functions, by inclusive share:")
+    ours = [(frame, count) for frame, count in within.most_common() if "(envloop/" in frame]
+    for frame, count in ours[: TOP + 12]:
         print(f"{own[frame] / total * 100:>6.1f}{count / total * 100:>7.1f}  {frame}")
     print("  highest self:")
-    for frame, count in own.most_common(TOP // 2):
+    for frame, count in own.most_common(TOP):
         print(f"{count / total * 100:>6.1f}         {frame}")
 
 
 def _import_times() -> None:
-    """Cumulative import time of the heaviest packages `el --help` loads."""
+    """Import time of `el --help`, summed per top-level package (each module's own time)."""
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "envloop", "--help"],
         capture_output=True,
         text=True,
         check=True,
     )
-    packages: dict[str, int] = {}
-    total = 0
+    packages: collections.Counter[str] = collections.Counter()
     for line in proc.stderr.splitlines():
-        match = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
-        if not match:
-            continue
-        own_us, cumulative_us, indent, name = match.groups()
-        total += int(own_us)
-        if len(indent) <= 3:  # imported by envloop itself (or at top level)
-            top = name.split(".")[0] if not name.startswith("envloop") else name
-            packages[top] = max(packages.get(top, 0), int(cumulative_us))
-    print(f"\n`python -X importtime -m envloop --help`: {total / 1e6:.2f} s of imports in all; heaviest:")
-    for name, micros in sorted(packages.items(), key=lambda item: -item[1])[:TOP]:
-        print(f"{micros / 1e6:>8.3f} s  {name}")
+        match = re.match(r"import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)", line)
+        if match:
+            own_us, name = match.groups()
+            top = ".".join(name.split(".")[:2]) if name.startswith("envloop.") else name.split(".")[0]
+            packages[top] += int(own_us)
+    total = sum(packages.values())
+    print(
+        f"\n`python -X importtime -m envloop --help`: {total / 1e6:.2f} s of imports; by package (own time):"
+    )
+    for name, micros in packages.most_common(TOP):
+        print(f"{micros / 1e6:>8.3f} s {micros / total * 100:>5.1f}%  {name}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--tasks", type=int, default=300)
+    parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--sandbox", choices=["plain", "bwrap"], default="plain")
     parser.add_argument("--capacity", type=int, default=4)
     parser.add_argument(
@@ -130,7 +139,7 @@ def main() -> None:
             str(args.capacity),
         ]
         worker = _record(args.py_spy, root / "worker.raw", worker_command, env)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180
         lock = home / "background-worker.lock"
         while not (lock.exists() and lock.read_text().strip().isdigit()) and time.monotonic() < deadline:
             time.sleep(0.01)
