@@ -79,8 +79,9 @@ def _wait_for(condition: Callable[[], bool], timeout: float) -> None:
         time.sleep(0.1)
 
 
-def _kill_trial_processes(trial_ids: set[str]) -> None:
-    """Commands of a run whose node was killed outlive it (plain mode); the test ends them."""
+def _trial_processes(trial_ids: set[str]) -> list[int]:
+    """Processes whose environment marks them as belonging to one of these trials."""
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -89,8 +90,15 @@ def _kill_trial_processes(trial_ids: set[str]) -> None:
         except OSError:
             continue
         if any(f"ENVLOOP_TRIAL_ID={t}".encode() in environ for t in trial_ids):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(entry.name), signal.SIGKILL)
+            found.append(int(entry.name))
+    return found
+
+
+def _kill_trial_processes(trial_ids: set[str]) -> None:
+    """Commands of a run whose node was killed outlive it (plain mode); the test ends them."""
+    for pid in _trial_processes(trial_ids):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_trials_run_as_ray_tasks_sized_by_their_task_and_their_files_reach_the_store(
@@ -155,3 +163,28 @@ def test_a_ray_node_dying_mid_trial_costs_a_new_run_recorded_once(
     assert marker.read_text().splitlines() == ["run", "run"]
     assert "lost" in log.read_text() and "handed back to the queue" in log.read_text()
     assert [p["name"] for p in trial.phases][:3] == ["setup", "agent", "verifier"]
+
+
+def test_cancelling_a_job_stops_its_trial_on_the_ray_node_and_tears_it_down(
+    cluster: RayCluster, ctx: Context, home: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "started.txt"
+    job_id = _submit(
+        ctx, tmp_path, f"echo started > {marker}; sleep 120; touch $ENVLOOP_APP_DIR/done", {"t": ""}
+    )
+    log = tmp_path / "worker.log"
+    worker = _ray_worker(cluster, home, log, "--idle-exit", "3")
+    trial_ids: set[str] = set()
+    try:
+        _wait_for(marker.exists, timeout=120)
+        trial_ids = {t.id for t in _trials(ctx, job_id).values()}
+        jobs.cancel_job(ctx, job_id)
+        assert worker.wait(timeout=120) == 0, log.read_text()[-3000:]
+        _wait_for(lambda: not _trial_processes(trial_ids), timeout=30)  # the runner's teardown on the node
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        _kill_trial_processes(trial_ids)
+    (trial,) = _trials(ctx, job_id).values()
+    assert (trial.status, trial.runs) == ("cancelled", 1)
+    assert jobs.get_job(ctx, job_id).status == "cancelled"

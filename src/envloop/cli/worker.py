@@ -47,6 +47,7 @@ def worker(
     background: Annotated[bool, typer.Option("--background", hidden=True)] = False,
 ) -> None:
     """Run a worker in the foreground on the store: claim trials from the queue and run them."""
+    chosen, suggested = choose_executor(executor, ray_address)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     ctx = context()
     lock = try_hold_lock(ctx) if background else None
@@ -63,7 +64,6 @@ def worker(
     )
     if capacity is not None:
         config.capacity = capacity
-    chosen, suggested = choose_executor(executor, ray_address)
     if capacity is None and suggested is not None:
         config.capacity = suggested
     runner = Worker(ctx, config, executor=chosen)

@@ -23,6 +23,7 @@ import logging
 import math
 import os
 import shutil
+import socket
 import tarfile
 import tempfile
 import time
@@ -34,7 +35,7 @@ from typing import Any
 from envloop.core.trial import TrialError, TrialOutcome, TrialSpec
 from envloop.runners.registry import get_runner
 from envloop.scheduling.executor import RunLost
-from envloop.services.errors import UserError
+from envloop.services.errors import ServerError, UserError
 from envloop.store.artifacts import regular_files
 from envloop.tasks.archive import pack_task, safe_extract
 from envloop.tasks.harbor import load_task_config
@@ -54,6 +55,20 @@ CANCEL_GRACE_SEC = 5.0
 _KEPT_ARCHIVES = 256
 _NODES_TTL_SEC = 5.0
 _MB = 1024 * 1024
+_CONNECT_TIMEOUT_SEC = 5.0
+
+
+def _check_reachable(address: str) -> None:
+    """Fail in seconds when nothing answers at a `host:port` address: joining an absent cluster
+    would otherwise wait without end."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=_CONNECT_TIMEOUT_SEC).close()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ServerError(f"could not reach the Ray cluster at {address}: {reason}") from None
 
 
 def _pack_kept(root: Path) -> bytes:
@@ -136,11 +151,12 @@ class RayExecutor:
         except ImportError:
             raise UserError("the ray executor needs the ray extra: pip install 'envloop[ray]'") from None
         self._ray: Any = ray
+        _check_reachable(address)
         try:
             ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False, namespace="envloop")
         except (ConnectionError, RuntimeError, ValueError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise UserError(f"could not join the Ray cluster at {address}: {first}") from None
+            raise ServerError(f"could not join the Ray cluster at {address}: {first[:200]}") from None
         env = {name: os.environ[name] for name in FORWARDED_SETTINGS if name in os.environ}
         # A lost run is handed back to the queue as a new run (recorded once), never retried by Ray.
         self._options: dict[str, Any] = {"max_retries": 0}
@@ -162,7 +178,7 @@ class RayExecutor:
         if memory_mb:
             options["memory"] = memory_mb * _MB
         key = spec.task_dir.name if spec.task_dir is not None else None
-        archive = self._archive(spec.task_dir) if spec.task_dir is not None else None
+        archive = await asyncio.to_thread(self._archive, spec.task_dir) if spec.task_dir is not None else None
         ref = self._remote.options(**options).remote(spec.model_dump_json(), key, archive)
         try:
             outcome_json, kept = await asyncio.wrap_future(ref.future())
