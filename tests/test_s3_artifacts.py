@@ -134,6 +134,23 @@ def test_an_unreachable_store_is_one_clear_error_within_seconds(
     assert s3.CREDENTIALS["AWS_SECRET_ACCESS_KEY"] not in message
 
 
+def test_files_the_store_cannot_take_stay_staged_until_a_later_publish(
+    home: Path, s3_url: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_closed_port()}")
+    cut_off = open_artifact_store(s3_url, home)
+    _stage(cut_off.staging_dir("trl_a.r1"), {"agent/stdout.txt": "kept"})
+    with pytest.raises(ArtifactStoreUnavailableError):
+        cut_off.publish("trl_a.r1", "trl_a")
+    assert cut_off.staged_runs() == ["trl_a.r1"]
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    reachable = open_artifact_store(s3_url, home)
+    reachable.publish("trl_a.r1", "trl_a")
+    assert reachable.staged_runs() == []
+    assert reachable.trial_file("trl_a", "agent/stdout.txt").read_text() == "kept"
+
+
 def _submit(ctx: Context, tmp_path: Path, command: str, tasks: int = 1) -> str:
     src = tmp_path / "src"
     for i in range(tasks):
