@@ -351,3 +351,18 @@ def test_a_killed_workers_container_is_removed_when_the_next_worker_starts(
     el.ok("job", "cancel", job["id"])
     el.ok("worker", "--idle-exit", "0.5", timeout=120)
     assert asyncio.run(trial_containers(trial["id"])) == []
+
+
+def test_the_agent_timeout_kills_its_command_and_the_verifier_still_runs(
+    tmp_path: Path, images: list[str]
+) -> None:
+    task = write_task(tmp_path / "task")
+    command = "touch /app/started; sleep 600; touch /app/done"
+    spec = spec_for(tmp_path, task, {"AGENT_NAME": "command", "AGENT_COMMAND": command}, agent_timeout_sec=2)
+    outcome = run_docker(tmp_path, spec, images)
+    assert outcome.error is not None and outcome.error.type == "agent_timeout"
+    assert outcome.reward == 0.0
+    trajectory = json.loads((tmp_path / "artifacts" / "trajectory.json").read_text())
+    [step] = [s for s in trajectory["steps"] if s["kind"] == "tool"]
+    assert step["error"].startswith("interrupted")
+    assert [c["path"] for c in step["changes"]] == ["started"]

@@ -139,11 +139,11 @@ class ClaudeCodeAgent:
         ctx.recorder.trajectory.protocol = "anthropic"
         ctx.recorder.add(UserStep(text=ctx.task.instruction))
         environment = ctx.environment
-        if environment.mode == "bwrap" and not environment.limits.network:
+        if environment.mode != "plain" and not environment.limits.network:
             return AgentResult(
                 exit_code=None,
                 error="claude-code needs network to install the CLI and reach MODEL_BASE_URL, and this "
-                "sandbox is loopback-only: set NETWORK=host in the profile",
+                f"{environment.mode} environment has none: set NETWORK=host in the profile",
             )
         claude, problem = await self._install(ctx, version)
         if claude is None:

@@ -262,7 +262,11 @@ class _Loop:
             # The agent timeout (or a cancelled job) ended the command: keep what it did so far.
             step.duration_ms = (time.perf_counter() - clock) * 1000
             step.error = "interrupted: the agent phase ended while the command ran"
-            self._finish_step(step, out_path, err_path, await environment.snapshot(self.state))
+            try:
+                after = await environment.snapshot(self.state)
+            except Exception:  # the cancellation goes on whatever the snapshot met
+                after = self.state
+            self._finish_step(step, out_path, err_path, after)
             raise
         step.duration_ms = (time.perf_counter() - clock) * 1000
         step.exit_code, step.timed_out = result.exit_code, result.timed_out

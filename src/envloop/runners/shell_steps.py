@@ -89,7 +89,10 @@ class RecordingEnvironment:
             )
         except BaseException:
             # Cancelled (the agent timeout, a cancelled job): keep what the command did so far.
-            after = await self._inner.snapshot(self._state)
+            try:
+                after = await self._inner.snapshot(self._state)
+            except Exception:  # the cancellation goes on whatever the snapshot met
+                after = self._state
             step = self._step(command, started, clock, None, stdout_path, stderr_path, after)
             step.error = "interrupted: the agent phase ended while the command ran"
             self._recorder.add(step)
