@@ -200,6 +200,9 @@ def test_commands_start_where_asked_and_paths_outside_the_instance_are_refused(
         assert (await env.exec(["pwd"])).stdout.strip() == env.visible.app
         assert (await env.exec(["pwd"], cwd=env.visible.tmp)).stdout.strip() == env.visible.tmp
         if kind == "local":
+            # Copying out while commands may run could follow a directory swapped for a link.
+            with pytest.raises(EnvironmentSetupError):
+                await env.get_dir(env.visible.agent_logs, tmp_path / "early")
             for outside in ("/etc/passwd", f"{env.visible.tmp}/../etc/passwd", "relative.txt"):
                 with pytest.raises(EnvironmentSetupError):
                     await env.read_file(outside, 1024)

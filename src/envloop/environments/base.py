@@ -110,7 +110,8 @@ class Environment(Protocol):
         """Copy the directory `path` inside to the worker's directory `target` (created; a name
         already taken there gets a numbered sibling): regular files and directories only, never
         through a link, the trial's secrets masked and long files cut (runners/artifacts.py). A
-        missing `path` copies nothing. Returns one note per file that was cut or left out."""
+        missing `path` copies nothing. Returns one note per file that was cut or left out. Call it
+        after `stop()`: the local provider copies nothing while commands may still run."""
         ...
 
     async def snapshot(self, previous: "Snapshot | None" = None) -> "Snapshot":

@@ -265,9 +265,9 @@ class LocalEnvironment:
         return read_inside(self.paths.root, self._host_path(path), max_bytes)
 
     async def get_dir(self, path: str, target: Path) -> list[str]:
-        """A small plain tree of a stopped instance is moved at once (one rename; nothing can plant
-        a link or grow a file any more), or copied in place when `target` already holds files;
-        anything else is copied, masked, on a thread so the event loop keeps serving other trials."""
+        """Only once the instance is stopped (nothing can plant a link or grow a file any more): a
+        small plain tree is moved at once (one rename), or copied in place when `target` already
+        holds files; anything else is kept on a thread so the event loop keeps serving other trials."""
         from envloop.runners.artifacts import (  # noqa: PLC0415 (runners import this module)
             copy_tree_masked,
             move_plain_tree,
@@ -279,12 +279,14 @@ class LocalEnvironment:
                 return [f"{path} is not a directory: nothing was copied"]
         except FileNotFoundError:
             return []
-        if self._stopped:
-            if not target.exists() and move_plain_tree(source, target, self._secrets, _INLINE_COPY_ENTRIES):
-                return []
-            if files.small_plain_tree(source, _INLINE_COPY_ENTRIES, _INLINE_COPY_BYTES):
-                return copy_tree_masked(source, target, self._secrets).notes
-        return await asyncio.to_thread(_keep, source, target, self._secrets, moving=self._stopped)
+        if not self._stopped:
+            # A running command could swap a directory for a link between the walk and the open.
+            raise EnvironmentSetupError("the local environment copies files out only after stop()")
+        if not target.exists() and move_plain_tree(source, target, self._secrets, _INLINE_COPY_ENTRIES):
+            return []
+        if files.small_plain_tree(source, _INLINE_COPY_ENTRIES, _INLINE_COPY_BYTES):
+            return copy_tree_masked(source, target, self._secrets).notes
+        return await asyncio.to_thread(_keep, source, target, self._secrets)
 
     async def snapshot(self, previous: Snapshot | None = None) -> Snapshot:
         """Small working directories are read in place: handing the walk to a thread costs more than
@@ -387,13 +389,10 @@ def _capture(path: Path | None) -> BinaryIO:
     return path.open("w+b", buffering=0)
 
 
-def _keep(source: Path, target: Path, secrets: tuple[str, ...], *, moving: bool) -> list[str]:
-    """keep_tree, or (while commands may still run) always a masked copy of regular files."""
-    from envloop.runners.artifacts import copy_tree_masked, keep_tree  # noqa: PLC0415 (import cycle)
+def _keep(source: Path, target: Path, secrets: tuple[str, ...]) -> list[str]:
+    from envloop.runners.artifacts import keep_tree  # noqa: PLC0415 (runners import this module)
 
-    if moving:
-        return keep_tree(source, target, secrets)
-    return copy_tree_masked(source, target, secrets).notes
+    return keep_tree(source, target, secrets)
 
 
 def _exit_code(returncode: int | None) -> int | None:
