@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anthropic
+import httpx
 import openai
 import pytest
 
@@ -180,3 +181,34 @@ def test_before_and_after_through_two_aliases_over_both_protocols_compare_and_ra
     [model_step] = [s for s in steps if s["kind"] == "model"]
     assert model_step["usage"]["output_tokens"] > 0
     assert endpoint.key not in json.dumps(steps)
+
+
+def test_a_caller_that_leaves_a_stream_frees_the_model_for_the_next_request(endpoint: ModelServer) -> None:
+    """The stream asks for up to 1024 tokens of counting (a minute of generation here); the next
+    request is answered within seconds once the first caller hangs up."""
+    headers = {"Authorization": f"Bearer {endpoint.key}"}
+    counting = {
+        "model": "smollm2/base",
+        "messages": [{"role": "user", "content": "Count from 1 to 1000, separated by commas."}],
+        "max_tokens": 1024,
+        "temperature": 0,
+        "stream": True,
+    }
+    with (
+        httpx.Client(timeout=120) as http,
+        http.stream(
+            "POST", f"{endpoint.openai_url}/chat/completions", json=counting, headers=headers
+        ) as reply,
+    ):
+        lines = reply.iter_lines()
+        received = [next(lines) for _ in range(4)]
+        assert received[0].startswith("data: ")
+    started = time.monotonic()
+    quick = httpx.post(
+        f"{endpoint.openai_url}/chat/completions",
+        json={"model": "smollm2/sft", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4},
+        headers=headers,
+        timeout=120,
+    )
+    assert quick.status_code == 200 and quick.json()["choices"][0]["message"]["content"]
+    assert time.monotonic() - started < 25

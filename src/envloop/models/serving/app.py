@@ -3,13 +3,10 @@
 
 A key travels as `Authorization: Bearer KEY` (OpenAI SDK) or `x-api-key: KEY` (Anthropic SDK).
 Every refusal is one line, `{"detail": "…"}`: 400 for a request the protocol does not allow, 401
-without a valid key of the project, 404 for a model the endpoint does not serve. A stream starts
-only once the first piece is ready, so a refusal is still a plain HTTP error.
-"""
+without a valid key of the project, 404 for a model the endpoint does not serve."""
 
-import itertools
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
 from fastapi import Depends, FastAPI, Request
@@ -18,7 +15,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from envloop.models.serving import anthropic_wire, openai_wire
-from envloop.models.serving.engine import ChatCall, Engine, ServingError
+from envloop.models.serving.engine import ChatCall, Engine, Generation, Producer, ServingError
 
 Authenticate = Callable[[str], bool]
 """Whether a presented key may use the endpoint."""
@@ -78,10 +75,30 @@ def create_model_app(engine: Engine, authenticate: Authenticate) -> FastAPI:
 
     guarded = [Depends(key_of_the_project)]
 
-    async def first_piece_then_rest(model: str, call: ChatCall) -> itertools.chain[Any]:
-        pieces = engine.stream(model, call)
-        first = await run_in_threadpool(next, pieces)
-        return itertools.chain([first], pieces)
+    async def streamed(
+        model: str, call: ChatCall, render: Callable[[Iterator[str | Generation]], Iterator[str]]
+    ) -> StreamingResponse:
+        """Events as the model writes; the response starts once the first piece is ready, so a
+        refusal is still a plain HTTP error, and a caller that goes away stops the generation."""
+        producer = Producer(engine.stream(model, call))
+        first = await run_in_threadpool(producer.get)
+
+        def pieces() -> Iterator[str | Generation]:
+            item = first
+            while item is not None:
+                yield item
+                item = producer.get()
+
+        events = render(pieces())
+
+        async def body() -> AsyncIterator[str]:
+            try:
+                while (event := await run_in_threadpool(next, events, None)) is not None:
+                    yield event
+            finally:
+                producer.cancel()
+
+        return StreamingResponse(body(), media_type="text/event-stream")
 
     @app.get("/health", include_in_schema=False)
     def health() -> dict[str, str]:
@@ -100,10 +117,9 @@ def create_model_app(engine: Engine, authenticate: Authenticate) -> FastAPI:
         call = openai_wire.chat_call(body)
         if body.stream:
             usage = body.stream_options is not None and body.stream_options.include_usage
-            events = openai_wire.completion_events(
-                body.model, await first_piece_then_rest(body.model, call), usage
+            return await streamed(
+                body.model, call, lambda pieces: openai_wire.completion_events(body.model, pieces, usage)
             )
-            return StreamingResponse(events, media_type="text/event-stream")
         generation = await run_in_threadpool(engine.generate, body.model, call)
         return JSONResponse(openai_wire.completion(body.model, generation))
 
@@ -113,8 +129,9 @@ def create_model_app(engine: Engine, authenticate: Authenticate) -> FastAPI:
         engine.alias(body.model)
         call = anthropic_wire.chat_call(body)
         if body.stream:
-            events = anthropic_wire.message_events(body.model, await first_piece_then_rest(body.model, call))
-            return StreamingResponse(events, media_type="text/event-stream")
+            return await streamed(
+                body.model, call, lambda pieces: anthropic_wire.message_events(body.model, pieces)
+            )
         generation = await run_in_threadpool(engine.generate, body.model, call)
         return JSONResponse(anthropic_wire.message(body.model, generation))
 

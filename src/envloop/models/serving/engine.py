@@ -10,8 +10,9 @@ message.
 """
 
 import contextlib
+import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -251,3 +252,38 @@ class Engine:
             prompt_tokens=max(int(llama.n_tokens) - output_tokens, 0),
             completion_tokens=output_tokens,
         )
+
+
+class Producer:
+    """A streamed generation on a thread of its own, handed over piece by piece. When the caller
+    goes away, `cancel()` stops it after the current token, which frees its weights for the next
+    request (a generation left running would hold them until its `max_tokens`)."""
+
+    def __init__(self, pieces: Iterator[str | Generation]) -> None:
+        self._pieces = pieces
+        self._queue: queue.SimpleQueue[str | Generation | BaseException | None] = queue.SimpleQueue()
+        self._cancelled = threading.Event()
+        threading.Thread(target=self._run, name="model-stream", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            for piece in self._pieces:
+                if self._cancelled.is_set():
+                    break
+                self._queue.put(piece)
+        except BaseException as exc:  # handed to the caller, who answers with it
+            self._queue.put(exc)
+        finally:
+            if isinstance(self._pieces, Generator):
+                self._pieces.close()
+            self._queue.put(None)
+
+    def get(self) -> str | Generation | None:
+        """The next piece, None after the last; raises what the generation raised."""
+        item = self._queue.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def cancel(self) -> None:
+        self._cancelled.set()
