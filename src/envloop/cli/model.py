@@ -43,6 +43,7 @@ def serve(
         list[str] | None,
         typer.Option(
             "--model",
+            metavar="ALIAS[=GGUF_FILE]",
             help="ALIAS (the bundled SmolLM2-135M-Instruct) or ALIAS=GGUF_FILE; repeat for several. "
             "Served as NAME/ALIAS. Default: one alias, base.",
         ),
@@ -51,6 +52,7 @@ def serve(
         list[str] | None,
         typer.Option(
             "--set",
+            metavar="ALIAS.SETTING=VALUE",
             help="ALIAS.SETTING=VALUE, repeatable: system_prompt, temperature, top_p, seed (defaults for "
             "requests that give none), max_tokens (a cap), context_tokens.",
         ),
