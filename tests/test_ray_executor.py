@@ -162,6 +162,8 @@ def test_a_ray_node_dying_mid_trial_costs_a_new_run_recorded_once(
     assert (trial.status, trial.reward, trial.error_type, trial.runs) == ("completed", 1.0, None, 2)
     assert marker.read_text().splitlines() == ["run", "run"]
     assert "lost" in log.read_text() and "handed back to the queue" in log.read_text()
+    # The new run removed what the lost one left on the machine (its instance's file system).
+    assert f"{trial.id}.r1" not in Path("/proc/mounts").read_text()
     assert [p["name"] for p in trial.phases][:3] == ["setup", "agent", "verifier"]
 
 

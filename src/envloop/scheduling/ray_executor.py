@@ -18,6 +18,7 @@ Ray is the optional `ray` extra, imported only when this executor is used.
 """
 
 import asyncio
+import contextlib
 import io
 import logging
 import math
@@ -32,7 +33,10 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from envloop.core.trial import TrialError, TrialOutcome, TrialSpec
+from envloop.environments.instance import instances_under, remove_instance
 from envloop.runners.registry import get_runner
 from envloop.scheduling.executor import RunLost
 from envloop.services.errors import ServerError, UserError
@@ -56,6 +60,8 @@ _KEPT_ARCHIVES = 256
 _NODES_TTL_SEC = 5.0
 _MB = 1024 * 1024
 _CONNECT_TIMEOUT_SEC = 5.0
+_OWNER_FILE = "owner"
+_UNOWNED_GRACE_SEC = 60.0
 
 
 def _check_reachable(address: str) -> None:
@@ -100,16 +106,41 @@ def _unpacked_task(node_dir: Path, key: str, archive: bytes) -> Path:
     return target
 
 
+def _owner_alive(run_dir: Path) -> bool:
+    """Whether the Ray worker process that made this run directory still runs (pid and start time)."""
+    try:
+        pid, started = (run_dir / _OWNER_FILE).read_text().split()
+        return psutil.Process(int(pid)).create_time() == float(started)
+    except FileNotFoundError:  # just made, its owner not yet written
+        return time.time() - run_dir.stat().st_mtime < _UNOWNED_GRACE_SEC
+    except (OSError, ValueError, psutil.Error):
+        return False
+
+
+def _sweep_dead_runs(base: Path) -> None:
+    """Runs on this machine whose Ray worker died with its node leave their instance behind (a quota
+    file system included): the next run on the machine removes them."""
+    for run_dir in base.glob("*/runs/*"):
+        if _owner_alive(run_dir):
+            continue
+        for instance in instances_under(run_dir / "instances"):
+            with contextlib.suppress(OSError):
+                remove_instance(instance)
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
 def run_on_node(spec_json: str, task_key: str | None, task_archive: bytes | None) -> tuple[str, bytes]:
     """The Ray task: one run of a trial on this node, in directories of its own."""
     import ray  # noqa: PLC0415  (runs on the Ray node, where ray is installed by definition)
 
-    node = ray.get_runtime_context().get_node_id()[:16]
-    node_dir = Path(tempfile.gettempdir()) / "envloop-ray" / node
+    base = Path(tempfile.gettempdir()) / "envloop-ray"
+    _sweep_dead_runs(base)
+    node_dir = base / ray.get_runtime_context().get_node_id()[:16]
     run_dir = node_dir / "runs" / uuid.uuid4().hex
     try:
         kept = run_dir / "kept"
         kept.mkdir(parents=True)
+        (run_dir / _OWNER_FILE).write_text(f"{os.getpid()} {psutil.Process().create_time()}")
         (run_dir / "instances").mkdir()
         task_dir = None
         if task_key is not None and task_archive is not None:
