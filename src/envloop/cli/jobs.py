@@ -1,5 +1,6 @@
 """`el job submit|get|result|list|cancel|export|watch|share|shares|unshare`."""
 
+import os
 import time
 from pathlib import Path
 from typing import Annotated
@@ -266,9 +267,12 @@ def share(
     expiry = when(created.expires_at) if created.expires_at else "never"
     out.print(f"{created.id}  read-only access to job {created.job_id}, expires {expiry}")
     out.print(f"token  {created.token}")
+    server = os.environ.get("ENVLOOP_URL", "").rstrip("/")
+    # The console page a reader opens in a browser, with no key at all.
+    out.print(f"page   {server}{created.path}" if server else f"page   {created.path} (on the server)")
     note(
-        "give it to the reader as ENVLOOP_API_KEY (with ENVLOOP_URL pointing at this server), or as an "
-        "Authorization: Bearer header; it is not shown again"
+        "give the page's address to a reader, or the token as ENVLOOP_API_KEY (with ENVLOOP_URL "
+        "pointing at this server) or an Authorization: Bearer header; the token is not shown again"
     )
 
 
