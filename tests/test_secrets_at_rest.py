@@ -7,6 +7,8 @@ import stat
 from pathlib import Path
 
 import pytest
+from alembic import command
+from alembic.config import Config
 from cryptography.fernet import Fernet, InvalidToken
 from sqlalchemy import select, text, update
 
@@ -14,6 +16,7 @@ from envloop.services import profiles
 from envloop.services.context import Context, open_context
 from envloop.services.errors import ConflictError, UserError
 from envloop.services.secrets import SecretKeyError
+from envloop.store.db import MIGRATIONS_DIR, Store, make_engine
 from envloop.store.tables import Profile, ProfileSecret
 from tests.conftest import El, write_profile
 
@@ -123,16 +126,36 @@ def test_the_public_digest_does_not_depend_on_secret_values(el: El, ctx: Context
 
 
 def test_migration_0003_recomputes_digests_that_covered_secret_values(ctx: Context, tmp_path: Path) -> None:
-    view = _create(ctx, tmp_path)
-    with ctx.store.write() as session:
-        session.execute(update(Profile).values(content_digest="sha256:old-digest-over-the-secret"))
-        session.execute(text("UPDATE alembic_version SET version_num = '0002'"))
-    reopened = open_context(ctx.home)
+    """A store at revision 0002 holds a digest over the secret value; upgrading replaces it by the
+    digest a new store computes for the same profile, which covers no secret."""
+    expected = _create(ctx, tmp_path).digest
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = make_engine(url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0002")
+        conn.execute(text("INSERT INTO projects (id, name, created_at) VALUES ('prj_x', 'x', '2026-01-01')"))
+        conn.execute(
+            text(
+                "INSERT INTO profiles (id, project_id, name, version, params, secret_names, content_digest, "
+                "created_at) VALUES ('prf_x', 'prj_x', 'team/keyed', '1', :params, :names, :digest, "
+                "'2026-01-01')"
+            ),
+            {
+                "params": json.dumps({"AGENT_NAME": "nop"}),
+                "names": json.dumps(["MODEL_API_KEY"]),
+                "digest": "sha256:old-digest-over-the-secret",
+            },
+        )
+    engine.dispose()
+    store = Store(url)
     try:
-        with reopened.store.read() as session:
-            assert session.scalars(select(Profile.content_digest)).one() == view.digest
+        with store.read() as session:
+            assert session.scalars(select(Profile.content_digest)).one() == expected
     finally:
-        reopened.close()
+        store.close()
 
 
 def test_params_that_are_not_strings_are_refused_not_coerced(el: El, tmp_path: Path) -> None:
