@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -273,13 +272,14 @@ def test_orphan_sweep_removes_containers_of_killed_workers_and_spares_live_ones(
     )
     assert worker.stdout is not None
     orphan = worker.stdout.readline().strip()
-    time.sleep(0.5)
-    worker.send_signal(signal.SIGKILL)  # no finally, no cleanup: as a crash or an OOM kill
-    worker.wait()
 
     async def go() -> tuple[list[str], list[str], list[str]]:
         live = await Container.start(_spec("trl_live"))
         try:
+            await asyncio.sleep(0.5)  # the worker is inside its command by then
+            worker.send_signal(signal.SIGKILL)  # no finally, no cleanup: as a crash or an OOM kill
+            worker.wait()
+            # At once: any worker that starts on this host meanwhile sweeps orphans too.
             before = await trial_containers("trl_orphan")
             removed = await sweep_orphans()
             return before, removed, await trial_containers("trl_live")
