@@ -18,7 +18,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import BinaryIO, Literal, TypeVar
@@ -51,6 +51,7 @@ from envloop.environments.procs import (
     uid_pids,
     wait_gone,
 )
+from envloop.environments.shielded import finish_even_if_cancelled
 from envloop.tasks.model import HarborTask, TaskUser
 from envloop.tasks.variables import resolve_env
 from envloop.trajectories.workspace import Snapshot, snapshot
@@ -317,9 +318,11 @@ class LocalEnvironment:
         return False
 
     def instance_pids(self) -> list[int]:
-        """The run's live processes, found without a cgroup: by its own host uid, else (plain mode)
-        by the marker variable. In bwrap mode without either, each command's pid namespace ended
-        with it, and everything in it."""
+        """The run's live processes: its cgroup's list, else by its own host uid, else (plain mode)
+        by the marker variable. In bwrap mode without any of these, each command's pid namespace
+        ended with it, and everything in it."""
+        if self._cgroups.tracks_processes:
+            return self._cgroups.pids()
         if self.host_uid is not None:
             return uid_pids(self.host_uid)
         return marked_pids(self._run_id) if self.mode == "plain" else []
@@ -402,20 +405,6 @@ def _exit_code(returncode: int | None) -> int | None:
     return 128 - returncode if returncode < 0 else returncode
 
 
-async def _finish_even_if_cancelled(work: Awaitable[_T]) -> _T:
-    """Run cleanup to the end even when the caller is cancelled meanwhile, then re-raise the cancel."""
-    task = asyncio.ensure_future(work)
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            cancelled = True
-    if cancelled:
-        raise asyncio.CancelledError
-    return task.result()
-
-
 SandboxPreference = Literal["auto", "bwrap", "plain"]
 SANDBOX_VARIABLE = "ENVLOOP_SANDBOX"
 PLAIN_WARNING = (
@@ -473,7 +462,7 @@ class LocalEnvironmentProvider:
         try:
             yield environment
         finally:
-            problems = await _finish_even_if_cancelled(environment.close())
+            problems = await finish_even_if_cancelled(environment.close())
             environment.warnings.extend(problems)
 
     def _create(self, task: HarborTask, spec: TrialSpec) -> LocalEnvironment:

@@ -20,7 +20,7 @@ import re
 import secrets
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
@@ -36,6 +36,7 @@ from envloop.environments.docker.orphans import (
     worker_identity,
 )
 from envloop.environments.docker.transfer import CopyOutReport, Owner
+from envloop.environments.shielded import finish_even_if_cancelled
 
 EXEC_MARKER = "ENVLOOP_EXEC_ID"
 OUTPUT_TAIL_BYTES = 64 * 1024
@@ -107,20 +108,6 @@ def _read_tail(capture: BinaryIO) -> tuple[str, bool]:
     return capture.read(size - start).decode("utf-8", errors="replace"), start == 0
 
 
-async def _finish_even_if_cancelled(work: Awaitable[_T]) -> _T:
-    """Run cleanup to the end even when the caller is cancelled meanwhile, then re-raise the cancel."""
-    task = asyncio.ensure_future(work)
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            cancelled = True
-    if cancelled:
-        raise asyncio.CancelledError
-    return task.result()
-
-
 class Container:
     """A started trial container. Create with `start` (or `running_container`), end with `remove`."""
 
@@ -162,7 +149,7 @@ class Container:
             result = await docker(args, env=spec.env, timeout=120)
         except BaseException:
             # `docker run` may have created the container before failing or being cancelled.
-            await _finish_even_if_cancelled(remove_container(name))
+            await finish_even_if_cancelled(remove_container(name))
             raise
         return cls(result.stdout.decode().strip(), name, spec)
 
@@ -239,7 +226,7 @@ class Container:
             await self._kill_exec(proc, token)
             return True
         except BaseException:
-            await _finish_even_if_cancelled(self._kill_exec(proc, token))
+            await finish_even_if_cancelled(self._kill_exec(proc, token))
             raise
         return False
 
@@ -357,7 +344,7 @@ class Container:
         except BaseException:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-            await _finish_even_if_cancelled(proc.wait())
+            await finish_even_if_cancelled(proc.wait())
             raise
         if proc.returncode != 0 and written <= limit:
             message = stderr.decode(errors="replace")
@@ -380,7 +367,7 @@ class Container:
         """Remove the container and everything in it (idempotent); finishes even when cancelled."""
         if self._removed:
             return
-        await _finish_even_if_cancelled(remove_container(self.id))
+        await finish_even_if_cancelled(remove_container(self.id))
         self._removed = True
 
 
