@@ -61,6 +61,14 @@ class WorkerConfig:
     """Where trials of jobs that chose no environment run (`el worker --environment`)."""
 
 
+def _preparation_problem(exc: Exception) -> str:
+    """What a user is told when a trial could not be prepared: the kind of failure and the OS's
+    reason, never the worker's own paths (the whole exception goes to the worker's log)."""
+    if isinstance(exc, OSError):
+        return f"could not prepare trial: {exc.strerror or type(exc).__name__} (details in the worker's log)"
+    return f"could not prepare trial: {type(exc).__name__} (details in the worker's log)"
+
+
 def _run_id(claimed: ClaimedTrial) -> str:
     """The same name TrialSpec.run_id gives this run (one lease of the trial)."""
     return f"{claimed.trial_id}.r{claimed.lease_token}"
@@ -183,7 +191,7 @@ class Worker:
             log.exception("could not prepare trial %s", claimed.trial_id)
             outcome = TrialOutcome(
                 status="failed",
-                error=TrialError(type="infrastructure_error", message=f"could not prepare trial: {exc}"),
+                error=TrialError(type="infrastructure_error", message=_preparation_problem(exc)),
             )
             queue.finish(self.ctx.store, claimed, outcome)
             return
@@ -199,7 +207,7 @@ class Worker:
                 return await self._hand_back(claimed, exc, reason + "once the artifact store is reachable)")
             except Exception as exc:  # a broken task archive must not take the worker down
                 log.exception("could not prepare trial %s", claimed.trial_id)
-                return _infrastructure_error(f"could not prepare trial: {exc}")
+                return _infrastructure_error(_preparation_problem(exc))
         try:
             outcome = await self.executor.execute(spec)
             # Noted once here so reading a job's results never has to look for the file per trial.
@@ -356,7 +364,7 @@ class Worker:
             with self.ctx.store.read() as session:
                 profile = session.scalar(select(Profile).where(Profile.id == profile_id))
                 assert profile is not None
-                params = resolved_params(session, profile)
+                params = resolved_params(session, profile, self.ctx.home)
                 secrets = tuple(params[name] for name in profile.secret_names if params.get(name))
                 self._profiles[profile_id] = _ProfileInfo(
                     f"{profile.name}@{profile.version}", params, secrets
