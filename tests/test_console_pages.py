@@ -302,11 +302,14 @@ def test_the_leaderboard_page_shows_the_saved_rows(server: Server, jobs: Jobs) -
 def test_the_jobs_list_filters_by_status_and_tag(server: Server, jobs: Jobs) -> None:
     with server.http() as http:
         completed = http.get("/", params={"status": "completed"}).text
+        failed = http.get("/", params={"status": "failed"}).text
         running = http.get("/", params={"status": "running"}).text
         tagged = http.get("/", params={"tag": f"note={HOSTILE_TAG}"}).text
         bad_tag = http.get("/", params={"tag": "no-equals-sign"}).text
         bad_status = http.get("/", params={"status": "finished"}).text
-    assert f'href="/jobs/{jobs.seed}"' in completed and f'href="/jobs/{jobs.agent}"' in completed
+    # The seed job's broken verifier fails one trial on purpose, so the job ended failed.
+    assert f'href="/jobs/{jobs.seed}"' in failed and f'href="/jobs/{jobs.agent}"' not in failed
+    assert f'href="/jobs/{jobs.agent}"' in completed and f'href="/jobs/{jobs.seed}"' not in completed
     assert f'href="/jobs/{jobs.seed}"' not in running
     assert f'href="/jobs/{jobs.seed}"' in tagged and f'href="/jobs/{jobs.agent}"' not in tagged
     assert "invalid tag filter" in bad_tag
@@ -363,7 +366,7 @@ def test_a_job_of_two_profiles_shows_their_paired_comparison(
     server.el.ok(
         "profile", "create", "team/twin", "1", "--file", str(write_profile(tmp_path / "p.json", params))
     )
-    job = server.el.ok(
+    submitted = server.el(
         "job",
         "submit",
         "--dataset",
@@ -377,7 +380,9 @@ def test_a_job_of_two_profiles_shows_their_paired_comparison(
         "--wait",
         "--json",
         timeout=300,
-    ).json()["id"]
+    )
+    assert submitted.code == 3  # the seed's broken verifier fails its trials on purpose
+    job = submitted.json()["id"]
     with server.http() as http:
         compared = http.get("/v1/compare", params={"job_a": job}).json()
         html = http.get(f"/jobs/{job}").text
