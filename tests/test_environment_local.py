@@ -1,6 +1,7 @@
 """The local environment, in both modes, with real bwrap launches and real processes."""
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -331,20 +332,26 @@ def test_a_fork_bomb_is_contained_by_the_pids_cgroup(tmp_path: Path, mode: str) 
     task = make_task(tmp_path / "bomb-task")
     spec = make_spec(tmp_path, task)
     peak: list[int] = []
-
-    async def watch() -> None:
-        while True:
-            peak.append(len(seen[0].instance_pids()) if seen else 0)
-            await asyncio.sleep(0.05)
-
     seen: list[Any] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        # A thread, not a task of the loop: the count must not depend on when the loop gets to it.
+        while not done.is_set():
+            if seen:
+                peak.append(len(seen[0].instance_pids()))
+            done.wait(0.05)
 
     async def body(env: Environment) -> None:
         seen.append(env)
         assert "pids cgroup (max 40)" in (env.note or "")
-        watcher = asyncio.create_task(watch())
-        result = await env.exec(["bash", "-c", "bomb() { bomb | bomb & }; bomb; sleep 3"], timeout=3)
-        watcher.cancel()
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            result = await env.exec(["bash", "-c", "bomb() { bomb | bomb & }; bomb; sleep 3"], timeout=3)
+        finally:
+            done.set()
+            watcher.join()
         assert result.timed_out or result.exit_code is not None
 
     run_in(mode, task, spec, body, limits=Limits(pids=40))
