@@ -21,7 +21,7 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import BinaryIO, Literal, TypeVar
+from typing import BinaryIO, Literal
 
 from envloop.core.trial import SandboxMode, TrialSpec
 from envloop.environments import instance as files
@@ -64,7 +64,6 @@ _INLINE_COPY_ENTRIES = 64
 _INLINE_COPY_BYTES = 1 << 20
 INLINE_SNAPSHOT_FILES = 500
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_T = TypeVar("_T")
 
 
 def sandbox_uid(user: TaskUser | None, default: int, where: str) -> int:

@@ -22,7 +22,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import BinaryIO
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -36,13 +36,12 @@ from envloop.environments.docker.orphans import (
     worker_identity,
 )
 from envloop.environments.docker.transfer import CopyOutReport, Owner
+from envloop.environments.procs import read_tail
 from envloop.environments.shielded import finish_even_if_cancelled
 
 EXEC_MARKER = "ENVLOOP_EXEC_ID"
-OUTPUT_TAIL_BYTES = 64 * 1024
 _KILL_WAIT_SEC = 10.0
 _NETWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_T = TypeVar("_T")
 
 
 class ContainerSpec(BaseModel):
@@ -99,13 +98,6 @@ def _env_args(names: Sequence[str]) -> list[str]:
         if not _ENV_NAME.fullmatch(name):
             raise ValueError(f"{name!r} is not a valid environment variable name")
     return [arg for name in names for arg in ("-e", name)]
-
-
-def _read_tail(capture: BinaryIO) -> tuple[str, bool]:
-    size = os.fstat(capture.fileno()).st_size
-    start = max(0, size - OUTPUT_TAIL_BYTES)
-    capture.seek(start)
-    return capture.read(size - start).decode("utf-8", errors="replace"), start == 0
 
 
 class Container:
@@ -204,8 +196,8 @@ class Container:
                 env={**os.environ, **extra},
             )
             timed_out = await self._wait(proc, token, timeout, stdin)
-            stdout, stdout_whole = _read_tail(out)
-            stderr, stderr_whole = _read_tail(err)
+            stdout, stdout_whole = read_tail(out)
+            stderr, stderr_whole = read_tail(err)
         return ExecOutcome(
             exit_code=None if timed_out else proc.returncode,
             stdout=stdout,
