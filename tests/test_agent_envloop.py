@@ -15,6 +15,7 @@ from envloop.core.trajectory import ModelStep, SystemStep, ToolStep, Trajectory,
 from envloop.core.trial import TrialOutcome, TrialSpec
 from envloop.models import close_clients
 from envloop.runners import ShellRunner
+from envloop.runners.params import check_params, unread_params
 from envloop.testing import Received, Reply, ScriptedServer, ScriptedToolCall
 from envloop.trajectories import read_trajectory
 from tests.conftest import EXAMPLES, REPO, El, make_task, write_profile
@@ -238,7 +239,8 @@ def test_secrets_are_masked_for_the_model_and_in_everything_kept(tmp_path: Path)
 
 def test_bad_agent_params_are_refused_before_anything_runs() -> None:
     runner = ShellRunner()
-    problems = runner.check_params(
+    problems = check_params(
+        runner,
         {
             "AGENT_NAME": "envloop",
             "MODEL_PROTOCOL": "grpc",
@@ -246,16 +248,17 @@ def test_bad_agent_params_are_refused_before_anything_runs() -> None:
             "MODEL_NAME": "m",
             "MAX_STEPS": "0",
             "TOOL_CHOICE": "always",
-        }
+        },
     )
     assert problems == [
-        "unknown MODEL_PROTOCOL 'grpc' (choose openai or anthropic)",
+        "MODEL_PROTOCOL must be one of openai, anthropic, not 'grpc'",
         "MAX_STEPS must be a whole number ≥ 1, not '0'",
         "TOOL_CHOICE must be one of auto, required, bash, not 'always'",
     ]
-    assert runner.check_params({"AGENT_NAME": "envloop"}) == [
-        f"{name} is required when AGENT_NAME=envloop"
-        for name in ("MODEL_PROTOCOL", "MODEL_BASE_URL", "MODEL_NAME")
+    assert check_params(runner, {"AGENT_NAME": "envloop"}) == [
+        "MODEL_PROTOCOL is required (openai or anthropic) when AGENT_NAME=envloop",
+        "MODEL_BASE_URL is required when AGENT_NAME=envloop",
+        "MODEL_NAME is required when AGENT_NAME=envloop",
     ]
 
 
@@ -263,8 +266,8 @@ def test_bad_agent_params_are_refused_before_anything_runs() -> None:
 def test_the_example_agent_profiles_are_accepted(name: str) -> None:
     document = json.loads((EXAMPLES / "profiles" / name).read_text())
     params = document["spec"]["params"]
-    assert ShellRunner().check_params(params) == []
-    assert ShellRunner().unread_params(params) == []
+    assert check_params(ShellRunner(), params) == []
+    assert unread_params(ShellRunner(), params).names == []
 
 
 def test_from_the_cli_the_jobs_max_steps_bounds_the_agent_and_steps_are_printed(

@@ -120,7 +120,7 @@ def test_get_without_steps_keeps_its_shape_and_a_missing_or_broken_trajectory_is
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
-        ({"MODEL_PROTOCOL": "gemini"}, "unknown MODEL_PROTOCOL 'gemini' (choose openai or anthropic)"),
+        ({"MODEL_PROTOCOL": "gemini"}, "MODEL_PROTOCOL must be one of openai, anthropic, not 'gemini'"),
         ({"MODEL_NAME": ""}, "MODEL_NAME is required"),
         ({"MODEL_BASE_URL": ""}, "MODEL_BASE_URL is required"),
         ({"TEMPERATURE": "warm"}, "TEMPERATURE must be a number ≥ 0, not 'warm'"),

@@ -13,6 +13,7 @@ from envloop.core.trajectory import ModelStep, ScoreStep, UserStep
 from envloop.core.trial import TrialOutcome, TrialSpec
 from envloop.models import close_clients
 from envloop.runners.chat import ChatRunner
+from envloop.runners.params import check_params, unread_params
 from envloop.testing import Reply, ScriptedServer
 from envloop.trajectories import read_trajectory
 
@@ -167,7 +168,7 @@ def test_the_agent_timeout_bounds_the_model_call(tmp_path: Path) -> None:
 def test_a_bad_profile_at_run_time_is_a_model_error_not_a_crash(tmp_path: Path) -> None:
     outcome = run(spec_for(tmp_path, {"MODEL_PROTOCOL": "gemini", "MODEL_NAME": "m"}))
     assert outcome.error is not None and outcome.error.type == "model_error"
-    assert outcome.error.message.startswith("unknown MODEL_PROTOCOL 'gemini'")
+    assert outcome.error.message.startswith("MODEL_PROTOCOL must be one of openai, anthropic, not 'gemini'")
 
 
 def test_a_spec_without_its_row_is_an_infrastructure_error(tmp_path: Path) -> None:
@@ -178,15 +179,15 @@ def test_a_spec_without_its_row_is_an_infrastructure_error(tmp_path: Path) -> No
 
 def test_params_are_checked_for_submission() -> None:
     runner = ChatRunner()
-    assert runner.check_params({}) == [
+    assert check_params(runner, {}) == [
         "MODEL_PROTOCOL is required (openai or anthropic)",
         "MODEL_BASE_URL is required",
         "MODEL_NAME is required",
     ]
     good = {"MODEL_PROTOCOL": "anthropic", "MODEL_BASE_URL": "https://h", "MODEL_NAME": "m"}
-    assert runner.check_params(good) == []
-    assert runner.unread_params({**good, "AGENT_NAME": "oracle", "TEMPERATURE": "0"}) == ["AGENT_NAME"]
-    assert runner.params_info().required == ["MODEL_PROTOCOL", "MODEL_BASE_URL", "MODEL_NAME"]
+    assert check_params(runner, good) == []
+    unread = unread_params(runner, {**good, "AGENT_NAME": "oracle", "TEMPERATURE": "0"})
+    assert (unread.names, unread.ignored_by) == (["AGENT_NAME"], "runner envloop/chat@1")
 
 
 def test_an_answer_the_regex_cannot_decide_in_time_is_a_verifier_error(tmp_path: Path) -> None:

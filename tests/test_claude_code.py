@@ -16,6 +16,7 @@ from envloop.core.trial import TrialOutcome, TrialSpec
 from envloop.environments import LocalEnvironmentProvider
 from envloop.environments.bwrap import bwrap_executable
 from envloop.runners import ShellRunner
+from envloop.runners.params import check_params
 from envloop.testing import Received, Reply, ScriptedServer, ScriptedToolCall
 from envloop.trajectories import read_trajectory
 from tests.conftest import make_task
@@ -182,7 +183,8 @@ def test_without_network_the_agent_says_what_to_set_instead_of_hanging(tmp_path:
 
 
 def test_claude_code_params_are_checked_at_submission() -> None:
-    problems = ShellRunner().check_params(
+    problems = check_params(
+        ShellRunner(),
         {
             "AGENT_NAME": "claude-code",
             "MODEL_PROTOCOL": "openai",
@@ -191,11 +193,11 @@ def test_claude_code_params_are_checked_at_submission() -> None:
             "AGENT_VERSION": "latest; rm -rf /",
             "CLAUDE_CODE_EFFORT_LEVEL": "extreme",
             "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "lots",
-        }
+        },
     )
     assert problems == [
-        "claude-code speaks the anthropic protocol, not MODEL_PROTOCOL='openai'",
-        "MODEL_BASE_URL must be an http:// or https:// URL",
+        "MODEL_PROTOCOL must be anthropic (claude-code speaks the Messages protocol only), not 'openai'",
+        "MODEL_BASE_URL must be an http:// or https:// URL, not 'localhost:8000'",
         "AGENT_VERSION must be an npm version such as 2.1.285, not 'latest; rm -rf /'",
         "CLAUDE_CODE_MAX_OUTPUT_TOKENS must be a whole number ≥ 1, not 'lots'",
         "CLAUDE_CODE_EFFORT_LEVEL must be one of low, medium, high, xhigh, max, not 'extreme'",

@@ -26,7 +26,7 @@ def test_the_messages_protocol_gets_its_required_max_tokens_by_default() -> None
     ("params", "problem"),
     [
         ({}, "MODEL_PROTOCOL is required (openai or anthropic)"),
-        ({"MODEL_PROTOCOL": "gemini"}, "unknown MODEL_PROTOCOL 'gemini' (choose openai or anthropic)"),
+        ({"MODEL_PROTOCOL": "gemini"}, "MODEL_PROTOCOL must be one of openai, anthropic, not 'gemini'"),
         ({"MODEL_BASE_URL": ""}, "MODEL_BASE_URL is required"),
         ({"MODEL_BASE_URL": "localhost:8000/v1"}, "MODEL_BASE_URL must be an http:// or https:// URL"),
         ({"MODEL_NAME": " "}, "MODEL_NAME is required"),
@@ -35,7 +35,7 @@ def test_the_messages_protocol_gets_its_required_max_tokens_by_default() -> None
         ({"MAX_OUTPUT_TOKENS": "0"}, "MAX_OUTPUT_TOKENS must be a whole number ≥ 1, not '0'"),
         ({"TOP_P": "1.5"}, "TOP_P must be a number in (0, 1], not '1.5'"),
         ({"STREAM": "maybe"}, "STREAM must be true or false, not 'maybe'"),
-        ({"REQUEST_TIMEOUT_SEC": "-1"}, "REQUEST_TIMEOUT_SEC must be a number of seconds > 0"),
+        ({"REQUEST_TIMEOUT_SEC": "-1"}, "REQUEST_TIMEOUT_SEC must be a number > 0"),
         ({"MAX_RETRIES": "99"}, "MAX_RETRIES must be a whole number from 0 to 20"),
         ({"MAX_CONCURRENCY": "0"}, "MAX_CONCURRENCY must be a whole number ≥ 1"),
     ],
@@ -52,7 +52,7 @@ def test_all_problems_are_reported_together() -> None:
     assert len(problems) == 4  # protocol, base URL, model name, temperature
     with pytest.raises(
         ModelConfigError,
-        match=r"unknown MODEL_PROTOCOL 'x' \(choose openai or anthropic\); MODEL_BASE_URL is required",
+        match=r"MODEL_PROTOCOL must be one of openai, anthropic, not 'x'; MODEL_BASE_URL is required",
     ):
         model_settings({"MODEL_PROTOCOL": "x"})
 

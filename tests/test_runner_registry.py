@@ -3,6 +3,7 @@
 import pytest
 
 from envloop.runners import ShellRunner, UnknownRunnerError, get_runner, list_runners
+from envloop.runners.params import check_params, unread_params
 
 
 def test_shell_runner_is_found_by_its_reference() -> None:
@@ -19,13 +20,19 @@ def test_unknown_reference_is_a_clear_value_error() -> None:
     assert issubclass(UnknownRunnerError, ValueError)
 
 
-def test_list_runners_describes_params_read_and_required() -> None:
+def test_list_runners_gives_the_schema_of_each_runners_and_agents_params() -> None:
     chat, info = list_runners()
-    assert (chat.ref, chat.task_kind) == ("envloop/chat@1", "chat")
-    assert chat.params.required == ["MODEL_PROTOCOL", "MODEL_BASE_URL", "MODEL_NAME"]
+    assert (chat.ref, chat.task_kind, chat.origin.source) == ("envloop/chat@1", "chat", "built-in")
+    assert chat.params_schema["required"] == ["MODEL_PROTOCOL", "MODEL_BASE_URL", "MODEL_NAME"]
+    assert chat.params_schema["properties"]["MODEL_API_KEY"]["secret"] is True
     assert info.ref == "envloop/shell@1"
-    assert info.params.required == ["AGENT_NAME"]
-    assert {"AGENT_NAME", "AGENT_COMMAND", "NETWORK", "MODEL_BASE_URL", "MAX_STEPS"} <= set(info.params.read)
+    assert info.params_schema["required"] == ["AGENT_NAME"]
+    assert info.params_schema["properties"]["NETWORK"]["anyOf"][0]["enum"] == ["none", "public", "host"]
+    agents = {agent.name: agent.params_schema for agent in info.agents}
+    assert sorted(agents) == ["claude-code", "command", "envloop", "nop", "oracle"]
+    assert agents["command"]["required"] == ["AGENT_COMMAND"]
+    assert agents["envloop"]["properties"]["MAX_STEPS"]["anyOf"][0] == {"minimum": 1, "type": "integer"}
+    assert agents["nop"]["properties"] == {}
 
 
 @pytest.mark.parametrize(
@@ -39,13 +46,33 @@ def test_list_runners_describes_params_read_and_required() -> None:
     ],
 )
 def test_check_params_names_each_problem(params: dict[str, str], problems: list[str]) -> None:
-    assert ShellRunner().check_params(params) == problems
+    assert check_params(ShellRunner(), params) == problems
 
 
-def test_params_an_agent_ignores_are_reported_unread() -> None:
+def test_params_an_agent_ignores_are_reported_unread_naming_the_agent() -> None:
     runner = ShellRunner()
-    assert runner.unread_params({"AGENT_NAME": "nop", "MODEL_NAME": "m", "AGENT_COMMAND": "x"}) == [
-        "AGENT_COMMAND",
-        "MODEL_NAME",
-    ]
-    assert runner.unread_params({"AGENT_NAME": "command", "AGENT_COMMAND": "x", "MODEL_NAME": "m"}) == []
+    unread = unread_params(runner, {"AGENT_NAME": "nop", "MODEL_NAME": "m", "AGENT_COMMAND": "x"})
+    assert unread.names == ["AGENT_COMMAND", "MODEL_NAME"]
+    assert unread.ignored_by == "agent 'nop'"
+    assert (
+        unread_params(runner, {"AGENT_NAME": "command", "AGENT_COMMAND": "x", "MODEL_NAME": "m"}).names == []
+    )
+
+
+@pytest.mark.parametrize(
+    ("params", "problem"),
+    [
+        ({"AGENT_NAME": "envloop", "MAX_STEPS": "many"}, "MAX_STEPS must be a whole number ≥ 1, not 'many'"),
+        (
+            {"AGENT_NAME": "envloop", "TOOL_TIMEOUT_SEC": "-3"},
+            "TOOL_TIMEOUT_SEC must be a number > 0, not '-3'",
+        ),
+        ({"AGENT_NAME": "envloop", "STREAM": "sometimes"}, "STREAM must be true or false, not 'sometimes'"),
+        ({"AGENT_NAME": "envloop", "TEMPERATURE": "inf"}, "TEMPERATURE must be a number ≥ 0, not 'inf'"),
+    ],
+)
+def test_a_value_that_does_not_fit_its_type_is_refused_naming_the_param(
+    params: dict[str, str], problem: str
+) -> None:
+    endpoint = {"MODEL_PROTOCOL": "openai", "MODEL_BASE_URL": "http://h/v1", "MODEL_NAME": "m"}
+    assert check_params(ShellRunner(), {**endpoint, **params}) == [problem]

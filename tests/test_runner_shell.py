@@ -182,11 +182,16 @@ def test_a_bad_workdir_is_an_environment_error(tmp_path: Path) -> None:
     assert "workdir '/usr' cannot be used" in outcome.error.message
 
 
-def test_unknown_agent_fails_without_touching_the_task(tmp_path: Path) -> None:
+def test_an_agent_this_worker_lacks_fails_as_infrastructure_without_touching_the_task(tmp_path: Path) -> None:
     outcome = run("plain", spec_for(tmp_path, ANSWER_TASK, {"AGENT_NAME": "wizard"}))
-    assert outcome.error is not None and outcome.error.type == "agent_error"
+    # Submission found the agent, so it is this worker that lacks it: not the attempt's fault.
+    assert outcome.error is not None and outcome.error.type == "infrastructure_error"
     known = "claude-code, command, envloop, nop, oracle"
-    assert outcome.error.message == f"unknown agent 'wizard' (known: {known})"
+    assert outcome.error.message == (
+        f"unknown agent 'wizard' (known: {known}), on this worker "
+        "(install the plugin on every worker, then run the trial again)"
+    )
+    assert outcome.reward is None
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ from envloop.core.trial import TrialOutcome, TrialSpec
 from envloop.environments import LocalEnvironmentProvider
 from envloop.environments.bwrap import bwrap_executable
 from envloop.runners import ShellRunner
+from envloop.runners.params import check_params, unread_params
 from envloop.testing import ScriptedServer
 from envloop.trajectories import read_trajectory
 from tests.conftest import El, make_task, write_profile
@@ -160,10 +161,10 @@ def test_network_host_reaches_only_the_model_endpoint_among_the_hosts_local_serv
 
 
 def test_an_unknown_network_setting_is_refused() -> None:
-    assert ShellRunner().check_params({"AGENT_NAME": "nop", "NETWORK": "bridge"}) == [
-        "NETWORK must be none, public or host, not 'bridge'"
+    assert check_params(ShellRunner(), {"AGENT_NAME": "nop", "NETWORK": "bridge"}) == [
+        "NETWORK must be one of none, public, host, not 'bridge'"
     ]
-    assert ShellRunner().unread_params({"AGENT_NAME": "nop", "NETWORK": "host"}) == []
+    assert unread_params(ShellRunner(), {"AGENT_NAME": "nop", "NETWORK": "host"}).names == []
 
 
 def test_el_trial_get_steps_prints_the_trajectory(el: El, tmp_path: Path) -> None:

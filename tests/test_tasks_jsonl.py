@@ -12,9 +12,9 @@ from envloop.tasks.jsonl import (
     load_jsonl,
     parse_numeric,
     row_digest,
-    validate_scorer,
 )
 from envloop.tasks.model import ChatRow, TaskFormatError
+from envloop.tasks.scorers import validate_scorer
 
 
 def _write(path: Path, *lines: str) -> Path:
@@ -183,7 +183,7 @@ def test_unknown_scorer_is_refused() -> None:
         validate_scorer("fuzzy", [], source="sets/q.jsonl")
 
     assert str(caught.value) == (
-        "sets/q.jsonl: scorer: unknown scorer 'fuzzy' (choose one of exact, includes, regex, numeric)"
+        "sets/q.jsonl: scorer: unknown scorer 'fuzzy' (known: exact, includes, regex, numeric)"
     )
 
 

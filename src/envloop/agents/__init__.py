@@ -1,5 +1,9 @@
-"""Agents for the shell runner: `oracle`, `nop`, `command`, `envloop`, `claude-code`, behind one
-small protocol."""
+"""Agents for the shell runner: `oracle`, `nop`, `command`, `envloop`, `claude-code`, and those of
+installed plugins (entry point group `envloop.agents`), behind one small protocol."""
+
+import inspect
+
+from pydantic import BaseModel
 
 from envloop.agents.base import Agent, AgentContext, AgentInfo, AgentResult
 from envloop.agents.claude_code import ClaudeCodeAgent
@@ -7,19 +11,45 @@ from envloop.agents.command import CommandAgent
 from envloop.agents.envloop_agent import EnvloopAgent
 from envloop.agents.nop import NopAgent
 from envloop.agents.oracle import OracleAgent
+from envloop.plugins import Catalog, ComponentError, Found, ShapeError, instantiate
 
-AGENTS: dict[str, Agent] = {
-    agent.info.name: agent
-    for agent in (ClaudeCodeAgent(), CommandAgent(), EnvloopAgent(), NopAgent(), OracleAgent())
-}
+
+def _builtins() -> dict[str, Agent]:
+    agents: list[Agent] = [ClaudeCodeAgent(), CommandAgent(), EnvloopAgent(), NopAgent(), OracleAgent()]
+    return {agent.info.name: agent for agent in agents}
+
+
+def adopt_agent(loaded: object) -> Agent:
+    """An agent plugin is a class (instantiated without arguments) or an instance with `info` (an
+    AgentInfo), `params_model` (a pydantic model) and an async `run(ctx)`."""
+    agent = instantiate(loaded)
+    if not isinstance(getattr(agent, "info", None), AgentInfo):
+        raise ShapeError("it has no info = AgentInfo(...)")
+    model = getattr(agent, "params_model", None)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise ShapeError("its params_model is not a pydantic model")
+    if not inspect.iscoroutinefunction(getattr(agent, "run", None)):
+        raise ShapeError("it has no async run(ctx) method")
+    return agent  # type: ignore[return-value]  # checked above, member by member
+
+
+AGENTS: Catalog[Agent] = Catalog("agent", "envloop.agents", _builtins, adopt_agent)
+
+
+def find_agent(name: str) -> Found[Agent]:
+    """The agent AGENT_NAME names (a name or an allowed module:Name reference); ComponentError if none."""
+    return AGENTS.find(name)
 
 
 def get_agent(name: str) -> Agent | None:
-    return AGENTS.get(name)
+    try:
+        return AGENTS.find(name).component
+    except ComponentError:
+        return None
 
 
 def agent_names() -> list[str]:
-    return sorted(AGENTS)
+    return AGENTS.names()
 
 
 __all__ = [
@@ -33,6 +63,8 @@ __all__ = [
     "EnvloopAgent",
     "NopAgent",
     "OracleAgent",
+    "adopt_agent",
     "agent_names",
+    "find_agent",
     "get_agent",
 ]

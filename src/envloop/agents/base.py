@@ -7,35 +7,45 @@ runner keeps as the agent's logs; the runner owns the timeout (it cancels the
 agent, and `exec` kills the process tree on cancellation), the phase record and the status mapping.
 An agent that talks to a model records its own steps in the trial's trajectory (`records_steps`);
 for any other agent the runner records each command it runs.
+
+An agent declares the profile params it reads as a pydantic model (`params_model`, see
+`envloop.core.params`); the shell runner refuses a profile whose values do not fit it before the
+trial starts, and the agent reads its typed values with `read_params`.
 """
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
+from envloop.core.params import ComponentParams, param
 from envloop.core.trajectory import StopReason, TrajectoryRecorder
 from envloop.core.trial import TrialSpec
 from envloop.environments.base import Environment, ExecResult
 from envloop.tasks.model import HarborTask
 
-MAX_STEPS_PARAM = "MAX_STEPS"
 DEFAULT_MAX_STEPS = 30
 
 
+class NoParams(ComponentParams):
+    """The params of an agent that reads none."""
+
+
+class StepBudgetParams(ComponentParams):
+    """The params of an agent whose loop has a step budget."""
+
+    MAX_STEPS: int | None = param(
+        f"the step budget when the job gives no --max-steps (default {DEFAULT_MAX_STEPS})", ge=1
+    )
+
+
 class AgentInfo(BaseModel):
-    """What a profile must (and may) carry for this agent."""
+    """What the agent is, for listings and trajectories."""
 
     name: str
     description: str
-    required_params: tuple[str, ...] = ()
-    optional_params: tuple[str, ...] = ()
-    passes_all_params: bool = Field(
-        default=False, description="every profile param reaches the agent, so none is unread"
-    )
     records_steps: bool = Field(
         default=False, description="writes its own model and tool steps into the trial's trajectory"
     )
@@ -69,32 +79,22 @@ class AgentContext:
         """A file of the agent's logs."""
         return self.logs_dir / name
 
-    def max_steps(self) -> int:
+    def max_steps(self, from_profile: int | None) -> int:
         """The step budget: the job's `--max-steps`, else the profile's MAX_STEPS, else the default."""
         if self.spec.max_steps is not None:
             return self.spec.max_steps
-        raw = self.spec.params.get(MAX_STEPS_PARAM, "").strip()
-        return int(raw) if raw else DEFAULT_MAX_STEPS
-
-
-def max_steps_problems(params: Mapping[str, str]) -> list[str]:
-    raw = params.get(MAX_STEPS_PARAM, "").strip()
-    if raw and not (raw.isdigit() and int(raw) >= 1):
-        return [f"{MAX_STEPS_PARAM} must be a whole number ≥ 1, not {raw[:40]!r}"]
-    return []
+        return from_profile if from_profile is not None else DEFAULT_MAX_STEPS
 
 
 class Agent(Protocol):
     info: AgentInfo
 
+    @property
+    def params_model(self) -> type[BaseModel]:
+        """The profile params the agent reads (a `ComponentParams`; `AllParams` to receive them all)."""
+        ...
+
     async def run(self, ctx: AgentContext) -> AgentResult: ...
-
-
-@runtime_checkable
-class ParamChecking(Protocol):
-    """An agent whose params need more than presence checks (endpoints, numbers) says what is wrong."""
-
-    def check_params(self, params: Mapping[str, str]) -> list[str]: ...
 
 
 CAPTURE_LIMIT = 1024 * 1024

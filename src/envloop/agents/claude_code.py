@@ -21,27 +21,24 @@ the agent's logs as `claude-code.jsonl`, masked like every artifact.
 
 import asyncio
 import contextlib
-import re
-from collections.abc import Mapping
 from pathlib import Path
-from urllib.parse import urlsplit
+from typing import Literal
 
 from envloop.agents.base import (
-    MAX_STEPS_PARAM,
     AgentContext,
     AgentInfo,
     AgentResult,
-    max_steps_problems,
+    StepBudgetParams,
     read_outputs,
 )
 from envloop.agents.claude_code_stream import StreamTranslator
+from envloop.core.params import param, read_params, secret_param
 from envloop.core.trajectory import ModelRequestSummary, ToolStep, UserStep
+from envloop.models.settings import HttpUrlText
 
 PACKAGE = "@anthropic-ai/claude-code"
 DEFAULT_VERSION = "2.1.285"
-EFFORT_LEVELS = ("low", "medium", "high", "xhigh", "max")
 INSTALL_TIMEOUT_SEC = 900.0
-_VERSION = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+-]{0,63}$")
 _POLL_SEC = 0.05
 
 # Prints the path of a `claude` at the wanted version, installing it first when none is found.
@@ -88,54 +85,51 @@ MODEL_ROLES = (
 )
 
 
-def _param(params: Mapping[str, str], name: str) -> str:
-    return params.get(name, "").strip()
+class ClaudeCodeParams(StepBudgetParams):
+    """The Messages endpoint, the CLI's version and the settings passed through to it."""
+
+    MODEL_PROTOCOL: Literal["anthropic"] | None = param(
+        "the protocol: claude-code speaks only anthropic (Messages)",
+        expect="anthropic (claude-code speaks the Messages protocol only)",
+    )
+    MODEL_BASE_URL: HttpUrlText = param(
+        "the Messages endpoint's root URL", default=..., expect="an http:// or https:// URL"
+    )
+    MODEL_NAME: str = param("the model every role of the CLI is pointed at", default=...)
+    MODEL_API_KEY: str | None = secret_param("the endpoint's credential")
+    AGENT_VERSION: str = param(
+        "the @anthropic-ai/claude-code version to run",
+        default=DEFAULT_VERSION,
+        pattern=r"^[0-9A-Za-z][0-9A-Za-z.+-]{0,63}$",
+        expect=f"an npm version such as {DEFAULT_VERSION}",
+    )
+    CLAUDE_CODE_MAX_OUTPUT_TOKENS: int | None = param("passed through to the CLI", ge=1)
+    CLAUDE_CODE_EFFORT_LEVEL: Literal["low", "medium", "high", "xhigh", "max"] | None = param(
+        "passed through to the CLI"
+    )
+
+    def passed_through(self) -> dict[str, str]:
+        """The CLI's own settings that are set, by their variable names."""
+        named = {
+            "CLAUDE_CODE_MAX_OUTPUT_TOKENS": self.CLAUDE_CODE_MAX_OUTPUT_TOKENS,
+            "CLAUDE_CODE_EFFORT_LEVEL": self.CLAUDE_CODE_EFFORT_LEVEL,
+        }
+        return {name: str(value) for name, value in named.items() if value is not None}
 
 
 class ClaudeCodeAgent:
     info = AgentInfo(
         name="claude-code",
         description="the Claude Code CLI, installed in the environment, against the profile's endpoint",
-        required_params=("MODEL_BASE_URL", "MODEL_NAME"),
-        optional_params=(
-            "MODEL_PROTOCOL",
-            "MODEL_API_KEY",
-            "AGENT_VERSION",
-            "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
-            "CLAUDE_CODE_EFFORT_LEVEL",
-            MAX_STEPS_PARAM,
-        ),
         records_steps=True,
     )
-
-    def check_params(self, params: Mapping[str, str]) -> list[str]:
-        problems = max_steps_problems(params)
-        protocol = _param(params, "MODEL_PROTOCOL")
-        if protocol and protocol != "anthropic":
-            problems.append(
-                f"claude-code speaks the anthropic protocol, not MODEL_PROTOCOL={protocol[:40]!r}"
-            )
-        url = urlsplit(_param(params, "MODEL_BASE_URL"))
-        if url.scheme not in ("http", "https") or not url.netloc:
-            problems.append("MODEL_BASE_URL must be an http:// or https:// URL")
-        version = _param(params, "AGENT_VERSION")
-        if version and not _VERSION.match(version):
-            problems.append(
-                f"AGENT_VERSION must be an npm version such as {DEFAULT_VERSION}, not {version[:40]!r}"
-            )
-        tokens = _param(params, "CLAUDE_CODE_MAX_OUTPUT_TOKENS")
-        if tokens and not (tokens.isdigit() and int(tokens) >= 1):
-            problems.append(f"CLAUDE_CODE_MAX_OUTPUT_TOKENS must be a whole number ≥ 1, not {tokens[:40]!r}")
-        effort = _param(params, "CLAUDE_CODE_EFFORT_LEVEL")
-        if effort and effort not in EFFORT_LEVELS:
-            problems.append(
-                f"CLAUDE_CODE_EFFORT_LEVEL must be one of {', '.join(EFFORT_LEVELS)}, not {effort[:40]!r}"
-            )
-        return problems
+    params_model = ClaudeCodeParams
 
     async def run(self, ctx: AgentContext) -> AgentResult:
-        params = ctx.spec.params
-        version = _param(params, "AGENT_VERSION") or DEFAULT_VERSION
+        params, problems = read_params(ClaudeCodeParams, ctx.spec.params)
+        if params is None:
+            return AgentResult(exit_code=None, error="; ".join(problems))
+        version = params.AGENT_VERSION
         ctx.recorder.trajectory.protocol = "anthropic"
         ctx.recorder.add(UserStep(text=ctx.task.instruction))
         environment = ctx.environment
@@ -148,7 +142,7 @@ class ClaudeCodeAgent:
         claude, problem = await self._install(ctx, version)
         if claude is None:
             return AgentResult(exit_code=None, error=f"could not install Claude Code {version}: {problem}")
-        return await self._run(ctx, claude, version)
+        return await self._run(ctx, params, claude)
 
     async def _install(self, ctx: AgentContext, version: str) -> tuple[str | None, str]:
         environment = ctx.environment
@@ -182,29 +176,23 @@ class ClaudeCodeAgent:
         reason = tail[-1] if tail else f"exit code {result.exit_code}"
         return None, "timed out" if result.timed_out else reason
 
-    def _variables(self, ctx: AgentContext) -> dict[str, str]:
-        params = ctx.spec.params
-        model = _param(params, "MODEL_NAME")
-        variables = {**ctx.env, **QUIET, **dict.fromkeys(MODEL_ROLES, model)}
-        variables["ANTHROPIC_BASE_URL"] = _param(params, "MODEL_BASE_URL").rstrip("/")
+    def _variables(self, ctx: AgentContext, params: ClaudeCodeParams) -> dict[str, str]:
+        variables = {**ctx.env, **QUIET, **dict.fromkeys(MODEL_ROLES, params.MODEL_NAME)}
+        variables["ANTHROPIC_BASE_URL"] = params.MODEL_BASE_URL.rstrip("/")
         # Claude Code insists on a credential; an endpoint without authentication ignores this one.
-        variables["ANTHROPIC_API_KEY"] = params.get("MODEL_API_KEY") or "no-key"
-        for name in ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "CLAUDE_CODE_EFFORT_LEVEL"):
-            if _param(params, name):
-                variables[name] = _param(params, name)
+        variables["ANTHROPIC_API_KEY"] = params.MODEL_API_KEY or "no-key"
+        variables.update(params.passed_through())
         return variables
 
-    async def _run(self, ctx: AgentContext, claude: str, version: str) -> AgentResult:
+    async def _run(self, ctx: AgentContext, params: ClaudeCodeParams, claude: str) -> AgentResult:
         environment = ctx.environment
-        params = ctx.spec.params
-        settings: dict[str, object] = {"agent_version": version, "max_turns": ctx.max_steps()}
-        for name in ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "CLAUDE_CODE_EFFORT_LEVEL"):
-            if _param(params, name):
-                settings[name.lower()] = _param(params, name)
+        max_turns = ctx.max_steps(params.MAX_STEPS)
+        settings: dict[str, object] = {"agent_version": params.AGENT_VERSION, "max_turns": max_turns}
+        settings.update({name.lower(): value for name, value in params.passed_through().items()})
         summary = ModelRequestSummary(
             protocol="anthropic",
-            endpoint=_param(params, "MODEL_BASE_URL"),
-            model=_param(params, "MODEL_NAME"),
+            endpoint=params.MODEL_BASE_URL,
+            model=params.MODEL_NAME,
             messages=1,
             params=settings,
         )
@@ -216,8 +204,8 @@ class ClaudeCodeAgent:
         follower = asyncio.create_task(stream.follow(done))
         try:
             result = await environment.exec(
-                ["bash", "-c", RUN_SCRIPT, claude, str(ctx.max_steps())],
-                env=self._variables(ctx),
+                ["bash", "-c", RUN_SCRIPT, claude, str(max_turns)],
+                env=self._variables(ctx, params),
                 stdout_path=stream.path,
                 stderr_path=logs / "claude-code.stderr.txt",
             )

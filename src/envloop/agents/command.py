@@ -5,15 +5,19 @@ of them (model endpoint, key, name), so none is reported as unread.
 """
 
 from envloop.agents.base import AgentContext, AgentInfo, AgentResult
+from envloop.core.params import AllParams, param
+
+
+class CommandParams(AllParams):
+    AGENT_COMMAND: str = param("the command line to run with bash -c", default=...)
 
 
 class CommandAgent:
     info = AgentInfo(
         name="command",
         description="runs the profile's AGENT_COMMAND with bash -c; profile params become variables",
-        required_params=("AGENT_COMMAND",),
-        passes_all_params=True,
     )
+    params_model = CommandParams
 
     async def run(self, ctx: AgentContext) -> AgentResult:
         params = dict(ctx.spec.params)

@@ -21,17 +21,18 @@ call tools only when made to, such as the bundled local model). Unset, the serve
 """
 
 import time
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from envloop.agents.base import (
+    DEFAULT_MAX_STEPS,
     AgentContext,
     AgentInfo,
     AgentResult,
-    max_steps_problems,
     read_outputs,
 )
+from envloop.core.params import param, read_params
 from envloop.core.trajectory import (
     SystemStep,
     ToolCall,
@@ -40,26 +41,20 @@ from envloop.core.trajectory import (
 )
 from envloop.environments.base import ExecResult
 from envloop.models import (
-    OPTIONAL_PARAMS,
-    REQUIRED_PARAMS,
     Message,
     ModelClient,
     ModelError,
+    ModelParams,
     ModelRequest,
     ModelResponse,
     ModelSettings,
     ToolSpec,
     model_client,
-    read_model_settings,
 )
 from envloop.trajectories import Snapshot, changes_between
 from envloop.trajectories.files import mask_text
 from envloop.trajectories.model_steps import model_step, request_summary
 
-TOOL_TIMEOUT_PARAM = "TOOL_TIMEOUT_SEC"
-TOOL_OUTPUT_PARAM = "TOOL_OUTPUT_LIMIT"
-TOOL_CHOICE_PARAM = "TOOL_CHOICE"
-TOOL_CHOICES = ("auto", "required", "bash")
 DEFAULT_TOOL_TIMEOUT_SEC = 300.0
 DEFAULT_TOOL_OUTPUT_LIMIT = 10_000
 
@@ -92,25 +87,23 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _positive(params: Mapping[str, str], name: str, default: float) -> float:
-    raw = params.get(name, "").strip()
-    return float(raw) if raw else default
+class EnvloopParams(ModelParams):
+    """The endpoint's params, the step budget and the tool settings."""
 
-
-def tool_param_problems(params: Mapping[str, str]) -> list[str]:
-    problems = []
-    for name in (TOOL_TIMEOUT_PARAM, TOOL_OUTPUT_PARAM):
-        raw = params.get(name, "").strip()
-        try:
-            valid = not raw or float(raw) > 0
-        except ValueError:
-            valid = False
-        if not valid:
-            problems.append(f"{name} must be a number > 0, not {raw[:40]!r}")
-    choice = params.get(TOOL_CHOICE_PARAM, "").strip()
-    if choice and choice not in TOOL_CHOICES:
-        problems.append(f"{TOOL_CHOICE_PARAM} must be one of {', '.join(TOOL_CHOICES)}, not {choice[:40]!r}")
-    return problems
+    MAX_STEPS: int | None = param(
+        f"the step budget when the job gives no --max-steps (default {DEFAULT_MAX_STEPS})", ge=1
+    )
+    TOOL_TIMEOUT_SEC: float = param(
+        "one command's timeout, in seconds", default=DEFAULT_TOOL_TIMEOUT_SEC, gt=0
+    )
+    TOOL_OUTPUT_LIMIT: int = param(
+        "characters of each command's result the model sees (head and tail)",
+        default=DEFAULT_TOOL_OUTPUT_LIMIT,
+        gt=0,
+    )
+    TOOL_CHOICE: Literal["auto", "required", "bash"] | None = param(
+        "auto (the model decides), required (some tool every step) or bash (that tool every step)"
+    )
 
 
 def clip_for_model(text: str, limit: int) -> str:
@@ -126,38 +119,28 @@ class EnvloopAgent:
     info = AgentInfo(
         name="envloop",
         description="built-in tool-calling agent: a model runs bash commands in the environment",
-        required_params=REQUIRED_PARAMS,
-        optional_params=(
-            *OPTIONAL_PARAMS,
-            "MAX_STEPS",
-            TOOL_TIMEOUT_PARAM,
-            TOOL_OUTPUT_PARAM,
-            TOOL_CHOICE_PARAM,
-        ),
         records_steps=True,
     )
-
-    def check_params(self, params: Mapping[str, str]) -> list[str]:
-        return read_model_settings(params)[1] + max_steps_problems(params) + tool_param_problems(params)
+    params_model = EnvloopParams
 
     async def run(self, ctx: AgentContext) -> AgentResult:
-        settings, problems = read_model_settings(ctx.spec.params)
-        if settings is None:
+        params, problems = read_params(EnvloopParams, ctx.spec.params)
+        if params is None:
             return AgentResult(exit_code=None, error="; ".join(problems), error_type="model_error")
-        return await _Loop(ctx, settings).run()
+        return await _Loop(ctx, params).run()
 
 
 class _Loop:
     """One attempt's conversation: model call, tool calls, results back, until a stop reason."""
 
-    def __init__(self, ctx: AgentContext, settings: ModelSettings) -> None:
+    def __init__(self, ctx: AgentContext, params: EnvloopParams) -> None:
         self.ctx = ctx
-        self.settings = settings
-        params = ctx.spec.params
-        self.tool_timeout = _positive(params, TOOL_TIMEOUT_PARAM, DEFAULT_TOOL_TIMEOUT_SEC)
-        self.output_limit = int(_positive(params, TOOL_OUTPUT_PARAM, DEFAULT_TOOL_OUTPUT_LIMIT))
-        self.tool_choice = params.get(TOOL_CHOICE_PARAM, "").strip() or None
-        self.system = settings.system_prompt or SYSTEM_PROMPT.format(workdir=ctx.environment.visible.app)
+        self.settings: ModelSettings = params.settings()
+        self.max_steps = ctx.max_steps(params.MAX_STEPS)
+        self.tool_timeout = params.TOOL_TIMEOUT_SEC
+        self.output_limit = params.TOOL_OUTPUT_LIMIT
+        self.tool_choice: str | None = params.TOOL_CHOICE
+        self.system = self.settings.system_prompt or SYSTEM_PROMPT.format(workdir=ctx.environment.visible.app)
         self.messages: list[Message] = [Message(role="user", content=ctx.task.instruction)]
         self.secrets = ctx.spec.secret_values
         self.commands = 0
@@ -170,7 +153,7 @@ class _Loop:
         recorder.add(UserStep(text=self.ctx.task.instruction))
         client = model_client(self.settings)
         self.state = await self.ctx.environment.snapshot()
-        for _ in range(self.ctx.max_steps()):
+        for _ in range(self.max_steps):
             response = await self._ask(client)
             if isinstance(response, ModelError):
                 return AgentResult(

@@ -1,10 +1,11 @@
 """`oracle`: runs the task's reference solution, proving the task is solvable and the verifier fair."""
 
-from envloop.agents.base import AgentContext, AgentInfo, AgentResult
+from envloop.agents.base import AgentContext, AgentInfo, AgentResult, NoParams
 
 
 class OracleAgent:
     info = AgentInfo(name="oracle", description="runs the task's solution/solve.sh")
+    params_model = NoParams
 
     async def run(self, ctx: AgentContext) -> AgentResult:
         if not (ctx.task.solution_dir / "solve.sh").is_file():

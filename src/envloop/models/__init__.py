@@ -12,10 +12,9 @@ message.
 from envloop.models.base import ModelClient
 from envloop.models.factory import close_clients, model_client
 from envloop.models.settings import (
-    OPTIONAL_PARAMS,
     PROTOCOLS,
-    REQUIRED_PARAMS,
     ModelConfigError,
+    ModelParams,
     ModelProtocol,
     ModelSettings,
     model_settings,
@@ -33,13 +32,12 @@ from envloop.models.types import (
 )
 
 __all__ = [
-    "OPTIONAL_PARAMS",
     "PROTOCOLS",
-    "REQUIRED_PARAMS",
     "Message",
     "ModelClient",
     "ModelConfigError",
     "ModelError",
+    "ModelParams",
     "ModelProtocol",
     "ModelRequest",
     "ModelResponse",

@@ -1,53 +1,24 @@
 """Model endpoint settings read from a profile's params, checked once, typed from then on.
 
-| param | meaning | default |
-|---|---|---|
-| `MODEL_PROTOCOL` | `openai` (Chat Completions) or `anthropic` (Messages) | required |
-| `MODEL_BASE_URL` | openai: URL ending in `/v1`; anthropic: the root URL (as each SDK takes it) | required |
-| `MODEL_NAME` | the model (or alias, e.g. `team-model/sft`) to ask | required |
-| `MODEL_API_KEY` | secret; sent as the protocol's credential | none sent |
-| `MAX_OUTPUT_TOKENS` | `max_tokens` on both protocols | openai: server's; anthropic: 1024 |
-| `TEMPERATURE`, `TOP_P` | sampling | server's |
-| `REASONING_EFFORT` | openai: `reasoning_effort`; anthropic: `output_config.effort` | not sent |
-| `STREAM` | `true` streams responses (many compatible servers cannot) | `false` |
-| `SYSTEM_PROMPT` | a system prompt before the conversation | none |
-| `REQUEST_TIMEOUT_SEC` | one HTTP request's timeout | 120 |
-| `MAX_RETRIES` | retries of rate limits and transient failures | 4 |
-| `MAX_CONCURRENCY` | calls in flight to this endpoint from one worker | 8 |
-
+`ModelParams` declares the params (their meaning, type and bounds: `el runner show` prints them).
 A param that is not set is not sent: each server then applies its own default. The Messages
-protocol requires `max_tokens`, hence its default. Thinking budgets are not offered: the effort
-level is the knob both protocols share. Without `MODEL_API_KEY` an empty credential is sent rather
-than letting an SDK fall back to the worker's own environment variables, whose key must never
-reach an endpoint a profile names.
+protocol requires `max_tokens`, hence its default of 1024 there. Thinking budgets are not offered:
+the effort level is the knob both protocols share. Without `MODEL_API_KEY` an empty credential is
+sent rather than letting an SDK fall back to the worker's own environment variables, whose key must
+never reach an endpoint a profile names.
 """
 
-import math
-from collections.abc import Callable, Mapping
-from typing import Literal, TypeVar
+from collections.abc import Mapping
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
+
+from envloop.core.params import ComponentParams, param, read_params, secret_param
 
 ModelProtocol = Literal["openai", "anthropic"]
 PROTOCOLS: tuple[str, ...] = ("openai", "anthropic")
-
-REQUIRED_PARAMS = ("MODEL_PROTOCOL", "MODEL_BASE_URL", "MODEL_NAME")
-OPTIONAL_PARAMS = (
-    "MODEL_API_KEY",
-    "MAX_OUTPUT_TOKENS",
-    "TEMPERATURE",
-    "TOP_P",
-    "REASONING_EFFORT",
-    "STREAM",
-    "SYSTEM_PROMPT",
-    "REQUEST_TIMEOUT_SEC",
-    "MAX_RETRIES",
-    "MAX_CONCURRENCY",
-)
 ANTHROPIC_DEFAULT_MAX_TOKENS = 1024
-
-T = TypeVar("T")
 
 
 class ModelSettings(BaseModel):
@@ -81,100 +52,64 @@ class ModelConfigError(ValueError):
     """Params that cannot make a model client; the message names the param at fault."""
 
 
-def _integer(text: str) -> int:
-    return int(text.strip())
-
-
-def _number(text: str) -> float:
-    value = float(text.strip())
-    if not math.isfinite(value):
-        raise ValueError(text)
-    return value
-
-
-def _boolean(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    raise ValueError(text)
-
-
-class _Reader:
-    """Collects one problem per bad param instead of stopping at the first."""
-
-    def __init__(self, params: Mapping[str, str]) -> None:
-        self.params = params
-        self.problems: list[str] = []
-
-    def get(self, name: str, parse: Callable[[str], T], check: Callable[[T], bool], expect: str) -> T | None:
-        raw = self.params.get(name)
-        if raw is None or raw.strip() == "":
-            return None
-        try:
-            value = parse(raw)
-        except ValueError:
-            value = None
-        if value is None or not check(value):
-            self.problems.append(f"{name} must be {expect}, not {raw.strip()[:40]!r}")
-            return None
-        return value
-
-
-def _url_problem(url: str) -> str | None:
+def _http_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        return f"MODEL_BASE_URL must be an http:// or https:// URL, not {url[:80]!r}"
-    return None
+        raise ValueError("not an http:// or https:// URL")
+    return url
+
+
+HttpUrlText = Annotated[str, AfterValidator(_http_url)]
+
+
+class ModelParams(ComponentParams):
+    """The params of a model endpoint, shared by the chat runner and the model-calling agents."""
+
+    MODEL_PROTOCOL: ModelProtocol = param("openai (Chat Completions) or anthropic (Messages)", default=...)
+    MODEL_BASE_URL: HttpUrlText = param(
+        "openai: the URL ending in /v1; anthropic: the root URL (as each SDK takes it)",
+        default=...,
+        expect="an http:// or https:// URL",
+    )
+    MODEL_NAME: str = param("the model (or alias, e.g. team-model/sft) to ask", default=...)
+    MODEL_API_KEY: str | None = secret_param("sent as the protocol's credential; none sent when unset")
+    MAX_OUTPUT_TOKENS: int | None = param("max_tokens on both protocols (anthropic default: 1024)", ge=1)
+    TEMPERATURE: float | None = param("sampling temperature; the server's default when unset", ge=0)
+    TOP_P: float | None = param("nucleus sampling; the server's default when unset", gt=0, le=1)
+    REASONING_EFFORT: str | None = param(
+        "openai: reasoning_effort; anthropic: output_config.effort; not sent when unset"
+    )
+    STREAM: bool = param("stream responses (many compatible servers cannot)", default=False)
+    SYSTEM_PROMPT: str | None = param("a system prompt before the conversation")
+    REQUEST_TIMEOUT_SEC: float = param("one HTTP request's timeout, in seconds", default=120.0, gt=0)
+    MAX_RETRIES: int = param("retries of rate limits and transient failures", default=4, ge=0, le=20)
+    MAX_CONCURRENCY: int = param("calls in flight to this endpoint from one worker", default=8, ge=1)
+
+    def settings(self) -> ModelSettings:
+        max_tokens = self.MAX_OUTPUT_TOKENS
+        if self.MODEL_PROTOCOL == "anthropic" and max_tokens is None:
+            max_tokens = ANTHROPIC_DEFAULT_MAX_TOKENS
+        return ModelSettings(
+            protocol=self.MODEL_PROTOCOL,
+            base_url=self.MODEL_BASE_URL,
+            model=self.MODEL_NAME,
+            api_key=self.MODEL_API_KEY or "",
+            max_output_tokens=max_tokens,
+            temperature=self.TEMPERATURE,
+            top_p=self.TOP_P,
+            reasoning_effort=self.REASONING_EFFORT,
+            stream=self.STREAM,
+            system_prompt=self.SYSTEM_PROMPT,
+            request_timeout_sec=self.REQUEST_TIMEOUT_SEC,
+            max_retries=self.MAX_RETRIES,
+            max_concurrency=self.MAX_CONCURRENCY,
+        )
 
 
 def read_model_settings(params: Mapping[str, str]) -> tuple[ModelSettings | None, list[str]]:
     """The settings the params describe, or None with every problem found (one sentence each)."""
-    problems: list[str] = []
-    protocol = (params.get("MODEL_PROTOCOL") or "").strip()
-    if not protocol:
-        problems.append("MODEL_PROTOCOL is required (openai or anthropic)")
-    elif protocol not in PROTOCOLS:
-        problems.append(f"unknown MODEL_PROTOCOL {protocol[:40]!r} (choose openai or anthropic)")
-    base_url = (params.get("MODEL_BASE_URL") or "").strip()
-    if not base_url:
-        problems.append("MODEL_BASE_URL is required")
-    elif (problem := _url_problem(base_url)) is not None:
-        problems.append(problem)
-    model = (params.get("MODEL_NAME") or "").strip()
-    if not model:
-        problems.append("MODEL_NAME is required")
-    read = _Reader(params)
-    max_tokens = read.get("MAX_OUTPUT_TOKENS", _integer, lambda v: v >= 1, "a whole number ≥ 1")
-    temperature = read.get("TEMPERATURE", _number, lambda v: v >= 0, "a number ≥ 0")
-    top_p = read.get("TOP_P", _number, lambda v: 0 < v <= 1, "a number in (0, 1]")
-    stream = read.get("STREAM", _boolean, lambda v: True, "true or false")
-    timeout = read.get("REQUEST_TIMEOUT_SEC", _number, lambda v: v > 0, "a number of seconds > 0")
-    retries = read.get("MAX_RETRIES", _integer, lambda v: 0 <= v <= 20, "a whole number from 0 to 20")
-    concurrency = read.get("MAX_CONCURRENCY", _integer, lambda v: v >= 1, "a whole number ≥ 1")
-    problems.extend(read.problems)
-    if problems:
-        return None, problems
-    effort = (params.get("REASONING_EFFORT") or "").strip() or None
-    if protocol == "anthropic" and max_tokens is None:
-        max_tokens = ANTHROPIC_DEFAULT_MAX_TOKENS
-    settings = ModelSettings(
-        protocol=protocol,
-        base_url=base_url,
-        model=model,
-        api_key=params.get("MODEL_API_KEY") or "",
-        max_output_tokens=max_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        reasoning_effort=effort,
-        stream=bool(stream),
-        system_prompt=params.get("SYSTEM_PROMPT") or None,
-        request_timeout_sec=timeout if timeout is not None else 120.0,
-        max_retries=retries if retries is not None else 4,
-        max_concurrency=concurrency if concurrency is not None else 8,
-    )
-    return settings, []
+    read, problems = read_params(ModelParams, params)
+    return (None, problems) if read is None else (read.settings(), [])
 
 
 def model_settings(params: Mapping[str, str]) -> ModelSettings:

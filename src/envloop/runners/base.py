@@ -1,30 +1,40 @@
 """The Runner protocol: the versioned harness that takes one TrialSpec from setup to teardown.
 
-A runner declares which profile params it reads and requires, so submission can refuse a profile
-that lacks a required param and warn about params that would have no effect.
+A runner declares the profile params it reads as a pydantic model (`params_model`), and says which
+components read the rest (`param_readers`: the shell runner's agent), so submission can refuse a
+profile whose values do not fit and warn about params no component reads (`runners.params`).
 """
 
 from collections.abc import Mapping
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
+from envloop.core.params import ParamReader
 from envloop.core.trial import TrialOutcome, TrialSpec
+from envloop.plugins import Origin
 
 TaskKind = Literal["harbor", "chat"]
 
 
-class RunnerParams(BaseModel):
-    read: list[str]
-    required: list[str]
-    notes: list[str] = []
+class ComponentInfo(BaseModel):
+    """A component a runner hosts (the shell runner's agents), with its params' JSON schema."""
+
+    name: str
+    description: str
+    origin: Origin
+    params_schema: dict[str, Any] = Field(description="JSON schema of the profile params it reads")
 
 
 class RunnerInfo(BaseModel):
     ref: str
     task_kind: TaskKind
     description: str
-    params: RunnerParams
+    origin: Origin
+    params_schema: dict[str, Any] = Field(description="JSON schema of the profile params the runner reads")
+    agents: list[ComponentInfo] = Field(
+        default_factory=list, description="the agents AGENT_NAME may name, each with its params' schema"
+    )
 
 
 class Runner(Protocol):
@@ -32,14 +42,18 @@ class Runner(Protocol):
     task_kind: TaskKind
     description: str
 
-    def params_info(self) -> RunnerParams: ...
-
-    def check_params(self, params: Mapping[str, str]) -> list[str]:
-        """Problems that make the params unusable, one sentence each; empty when fine."""
+    @property
+    def params_model(self) -> type[BaseModel]:
+        """The profile params the runner itself reads."""
         ...
 
-    def unread_params(self, params: Mapping[str, str]) -> list[str]:
-        """Names of params this runner would ignore (submission warns that they have no effect)."""
+    def param_readers(self, params: Mapping[str, str]) -> list[ParamReader]:
+        """Who reads these params, the runner itself first; ComponentError when they name a
+        component (an agent) that is not installed here."""
+        ...
+
+    def components(self) -> list[ComponentInfo]:
+        """The components it hosts, for `el runner show` (the shell runner's agents); may be empty."""
         ...
 
     async def run(self, spec: TrialSpec) -> TrialOutcome:

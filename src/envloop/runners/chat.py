@@ -3,7 +3,8 @@ scorer.
 
 agent phase: the prompt (after the profile's `SYSTEM_PROMPT`, if any) goes to the endpoint named by
 `MODEL_PROTOCOL` / `MODEL_BASE_URL` / `MODEL_NAME`, bounded by the job's agent timeout when it has
-one → verifier phase: the answer is scored (`exact`, `includes`, `regex`, `numeric`) → artifacts:
+one → verifier phase: the answer is scored (`exact`, `includes`, `regex`, `numeric`, or a plugin's
+scorer: a worker without it fails the trial before the model is called) → artifacts:
 `trajectory.json` alone, secrets masked: its score step holds the scorer, the expected and the raw
 answer, the reward and the explanation. A call that fails for good (after retries for rate limits
 and transient errors) fails the trial as `model_error` with the server's message and no reward. An
@@ -15,6 +16,7 @@ import asyncio
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
+from envloop.core.params import ParamReader
 from envloop.core.reward import reward_problem
 from envloop.core.trajectory import (
     ScoreStep,
@@ -26,20 +28,21 @@ from envloop.core.trajectory import (
 )
 from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec
 from envloop.models import (
-    OPTIONAL_PARAMS,
-    REQUIRED_PARAMS,
     Message,
     ModelError,
+    ModelParams,
     ModelRequest,
     ModelResponse,
     ModelSettings,
     model_client,
     read_model_settings,
 )
+from envloop.plugins import ComponentError
 from envloop.runners.artifacts import mask_outcome, mask_text
-from envloop.runners.base import RunnerParams, TaskKind
+from envloop.runners.base import ComponentInfo, TaskKind
+from envloop.runners.params import missing_here
 from envloop.tasks.model import ChatRow
-from envloop.tasks.scorers import ScoreResult, score
+from envloop.tasks.scorers import ScoreResult, find_scorer, score
 from envloop.trajectories.files import write_trajectory
 from envloop.trajectories.model_steps import model_step, request_summary
 
@@ -53,24 +56,13 @@ class ChatRunner:
     task_kind: TaskKind = "chat"
     description = "JSONL rows: each prompt goes to a model endpoint, the dataset's scorer scores the answer"
 
-    def params_info(self) -> RunnerParams:
-        return RunnerParams(
-            read=[*REQUIRED_PARAMS, *OPTIONAL_PARAMS],
-            required=list(REQUIRED_PARAMS),
-            notes=[
-                "MODEL_PROTOCOL is openai (Chat Completions) or anthropic (Messages)",
-                "MODEL_BASE_URL: for openai the URL ending in /v1, for anthropic the root URL",
-                "MODEL_API_KEY should be a secret param",
-                "STREAM=true streams responses; the default does not (many compatible servers cannot)",
-            ],
-        )
+    params_model = ModelParams
 
-    def check_params(self, params: Mapping[str, str]) -> list[str]:
-        return read_model_settings(params)[1]
+    def param_readers(self, params: Mapping[str, str]) -> list[ParamReader]:
+        return [ParamReader(label=f"runner {self.ref}", model=ModelParams)]
 
-    def unread_params(self, params: Mapping[str, str]) -> list[str]:
-        read = set(self.params_info().read)
-        return sorted(p for p in params if p not in read)
+    def components(self) -> list[ComponentInfo]:
+        return []
 
     async def run(self, spec: TrialSpec) -> TrialOutcome:
         phases: list[PhaseRecord] = []
@@ -85,6 +77,11 @@ class ChatRunner:
         if spec.row is None or spec.scorer is None:
             raise ValueError("a chat trial needs its dataset row and scorer")
         row, scorer = ChatRow.model_validate(spec.row), spec.scorer
+        try:
+            find_scorer(scorer)
+        except ComponentError as exc:
+            # The server had it at push time, so it is this worker that lacks it.
+            return TrialOutcome(status="failed", error=missing_here(exc))
         settings, problems = read_model_settings(spec.params)
         if settings is None:
             message = mask_text("; ".join(problems), spec.secret_values)

@@ -27,10 +27,12 @@ from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit
 
-from envloop.agents import Agent, AgentContext, agent_names, get_agent
-from envloop.agents.base import AgentResult, ParamChecking
+from envloop.agents import AGENTS, Agent, AgentContext, find_agent
+from envloop.agents.base import AgentResult
+from envloop.core.params import ComponentParams, ParamReader, param, params_schema
 from envloop.core.reward import RewardReading, parse_reward
 from envloop.core.trajectory import (
     ModelStep,
@@ -47,8 +49,10 @@ from envloop.environments import (
     EnvironmentSetupError,
 )
 from envloop.environments.choice import choose_provider
+from envloop.plugins import ComponentError
 from envloop.runners.artifacts import keep_tree, mask_outcome, mask_text, move_plain_tree
-from envloop.runners.base import RunnerParams, TaskKind
+from envloop.runners.base import ComponentInfo, TaskKind
+from envloop.runners.params import check_params, missing_here
 from envloop.runners.shell_multistep import run_steps
 from envloop.runners.shell_phases import PhasePlan, exhausted, keep_phase_log, phase_plan
 from envloop.runners.shell_steps import RecordingEnvironment, verifier_step
@@ -57,7 +61,18 @@ from envloop.tasks.model import HarborTask
 from envloop.trajectories.files import write_trajectory
 
 NETWORK_PARAM = "NETWORK"
-NETWORK_CHOICES = ("none", "public", "host")
+
+
+class ShellParams(ComponentParams):
+    """The shell runner's own params; the agent AGENT_NAME names reads the others."""
+
+    AGENT_NAME: str = param(
+        "the agent: a built-in or plugin agent's name, or an allowed module:Name reference", default=...
+    )
+    NETWORK: Literal["none", "public", "host"] | None = param(
+        "public (or its older name host): the trials get a network of their own, with the model "
+        "endpoint's port when it is on the host's loopback; none (default): loopback only"
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -99,54 +114,27 @@ class ShellRunner:
         self.provider = provider
         """The provider every trial uses; None: the one its spec names (`environment`)."""
 
-    def params_info(self) -> RunnerParams:
-        read = {"AGENT_NAME", NETWORK_PARAM}
-        for name in agent_names():
-            agent = get_agent(name)
-            if agent is not None:
-                read.update(agent.info.required_params, agent.info.optional_params)
-        return RunnerParams(
-            read=sorted(read),
-            required=["AGENT_NAME"],
-            notes=[
-                f"AGENT_NAME is one of: {', '.join(agent_names())}",
-                "AGENT_COMMAND is required when AGENT_NAME=command, which passes every param to it",
-                "envloop and claude-code read MODEL_PROTOCOL, MODEL_BASE_URL, MODEL_NAME, MODEL_API_KEY "
-                "(a secret param) and MAX_STEPS (the job's --max-steps wins)",
-                "NETWORK=public (or its older name host) gives the profile's trials a network of their "
-                "own (default none: loopback only inside the sandbox), with the model endpoint's port "
-                "when it is on the host's loopback; claude-code needs it to install its CLI and reach "
-                "its endpoint",
-            ],
-        )
+    params_model = ShellParams
 
-    def check_params(self, params: Mapping[str, str]) -> list[str]:
-        name = params.get("AGENT_NAME")
-        if not name:
-            return ["AGENT_NAME is required"]
-        agent = get_agent(name)
-        if agent is None:
-            return [f"unknown agent {name!r} (known: {', '.join(agent_names())})"]
-        problems = [
-            f"{param} is required when AGENT_NAME={name}"
-            for param in agent.info.required_params
-            if not params.get(param)
+    def param_readers(self, params: Mapping[str, str]) -> list[ParamReader]:
+        readers = [ParamReader(label=f"runner {self.ref}", model=ShellParams)]
+        name = params.get("AGENT_NAME", "").strip()
+        if name:
+            agent = find_agent(name).component
+            when = f" when AGENT_NAME={name}"
+            readers.append(ParamReader(label=f"agent {name!r}", model=agent.params_model, when=when))
+        return readers
+
+    def components(self) -> list[ComponentInfo]:
+        return [
+            ComponentInfo(
+                name=found.name,
+                description=found.component.info.description,
+                origin=found.origin,
+                params_schema=params_schema(found.component.params_model),
+            )
+            for found in AGENTS.all()
         ]
-        network = params.get(NETWORK_PARAM, "").strip()
-        if network and network not in NETWORK_CHOICES:
-            problems.append(f"{NETWORK_PARAM} must be none, public or host, not {network[:40]!r}")
-        if not problems and isinstance(agent, ParamChecking):
-            problems = agent.check_params(params)
-        return problems
-
-    def unread_params(self, params: Mapping[str, str]) -> list[str]:
-        agent = get_agent(params.get("AGENT_NAME", ""))
-        if agent is None:
-            return sorted(p for p in params if p not in self.params_info().read)
-        if agent.info.passes_all_params:
-            return []
-        read = {"AGENT_NAME", NETWORK_PARAM, *agent.info.required_params, *agent.info.optional_params}
-        return sorted(p for p in params if p not in read)
 
     async def run(self, spec: TrialSpec) -> TrialOutcome:
         phases: list[PhaseRecord] = []
@@ -181,8 +169,13 @@ class ShellRunner:
     async def _run(
         self, spec: TrialSpec, phases: list[PhaseRecord], recorder: TrajectoryRecorder
     ) -> TrialOutcome:
-        problems = self.check_params(spec.params)
-        agent = get_agent(spec.params.get("AGENT_NAME", ""))
+        name = spec.params.get("AGENT_NAME", "").strip()
+        try:
+            agent = find_agent(name).component if name else None
+        except ComponentError as exc:
+            # Submission found it, so it is this worker that lacks it: another may have it installed.
+            return TrialOutcome(status="failed", error=missing_here(exc))
+        problems = check_params(self, spec.params)
         if problems or agent is None:
             error = TrialError(type="agent_error", message="; ".join(problems))
             return TrialOutcome(status="failed", error=error)

@@ -20,8 +20,9 @@ from envloop.store.tables import Dataset, DatasetMember
 from envloop.tasks.archive import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
 from envloop.tasks.digest import task_entries
 from envloop.tasks.discover import load_tasks
-from envloop.tasks.jsonl import load_jsonl, row_digest, validate_scorer
+from envloop.tasks.jsonl import load_jsonl, row_digest
 from envloop.tasks.model import HarborTask, TaskFormatError
+from envloop.tasks.scorers import validate_scorer
 from envloop.tasks.variables import referenced_variables
 
 SHELL_RUNNER = "envloop/shell@1"

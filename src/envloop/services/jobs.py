@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from envloop.core.ids import new_id
 from envloop.core.status import JobStatus, TrialStatus
 from envloop.core.trial import EnvironmentChoice
+from envloop.runners.params import check_params, unread_params
 from envloop.runners.registry import UnknownRunnerError, get_runner
 from envloop.services.builds import task_build
 from envloop.services.context import Context
@@ -147,7 +148,7 @@ def _validate(
     warnings: list[str] = []
     for profile, pref in zip(profiles, request.profiles, strict=True):
         params = resolved_params(session, profile)
-        problems = runner.check_params(params)
+        problems = check_params(runner, params)
         if problems:
             raise UserError(f"profile {pref} cannot run with {runner.ref}: {problems[0]}")
         for task, names in required.items():
@@ -157,10 +158,11 @@ def _validate(
                     f"task {task} needs {', '.join(missing)} (referenced in its task.toml env); "
                     f"profile {pref} does not provide it"
                 )
-        unread = set(runner.unread_params(params)) - used_by_tasks
-        if unread:
+        unread = unread_params(runner, params)
+        ignored = set(unread.names) - used_by_tasks
+        if ignored:
             warnings.append(
-                f"profile {pref}: {runner.ref} does not read {', '.join(sorted(unread))} (no effect)"
+                f"profile {pref}: {unread.ignored_by} does not read {', '.join(sorted(ignored))} (no effect)"
             )
     if request.environment is not None and dataset.kind != "harbor":
         warnings.append(

@@ -70,7 +70,7 @@ class Dataset(Base):
     version: Mapped[int] = mapped_column(Integer)
     runner: Mapped[str] = mapped_column(String(100))
     kind: Mapped[str] = mapped_column(String(20))
-    scorer: Mapped[str | None] = mapped_column(String(20))
+    scorer: Mapped[str | None] = mapped_column(String(200))
     content_digest: Mapped[str] = mapped_column(String(80))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 

@@ -4,8 +4,9 @@ from envloop.tasks.archive import extract_task_archive, pack_task, safe_extract
 from envloop.tasks.digest import task_digest
 from envloop.tasks.discover import discover_tasks, load_tasks
 from envloop.tasks.harbor import load_harbor_task
-from envloop.tasks.jsonl import SCORERS, ScorerName, jsonl_digest, load_jsonl, row_digest, validate_scorer
+from envloop.tasks.jsonl import SCORERS, ScorerName, jsonl_digest, load_jsonl, row_digest
 from envloop.tasks.model import ChatRow, HarborTask, TaskConfig, TaskFormatError
+from envloop.tasks.scorers import validate_scorer
 
 __all__ = [
     "SCORERS",

@@ -10,7 +10,7 @@ A numeric `answer` (`"answer": 42`) is accepted and kept as its JSON text (`"42"
 datasets are commonly written that way and the conversion loses nothing. A numeric `id` likewise.
 
 The scorer is chosen at push time for the whole file; its name and whether the rows suit it are checked
-here so that a push fails before anything is stored.
+(`scorers.validate_scorer`) so that a push fails before anything is stored.
 """
 
 import hashlib
@@ -18,9 +18,8 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, cast, get_args
+from typing import Literal, get_args
 
-import regex
 from pydantic import ValidationError
 
 from envloop.tasks.harbor import TASK_NAME_PATTERN
@@ -28,6 +27,7 @@ from envloop.tasks.model import ChatRow, TaskFormatError
 
 ScorerName = Literal["exact", "includes", "regex", "numeric"]
 SCORERS: tuple[str, ...] = get_args(ScorerName)
+"""The built-in scorers; plugins add others (`scorers.SCORER_CATALOG`)."""
 
 
 def default_row_id(index: int) -> str:
@@ -137,33 +137,3 @@ def parse_numeric(text: str) -> float | None:
     except ValueError:
         return None
     return number if math.isfinite(number) else None
-
-
-def validate_scorer(name: str, rows: Sequence[ChatRow], *, source: Path | str = "rows") -> ScorerName:
-    """Check that `name` is a built-in scorer and every row's answer suits it; returns the name typed.
-
-    `includes` and `regex` refuse an empty answer, which would match every response and score a
-    dataset as solved by any model.
-    """
-    if name not in SCORERS:
-        raise TaskFormatError(
-            source, f"unknown scorer {name!r} (choose one of {', '.join(SCORERS)})", field="scorer"
-        )
-    for row in rows:
-        problem = _answer_problem(name, row.answer)
-        if problem is not None:
-            raise TaskFormatError(f"{source}: row {row.id}", f"{problem} (scorer {name!r})", field="answer")
-    return cast(ScorerName, name)
-
-
-def _answer_problem(name: str, answer: str) -> str | None:
-    if name in ("includes", "regex") and not answer:
-        return "must not be empty: it would match every response"
-    if name == "regex":
-        try:
-            regex.compile(answer)
-        except regex.error as exc:
-            return f"is not a valid regular expression ({exc})"
-    if name == "numeric" and parse_numeric(answer) is None:
-        return f"{answer!r} is not a finite number"
-    return None

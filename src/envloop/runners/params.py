@@ -1,0 +1,57 @@
+"""Profile params against a runner and the components it runs: what is wrong, and what no one reads.
+
+Every surface (submission, `el runner show`, the runners themselves at trial time) goes through
+these two functions, which read everything from the components' params models.
+"""
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel
+
+from envloop.core.params import ParamReader, declared_names, param_problems, reads_every_param
+from envloop.core.trial import TrialError
+from envloop.plugins import ComponentError
+from envloop.runners.base import Runner
+
+
+class Unread(BaseModel):
+    names: list[str]
+    ignored_by: str
+    """The component that would have been given them and ignores them (`agent 'nop'`)."""
+
+
+def own_reader(runner: Runner) -> ParamReader:
+    return ParamReader(label=f"runner {runner.ref}", model=runner.params_model)
+
+
+def check_params(runner: Runner, params: Mapping[str, str]) -> list[str]:
+    """Problems that make the params unusable, one sentence each, naming the param; empty when fine."""
+    try:
+        readers = runner.param_readers(params)
+    except ComponentError as exc:
+        return [*param_problems(own_reader(runner), params), str(exc)]
+    return [problem for reader in readers for problem in param_problems(reader, params)]
+
+
+def unread_params(runner: Runner, params: Mapping[str, str]) -> Unread:
+    """The params no component reads (they would have no effect), and who ignores them: the
+    innermost component, which is handed whatever the ones around it do not read."""
+    try:
+        readers = runner.param_readers(params)
+    except ComponentError:
+        readers = [own_reader(runner)]
+    ignored_by = readers[-1].label
+    if any(reads_every_param(reader.model) for reader in readers):
+        return Unread(names=[], ignored_by=ignored_by)
+    read = set().union(*(declared_names(reader.model) for reader in readers))
+    return Unread(names=sorted(p for p in params if p not in read), ignored_by=ignored_by)
+
+
+def missing_here(exc: ComponentError) -> TrialError:
+    """A trial whose agent or scorer this worker cannot load, though the server found it at
+    submission: an infrastructure error (another worker, or this one once the plugin is installed,
+    can run it), never an attempt that scored."""
+    return TrialError(
+        type="infrastructure_error",
+        message=f"{exc}, on this worker (install the plugin on every worker, then run the trial again)",
+    )
