@@ -19,8 +19,9 @@ from envloop.cli import (
     secrets,
     trials,
 )
+from envloop.cli.components import agent_app, plugin_app, runner_app
 from envloop.cli.serve import serve
-from envloop.cli.worker import runner_app, worker
+from envloop.cli.worker import worker
 from envloop.services.errors import ServerError, UserError
 
 app = typer.Typer(
@@ -34,6 +35,8 @@ app.add_typer(datasets.app, name="dataset")
 datasets.app.command("build")(builds.build)
 app.add_typer(profiles.app, name="profile")
 app.add_typer(runner_app, name="runner")
+app.add_typer(agent_app, name="agent")
+app.add_typer(plugin_app, name="plugin")
 app.add_typer(jobs.app, name="job")
 app.add_typer(trials.app, name="trial")
 app.add_typer(leaderboard.app, name="leaderboard")

@@ -1,23 +1,19 @@
-"""`el worker` and `el runner list`."""
+"""`el worker`."""
 
 import asyncio
 import contextlib
 import logging
 import signal
-from typing import Annotated, cast, get_args
+from typing import Annotated
 
 import typer
 
-from envloop.cli.backend import operations
-from envloop.cli.output import emit_json, note, out, table
+from envloop.cli.output import note
 from envloop.cli.state import context
-from envloop.core.trial import EnvironmentChoice
 from envloop.scheduling.background import try_hold_lock
 from envloop.scheduling.executor import choose_executor
 from envloop.scheduling.worker import Worker, WorkerConfig
-from envloop.services.errors import UserError
-
-runner_app = typer.Typer(help="Runners: the versioned harnesses that execute tasks.", no_args_is_help=True)
+from envloop.services.components import check_environment
 
 
 def worker(
@@ -54,13 +50,12 @@ def worker(
     if background and lock is None:
         note("a background worker is already running for this store")
         return
-    if environment not in get_args(EnvironmentChoice):
-        raise UserError(f"--environment {environment[:40]!r}: expected local, docker or auto")
+    check_environment(environment)
     config = WorkerConfig(
         idle_exit=idle_exit,
         background=background,
         lease_ttl=lease_ttl,
-        environment=cast(EnvironmentChoice, environment),
+        environment=environment,
     )
     if capacity is not None:
         config.capacity = capacity
@@ -78,13 +73,3 @@ def worker(
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
     note(f"worker {runner.id} stopped after {runner.completed} trials")
-
-
-@runner_app.command("list")
-def list_(json_: Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")] = False) -> None:
-    """Runners this envloop can run, with the profile params each reads."""
-    infos = operations().list_runners()
-    if json_:
-        emit_json(infos)
-        return
-    out.print(table(["runner", "tasks", "description"], [[i.ref, i.task_kind, i.description] for i in infos]))

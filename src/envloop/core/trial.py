@@ -6,17 +6,19 @@ scheduler records exactly once. That keeps the execution path testable without a
 
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from envloop.core.status import ErrorType
 
 TrialEndStatus = Literal["completed", "failed", "cancelled"]
 SandboxMode = Literal["bwrap", "plain", "docker"]
-EnvironmentChoice = Literal["local", "docker", "auto"]
-"""Where a Harbor task's commands run: this host's sandbox, a container of the task's image, or
-`auto` (a container when the task's Dockerfile needs one and a Docker daemon answers)."""
+BUILTIN_ENVIRONMENTS = ("local", "docker", "auto")
+EnvironmentChoice = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,19}$")]
+"""Where a Harbor task's commands run: `local` (this host's sandbox), `docker` (a container of the
+task's image), `auto` (a container when the task's Dockerfile needs one and a Docker daemon
+answers), or the name of an installed environment plugin."""
 
 
 class TrialSpec(BaseModel):

@@ -3,19 +3,19 @@
 `auto` runs a task in a container when its Dockerfile has instructions the local sandbox does not
 execute (RUN, USER, …; a FROM alone does not count: the sandbox's system stands in for the base
 image) and a Docker daemon answers; otherwise in the local sandbox, saying why when a container was
-wanted but no daemon answered.
+wanted but no daemon answered. Any other name is an installed environment plugin's (`catalog`); a
+worker without it fails the trial's setup as an environment error saying so.
 """
 
 import time
-from pathlib import Path
 
 from envloop.core.trial import TrialSpec
 from envloop.environments.base import EnvironmentProvider, EnvironmentSetupError
+from envloop.environments.catalog import ENVIRONMENTS, docker_provider
 from envloop.environments.docker.cli import DockerUnavailableError, daemon_version
-from envloop.environments.docker.images import BuildRecords
-from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.environments.instance import read_plan
 from envloop.environments.local import LocalEnvironmentProvider
+from envloop.plugins import ComponentError
 from envloop.tasks.model import HarborTask
 
 _DAEMON_CHECK_SEC = 30.0
@@ -35,16 +35,19 @@ async def _daemon_answers() -> bool:
     return True
 
 
-def docker_provider(spec: TrialSpec) -> DockerEnvironmentProvider:
-    return DockerEnvironmentProvider(BuildRecords(spec.builds_dir or Path(spec.instance_root) / "builds"))
-
-
 async def choose_provider(task: HarborTask, spec: TrialSpec) -> tuple[EnvironmentProvider, str | None]:
     """The provider for this trial, and a warning when `auto` wanted a container it could not have."""
     if spec.environment == "docker":
         return docker_provider(spec), None
     if spec.environment == "local":
         return LocalEnvironmentProvider(), None
+    if spec.environment != "auto":
+        try:
+            return ENVIRONMENTS.find(spec.environment).component(spec), None
+        except ComponentError as exc:
+            raise EnvironmentSetupError(
+                f"{exc}, on this worker (install the plugin on every worker, then run the trial again)"
+            ) from None
     try:
         skipped = {name: n for name, n in read_plan(task).skipped.items() if name != "FROM"}
     except EnvironmentSetupError:

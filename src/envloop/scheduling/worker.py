@@ -346,7 +346,7 @@ class Worker:
                     job.max_steps,
                     dataset.id,
                     dataset.scorer if dataset.kind == "jsonl" else None,
-                    job.environment,  # type: ignore[arg-type]
+                    job.environment,
                 )
         return self._jobs[job_id]
 

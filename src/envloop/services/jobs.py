@@ -3,7 +3,7 @@
 import hashlib
 import json
 from datetime import datetime
-from typing import Literal, cast, get_args
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import func, insert, select
@@ -16,6 +16,7 @@ from envloop.core.trial import EnvironmentChoice
 from envloop.runners.params import check_params, unread_params
 from envloop.runners.registry import UnknownRunnerError, get_runner
 from envloop.services.builds import task_build
+from envloop.services.components import check_environment
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, resolve_dataset
 from envloop.services.errors import ConflictError, NotFoundError, UserError
@@ -45,7 +46,8 @@ class JobRequest(BaseModel):
     environment: EnvironmentChoice | None = Field(
         default=None,
         description="where Harbor tasks run: local (this host's sandbox), docker (a container of the "
-        "task's image) or auto; unset, each worker's own choice (local unless it was started otherwise)",
+        "task's image), auto, or an installed environment plugin's name; unset, each worker's own "
+        "choice (local unless it was started otherwise)",
     )
     tags: dict[str, str] = Field(default_factory=dict)
     request_id: str | None = Field(default=None, min_length=1, max_length=200)
@@ -168,6 +170,8 @@ def _validate(
         warnings.append(
             f"--environment {request.environment}: {ref} holds chat rows, which run in no environment"
         )
+    if request.environment is not None:
+        check_environment(request.environment)
     if request.environment == "docker":
         _refuse_failed_builds(ctx, [m for m in members if m.name in chosen])
     return dataset, profiles, tasks, warnings
@@ -307,7 +311,7 @@ def _view(session: Session, job: Job) -> JobView:
         max_steps=job.max_steps,
         agent_timeout_sec=job.agent_timeout_sec,
         verifier_timeout_sec=job.verifier_timeout_sec,
-        environment=cast(EnvironmentChoice | None, job.environment),
+        environment=job.environment,
         tags=dict(job.tags),
         request_id=job.request_id,
         cancel_requested=job.cancel_requested,

@@ -1,0 +1,45 @@
+"""Environment providers by name: the built-in `local` sandbox and `docker` containers, and those
+of installed plugins (entry point group `envloop.environments`: an EnvironmentProvider class,
+instantiated without arguments, or an instance). A job or worker names one with `--environment`;
+`auto` is a choice between the built-ins (`choice`), not a provider. Providers are found by
+installed name only, never by a `module:Name` reference: a job's environment is API input."""
+
+from collections.abc import Callable
+from pathlib import Path
+
+from envloop.core.trial import TrialSpec
+from envloop.environments.base import EnvironmentProvider
+from envloop.environments.docker.images import BuildRecords
+from envloop.environments.docker.provider import DockerEnvironmentProvider
+from envloop.environments.local import LocalEnvironmentProvider
+from envloop.plugins import Catalog, ShapeError, instantiate
+
+ProviderFactory = Callable[[TrialSpec], EnvironmentProvider]
+
+
+def docker_provider(spec: TrialSpec) -> DockerEnvironmentProvider:
+    return DockerEnvironmentProvider(BuildRecords(spec.builds_dir or Path(spec.instance_root) / "builds"))
+
+
+def _local(spec: TrialSpec) -> EnvironmentProvider:
+    return LocalEnvironmentProvider()
+
+
+def _builtins() -> dict[str, ProviderFactory]:
+    return {"local": _local, "docker": docker_provider}
+
+
+def adopt_provider(loaded: object) -> ProviderFactory:
+    provider = instantiate(loaded)
+    if not callable(getattr(provider, "instance", None)):
+        raise ShapeError("it has no instance(task, spec) method")
+
+    def factory(spec: TrialSpec) -> EnvironmentProvider:
+        return provider  # type: ignore[return-value]  # checked above: it has instance()
+
+    return factory
+
+
+ENVIRONMENTS: Catalog[ProviderFactory] = Catalog(
+    "environment", "envloop.environments", _builtins, adopt_provider
+)
