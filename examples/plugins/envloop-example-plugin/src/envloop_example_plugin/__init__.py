@@ -1,0 +1,1 @@
+"""An example envloop plugin: the `greeter` agent and the `keywords` JSONL scorer."""
