@@ -120,13 +120,11 @@ def test_get_without_steps_keeps_its_shape_and_a_missing_or_broken_trajectory_is
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
-        ({"MODEL_PROTOCOL": "gemini"}, "MODEL_PROTOCOL must be one of openai, anthropic, not 'gemini'"),
         ({"MODEL_NAME": ""}, "MODEL_NAME is required"),
         ({"MODEL_BASE_URL": ""}, "MODEL_BASE_URL is required"),
-        ({"TEMPERATURE": "warm"}, "TEMPERATURE must be a number ≥ 0, not 'warm'"),
     ],
 )
-def test_bad_chat_profiles_are_refused_at_submission(
+def test_chat_profiles_missing_a_param_are_refused_at_submission(
     el: El, tmp_path: Path, endpoint: ScriptedServer, heldout: str, change: dict[str, str], problem: str
 ) -> None:
     params = {k: v for k, v in {**endpoint_params(endpoint, "openai", "m/sft"), **change}.items() if v}
@@ -136,6 +134,29 @@ def test_bad_chat_profiles_are_refused_at_submission(
     assert refused.stderr.strip() == f"el: error: profile {profile} cannot run with envloop/chat@1: {problem}"
     assert el.ok("job", "list", "--json").json() == []
     assert endpoint.received == []
+
+
+@pytest.mark.parametrize(
+    ("change", "secret", "problem"),
+    [
+        ({"MODEL_PROTOCOL": "gemini"}, [], "MODEL_PROTOCOL must be one of openai, anthropic, not 'gemini'"),
+        ({"TEMPERATURE": "warm"}, [], "TEMPERATURE must be a number ≥ 0, not 'warm'"),
+        (
+            {"MODEL_BASE_URL": "ftp://internal-host-name"},
+            ["MODEL_BASE_URL"],
+            "MODEL_BASE_URL must be an http:// or https:// URL (the secret value is not shown)",
+        ),
+    ],
+)
+def test_chat_profiles_with_mistyped_values_are_refused_when_created(
+    el: El, tmp_path: Path, endpoint: ScriptedServer, change: dict[str, str], secret: list[str], problem: str
+) -> None:
+    path = write_profile(
+        tmp_path / "bad.json", {**endpoint_params(endpoint, "openai", "m/sft"), **change}, secret
+    )
+    created = el("profile", "create", "team/bad", "1", "--file", str(path))
+    assert (created.code, created.stderr) == (2, f"el: error: profile team/bad@1: {problem}\n")
+    assert el.ok("profile", "list", "--json").json() == []
 
 
 def test_an_unreachable_endpoint_fails_the_trials_as_model_error(

@@ -126,12 +126,11 @@ def test_a_job_runs_with_the_plugins_agent_and_its_params_are_typed(pel: El, tmp
     [trial] = pel.ok("trial", "list", "--job", job["id"], "--json").json()
     assert trial["reward"] == 0.0
 
-    mistyped = profile(pel, tmp_path, "team/greeter-bad", {"AGENT_NAME": "greeter", "REPEAT": "lots"})
-    refused = pel("job", "submit", "--dataset", "demo@1", "--profile", mistyped, "--task", "hello-file")
-    assert refused.code == 2
-    assert refused.stderr == (
-        f"el: error: profile {mistyped} cannot run with envloop/shell@1: "
-        "REPEAT must be a whole number from 1 to 100, not 'lots'\n"
+    mistyped = write_profile(tmp_path / "mistyped.json", {"AGENT_NAME": "greeter", "REPEAT": "lots"})
+    refused = pel("profile", "create", "team/greeter-bad", "1", "--file", str(mistyped))
+    assert (refused.code, refused.stderr) == (
+        2,
+        "el: error: profile team/greeter-bad@1: REPEAT must be a whole number from 1 to 100, not 'lots'\n",
     )
 
     extra = profile(pel, tmp_path, "team/greeter-extra", {"AGENT_NAME": "greeter", "MODEL_NAME": "m"})
@@ -274,10 +273,7 @@ def test_broken_plugins_are_reported_in_one_line_each_and_break_nothing_else(el:
     submit = ("job", "submit", "--dataset", "demo@1", "--task", "hello-file")
     job = bel.ok(*submit, "--profile", oracle, "--wait", "--json", timeout=300).json()
     assert job["status"] == "completed"  # the built-in oracle, not the plugin that wanted its name
-    crashing = profile(bel, tmp_path, "team/crashing", {"AGENT_NAME": "crashing"})
-    refused = bel("job", "submit", "--dataset", "demo@1", "--profile", crashing)
+    crashing = write_profile(tmp_path / "crashing.json", {"AGENT_NAME": "crashing"})
+    refused = bel("profile", "create", "team/crashing", "1", "--file", str(crashing))
     assert refused.code == 2 and refused.stderr.count("\n") == 1
-    assert (
-        "envloop.agents:crashing (broken_plugin_mod:Agent) failed to load: RuntimeError: boom"
-        in refused.stderr
-    )
+    assert "agents:crashing (broken_plugin_mod:Agent) failed to load: RuntimeError: boom" in refused.stderr

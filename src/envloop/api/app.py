@@ -18,6 +18,7 @@ from envloop import __version__
 from envloop.api.auth import Caller, caller
 from envloop.api.errors import validation_error, without_validation_responses
 from envloop.api.limits import RequestLimits
+from envloop.api.param_schemas import with_param_schemas
 from envloop.api.routes import access, analysis, datasets, jobs, meta, profiles, rollouts, trials
 from envloop.services.context import Context
 from envloop.services.errors import ConflictError, NotFoundError, UserError
@@ -110,5 +111,5 @@ def create_app(ctx: Context | None = None) -> FastAPI:
         raise StarletteHTTPException(404)
 
     describe = app.openapi
-    app.openapi = lambda: without_validation_responses(describe())  # type: ignore[method-assign]
+    app.openapi = lambda: with_param_schemas(without_validation_responses(describe()))  # type: ignore[method-assign]
     return app

@@ -5,7 +5,7 @@ from typing import Annotated, Any
 
 import typer
 
-from envloop.cli.backend import operations
+from envloop.cli.backend import operations, remote
 from envloop.cli.output import emit_json, out, table, warn
 from envloop.core.params import expectation
 from envloop.runners.base import RunnerInfo
@@ -20,7 +20,10 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON on stdout."
 
 
 def _report_broken_plugins() -> None:
-    """Plugins of this machine that could not be used, as warnings: listing still works."""
+    """Plugins of this machine that could not be used, as warnings: listing still works. (Against a
+    server the listing is the server's, and so are its plugins' problems: not reported here.)"""
+    if remote() is not None:
+        return
     for problem in installed_components().problems:
         warn(problem)
 

@@ -12,7 +12,7 @@ A model whose config allows extra fields reads every param (the `command` agent 
 its command line), so none is reported unread.
 """
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -88,20 +88,42 @@ def _input(model: type[BaseModel], params: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True)
+class _Report:
+    when: str = ""
+    hidden: Collection[str] = ()
+    """Params whose values a message must not quote (the profile's secret params)."""
+    present_only: bool = False
+    """Only values that are set are checked; a missing required param is not a problem."""
+
+
 def read_params(model: type[M], params: Mapping[str, str], *, when: str = "") -> tuple[M | None, list[str]]:
     """The params read as `model`, or None with one sentence per bad param (declaration order)."""
     try:
         return model.model_validate(_input(model, params)), []
     except ValidationError as exc:
-        return None, _problems(model, params, exc, when)
+        return None, _problems(model, params, exc, _Report(when=when))
 
 
-def param_problems(reader: ParamReader, params: Mapping[str, str]) -> list[str]:
-    return read_params(reader.model, params, when=reader.when)[1]
+def param_problems(
+    reader: ParamReader,
+    params: Mapping[str, str],
+    *,
+    hidden: Collection[str] = (),
+    present_only: bool = False,
+) -> list[str]:
+    """What is wrong with `params` for this reader, never quoting the values of `hidden` params or
+    of params the model declares secret."""
+    try:
+        reader.model.model_validate(_input(reader.model, params))
+    except ValidationError as exc:
+        report = _Report(when=reader.when, hidden=hidden, present_only=present_only)
+        return _problems(reader.model, params, exc, report)
+    return []
 
 
 def _problems(
-    model: type[BaseModel], params: Mapping[str, str], exc: ValidationError, when: str
+    model: type[BaseModel], params: Mapping[str, str], exc: ValidationError, report: _Report
 ) -> list[str]:
     properties = model.model_json_schema().get("properties", {})
     problems: list[str] = []
@@ -117,9 +139,13 @@ def _problems(
         named.add(name)
         prop = properties[name]
         if error["type"] == "missing":
+            if report.present_only:
+                continue
             choices = _choices(prop)
             hint = f" ({' or '.join(choices)})" if choices and len(choices) <= 3 else ""
-            problems.append(f"{name} is required{hint}{when}")
+            problems.append(f"{name} is required{hint}{report.when}")
+        elif name in report.hidden or prop.get("secret"):
+            problems.append(f"{name} must be {expectation(prop)} (the secret value is not shown)")
         else:
             raw = params.get(name, "").strip()
             shown = raw if len(raw) <= _QUOTE_LIMIT else raw[:_QUOTE_LIMIT]

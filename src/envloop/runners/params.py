@@ -4,7 +4,7 @@ Every surface (submission, `el runner show`, the runners themselves at trial tim
 these two functions, which read everything from the components' params models.
 """
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from pydantic import BaseModel
 
@@ -24,13 +24,21 @@ def own_reader(runner: Runner) -> ParamReader:
     return ParamReader(label=f"runner {runner.ref}", model=runner.params_model)
 
 
-def check_params(runner: Runner, params: Mapping[str, str]) -> list[str]:
-    """Problems that make the params unusable, one sentence each, naming the param; empty when fine."""
+def check_params(
+    runner: Runner, params: Mapping[str, str], *, hidden: Collection[str] = (), present_only: bool = False
+) -> list[str]:
+    """Problems that make the params unusable, one sentence each, naming the param; empty when fine.
+    The values of `hidden` params (the profile's secrets) are never quoted; with `present_only`,
+    only the values that are set are checked (a profile on its own, before a job gives it a runner)."""
+
+    def problems(reader: ParamReader) -> list[str]:
+        return param_problems(reader, params, hidden=hidden, present_only=present_only)
+
     try:
         readers = runner.param_readers(params)
     except ComponentError as exc:
-        return [*param_problems(own_reader(runner), params), str(exc)]
-    return [problem for reader in readers for problem in param_problems(reader, params)]
+        return [*problems(own_reader(runner)), str(exc)]
+    return [problem for reader in readers for problem in problems(reader)]
 
 
 def unread_params(runner: Runner, params: Mapping[str, str]) -> Unread:

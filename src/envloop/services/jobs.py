@@ -150,7 +150,7 @@ def _validate(
     warnings: list[str] = []
     for profile, pref in zip(profiles, request.profiles, strict=True):
         params = resolved_params(session, profile)
-        problems = check_params(runner, params)
+        problems = check_params(runner, params, hidden=profile.secret_names)
         if problems:
             raise UserError(f"profile {pref} cannot run with {runner.ref}: {problems[0]}")
         for task, names in required.items():

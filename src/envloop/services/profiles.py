@@ -12,6 +12,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from envloop.core.ids import new_id
+from envloop.runners.params import check_params
+from envloop.runners.registry import get_runner
 from envloop.services.context import Context, envloop_home
 from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.services.refs import check_name, check_version, split_ref
@@ -93,6 +95,7 @@ def create_profile(ctx: Context, name: str, version: str, document: ProfileDocum
     if unknown:
         raise UserError(f"secret_params names params that spec.params lacks: {', '.join(unknown)}")
     secrets = sorted(set(document.secret_params))
+    _check_values(f"{name}@{version}", params, secrets)
     digest = _digest(params, secrets)
     try:
         with ctx.store.write() as session:
@@ -125,6 +128,17 @@ def create_profile(ctx: Context, name: str, version: str, document: ProfileDocum
             return _view(row, created=True)
     except IntegrityError:
         return create_profile(ctx, name, version, document)
+
+
+def _check_values(ref: str, params: dict[str, str], secrets: list[str]) -> None:
+    """A value that does not fit its declared type is refused when the profile is created, naming
+    the param. Which components read a profile is only settled when a job pairs it with a dataset,
+    so this checks the likely ones: the shell runner and the agent AGENT_NAME names when it is set,
+    else the chat runner; and only the values that are set (a missing param is the job's problem)."""
+    runner = get_runner("envloop/shell@1" if params.get("AGENT_NAME", "").strip() else "envloop/chat@1")
+    problems = check_params(runner, params, hidden=secrets, present_only=True)
+    if problems:
+        raise UserError(f"profile {ref}: {problems[0]}")
 
 
 def _find(session: Session, project_id: str, name: str, version: str) -> Profile | None:
