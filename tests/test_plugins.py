@@ -277,3 +277,45 @@ def test_broken_plugins_are_reported_in_one_line_each_and_break_nothing_else(el:
     refused = bel("profile", "create", "team/crashing", "1", "--file", str(crashing))
     assert refused.code == 2 and refused.stderr.count("\n") == 1
     assert "agents:crashing (broken_plugin_mod:Agent) failed to load: RuntimeError: boom" in refused.stderr
+
+
+def runner_and_environment_site(root: Path) -> Path:
+    """An installed distribution that adds a runner and an environment provider."""
+    site = root / "extra-site"
+    dist = site / "acme_extras-2.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-extras\nVersion: 2.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[envloop.runners]\nacme/shell@1 = acme_extras:Runner\n"
+        "[envloop.environments]\nquiet = acme_extras:Quiet\n"
+    )
+    (site / "acme_extras.py").write_text(
+        "from envloop.environments.local import LocalEnvironmentProvider\n"
+        "from envloop.runners.shell import ShellRunner\n\n\n"
+        "class Runner(ShellRunner):\n"
+        '    ref = "acme/shell@1"\n'
+        '    description = "the shell runner under another name"\n\n\n'
+        "class Quiet(LocalEnvironmentProvider):\n"
+        '    """The local sandbox, provided by a plugin."""\n'
+    )
+    return site
+
+
+@pytest.mark.slow
+def test_a_runner_and_an_environment_from_a_plugin_run_a_job(el: El, tmp_path: Path) -> None:
+    xel = with_path(el, runner_and_environment_site(tmp_path))
+    runners = {r["ref"]: r["origin"] for r in xel.ok("runner", "list", "--json").json()}
+    assert runners["acme/shell@1"]["distribution"] == "acme-extras"
+    pushed = xel.ok(
+        "dataset", "push", str(EXAMPLES / "tasks"), "--name", "acme", "--runner", "acme/shell@1", "--json"
+    ).json()  # fmt: skip
+    assert pushed["runner"] == "acme/shell@1"
+    oracle = profile(xel, tmp_path, "team/oracle", {"AGENT_NAME": "oracle"})
+    submit = ("job", "submit", "--dataset", "acme@1", "--profile", oracle, "--task", "hello-file")
+    job = xel.ok(*submit, "--environment", "quiet", "--wait", "--json", timeout=300).json()
+    assert (job["status"], job["runner"], job["environment"]) == ("completed", "acme/shell@1", "quiet")
+    refused = xel(*submit, "--environment", "loud")
+    assert (refused.code, refused.stderr) == (
+        2,
+        "el: error: --environment 'loud': expected local, docker, auto or quiet\n",
+    )
