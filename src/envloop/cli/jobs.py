@@ -14,6 +14,7 @@ from envloop.cli.output import emit_json, note, out, table, warn, when
 from envloop.cli.progress import follow
 from envloop.cli.render import result_view
 from envloop.cli.state import context
+from envloop.core.status import TrialStatus
 from envloop.scheduling.background import ensure_background_worker
 from envloop.services import jobs
 from envloop.services.errors import UserError
@@ -33,7 +34,7 @@ def _tags(values: list[str]) -> dict[str, str]:
     return tags
 
 
-def _finished(counts: dict[str, int]) -> int:
+def _finished(counts: dict[TrialStatus, int]) -> int:
     return counts["completed"] + counts["failed"] + counts["cancelled"]
 
 

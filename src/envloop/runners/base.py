@@ -5,26 +5,13 @@ that lacks a required param and warn about params that would have no effect.
 """
 
 from collections.abc import Mapping
-from typing import Literal, Protocol
-
-from pydantic import BaseModel
+from typing import Protocol
 
 from envloop.core.trial import TrialOutcome, TrialSpec
+from envloop.wire.runners import RunnerInfo, RunnerParams, TaskKind
 
-TaskKind = Literal["harbor", "chat"]
-
-
-class RunnerParams(BaseModel):
-    read: list[str]
-    required: list[str]
-    notes: list[str] = []
-
-
-class RunnerInfo(BaseModel):
-    ref: str
-    task_kind: TaskKind
-    description: str
-    params: RunnerParams
+# The models this module returns are defined in envloop.wire (light to import) and re-exported here.
+__all__ = ["RunnerInfo", "RunnerParams", "TaskKind"]
 
 
 class Runner(Protocol):

@@ -2,10 +2,9 @@
 
 import hashlib
 import json
-from datetime import datetime
 from pathlib import Path, PurePosixPath
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -23,33 +22,13 @@ from envloop.tasks.discover import load_tasks
 from envloop.tasks.jsonl import load_jsonl, row_digest, validate_scorer
 from envloop.tasks.model import HarborTask, TaskFormatError
 from envloop.tasks.variables import referenced_variables
+from envloop.wire.datasets import DatasetView, MemberView
+
+# The models this module returns are defined in envloop.wire (light to import) and re-exported here.
+__all__ = ["DatasetView", "MemberView"]
 
 SHELL_RUNNER = "envloop/shell@1"
 CHAT_RUNNER = "envloop/chat@1"
-
-
-class MemberView(BaseModel):
-    position: int
-    name: str
-    digest: str
-
-
-class DatasetView(BaseModel):
-    name: str
-    version: int
-    ref: str
-    runner: str
-    kind: str
-    scorer: str | None
-    digest: str
-    created_at: datetime
-    member_count: int
-    members: list[MemberView] | None = None
-    created: bool | None = Field(
-        default=None,
-        exclude_if=lambda value: value is None,
-        description="only on push: false when identical content already had this revision",
-    )
 
 
 class _Member(BaseModel):

@@ -9,27 +9,18 @@ all read this one summary.
 
 from collections import Counter
 
-from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from envloop.services.context import Context
-from envloop.services.failures import EXAMPLES, FailureGroup, failure_summary
+from envloop.services.failures import EXAMPLES, failure_summary
 from envloop.services.jobs import load_job
 from envloop.store.tables import Trial
+from envloop.wire.diagnosis import JobDiagnosis, WarningGroup
+
+# The models this module returns are defined in envloop.wire (light to import) and re-exported here.
+__all__ = ["JobDiagnosis", "WarningGroup"]
 
 WARNING_CHARS = 300
-
-
-class WarningGroup(BaseModel):
-    text: str
-    count: int = Field(description="trials that carry this warning")
-    trial_ids: list[str] = Field(description=f"up to {EXAMPLES} of them, in grid order")
-
-
-class JobDiagnosis(BaseModel):
-    failures: list[FailureGroup]
-    sandboxes: dict[str, int] = Field(description="finished trials by the sandbox they ran in")
-    warnings: list[WarningGroup] = Field(description="the trials' warnings, most frequent first")
 
 
 def job_diagnosis(ctx: Context, job_id: str) -> JobDiagnosis:

@@ -2,10 +2,9 @@
 
 import hashlib
 import json
-from datetime import datetime
 from typing import Literal, cast, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 from sqlalchemy import func, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -22,59 +21,10 @@ from envloop.services.profiles import resolve_profile, resolved_params
 from envloop.services.refs import dataset_ref
 from envloop.store import queue
 from envloop.store.tables import Dataset, DatasetMember, Job, JobProfile, Profile, Trial
+from envloop.wire.jobs import JOB_CONFIG_SCHEMA, MAX_ATTEMPTS, JobRequest, JobView, SubmitResult
 
-MAX_ATTEMPTS = 1000
-JOB_CONFIG_SCHEMA = "envloop.job/v1"
-
-
-class JobRequest(BaseModel):
-    """What a submission asks for. `el job export` writes exactly this (with the concrete revision)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: str = JOB_CONFIG_SCHEMA
-    dataset: str
-    profiles: list[str] = Field(min_length=1)
-    attempts: int = Field(default=1, ge=1, le=MAX_ATTEMPTS)
-    tasks: list[str] | None = None
-    max_steps: int | None = Field(default=None, ge=1)
-    concurrency: int | None = Field(default=None, ge=1)
-    agent_timeout_sec: float | None = Field(default=None, gt=0)
-    verifier_timeout_sec: float | None = Field(default=None, gt=0)
-    environment: EnvironmentChoice | None = Field(
-        default=None,
-        description="where Harbor tasks run: local (this host's sandbox), docker (a container of the "
-        "task's image) or auto; unset, each worker's own choice (local unless it was started otherwise)",
-    )
-    tags: dict[str, str] = Field(default_factory=dict)
-    request_id: str | None = Field(default=None, min_length=1, max_length=200)
-
-
-class JobView(BaseModel):
-    id: str
-    status: str
-    dataset: str
-    runner: str
-    profiles: list[str]
-    attempts: int
-    tasks: list[str]
-    concurrency: int | None
-    max_steps: int | None
-    agent_timeout_sec: float | None
-    verifier_timeout_sec: float | None
-    environment: EnvironmentChoice | None = None
-    tags: dict[str, str]
-    request_id: str | None
-    cancel_requested: bool
-    counts: dict[str, int] = Field(description="trials by status")
-    created_at: datetime
-    finished_at: datetime | None
-
-
-class SubmitResult(BaseModel):
-    job: JobView
-    warnings: list[str]
-    existing: bool = Field(description="True when the request ID matched an earlier identical submission")
+# The models this module returns are defined in envloop.wire (light to import) and re-exported here.
+__all__ = ["JOB_CONFIG_SCHEMA", "MAX_ATTEMPTS", "JobRequest", "JobView", "SubmitResult"]
 
 
 def parse_job_config(raw: str, source: str) -> JobRequest:
