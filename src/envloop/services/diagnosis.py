@@ -15,6 +15,7 @@ from sqlalchemy import select
 from envloop.services.context import Context
 from envloop.services.failures import EXAMPLES, FailureGroup, failure_summary
 from envloop.services.jobs import load_job
+from envloop.services.unsupported import not_run_line
 from envloop.store.tables import Trial
 
 WARNING_CHARS = 300
@@ -26,7 +27,17 @@ class WarningGroup(BaseModel):
     trial_ids: list[str] = Field(description=f"up to {EXAMPLES} of them, in grid order")
 
 
+class NotRunGroup(BaseModel):
+    text: str = Field(description="N tasks not run: reason")
+    reason: str
+    tasks: list[str]
+
+
 class JobDiagnosis(BaseModel):
+    not_run: list[NotRunGroup] = Field(
+        default_factory=list,
+        description="tasks the job left out at submission (--skip-unsupported): they have no trials",
+    )
     failures: list[FailureGroup]
     sandboxes: dict[str, int] = Field(description="finished trials by the sandbox they ran in")
     warnings: list[WarningGroup] = Field(description="the trials' warnings, most frequent first")
@@ -39,8 +50,11 @@ def job_diagnosis(ctx: Context, job_id: str) -> JobDiagnosis:
         .order_by(Trial.profile_id, Trial.member_position, Trial.attempt)
     )
     with ctx.store.read() as session:
-        load_job(session, ctx.project_id, job_id)
+        job = load_job(session, ctx.project_id, job_id)
         rows = session.execute(query).all()
+    skipped: dict[str, list[str]] = {}
+    for item in job.skipped or []:
+        skipped.setdefault(str(item.get("reason", "")), []).append(str(item.get("task", "")))
     sandboxes: Counter[str] = Counter()
     groups: dict[str, WarningGroup] = {}
     for row in rows:
@@ -52,6 +66,10 @@ def job_diagnosis(ctx: Context, job_id: str) -> JobDiagnosis:
             if len(group.trial_ids) < EXAMPLES:
                 group.trial_ids.append(row.id)
     return JobDiagnosis(
+        not_run=[
+            NotRunGroup(text=not_run_line(len(tasks), reason), reason=reason, tasks=tasks)
+            for reason, tasks in skipped.items()
+        ],
         failures=failure_summary(ctx, job_id),
         sandboxes=dict(sandboxes.most_common()),
         warnings=sorted(groups.values(), key=lambda g: -g.count),

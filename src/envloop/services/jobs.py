@@ -20,6 +20,7 @@ from envloop.services.datasets import dataset_members, resolve_dataset
 from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.services.profiles import resolve_profile, resolved_params
 from envloop.services.refs import dataset_ref
+from envloop.services.unsupported import SkippedTask, unsupported_tasks
 from envloop.store import queue
 from envloop.store.tables import Dataset, DatasetMember, Job, JobProfile, Profile, Trial
 
@@ -46,6 +47,11 @@ class JobRequest(BaseModel):
         description="where Harbor tasks run: local (this host's sandbox), docker (a container of the "
         "task's image) or auto; unset, each worker's own choice (local unless it was started otherwise)",
     )
+    skip_unsupported: bool = Field(
+        default=False,
+        description="leave out (rather than refuse the job for) the tasks needing a feature the "
+        "environment choice cannot honour; the job records which and why, and they get no trials",
+    )
     tags: dict[str, str] = Field(default_factory=dict)
     request_id: str | None = Field(default=None, min_length=1, max_length=200)
 
@@ -63,6 +69,10 @@ class JobView(BaseModel):
     agent_timeout_sec: float | None
     verifier_timeout_sec: float | None
     environment: EnvironmentChoice | None = None
+    skip_unsupported: bool = False
+    skipped: list[SkippedTask] = Field(
+        default_factory=list, description="tasks left out at submission (--skip-unsupported), with why"
+    )
     tags: dict[str, str]
     request_id: str | None
     cancel_requested: bool
@@ -99,8 +109,10 @@ def parse_job_config_dict(data: dict[str, object], source: str = "request") -> J
 
 
 def _request_digest(request: JobRequest) -> str:
-    # A request that names no environment digests as it did before jobs could name one.
+    # A request that names no environment (or skips nothing) digests as it did before jobs could.
     unset = {"environment"} if request.environment is None else set()
+    if not request.skip_unsupported:
+        unset.add("skip_unsupported")
     body = request.model_dump(mode="json", exclude={"request_id", *unset})
     return "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
@@ -118,8 +130,9 @@ def _select_tasks(request: JobRequest, members: list[str], ref: str) -> list[str
 
 def _validate(
     session: Session, ctx: Context, request: JobRequest
-) -> tuple[Dataset, list[Profile], list[str], list[str]]:
-    """Everything is checked before anything is created; returns dataset, profiles, tasks, warnings."""
+) -> tuple[Dataset, list[Profile], list[str], list[str], list[SkippedTask]]:
+    """Everything is checked before anything is created; returns dataset, profiles, tasks, warnings
+    and the tasks left out."""
     dataset = resolve_dataset(session, ctx.project_id, request.dataset)
     ref = dataset_ref(dataset.name, dataset.version)
     if "@" not in request.dataset:
@@ -141,10 +154,18 @@ def _validate(
     tasks = _select_tasks(request, [m.name for m in members], ref)
     if not tasks:
         raise UserError(f"dataset {ref} has no tasks to run")
+    warnings: list[str] = []
+    skipped: list[SkippedTask] = []
+    if dataset.kind == "harbor":
+        chosen_members = [m for m in members if m.name in set(tasks)]
+        skipped = unsupported_tasks(chosen_members, request.environment, request.skip_unsupported, warnings)
+        left_out = {s.task for s in skipped}
+        tasks = [t for t in tasks if t not in left_out]
+        if not tasks:
+            raise UserError(f"every selected task of {ref} was left out (--skip-unsupported): none to run")
     chosen = set(tasks)
     required = {m.name: set(m.requires) for m in members if m.name in chosen and m.requires}
     used_by_tasks = set().union(*required.values())
-    warnings: list[str] = []
     for profile, pref in zip(profiles, request.profiles, strict=True):
         params = resolved_params(session, profile)
         problems = runner.check_params(params)
@@ -168,7 +189,7 @@ def _validate(
         )
     if request.environment == "docker":
         _refuse_failed_builds(ctx, [m for m in members if m.name in chosen])
-    return dataset, profiles, tasks, warnings
+    return dataset, profiles, tasks, warnings, skipped
 
 
 def _refuse_failed_builds(ctx: Context, members: list[DatasetMember]) -> None:
@@ -201,8 +222,8 @@ def submit_job(ctx: Context, request: JobRequest) -> SubmitResult:
                             f"request ID {request.request_id!r} was already used for a different submission"
                         )
                     return SubmitResult(job=_view(session, earlier), warnings=[], existing=True)
-            dataset, profiles, tasks, warnings = _validate(session, ctx, request)
-            job = _create(session, ctx, request, digest, dataset, profiles, tasks)
+            dataset, profiles, tasks, warnings, skipped = _validate(session, ctx, request)
+            job = _create(session, ctx, request, digest, dataset, profiles, tasks, skipped)
             return SubmitResult(job=_view(session, job), warnings=warnings, existing=False)
     except IntegrityError:
         if request.request_id is None:
@@ -218,6 +239,7 @@ def _create(
     dataset: Dataset,
     profiles: list[Profile],
     tasks: list[str],
+    skipped: list[SkippedTask],
 ) -> Job:
     job = Job(
         id=new_id("job"),
@@ -231,6 +253,8 @@ def _create(
         agent_timeout_sec=request.agent_timeout_sec,
         verifier_timeout_sec=request.verifier_timeout_sec,
         environment=request.environment,
+        skip_unsupported=request.skip_unsupported,
+        skipped=[item.model_dump() for item in skipped] or None,
         tasks=tasks,
         tags=request.tags,
         request_id=request.request_id,
@@ -306,6 +330,8 @@ def _view(session: Session, job: Job) -> JobView:
         agent_timeout_sec=job.agent_timeout_sec,
         verifier_timeout_sec=job.verifier_timeout_sec,
         environment=cast(EnvironmentChoice | None, job.environment),
+        skip_unsupported=job.skip_unsupported,
+        skipped=[SkippedTask.model_validate(item) for item in job.skipped or []],
         tags=dict(job.tags),
         request_id=job.request_id,
         cancel_requested=job.cancel_requested,
@@ -356,14 +382,17 @@ def export_job(ctx: Context, job_id: str) -> JobRequest:
         job = load_job(session, ctx.project_id, job_id)
         view = _view(session, job)
         all_members = [m.name for m in dataset_members(session, job.dataset_id)]
+    chosen = set(view.tasks) | {item.task for item in view.skipped}
     return JobRequest(
         dataset=view.dataset,
         profiles=view.profiles,
         attempts=view.attempts,
-        tasks=None if view.tasks == all_members else view.tasks,
+        tasks=None if chosen == set(all_members) else [m for m in all_members if m in chosen],
         max_steps=view.max_steps,
         concurrency=view.concurrency,
         agent_timeout_sec=view.agent_timeout_sec,
         verifier_timeout_sec=view.verifier_timeout_sec,
+        environment=view.environment,
+        skip_unsupported=view.skip_unsupported,
         tags=view.tags,
     )
