@@ -195,6 +195,4 @@ def unsupported_features(task: HarborTask) -> list[str]:
             raise EnvironmentSetupError(f"{feature.detail} are not run by envloop")
         if feature.name == "mcp-servers":
             warnings.append(f"{feature.detail} are not offered to the agent")
-    if "healthcheck" in (task.config.environment.model_extra or {}):
-        warnings.append("[environment] healthcheck is not run: the agent starts without waiting for it")
     return warnings
