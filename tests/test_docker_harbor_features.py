@@ -1,0 +1,99 @@
+"""Harbor features in the `docker` environment on a real daemon: multi-step tasks with a
+`[steps.agent] user` per step, and healthchecks probed inside the container before the agent."""
+
+from pathlib import Path
+
+import pytest
+
+from tests.docker_daemon import docker_daemon
+from tests.test_environment_docker import images, run_docker, spec_for, write_task
+from tests.test_healthcheck import COUNTING, READY_AND_DONE, healthcheck
+from tests.test_multistep import write_steps_task
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
+__all__ = ["docker_daemon", "images"]
+
+REWARD = "> /logs/verifier/reward.txt"
+
+
+def with_dockerfile(task: Path, dockerfile: str) -> Path:
+    (task / "environment" / "Dockerfile").write_text(dockerfile)
+    return task
+
+
+def test_each_step_runs_its_agent_as_its_own_user_in_the_container(tmp_path: Path, images: list[str]) -> None:
+    task = write_steps_task(
+        tmp_path / "users",
+        [
+            ("as-root", f"grep -qx root /app/users && echo 1 {REWARD} || echo 0 {REWARD}\n", ""),
+            (
+                "as-nobody",
+                f"tail -1 /app/users | grep -qx nobody && echo 1 {REWARD} || echo 0 {REWARD}\n",
+                "",
+            ),
+            (
+                "as-image-user",
+                f"tail -1 /app/users | grep -qx worker && echo 1 {REWARD} || echo 0 {REWARD}\n",
+                "",
+            ),
+        ],
+        extra={
+            "as-root": '[steps.agent]\nuser = "root"\n',
+            "as-nobody": '[steps.agent]\nuser = "nobody"\n',
+        },
+    )
+    with_dockerfile(
+        task,
+        "FROM debian:12\nRUN useradd --uid 1500 worker && mkdir /app && chmod 777 /app\n"
+        "USER worker\nWORKDIR /app\n",
+    )
+    # The first step's root leaves the file writable for the users of the steps after it.
+    command = "id -un >> /app/users && chmod 666 /app/users 2>/dev/null; true"
+    params = {"AGENT_NAME": "command", "AGENT_COMMAND": command}
+    outcome = run_docker(tmp_path, spec_for(tmp_path, task, params), images)
+    assert outcome.error is None, outcome.error
+    assert outcome.reward == 1.0
+    assert "(steps: as-root root, as-nobody nobody)" in (outcome.sandbox_note or "")
+    stdout = tmp_path / "artifacts" / "steps"
+    assert sorted(p.name for p in stdout.iterdir()) == ["as-image-user", "as-nobody", "as-root"]
+
+
+def test_a_step_user_the_image_lacks_is_refused_before_any_agent_runs(
+    tmp_path: Path, images: list[str]
+) -> None:
+    task = write_steps_task(
+        tmp_path / "ghost",
+        [("first", f"echo 1 {REWARD}\n", "touch /app/first\n"), ("second", f"echo 1 {REWARD}\n", "")],
+        extra={"second": '[steps.agent]\nuser = "ghost"\n'},
+    )
+    with_dockerfile(task, "FROM debian:12\nWORKDIR /app\n")
+    outcome = run_docker(tmp_path, spec_for(tmp_path, task, {"AGENT_NAME": "oracle"}), images)
+    assert outcome.reward is None
+    assert outcome.error is not None and outcome.error.type == "environment_error"
+    assert (
+        "step 'second': [steps.agent] user = 'ghost': not a user of the task's image" in outcome.error.message
+    )
+
+
+def test_the_healthcheck_is_probed_in_the_container_before_the_agent(
+    tmp_path: Path, images: list[str]
+) -> None:
+    toml = healthcheck(COUNTING.format(app="/app", n=2), interval_sec=0.1, retries=3)
+    solve = "#!/usr/bin/env bash\ntest -f /app/ready && touch /app/done\n"
+    task = write_task(tmp_path / "healthy", toml=toml, test_sh=READY_AND_DONE, solve_sh=solve)
+    outcome = run_docker(tmp_path, spec_for(tmp_path, task, {"AGENT_NAME": "oracle"}), images)
+    assert outcome.error is None, outcome.error
+    assert outcome.reward == 1.0
+    assert "probe 3 passed" in (tmp_path / "artifacts" / "setup" / "output.txt").read_text()
+
+
+def test_a_container_that_never_becomes_healthy_is_an_environment_error(
+    tmp_path: Path, images: list[str]
+) -> None:
+    toml = healthcheck("curl -sf http://127.0.0.1:9/health", interval_sec=0.1, retries=2)
+    task = write_task(tmp_path / "sick", toml=toml)
+    outcome = run_docker(tmp_path, spec_for(tmp_path, task, {"AGENT_NAME": "oracle"}), images)
+    assert outcome.reward is None
+    assert outcome.error is not None and outcome.error.type == "environment_error"
+    assert "[environment.healthcheck] never passed" in outcome.error.message
+    assert "exit 127" in outcome.error.message  # no curl in the image: said, not scored
