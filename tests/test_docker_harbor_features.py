@@ -1,10 +1,12 @@
 """Harbor features in the `docker` environment on a real daemon: multi-step tasks with a
 `[steps.agent] user` per step, and healthchecks probed inside the container before the agent."""
 
+import secrets
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import El, make_task, write_profile
 from tests.docker_daemon import docker_daemon
 from tests.test_environment_docker import images, run_docker, spec_for, write_task
 from tests.test_healthcheck import COUNTING, READY_AND_DONE, healthcheck
@@ -97,3 +99,44 @@ def test_a_container_that_never_becomes_healthy_is_an_environment_error(
     assert outcome.error is not None and outcome.error.type == "environment_error"
     assert "[environment.healthcheck] never passed" in outcome.error.message
     assert "exit 127" in outcome.error.message  # no curl in the image: said, not scored
+
+
+def test_auto_refuses_a_task_whose_image_failed_to_build_and_skip_unsupported_leaves_it_out(
+    el: El, tmp_path: Path, images: list[str]
+) -> None:
+    root = tmp_path / "tasks"
+    token = secrets.token_hex(6)
+    good = make_task(root, "alpha", solve='touch "$ENVLOOP_APP_DIR/done"')
+    (good / "environment" / "Dockerfile").write_text(f"FROM debian:12\nRUN echo {token}\nWORKDIR /app\n")
+    plain = make_task(root, "gamma", solve='touch "${ENVLOOP_APP_DIR:-/app}/done"')
+    (plain / "environment" / "Dockerfile").write_text("FROM alpine:3.20\nWORKDIR /app\n")
+    broken = make_task(root, "beta")
+    (broken / "environment" / "Dockerfile").write_text(f"FROM alpine:3.20\nRUN echo {token}\n")
+    el.ok("dataset", "push", str(root), "--name", "dock")
+    built = el("dataset", "build", "dock@1", "--json", timeout=300)
+    images.extend(t["image"] for t in built.json()["tasks"] if t["status"] != "failed")
+    profile = write_profile(tmp_path / "p.json", {"AGENT_NAME": "oracle"})
+    el.ok("profile", "create", "team/oracle", "1", "--file", str(profile))
+    submit = ("job", "submit", "--dataset", "dock@1", "--profile", "team/oracle@1", "--environment", "auto")
+
+    refused = el(*submit)
+    assert refused.code == 2
+    # gamma's build failed too, but auto runs it locally (a bare FROM needs no container).
+    assert (
+        "1 task(s) whose image failed to build cannot run in docker: beta (FROM alpine:3.20" in refused.stderr
+    )
+    assert "--skip-unsupported" in refused.stderr
+    assert el("job", "list", "--json").json() == []
+
+    job = el.ok(*submit, "--skip-unsupported", "--wait", "--json", timeout=300).json()
+    assert job["tasks"] == ["alpha", "gamma"]
+    [skipped] = job["skipped"]
+    assert skipped["task"] == "beta"
+    assert skipped["reason"].startswith(
+        "its image failed to build: FROM alpine:3.20: base image not available"
+    )
+    trials = el.ok("trial", "list", "--job", job["id"], "--json").json()
+    assert sorted((t["task"], t["reward"], t["sandbox"]) for t in trials) == [
+        ("alpha", 1.0, "docker"),
+        ("gamma", 1.0, "bwrap"),
+    ]

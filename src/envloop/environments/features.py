@@ -50,8 +50,9 @@ class TaskFeature(BaseModel):
             where = "no environment of envloop honours it"
         else:
             where = f"only the {' and '.join(self.environments)} environment honours it"
-        effect = "the task cannot run without it" if self.required else "the task runs without it"
-        return f"{self.detail}: {where}; {effect}"
+        if not self.required:
+            return f"{self.detail}: {where}; the task runs without it"
+        return f"{self.detail}: {where}; a job that cannot give it is refused"
 
 
 def _positive_number(value: object) -> float | None:

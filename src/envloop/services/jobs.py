@@ -16,7 +16,7 @@ from envloop.core.trial import EnvironmentChoice
 from envloop.runners.registry import UnknownRunnerError, get_runner
 from envloop.services.builds import task_build
 from envloop.services.context import Context
-from envloop.services.datasets import dataset_members, resolve_dataset
+from envloop.services.datasets import dataset_members, member_features, resolve_dataset
 from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.services.profiles import resolve_profile, resolved_params
 from envloop.services.refs import dataset_ref
@@ -160,6 +160,13 @@ def _validate(
         chosen_members = [m for m in members if m.name in set(tasks)]
         skipped = unsupported_tasks(chosen_members, request.environment, request.skip_unsupported, warnings)
         left_out = {s.task for s in skipped}
+        failed = _failed_builds(ctx, [m for m in chosen_members if m.name not in left_out], request)
+        if failed and request.skip_unsupported:
+            skipped += failed
+            warnings += [f"task {item.task} not run: {item.reason}" for item in failed]
+            left_out |= {item.task for item in failed}
+        elif failed:
+            _refuse_failed_builds(failed)
         tasks = [t for t in tasks if t not in left_out]
         if not tasks:
             raise UserError(f"every selected task of {ref} was left out (--skip-unsupported): none to run")
@@ -187,25 +194,39 @@ def _validate(
         warnings.append(
             f"--environment {request.environment}: {ref} holds chat rows, which run in no environment"
         )
-    if request.environment == "docker":
-        _refuse_failed_builds(ctx, [m for m in members if m.name in chosen])
     return dataset, profiles, tasks, warnings, skipped
 
 
-def _refuse_failed_builds(ctx: Context, members: list[DatasetMember]) -> None:
-    """A job in containers refuses tasks whose image is recorded as failing to build: each of their
+def _failed_builds(ctx: Context, members: list[DatasetMember], request: JobRequest) -> list[SkippedTask]:
+    """Tasks whose image is recorded as failing to build, among those the job would run in a
+    container: all of them with --environment docker, those that need one with auto. Each of their
     trials could only end in an environment error."""
+    if request.environment == "docker":
+        in_containers = members
+    elif request.environment == "auto":
+        in_containers = [
+            m for m in members if any(f.environments == ["docker"] for f in member_features(m) or [])
+        ]
+    else:
+        return []
     failed = []
-    for member in members:
+    for member in in_containers:
         record = task_build(ctx, member.digest)
         if record is not None and record.status == "failed":
-            failed.append(f"{member.name} ({record.reason})")
-    if failed:
-        shown = "; ".join(failed[:5]) + (f"; and {len(failed) - 5} more" if len(failed) > 5 else "")
-        raise UserError(
-            f"{len(failed)} task(s) whose image failed to build cannot run in docker: {shown} "
-            "(fix the Dockerfile and push a new revision, or rebuild with el dataset build --force)"
-        )
+            failed.append(SkippedTask(task=member.name, reason=f"its image failed to build: {record.reason}"))
+    return failed
+
+
+def _refuse_failed_builds(failed: list[SkippedTask]) -> None:
+    shown = "; ".join(
+        f"{item.task} ({item.reason.removeprefix('its image failed to build: ')})" for item in failed[:5]
+    )
+    shown += f"; and {len(failed) - 5} more" if len(failed) > 5 else ""
+    raise UserError(
+        f"{len(failed)} task(s) whose image failed to build cannot run in docker: {shown} "
+        "(fix the Dockerfile and push a new revision, rebuild with el dataset build --force, or pass "
+        "--skip-unsupported to run the other tasks)"
+    )
 
 
 def submit_job(ctx: Context, request: JobRequest) -> SubmitResult:

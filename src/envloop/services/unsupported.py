@@ -61,7 +61,10 @@ def unsupported_tasks(
     for item in unsupported:
         groups.setdefault(item.reason, []).append(item.task)
     if unsupported and not skip_unsupported:
-        reasons = "; ".join(f"{_listed(names)} {reason}" for reason, names in groups.items())
+        reasons = "; ".join(
+            f"{_listed(names)} {reason if len(names) == 1 else reason.replace('needs ', 'need ', 1)}"
+            for reason, names in groups.items()
+        )
         raise UserError(
             f"{len(unsupported)} task(s) cannot run as their authors meant: {reasons} "
             "(choose another --environment, or pass --skip-unsupported to run the other tasks)"
