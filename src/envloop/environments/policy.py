@@ -194,5 +194,5 @@ def unsupported_features(task: HarborTask) -> list[str]:
         if feature.name == "collect-hooks":
             raise EnvironmentSetupError(f"{feature.detail} are not run by envloop")
         if feature.name == "mcp-servers":
-            warnings.append(f"{feature.detail} are not offered to the agent")
+            warnings.append("[[environment.mcp_servers]]: the agent runs without the task's MCP servers")
     return warnings
