@@ -140,3 +140,25 @@ def test_auto_refuses_a_task_whose_image_failed_to_build_and_skip_unsupported_le
         ("alpha", 1.0, "docker"),
         ("gamma", 1.0, "bwrap"),
     ]
+
+
+def test_a_steps_workdir_and_setup_reach_the_container_before_its_agent(
+    tmp_path: Path, images: list[str]
+) -> None:
+    check = (
+        '[ "$(cat /app/data/batch.txt)" = two ] && [ "$(cat /app/prepared-by)" = nobody ] '
+        f"&& echo 1 {REWARD} || echo 0 {REWARD}\n"
+    )
+    task = write_steps_task(
+        tmp_path / "batches",
+        [("first", f"echo 1 {REWARD}\n", ""), ("second", check, "")],
+        extra={"second": '[steps.agent]\nuser = "nobody"\n'},
+    )
+    with_dockerfile(task, "FROM debian:12\nRUN mkdir /app && chmod 777 /app\nWORKDIR /app\n")
+    inputs = task / "steps" / "second" / "workdir"
+    (inputs / "data").mkdir(parents=True)
+    (inputs / "data" / "batch.txt").write_text("two")
+    (inputs / "setup.sh").write_text("id -un > /app/prepared-by\n")
+    outcome = run_docker(tmp_path, spec_for(tmp_path, task, {"AGENT_NAME": "nop"}), images)
+    assert outcome.error is None, outcome.error
+    assert outcome.reward == 1.0
