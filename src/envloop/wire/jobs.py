@@ -31,8 +31,18 @@ class JobRequest(BaseModel):
         description="where Harbor tasks run: local (this host's sandbox), docker (a container of the "
         "task's image) or auto; unset, each worker's own choice (local unless it was started otherwise)",
     )
+    skip_unsupported: bool = Field(
+        default=False,
+        description="leave out (rather than refuse the job for) the tasks needing a feature the "
+        "environment choice cannot honour; the job records which and why, and they get no trials",
+    )
     tags: dict[str, str] = Field(default_factory=dict)
     request_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class SkippedTask(BaseModel):
+    task: str
+    reason: str
 
 
 class JobView(BaseModel):
@@ -48,6 +58,10 @@ class JobView(BaseModel):
     agent_timeout_sec: float | None
     verifier_timeout_sec: float | None
     environment: EnvironmentChoice | None = None
+    skip_unsupported: bool = False
+    skipped: list[SkippedTask] = Field(
+        default_factory=list, description="tasks left out at submission (--skip-unsupported), with why"
+    )
     tags: dict[str, str]
     request_id: str | None
     cancel_requested: bool
