@@ -26,22 +26,33 @@ import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from envloop.core.trajectory import Trajectory
-from envloop.runners.base import RunnerInfo
-from envloop.services.compare import Comparison
-from envloop.services.datasets import DatasetView
-from envloop.services.diagnosis import JobDiagnosis
 from envloop.services.errors import ConflictError, NotFoundError, ServerError, UserError
-from envloop.services.jobs import JobRequest, JobView, SubmitResult
-from envloop.services.keys import ApiKeyView, CreatedKey
-from envloop.services.leaderboard import BoardRow
-from envloop.services.planning import Plan
-from envloop.services.profiles import ProfileDocument, ProfileView
-from envloop.services.results import JobResult
-from envloop.services.rollouts import JobEvent, ProgressEvent, RolloutRequest, RolloutView, TrialEvent
-from envloop.services.shares import CreatedShare, ShareView
-from envloop.services.trials import LOG_PAGE_BYTES, TrialView
-from envloop.store.artifacts import ArtifactInfo
-from envloop.tasks.digest import IGNORED_DIRS, IGNORED_FILES
+from envloop.wire import (
+    LOG_PAGE_BYTES,
+    ApiKeyView,
+    ArtifactInfo,
+    BoardRow,
+    Comparison,
+    CreatedKey,
+    CreatedShare,
+    DatasetView,
+    JobDiagnosis,
+    JobEvent,
+    JobRequest,
+    JobResult,
+    JobView,
+    Plan,
+    ProfileDocument,
+    ProfileView,
+    ProgressEvent,
+    RolloutRequest,
+    RolloutView,
+    RunnerInfo,
+    ShareView,
+    SubmitResult,
+    TrialEvent,
+    TrialView,
+)
 
 _M = TypeVar("_M")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -178,6 +189,8 @@ class Client:
 
     @staticmethod
     def _pack(root: Path, dest: Path) -> None:
+        from envloop.tasks.digest import IGNORED_DIRS, IGNORED_FILES  # noqa: PLC0415 - only pushes pack
+
         def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
             parts = Path(info.name).parts
             if any(p in IGNORED_DIRS for p in parts) or parts[-1] in IGNORED_FILES:

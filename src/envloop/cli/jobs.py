@@ -14,6 +14,7 @@ from envloop.cli.output import emit_json, note, out, table, warn, when
 from envloop.cli.progress import follow
 from envloop.cli.render import result_view
 from envloop.cli.state import context
+from envloop.core.status import TrialStatus
 from envloop.scheduling.background import ensure_background_worker
 from envloop.services import jobs
 from envloop.services.errors import UserError
@@ -33,7 +34,7 @@ def _tags(values: list[str]) -> dict[str, str]:
     return tags
 
 
-def _finished(counts: dict[str, int]) -> int:
+def _finished(counts: dict[TrialStatus, int]) -> int:
     return counts["completed"] + counts["failed"] + counts["cancelled"]
 
 
@@ -64,6 +65,15 @@ def submit(
             "worker's choice, local unless it was started otherwise.",
         ),
     ] = None,
+    skip_unsupported: Annotated[
+        bool,
+        typer.Option(
+            "--skip-unsupported",
+            help="Run the other tasks when some need a feature the environment cannot honour (GPUs, "
+            "compose sidecars, …): the job records the tasks it left out and why. Without it such a "
+            "job is refused.",
+        ),
+    ] = False,
     request_id: Annotated[
         str | None, typer.Option("--request-id", help="Makes submission idempotent.")
     ] = None,
@@ -95,6 +105,7 @@ def submit(
         "agent_timeout_sec": agent_timeout,
         "verifier_timeout_sec": verifier_timeout,
         "environment": environment,
+        "skip_unsupported": skip_unsupported or None,
         "request_id": request_id,
         "tags": _tags(tag) if tag else None,
     }
@@ -148,6 +159,8 @@ def get(job_id: str, json_: JsonOpt = False) -> None:
     out.print("trials " + "  ".join(f"{k} {v}" for k, v in job.counts.items()))
     tags = "  ".join(f"{k}={v}" for k, v in sorted(job.tags.items())) or "—"
     out.print(f"tags {tags}   request ID {job.request_id or '—'}")
+    for item in job.skipped:
+        out.print(f"not run: {item.task} ({item.reason})")
 
 
 @app.command()

@@ -40,6 +40,6 @@ def adopt_provider(loaded: object) -> ProviderFactory:
     return factory
 
 
-ENVIRONMENTS: Catalog[ProviderFactory] = Catalog(
+ENVIRONMENT_PROVIDERS: Catalog[ProviderFactory] = Catalog(
     "environment", "envloop.environments", _builtins, adopt_provider
 )

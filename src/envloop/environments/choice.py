@@ -11,7 +11,7 @@ import time
 
 from envloop.core.trial import TrialSpec
 from envloop.environments.base import EnvironmentProvider, EnvironmentSetupError
-from envloop.environments.catalog import ENVIRONMENTS, docker_provider
+from envloop.environments.catalog import ENVIRONMENT_PROVIDERS, docker_provider
 from envloop.environments.docker.cli import DockerUnavailableError, daemon_version
 from envloop.environments.instance import read_plan
 from envloop.environments.local import LocalEnvironmentProvider
@@ -43,7 +43,7 @@ async def choose_provider(task: HarborTask, spec: TrialSpec) -> tuple[Environmen
         return LocalEnvironmentProvider(), None
     if spec.environment != "auto":
         try:
-            return ENVIRONMENTS.find(spec.environment).component(spec), None
+            return ENVIRONMENT_PROVIDERS.find(spec.environment).component(spec), None
         except ComponentError as exc:
             raise EnvironmentSetupError(
                 f"{exc}, on this worker (install the plugin on every worker, then run the trial again)"

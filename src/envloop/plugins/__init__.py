@@ -6,9 +6,10 @@ A plugin declares its params with the names below (`class MyParams(ComponentPara
 reads them with `read_params`; see README.md, "Writing a plugin"."""
 
 from envloop.core.params import AllParams, ComponentParams, ParamReader, param, read_params, secret_param
-from envloop.plugins.catalog import Catalog, Found, Origin, ShapeError, instantiate
+from envloop.plugins.catalog import Catalog, Found, ShapeError, instantiate
 from envloop.plugins.errors import ComponentError
 from envloop.plugins.references import ALLOW_VARIABLE
+from envloop.wire.runners import Origin
 
 __all__ = [
     "ALLOW_VARIABLE",

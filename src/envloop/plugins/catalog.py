@@ -11,33 +11,13 @@ import importlib.metadata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from threading import Lock
-from typing import Generic, Literal, TypeVar
-
-from pydantic import BaseModel
+from typing import Generic, TypeVar
 
 from envloop.plugins.errors import ComponentError, one_line
 from envloop.plugins.references import is_reference, resolve
+from envloop.wire.runners import Origin
 
 T = TypeVar("T")
-
-Source = Literal["built-in", "plugin", "reference"]
-
-
-class Origin(BaseModel):
-    """Where a component came from, as listings show it."""
-
-    source: Source
-    distribution: str | None = None
-    version: str | None = None
-    entry_point: str | None = None
-    """`module:attr` the entry point (or reference) names; None for a built-in."""
-
-    def label(self) -> str:
-        if self.source == "built-in":
-            return "built-in"
-        if self.source == "plugin":
-            return f"{self.distribution} {self.version} ({self.entry_point})"
-        return f"reference {self.entry_point}"
 
 
 @dataclass(frozen=True)

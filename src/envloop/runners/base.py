@@ -6,35 +6,16 @@ profile whose values do not fit and warn about params no component reads (`runne
 """
 
 from collections.abc import Mapping
-from typing import Any, Literal, Protocol
+from typing import Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from envloop.core.params import ParamReader
 from envloop.core.trial import TrialOutcome, TrialSpec
-from envloop.plugins import Origin
+from envloop.wire.runners import ComponentInfo, Origin, RunnerInfo, TaskKind
 
-TaskKind = Literal["harbor", "chat"]
-
-
-class ComponentInfo(BaseModel):
-    """A component a runner hosts (the shell runner's agents), with its params' JSON schema."""
-
-    name: str
-    description: str
-    origin: Origin
-    params_schema: dict[str, Any] = Field(description="JSON schema of the profile params it reads")
-
-
-class RunnerInfo(BaseModel):
-    ref: str
-    task_kind: TaskKind
-    description: str
-    origin: Origin
-    params_schema: dict[str, Any] = Field(description="JSON schema of the profile params the runner reads")
-    agents: list[ComponentInfo] = Field(
-        default_factory=list, description="the agents AGENT_NAME may name, each with its params' schema"
-    )
+# The models this module returns are defined in envloop.wire (light to import) and re-exported here.
+__all__ = ["ComponentInfo", "Origin", "RunnerInfo", "TaskKind"]
 
 
 class Runner(Protocol):

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from envloop.agents import AGENTS
 from envloop.core.trial import BUILTIN_ENVIRONMENTS
-from envloop.environments.catalog import ENVIRONMENTS
+from envloop.environments.catalog import ENVIRONMENT_PROVIDERS
 from envloop.plugins import Catalog, ComponentError, Origin
 from envloop.runners.registry import RUNNERS
 from envloop.services.errors import UserError
@@ -30,7 +30,12 @@ class InstalledComponents(BaseModel):
 
 
 def _catalogs() -> list[tuple[ComponentKind, Catalog[Any]]]:
-    return [("agent", AGENTS), ("runner", RUNNERS), ("scorer", SCORER_CATALOG), ("environment", ENVIRONMENTS)]
+    return [
+        ("agent", AGENTS),
+        ("runner", RUNNERS),
+        ("scorer", SCORER_CATALOG),
+        ("environment", ENVIRONMENT_PROVIDERS),
+    ]
 
 
 def installed_components(kind: ComponentKind | None = None) -> InstalledComponents:
@@ -49,10 +54,13 @@ def check_environment(name: str) -> None:
     if name in BUILTIN_ENVIRONMENTS:
         return
     try:
-        ENVIRONMENTS.find(name)
+        ENVIRONMENT_PROVIDERS.find(name)
     except ComponentError as exc:
         shown = f"--environment {name[:40]!r}"
         if not str(exc).startswith("unknown"):
             raise UserError(f"{shown}: {exc}") from None
-        known = [*BUILTIN_ENVIRONMENTS, *(n for n in ENVIRONMENTS.names() if n not in BUILTIN_ENVIRONMENTS)]
+        known = [
+            *BUILTIN_ENVIRONMENTS,
+            *(n for n in ENVIRONMENT_PROVIDERS.names() if n not in BUILTIN_ENVIRONMENTS),
+        ]
         raise UserError(f"{shown}: expected {', '.join(known[:-1])} or {known[-1]}") from None

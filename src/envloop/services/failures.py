@@ -6,27 +6,17 @@ attempt without a reward (the verifier's note), a cancelled attempt, or one a us
 Pending and running attempts are not failures; coverage counts them as waiting.
 """
 
-from typing import Literal
-
-from pydantic import BaseModel, Field
 from sqlalchemy import and_, or_, select
 
 from envloop.services.context import Context
 from envloop.services.jobs import load_job
 from envloop.store.tables import Profile, Trial
+from envloop.wire.diagnosis import EXAMPLES, FailureGroup, FailureKind
 
-FailureKind = Literal["failed", "no_reward", "cancelled", "invalidated"]
-EXAMPLES = 5
+# The models this module returns are defined in envloop.wire (light to import) and re-exported here.
+__all__ = ["EXAMPLES", "FailureGroup", "FailureKind"]
+
 REASON_CHARS = 300
-
-
-class FailureGroup(BaseModel):
-    kind: FailureKind
-    error_type: str | None = Field(description="for failed trials, the error type")
-    reason: str = Field(description="the first line of the error message, reward note or invalidation reason")
-    count: int
-    by_profile: dict[str, int]
-    trial_ids: list[str] = Field(description=f"up to {EXAMPLES} of the group's trials, in grid order")
 
 
 def _reason(text: str | None, fallback: str) -> str:

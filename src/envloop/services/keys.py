@@ -9,7 +9,6 @@ import secrets
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from pydantic import BaseModel, Field
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
@@ -19,24 +18,14 @@ from envloop.services.errors import NotFoundError, UserError
 from envloop.services.refs import check_name
 from envloop.store.db import Store
 from envloop.store.tables import ApiKey, Project
+from envloop.wire.access import ApiKeyView, CreatedKey
+
+# The models this module returns are defined in envloop.wire (light to import) and re-exported here.
+__all__ = ["ApiKeyView", "CreatedKey"]
 
 KEY_PREFIX = "elk_"
 _LAST_USED_RESOLUTION = timedelta(minutes=1)
 """`last_used_at` is refreshed at most this often, so reads do not turn every request into a write."""
-
-
-class ApiKeyView(BaseModel):
-    id: str
-    name: str
-    project: str
-    prefix: str = Field(description="the key's first characters, to recognise it in a list")
-    created_at: datetime
-    revoked_at: datetime | None
-    last_used_at: datetime | None
-
-
-class CreatedKey(ApiKeyView):
-    key: str = Field(description="the secret itself; shown only at creation, store it now")
 
 
 def hash_secret(secret: str) -> str:

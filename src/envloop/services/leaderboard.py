@@ -10,7 +10,6 @@ a result that is still changing.
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -19,7 +18,6 @@ from envloop.core.ids import new_id
 from envloop.core.leaderboard import RunKey, key_differences, model_label, rank_standings
 from envloop.core.metrics import ProfileMetrics
 from envloop.core.status import TERMINAL
-from envloop.core.structured import Aggregate, DimensionSummary
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, resolve_dataset
 from envloop.services.errors import UserError
@@ -27,25 +25,10 @@ from envloop.services.jobs import job_profiles, load_job
 from envloop.services.refs import dataset_ref
 from envloop.services.results import ProfileResult, job_result
 from envloop.store.tables import Dataset, Job, LeaderboardRow, Profile, utcnow
+from envloop.wire.leaderboard import BoardEntry, BoardRow, RunSummary
 
-
-class RunSummary(BaseModel):
-    """One profile's run as every comparison shows it: what ran, and its score with its interval
-    and coverage (a board row, each side of `el job compare`, the baseline of a plan)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    job_id: str
-    profile: str
-    model: str = Field(description="the profile's MODEL_NAME, else the profile reference")
-    dataset: str
-    runner: str
-    attempts: int
-    job_status: str
-    coverage: str = Field(description="score 60%, 5/6 attempts scored, 2/3 members complete")
-    score: float | None
-    stderr: float | None = Field(description="standard error of score, clustered by task")
-    ci95: tuple[float, float] | None
+# The models this module returns are defined in envloop.wire (light to import) and re-exported here.
+__all__ = ["BoardEntry", "BoardRow", "RunSummary"]
 
 
 def run_summary(
@@ -65,31 +48,6 @@ def run_summary(
         stderr=metrics.stderr,
         ci95=metrics.ci95,
     )
-
-
-class BoardEntry(RunSummary):
-    """A row's saved snapshot: everything the row shows, as it was when the row was added."""
-
-    model_config = ConfigDict(validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
-
-    pass_: float | None = Field(alias="pass")
-    pass_at_k: float | None
-    pass_hat_k: float | None
-    scored: int
-    missing: int
-    total: int
-    invalid: int
-    invalidated: int
-    complete_members: int
-    total_members: int
-    composite: Aggregate | None = Field(description="mean composite of the declared structured results")
-    dimensions: dict[str, DimensionSummary]
-    added_at: datetime
-
-
-class BoardRow(BoardEntry):
-    rank: int | None = Field(description="1 = best score; equal scores share a rank; null without a score")
-    tied: bool = Field(description="another row has exactly the same score")
 
 
 def run_key(session: Session, job: Job) -> RunKey:

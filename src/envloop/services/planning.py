@@ -6,8 +6,6 @@ its assumptions); the dataset revision's size bounds what "more tasks" can mean 
 
 import math
 
-from pydantic import BaseModel, Field
-
 from envloop.core.planning import (
     ATTEMPT_OPTIONS,
     VarianceComponents,
@@ -24,32 +22,10 @@ from envloop.services.errors import UserError
 from envloop.services.jobs import job_profiles, load_job
 from envloop.services.leaderboard import pick_profile, run_key, run_summary
 from envloop.services.results import job_result
+from envloop.wire.planning import Plan, PlanOption
 
-
-class PlanOption(BaseModel):
-    attempts: int = Field(description="attempts per task (k)")
-    tasks: int | None = Field(description="tasks needed; null beyond any realistic number")
-    total_attempts: int | None = Field(description="tasks x attempts, per run")
-    fits_dataset: bool = Field(description="the dataset revision has that many tasks")
-
-
-class Plan(BaseModel):
-    baseline: Side
-    effect: float = Field(description="difference to detect, in reward units (0.03 = 3 points)")
-    alpha: float
-    power: float
-    correlation: float = Field(description="assumed correlation of the two runs' task scores")
-    variance: VarianceComponents
-    options: list[PlanOption]
-    dataset_tasks: int = Field(description="tasks in the baseline's dataset revision")
-    attempts_with_all_tasks: int | None = Field(
-        description="attempts per task that let every task of the dataset detect the effect; "
-        "null when no allowed number can (task-to-task variation alone is too large)"
-    )
-    detectable_effect: float = Field(
-        description="smallest effect the baseline's own design (its tasks and attempts) detects"
-    )
-    notes: list[str]
+# The models this module returns are defined in envloop.wire (light to import) and re-exported here.
+__all__ = ["Plan", "PlanOption"]
 
 
 def plan_comparison(

@@ -2,11 +2,9 @@
 
 import hashlib
 import json
-from datetime import datetime
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -19,44 +17,12 @@ from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.services.refs import check_name, check_version, split_ref
 from envloop.services.secrets import keyring
 from envloop.store.tables import Profile, ProfileSecret
+from envloop.wire.profiles import PROFILE_SCHEMA, ProfileDocument, ProfileSpec, ProfileView
 
-PROFILE_SCHEMA = "envplatform.profile/v2"
+# The models this module returns are defined in envloop.wire (light to import) and re-exported here.
+__all__ = ["PROFILE_SCHEMA", "ProfileDocument", "ProfileSpec", "ProfileView"]
+
 MASK = "***"
-
-
-class ProfileSpec(BaseModel):
-    """Params reach commands as environment variables, which are text: a number or a boolean would
-    have to become text by a rule the author never chose (is 5.0 "5" or "5.0"?), so only strings
-    are accepted and the file says the text itself."""
-
-    model_config = ConfigDict(extra="forbid")
-    params: dict[str, StrictStr]
-
-
-class ProfileDocument(BaseModel):
-    """The profile file, as the product documents show it."""
-
-    model_config = ConfigDict(extra="forbid")
-    schema_version: Literal["envplatform.profile/v2"]
-    name: str | None = None
-    version: str | None = None
-    secret_params: list[str] = Field(default_factory=list)
-    spec: ProfileSpec
-
-
-class ProfileView(BaseModel):
-    name: str
-    version: str
-    ref: str
-    params: dict[str, str] = Field(description="secret values shown as ***")
-    secret_params: list[str]
-    digest: str
-    created_at: datetime
-    created: bool | None = Field(
-        default=None,
-        exclude_if=lambda value: value is None,
-        description="only on create: false when identical content already had this version",
-    )
 
 
 def read_profile_file(path: Path) -> ProfileDocument:

@@ -3,30 +3,20 @@
 import threading
 from collections import OrderedDict
 
-from pydantic import BaseModel
 from sqlalchemy import select
 
-from envloop.core.metrics import AttemptSlot, ProfileMetrics, SlotState, compute_metrics
+from envloop.core.metrics import AttemptSlot, SlotState, compute_metrics
 from envloop.core.reward import reward_problem
 from envloop.core.status import TERMINAL
-from envloop.core.structured import Collected, StructuredSummary, summarize
+from envloop.core.structured import Collected, summarize
 from envloop.services.context import Context
 from envloop.services.jobs import job_profiles, load_job
 from envloop.services.structured import collect_by_profile, counts
 from envloop.store.tables import Trial
+from envloop.wire.results import JobResult, ProfileResult
 
-
-class ProfileResult(ProfileMetrics):
-    """A profile's metrics with the aggregate of its trials' declared structured results."""
-
-    structured: StructuredSummary
-
-
-class JobResult(BaseModel):
-    id: str
-    status: str
-    attempts: int
-    profiles: dict[str, ProfileResult]
+# The models this module returns are defined in envloop.wire (light to import) and re-exported here.
+__all__ = ["JobResult", "ProfileResult"]
 
 
 def slot_state(status: str, reward: float | None, invalidated: bool, dispatched: bool) -> SlotState:

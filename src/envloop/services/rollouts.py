@@ -6,44 +6,23 @@ other; its job carries the tag `rollout=true`.
 """
 
 from datetime import UTC, datetime, timedelta
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import or_, select
 
 from envloop.core.status import TERMINAL
-from envloop.core.trajectory import Trajectory
 from envloop.services.context import Context
-from envloop.services.jobs import JobRequest, JobView, get_job, submit_job
-from envloop.services.trials import TrialView, get_trial, list_trials, trial_steps
+from envloop.services.jobs import JobRequest, get_job, submit_job
+from envloop.services.trials import get_trial, list_trials, trial_steps
 from envloop.store.tables import Profile, Trial
+from envloop.wire.rollouts import JobEvent, ProgressEvent, RolloutRequest, RolloutView, TrialEvent
+
+# The models this module returns are defined in envloop.wire (light to import) and re-exported here.
+__all__ = ["JobEvent", "ProgressEvent", "RolloutRequest", "RolloutView", "TrialEvent"]
 
 ROLLOUT_TAG = "rollout"
 _FINISH_OVERLAP = timedelta(seconds=5)
 """Finish times are taken before the result commits (and on the worker's clock): a feed looks back
 this far so a trial committed just after the previous poll is still seen."""
-
-
-class RolloutRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    dataset: str = Field(description="NAME@N or NAME@latest")
-    task: str = Field(description="the dataset member to attempt")
-    profile: str = Field(description="NAME@VERSION")
-    max_steps: int | None = Field(default=None, ge=1)
-    agent_timeout_sec: float | None = Field(default=None, gt=0)
-    verifier_timeout_sec: float | None = Field(default=None, gt=0)
-    tags: dict[str, str] = Field(default_factory=dict)
-    request_id: str | None = Field(default=None, min_length=1, max_length=200)
-
-
-class RolloutView(BaseModel):
-    job_id: str
-    trial: TrialView
-    trajectory: Trajectory | None = Field(
-        default=None, description="the steps so far, once the runner has kept them; null before"
-    )
-    warnings: list[str] = Field(default_factory=list)
 
 
 def start_rollout(ctx: Context, request: RolloutRequest) -> RolloutView:
@@ -69,27 +48,6 @@ def start_rollout(ctx: Context, request: RolloutRequest) -> RolloutView:
 def get_rollout(ctx: Context, trial_id: str) -> RolloutView:
     trial = get_trial(ctx, trial_id)
     return RolloutView(job_id=trial.job_id, trial=trial, trajectory=trial_steps(ctx, trial_id))
-
-
-class JobEvent(BaseModel):
-    event: Literal["job"] = "job"
-    job: JobView
-
-
-class TrialEvent(BaseModel):
-    event: Literal["trial"] = "trial"
-    id: str
-    job_id: str
-    profile: str
-    task: str
-    attempt: int
-    status: str
-    reward: float | None
-    error_type: str | None
-    invalidated: bool
-
-
-ProgressEvent = JobEvent | TrialEvent
 
 
 class ProgressFeed:

@@ -8,7 +8,6 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from envloop.core.ids import new_id
@@ -18,23 +17,13 @@ from envloop.services.jobs import load_job
 from envloop.services.keys import hash_secret
 from envloop.store.db import Store
 from envloop.store.tables import ShareLink
+from envloop.wire.access import CreatedShare, ShareView
+
+# The models this module returns are defined in envloop.wire (light to import) and re-exported here.
+__all__ = ["CreatedShare", "ShareView"]
 
 SHARE_PREFIX = "els_"
 MAX_EXPIRY = timedelta(days=3650)
-
-
-class ShareView(BaseModel):
-    id: str
-    job_id: str
-    created_at: datetime
-    expires_at: datetime | None
-    revoked_at: datetime | None
-    active: bool = Field(description="neither expired nor revoked")
-
-
-class CreatedShare(ShareView):
-    token: str = Field(description="the read-only token; shown only at creation")
-    path: str = Field(description="the job's page for holders of the token, relative to the server")
 
 
 @dataclass(frozen=True)

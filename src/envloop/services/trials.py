@@ -2,14 +2,11 @@
 
 import shutil
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from sqlalchemy import select, update
 
-from envloop.core.structured import StructuredReading
 from envloop.core.trajectory import TRAJECTORY_FILE, Trajectory
 from envloop.services.context import Context
 from envloop.services.errors import NotFoundError, UserError
@@ -18,9 +15,12 @@ from envloop.services.structured import read_structured
 from envloop.store.artifacts import ArtifactInfo, ArtifactNotFoundError
 from envloop.store.tables import Job, Profile, Trial
 from envloop.trajectories.files import read_trajectory
+from envloop.wire.trials import LOG_PAGE_BYTES, LogPhase, TrialView
+
+# The models this module returns are defined in envloop.wire (light to import) and re-exported here.
+__all__ = ["LOG_PAGE_BYTES", "LogPhase", "TrialView"]
 
 _CHUNK = 1024 * 1024
-LogPhase = Literal["setup", "agent", "verifier", "artifacts"]
 LOG_FILES: dict[LogPhase, tuple[str, ...]] = {
     "setup": ("setup/output.txt",),
     "agent": ("agent/stdout.txt", "agent/stderr.txt"),
@@ -28,35 +28,6 @@ LOG_FILES: dict[LogPhase, tuple[str, ...]] = {
     "artifacts": ("collection/output.txt",),
 }
 """Each phase's kept output, by phase name: a phase that kept no file reads as an empty mapping."""
-
-
-class TrialView(BaseModel):
-    id: str
-    job_id: str
-    profile: str
-    task: str
-    task_digest: str
-    attempt: int
-    status: str
-    error_type: str | None
-    error_message: str | None
-    exit_code: int | None
-    reward: float | None
-    reward_note: str | None
-    dimensions: dict[str, float]
-    invalidated: bool
-    invalidated_reason: str | None
-    sandbox: str | None
-    sandbox_note: str | None
-    warnings: list[str]
-    phases: list[dict[str, Any]]
-    runs: int
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    structured: StructuredReading | None = None
-    """The verifier's declared result.json, validated, or why it is invalid; read by `get_trial`
-    only (one file per trial is too much for lists). Null when there is none."""
 
 
 def _view(trial: Trial, profile_ref: str) -> TrialView:
@@ -132,11 +103,6 @@ def get_trial(ctx: Context, trial_id: str) -> TrialView:
         raise NotFoundError(f"unknown trial {trial_id!r}")
     structured = read_structured(ctx, trial_id)
     return _view(row[0], f"{row[1]}@{row[2]}").model_copy(update={"structured": structured})
-
-
-LOG_PAGE_BYTES = 1024 * 1024
-"""The most of each stream one read of a phase's logs returns: a 1 GB log is read in pages (or
-streamed whole from its artifact), never loaded into memory at once."""
 
 
 def log_artifacts(ctx: Context, trial_id: str, phase: str) -> dict[str, str]:

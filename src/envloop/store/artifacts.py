@@ -18,11 +18,10 @@ import shutil
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from pydantic import BaseModel
-
 from envloop.store.remote_files import ArtifactStoreUnavailableError, RemoteFolder, is_remote_url
 from envloop.tasks.archive import pack_task, safe_extract
 from envloop.tasks.digest import task_digest
+from envloop.wire.trials import ArtifactInfo
 
 STRUCTURED_RESULT = "verifier/result.json"
 """Where a trial's declared structured result is kept, relative to its artifacts."""
@@ -36,11 +35,6 @@ __all__ = [
     "ArtifactStoreUnavailableError",
     "open_artifact_store",
 ]
-
-
-class ArtifactInfo(BaseModel):
-    path: str
-    size: int
 
 
 class ArtifactNotFoundError(LookupError):

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from envloop.store.tables import Project
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-HEAD_REVISION = "0005"
+HEAD_REVISION = "0006"
 DEFAULT_PROJECT = "default"
 
 

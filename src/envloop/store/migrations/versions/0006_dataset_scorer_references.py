@@ -1,14 +1,14 @@
 """A JSONL dataset may name a plugin scorer, by its entry point name or a `module:function`
 reference, which the 20 characters of the built-in names' column cannot hold.
 
-Revision ID: 0005
+Revision ID: 0006
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005"
-down_revision = "0004"
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

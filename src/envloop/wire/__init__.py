@@ -1,0 +1,67 @@
+"""The models that cross a boundary: requests and answers of the service layer, the HTTP API, the
+HTTP client and the in-process client, and the CLI's JSON output.
+
+They import only pydantic and the pure core (`envloop.core`), so code that only talks to envloop
+(`envloop.Client`, the CLI's help, a notebook) never loads the store, the sandbox or a model SDK.
+The service modules re-export the models they return, so `envloop.services.jobs.JobView` and
+`envloop.wire.JobView` are the same class.
+"""
+
+from envloop.wire.access import ApiKeyView, CreatedKey, CreatedShare, ShareView
+from envloop.wire.compare import Comparison, DimensionComparison, Excluded, Side
+from envloop.wire.datasets import DatasetView, MemberView
+from envloop.wire.diagnosis import FailureGroup, FailureKind, JobDiagnosis, WarningGroup
+from envloop.wire.jobs import JOB_CONFIG_SCHEMA, MAX_ATTEMPTS, JobRequest, JobView, SubmitResult
+from envloop.wire.leaderboard import BoardEntry, BoardRow, RunSummary
+from envloop.wire.planning import Plan, PlanOption
+from envloop.wire.profiles import PROFILE_SCHEMA, ProfileDocument, ProfileSpec, ProfileView
+from envloop.wire.results import JobResult, ProfileResult
+from envloop.wire.rollouts import JobEvent, ProgressEvent, RolloutRequest, RolloutView, TrialEvent
+from envloop.wire.runners import ComponentInfo, Origin, RunnerInfo, TaskKind
+from envloop.wire.trials import LOG_PAGE_BYTES, ArtifactInfo, LogPhase, TrialView
+
+__all__ = [
+    "JOB_CONFIG_SCHEMA",
+    "LOG_PAGE_BYTES",
+    "MAX_ATTEMPTS",
+    "PROFILE_SCHEMA",
+    "ApiKeyView",
+    "ArtifactInfo",
+    "BoardEntry",
+    "BoardRow",
+    "Comparison",
+    "ComponentInfo",
+    "CreatedKey",
+    "CreatedShare",
+    "DatasetView",
+    "DimensionComparison",
+    "Excluded",
+    "FailureGroup",
+    "FailureKind",
+    "JobDiagnosis",
+    "JobEvent",
+    "JobRequest",
+    "JobResult",
+    "JobView",
+    "LogPhase",
+    "MemberView",
+    "Origin",
+    "Plan",
+    "PlanOption",
+    "ProfileDocument",
+    "ProfileResult",
+    "ProfileSpec",
+    "ProfileView",
+    "ProgressEvent",
+    "RolloutRequest",
+    "RolloutView",
+    "RunSummary",
+    "RunnerInfo",
+    "ShareView",
+    "Side",
+    "SubmitResult",
+    "TaskKind",
+    "TrialEvent",
+    "TrialView",
+    "WarningGroup",
+]

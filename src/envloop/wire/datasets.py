@@ -1,0 +1,70 @@
+"""Datasets on the wire: a revision and its members."""
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EnvironmentName = Literal["local", "docker"]
+ENVIRONMENTS: tuple[EnvironmentName, ...] = ("local", "docker")
+
+
+class TaskFeature(BaseModel):
+    """One thing a task asks for that some (or every) environment of envloop does not give."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(description="a short stable key: gpus, compose, separate-verifier, …")
+    label: str = Field(description="what the feature is, the same for every task that has it")
+    detail: str = Field(description="what the task asks for, naming the file or field")
+    environments: list[EnvironmentName] = Field(description="the environments that honour it")
+    required: bool = Field(
+        description="the task cannot be measured without it (a job that cannot give it is refused); "
+        "otherwise the task runs without it and says so"
+    )
+    amount: float | None = Field(default=None, description="how many, for a counted resource (gpus)")
+
+    def honoured_by(self, environment: EnvironmentName) -> bool:
+        return environment in self.environments
+
+    def describe(self) -> str:
+        if not self.environments:
+            where = "no environment of envloop honours it"
+        else:
+            where = f"only the {' and '.join(self.environments)} environment honours it"
+        if not self.required:
+            return f"{self.detail}: {where}; the task runs without it"
+        return f"{self.detail}: {where}; a job that cannot give it is refused"
+
+
+class MemberView(BaseModel):
+    position: int
+    name: str
+    digest: str
+    features: list[TaskFeature] | None = Field(
+        default=None,
+        description="task features some environment does not honour, found at push "
+        "(null: pushed before they were recorded)",
+    )
+
+
+class DatasetView(BaseModel):
+    name: str
+    version: int
+    ref: str
+    runner: str
+    kind: str
+    scorer: str | None
+    digest: str
+    created_at: datetime
+    member_count: int
+    members: list[MemberView] | None = None
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="one line per task feature some environment does not honour (task: feature: where)",
+    )
+    created: bool | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="only on push: false when identical content already had this revision",
+    )

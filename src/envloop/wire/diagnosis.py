@@ -1,0 +1,42 @@
+"""A job's diagnosis: failures grouped by reason, sandboxes, warnings."""
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from envloop.core.status import ErrorType
+
+FailureKind = Literal["failed", "no_reward", "cancelled", "invalidated"]
+
+EXAMPLES = 5
+
+
+class FailureGroup(BaseModel):
+    kind: FailureKind
+    error_type: ErrorType | None = Field(description="for failed trials, the error type")
+    reason: str = Field(description="the first line of the error message, reward note or invalidation reason")
+    count: int
+    by_profile: dict[str, int]
+    trial_ids: list[str] = Field(description=f"up to {EXAMPLES} of the group's trials, in grid order")
+
+
+class WarningGroup(BaseModel):
+    text: str
+    count: int = Field(description="trials that carry this warning")
+    trial_ids: list[str] = Field(description=f"up to {EXAMPLES} of them, in grid order")
+
+
+class NotRunGroup(BaseModel):
+    text: str = Field(description="N tasks not run: reason")
+    reason: str
+    tasks: list[str]
+
+
+class JobDiagnosis(BaseModel):
+    not_run: list[NotRunGroup] = Field(
+        default_factory=list,
+        description="tasks the job left out at submission (--skip-unsupported): they have no trials",
+    )
+    failures: list[FailureGroup]
+    sandboxes: dict[str, int] = Field(description="finished trials by the sandbox they ran in")
+    warnings: list[WarningGroup] = Field(description="the trials' warnings, most frequent first")

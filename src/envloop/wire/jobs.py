@@ -1,0 +1,76 @@
+"""Jobs on the wire: what a submission asks for, and how a job reads back."""
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from envloop.core.status import JobStatus, TrialStatus
+from envloop.core.trial import EnvironmentChoice
+
+MAX_ATTEMPTS = 1000
+
+JOB_CONFIG_SCHEMA = "envloop.job/v1"
+
+
+class JobRequest(BaseModel):
+    """What a submission asks for. `el job export` writes exactly this (with the concrete revision)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: str = JOB_CONFIG_SCHEMA
+    dataset: str
+    profiles: list[str] = Field(min_length=1)
+    attempts: int = Field(default=1, ge=1, le=MAX_ATTEMPTS)
+    tasks: list[str] | None = None
+    max_steps: int | None = Field(default=None, ge=1)
+    concurrency: int | None = Field(default=None, ge=1)
+    agent_timeout_sec: float | None = Field(default=None, gt=0)
+    verifier_timeout_sec: float | None = Field(default=None, gt=0)
+    environment: EnvironmentChoice | None = Field(
+        default=None,
+        description="where Harbor tasks run: local (this host's sandbox), docker (a container of the "
+        "task's image) or auto; unset, each worker's own choice (local unless it was started otherwise)",
+    )
+    skip_unsupported: bool = Field(
+        default=False,
+        description="leave out (rather than refuse the job for) the tasks needing a feature the "
+        "environment choice cannot honour; the job records which and why, and they get no trials",
+    )
+    tags: dict[str, str] = Field(default_factory=dict)
+    request_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class SkippedTask(BaseModel):
+    task: str
+    reason: str
+
+
+class JobView(BaseModel):
+    id: str
+    status: JobStatus
+    dataset: str
+    runner: str
+    profiles: list[str]
+    attempts: int
+    tasks: list[str]
+    concurrency: int | None
+    max_steps: int | None
+    agent_timeout_sec: float | None
+    verifier_timeout_sec: float | None
+    environment: EnvironmentChoice | None = None
+    skip_unsupported: bool = False
+    skipped: list[SkippedTask] = Field(
+        default_factory=list, description="tasks left out at submission (--skip-unsupported), with why"
+    )
+    tags: dict[str, str]
+    request_id: str | None
+    cancel_requested: bool
+    counts: dict[TrialStatus, int] = Field(description="trials by status")
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class SubmitResult(BaseModel):
+    job: JobView
+    warnings: list[str]
+    existing: bool = Field(description="True when the request ID matched an earlier identical submission")

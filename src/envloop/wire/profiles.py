@@ -1,0 +1,43 @@
+"""Profiles on the wire: the profile file and how a stored profile reads back."""
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+PROFILE_SCHEMA = "envplatform.profile/v2"
+
+
+class ProfileSpec(BaseModel):
+    """Params reach commands as environment variables, which are text: a number or a boolean would
+    have to become text by a rule the author never chose (is 5.0 "5" or "5.0"?), so only strings
+    are accepted and the file says the text itself."""
+
+    model_config = ConfigDict(extra="forbid")
+    params: dict[str, StrictStr]
+
+
+class ProfileDocument(BaseModel):
+    """The profile file, as the product documents show it."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: Literal["envplatform.profile/v2"]
+    name: str | None = None
+    version: str | None = None
+    secret_params: list[str] = Field(default_factory=list)
+    spec: ProfileSpec
+
+
+class ProfileView(BaseModel):
+    name: str
+    version: str
+    ref: str
+    params: dict[str, str] = Field(description="secret values shown as ***")
+    secret_params: list[str]
+    digest: str
+    created_at: datetime
+    created: bool | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="only on create: false when identical content already had this version",
+    )

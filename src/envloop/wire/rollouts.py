@@ -1,0 +1,53 @@
+"""Rollouts and the progress feed on the wire."""
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from envloop.core.status import ErrorType, TrialStatus
+from envloop.core.trajectory import Trajectory
+from envloop.wire.jobs import JobView
+from envloop.wire.trials import TrialView
+
+
+class RolloutRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str = Field(description="NAME@N or NAME@latest")
+    task: str = Field(description="the dataset member to attempt")
+    profile: str = Field(description="NAME@VERSION")
+    max_steps: int | None = Field(default=None, ge=1)
+    agent_timeout_sec: float | None = Field(default=None, gt=0)
+    verifier_timeout_sec: float | None = Field(default=None, gt=0)
+    tags: dict[str, str] = Field(default_factory=dict)
+    request_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class RolloutView(BaseModel):
+    job_id: str
+    trial: TrialView
+    trajectory: Trajectory | None = Field(
+        default=None, description="the steps so far, once the runner has kept them; null before"
+    )
+    warnings: list[str] = Field(default_factory=list)
+
+
+class JobEvent(BaseModel):
+    event: Literal["job"] = "job"
+    job: JobView
+
+
+class TrialEvent(BaseModel):
+    event: Literal["trial"] = "trial"
+    id: str
+    job_id: str
+    profile: str
+    task: str
+    attempt: int
+    status: TrialStatus
+    reward: float | None
+    error_type: ErrorType | None
+    invalidated: bool
+
+
+ProgressEvent = JobEvent | TrialEvent

@@ -1,0 +1,50 @@
+"""Trials on the wire: one attempt, its log phases, and its kept files."""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from envloop.core.status import ErrorType, TrialStatus
+from envloop.core.structured import StructuredReading
+
+LogPhase = Literal["setup", "agent", "verifier", "artifacts"]
+
+
+class TrialView(BaseModel):
+    id: str
+    job_id: str
+    profile: str
+    task: str
+    task_digest: str
+    attempt: int
+    status: TrialStatus
+    error_type: ErrorType | None
+    error_message: str | None
+    exit_code: int | None
+    reward: float | None
+    reward_note: str | None
+    dimensions: dict[str, float]
+    invalidated: bool
+    invalidated_reason: str | None
+    sandbox: str | None
+    sandbox_note: str | None
+    warnings: list[str]
+    phases: list[dict[str, Any]]
+    runs: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    structured: StructuredReading | None = None
+    """The verifier's declared result.json, validated, or why it is invalid; read by `get_trial`
+    only (one file per trial is too much for lists). Null when there is none."""
+
+
+LOG_PAGE_BYTES = 1024 * 1024
+"""The most of each stream one read of a phase's logs returns: a 1 GB log is read in pages (or
+streamed whole from its artifact), never loaded into memory at once."""
+
+
+class ArtifactInfo(BaseModel):
+    path: str
+    size: int

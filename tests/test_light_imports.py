@@ -1,0 +1,60 @@
+"""What importing the client-facing modules loads, measured in a fresh interpreter.
+
+Code that only talks to envloop (the HTTP client, the wire models, a notebook's `import envloop`)
+must not pay for the store, the sandbox or the model SDKs: each of them costs tenths of a second
+to import and none is needed to send a request or read an answer.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+HEAVY = ("sqlalchemy", "envloop.store", "envloop.environments", "openai", "anthropic", "fastapi")
+
+
+def loaded_after(statement: str) -> set[str]:
+    """The modules a fresh interpreter holds after running `statement`."""
+    probe = f"{statement}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", probe], capture_output=True, text=True, env=env, check=True
+    )
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def heavy_in(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "import envloop.client",
+        "import envloop.wire",
+        "import envloop",
+        "from envloop import Client",
+        "from envloop.client import Client; Client('http://127.0.0.1:9')",
+    ],
+)
+def test_client_side_imports_load_no_store_sandbox_sdk_or_web_framework(statement: str) -> None:
+    assert heavy_in(loaded_after(statement)) == []
+
+
+def test_the_probe_does_see_heavy_modules_when_they_are_loaded() -> None:
+    """The check above would pass vacuously if the probe could not see a loaded module."""
+    assert "sqlalchemy" in heavy_in(loaded_after("import envloop.services.jobs"))
+
+
+def test_wire_models_are_the_ones_the_services_return() -> None:
+    """One class per model: the service modules re-export the wire models instead of copying them."""
+    from envloop.services import jobs, results, trials  # noqa: PLC0415
+    from envloop.wire import JobResult, JobView, TrialView  # noqa: PLC0415
+
+    assert jobs.JobView is JobView
+    assert results.JobResult is JobResult
+    assert trials.TrialView is TrialView
