@@ -12,9 +12,6 @@ from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out, table
 from envloop.cli.state import context
 from envloop.core.trial import EnvironmentChoice
-from envloop.scheduling.background import try_hold_lock
-from envloop.scheduling.executor import choose_executor
-from envloop.scheduling.worker import Worker, WorkerConfig
 from envloop.services.errors import UserError
 
 runner_app = typer.Typer(help="Runners: the versioned harnesses that execute tasks.", no_args_is_help=True)
@@ -47,6 +44,11 @@ def worker(
     background: Annotated[bool, typer.Option("--background", hidden=True)] = False,
 ) -> None:
     """Run a worker in the foreground on the store: claim trials from the queue and run them."""
+    # The scheduler, the runners and the sandbox load when a worker starts, not for --help.
+    from envloop.scheduling.background import try_hold_lock  # noqa: PLC0415
+    from envloop.scheduling.executor import choose_executor  # noqa: PLC0415
+    from envloop.scheduling.worker import Worker, WorkerConfig  # noqa: PLC0415
+
     chosen, suggested = choose_executor(executor, ray_address)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     ctx = context()

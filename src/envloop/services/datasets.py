@@ -11,7 +11,6 @@ from sqlalchemy.orm import Session
 
 from envloop.core.ids import new_id
 from envloop.core.nesting import MAX_DEPTH, deeper_than
-from envloop.runners.registry import UnknownRunnerError, get_runner
 from envloop.services.context import Context
 from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.services.refs import check_name, dataset_ref, parse_dataset_ref
@@ -72,6 +71,8 @@ def _check_runner(runner: str, kind: str) -> None:
         if runner != CHAT_RUNNER:
             raise UserError(f"JSONL datasets run with {CHAT_RUNNER}, not {runner}")
         return
+    from envloop.runners.registry import UnknownRunnerError, get_runner  # noqa: PLC0415 - only pushes
+
     try:
         found = get_runner(runner)
     except UnknownRunnerError as exc:

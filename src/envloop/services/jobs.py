@@ -12,8 +12,6 @@ from sqlalchemy.orm import Session
 from envloop.core.ids import new_id
 from envloop.core.status import JobStatus, TrialStatus
 from envloop.core.trial import EnvironmentChoice
-from envloop.runners.registry import UnknownRunnerError, get_runner
-from envloop.services.builds import task_build
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, resolve_dataset
 from envloop.services.errors import ConflictError, NotFoundError, UserError
@@ -78,6 +76,10 @@ def _validate(
             f"dataset {request.dataset!r} names no revision: give {ref}, or "
             f"{dataset.name}@latest for the newest revision (now {ref})"
         )
+    # The runners (and the sandbox and agents behind them) load when a job is submitted, so that
+    # reading jobs, results and trials never pays for them.
+    from envloop.runners.registry import UnknownRunnerError, get_runner  # noqa: PLC0415
+
     try:
         runner = get_runner(dataset.runner)
     except UnknownRunnerError:
@@ -124,6 +126,8 @@ def _validate(
 def _refuse_failed_builds(ctx: Context, members: list[DatasetMember]) -> None:
     """A job in containers refuses tasks whose image is recorded as failing to build: each of their
     trials could only end in an environment error."""
+    from envloop.services.builds import task_build  # noqa: PLC0415 - loads the Docker environment
+
     failed = []
     for member in members:
         record = task_build(ctx, member.digest)

@@ -18,10 +18,11 @@ from envloop.wire.profiles import PROFILE_SCHEMA, ProfileDocument, ProfileSpec, 
 from envloop.wire.results import JobResult, ProfileResult
 from envloop.wire.rollouts import JobEvent, ProgressEvent, RolloutRequest, RolloutView, TrialEvent
 from envloop.wire.runners import RunnerInfo, RunnerParams, TaskKind
-from envloop.wire.trials import LOG_PAGE_BYTES, ArtifactInfo, LogPhase, TrialView
+from envloop.wire.trials import LOG_FILES, LOG_PAGE_BYTES, ArtifactInfo, LogPhase, TrialView
 
 __all__ = [
     "JOB_CONFIG_SCHEMA",
+    "LOG_FILES",
     "LOG_PAGE_BYTES",
     "MAX_ATTEMPTS",
     "PROFILE_SCHEMA",

@@ -9,6 +9,13 @@ from envloop.core.status import ErrorType, TrialStatus
 from envloop.core.structured import StructuredReading
 
 LogPhase = Literal["setup", "agent", "verifier", "artifacts"]
+LOG_FILES: dict[LogPhase, tuple[str, ...]] = {
+    "setup": ("setup/output.txt",),
+    "agent": ("agent/stdout.txt", "agent/stderr.txt"),
+    "verifier": ("verifier/stdout.txt", "verifier/stderr.txt"),
+    "artifacts": ("collection/output.txt",),
+}
+"""Each phase's kept output, by phase name: a phase that kept no file reads as an empty mapping."""
 
 
 class TrialView(BaseModel):

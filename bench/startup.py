@@ -1,0 +1,156 @@
+"""Cold start-up of `el` commands, this tree beside a baseline revision, interleaved.
+
+Each command runs in a fresh process (as a user's shell starts it) against one small store: a
+one-task job run to its end during set-up. Variants alternate command by command (baseline, this
+tree, baseline, this tree, …) so machine noise hits both alike; each figure is the median over the
+rounds, wall and CPU (user + system, from wait4) in seconds.
+
+    .venv/bin/python bench/startup.py --rounds 9                 # baseline: the merge base with main
+    .venv/bin/python bench/startup.py --rounds 9 --baseline HEAD~3
+
+The baseline's `src/` is exported with `git archive` into a temporary directory; both variants use
+this venv's interpreter and packages. Each variant runs every command once before the rounds, so
+neither pays for writing its bytecode cache inside a measured run.
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+COMMANDS = [
+    ["--help"],
+    ["job", "--help"],
+    ["job", "list"],
+    ["job", "get", "{job}"],
+    ["job", "result", "{job}"],
+]
+
+
+def run(src: Path, home: Path, argv: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds of `el ARGV` with `src` first on the path; raises if it fails."""
+    env = {**os.environ, "PYTHONPATH": str(src), "ENVLOOP_HOME": str(home)}
+    for name in ("ENVLOOP_URL", "ENVLOOP_DATABASE_URL", "ENVLOOP_ARTIFACTS"):
+        env.pop(name, None)
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envloop", *argv],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    errors = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"el {' '.join(argv)} failed ({proc.returncode}): {errors.decode()[-400:]}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def one_task_job(src: Path, home: Path, work: Path) -> str:
+    """Push one task, create a profile, run a job to its end; its id."""
+    task = work / "tasks" / "hello"
+    (task / "tests").mkdir(parents=True)
+    (task / "solution").mkdir()
+    (task / "environment").mkdir()
+    (task / "task.toml").write_text('version = "1.0"\n')
+    (task / "instruction.md").write_text("Create done.\n")
+    (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    solve = '#!/usr/bin/env bash\ntouch "${ENVLOOP_APP_DIR:-/app}/done"\n'
+    (task / "solution" / "solve.sh").write_text(solve)
+    (task / "tests" / "test.sh").write_text(
+        '#!/usr/bin/env bash\nif [ -f "${ENVLOOP_APP_DIR:-/app}/done" ]; then r=1; else r=0; fi\n'
+        'echo $r > "${ENVLOOP_LOGS_DIR:-/logs}/verifier/reward.txt"\n'
+    )
+    profile = work / "oracle.json"
+    profile.write_text(
+        json.dumps({"schema_version": "envplatform.profile/v2", "spec": {"params": {"AGENT_NAME": "oracle"}}})
+    )
+    env = {**os.environ, "PYTHONPATH": str(src), "ENVLOOP_HOME": str(home)}
+    el = [sys.executable, "-m", "envloop"]
+    subprocess.run([*el, "dataset", "push", str(work / "tasks"), "--name", "hello"], env=env, check=True)
+    create = [*el, "profile", "create", "team/oracle", "1", "--file", str(profile)]
+    subprocess.run(create, env=env, check=True)
+    done = subprocess.run(
+        [*el, "job", "submit", "--dataset", "hello@1", "--profile", "team/oracle@1", "--wait", "--json"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    stop_background_worker(home)
+    return str(json.loads(done.stdout)["id"])
+
+
+def stop_background_worker(home: Path) -> None:
+    """The worker `el job submit` started would otherwise idle beside the measured runs for 30 s."""
+    lock = home / "background-worker.lock"
+    text = lock.read_text().strip() if lock.exists() else ""
+    if not text.isdigit():
+        return
+    pid = int(text)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            os.kill(pid, 0)
+            time.sleep(0.1)
+
+
+def export_tree(rev: str, dest: Path) -> Path:
+    archive = subprocess.run(["git", "archive", rev, "src"], cwd=REPO, check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    return dest / "src"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--baseline", default=None, help="git revision (default: merge base with main)")
+    args = parser.parse_args()
+    baseline = (
+        args.baseline
+        or subprocess.run(
+            ["git", "merge-base", "HEAD", "main"], cwd=REPO, check=True, capture_output=True, text=True
+        ).stdout.strip()
+    )
+    with tempfile.TemporaryDirectory(prefix="envloop-startup-") as tmp:
+        work = Path(tmp)
+        variants = {f"baseline {baseline[:10]}": export_tree(baseline, work), "this tree": REPO / "src"}
+        home = work / "home"
+        job = one_task_job(REPO / "src", home, work)
+        commands = [[part.format(job=job) for part in argv] for argv in COMMANDS]
+        for src in variants.values():  # bytecode caches written before anything is measured
+            for argv in commands:
+                run(src, home, argv)
+        times: dict[tuple[str, int], list[tuple[float, float]]] = {}
+        for _ in range(args.rounds):
+            for index, argv in enumerate(commands):
+                for name, src in variants.items():
+                    times.setdefault((name, index), []).append(run(src, home, argv))
+        load = os.getloadavg()[0]
+    print(f"cold start-up of `el`, median of {args.rounds} interleaved rounds (load average {load:.1f})")
+    print(f"{'command':<28}" + "".join(f"{name:>30}" for name in variants))
+    for index, argv in enumerate(COMMANDS):
+        cells = []
+        for name in variants:
+            walls, cpus = zip(*times[(name, index)], strict=True)
+            cells.append(f"{statistics.median(walls):7.3f} s wall {statistics.median(cpus):6.3f} s CPU")
+        print(f"{'el ' + ' '.join(argv):<28}" + "".join(f"{cell:>30}" for cell in cells))
+
+
+if __name__ == "__main__":
+    main()
