@@ -5,8 +5,7 @@ one-task job run to its end during set-up. Variants alternate command by command
 tree, baseline, this tree, …) so machine noise hits both alike; each figure is the median over the
 rounds, wall and CPU (user + system, from wait4) in seconds.
 
-    .venv/bin/python bench/startup.py --rounds 9                 # baseline: the merge base with main
-    .venv/bin/python bench/startup.py --rounds 9 --baseline HEAD~3
+    .venv/bin/python bench/startup.py --baseline 9e0fad4 --rounds 9   # before the lazy imports
 
 The baseline's `src/` is exported with `git archive` into a temporary directory; both variants use
 this venv's interpreter and packages. Each variant runs every command once before the rounds, so
@@ -119,14 +118,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--baseline", default=None, help="git revision (default: merge base with main)")
+    parser.add_argument("--baseline", required=True, help="git revision to compare this tree with")
     args = parser.parse_args()
-    baseline = (
-        args.baseline
-        or subprocess.run(
-            ["git", "merge-base", "HEAD", "main"], cwd=REPO, check=True, capture_output=True, text=True
-        ).stdout.strip()
-    )
+    baseline = args.baseline
     with tempfile.TemporaryDirectory(prefix="envloop-startup-") as tmp:
         work = Path(tmp)
         variants = {f"baseline {baseline[:10]}": export_tree(baseline, work), "this tree": REPO / "src"}
@@ -149,7 +143,8 @@ def main() -> None:
         for name in variants:
             walls, cpus = zip(*times[(name, index)], strict=True)
             cells.append(f"{statistics.median(walls):7.3f} s wall {statistics.median(cpus):6.3f} s CPU")
-        print(f"{'el ' + ' '.join(argv):<28}" + "".join(f"{cell:>30}" for cell in cells))
+        shown = "el " + " ".join(argv).replace("{job}", "JOB")
+        print(f"{shown:<28}" + "".join(f"{cell:>30}" for cell in cells))
 
 
 if __name__ == "__main__":

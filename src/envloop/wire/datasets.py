@@ -2,16 +2,18 @@
 
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from envloop.wire.base import WireModel
 
 
-class MemberView(BaseModel):
+class MemberView(WireModel):
     position: int
     name: str
     digest: str
 
 
-class DatasetView(BaseModel):
+class DatasetView(WireModel):
     name: str
     version: int
     ref: str

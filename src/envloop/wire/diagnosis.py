@@ -2,16 +2,17 @@
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from envloop.core.status import ErrorType
+from envloop.wire.base import WireModel
 
 FailureKind = Literal["failed", "no_reward", "cancelled", "invalidated"]
 
 EXAMPLES = 5
 
 
-class FailureGroup(BaseModel):
+class FailureGroup(WireModel):
     kind: FailureKind
     error_type: ErrorType | None = Field(description="for failed trials, the error type")
     reason: str = Field(description="the first line of the error message, reward note or invalidation reason")
@@ -20,13 +21,13 @@ class FailureGroup(BaseModel):
     trial_ids: list[str] = Field(description=f"up to {EXAMPLES} of the group's trials, in grid order")
 
 
-class WarningGroup(BaseModel):
+class WarningGroup(WireModel):
     text: str
     count: int = Field(description="trials that carry this warning")
     trial_ids: list[str] = Field(description=f"up to {EXAMPLES} of them, in grid order")
 
 
-class JobDiagnosis(BaseModel):
+class JobDiagnosis(WireModel):
     failures: list[FailureGroup]
     sandboxes: dict[str, int] = Field(description="finished trials by the sandbox they ran in")
     warnings: list[WarningGroup] = Field(description="the trials' warnings, most frequent first")

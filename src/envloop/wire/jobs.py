@@ -2,20 +2,23 @@
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from envloop.core.status import JobStatus, TrialStatus
 from envloop.core.trial import EnvironmentChoice
+from envloop.wire.base import WireModel
 
 MAX_ATTEMPTS = 1000
 
 JOB_CONFIG_SCHEMA = "envloop.job/v1"
 
 
-class JobRequest(BaseModel):
+class JobRequest(WireModel):
     """What a submission asks for. `el job export` writes exactly this (with the concrete revision)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Built at import: FastAPI reads a request body's model as it builds its routes, and a deferred
+    # one makes it attach the parameter's alias where pydantic ignores it (with a warning).
+    model_config = ConfigDict(extra="forbid", defer_build=False)
 
     schema_version: str = JOB_CONFIG_SCHEMA
     dataset: str
@@ -35,7 +38,7 @@ class JobRequest(BaseModel):
     request_id: str | None = Field(default=None, min_length=1, max_length=200)
 
 
-class JobView(BaseModel):
+class JobView(WireModel):
     id: str
     status: JobStatus
     dataset: str
@@ -56,7 +59,7 @@ class JobView(BaseModel):
     finished_at: datetime | None
 
 
-class SubmitResult(BaseModel):
+class SubmitResult(WireModel):
     job: JobView
     warnings: list[str]
     existing: bool = Field(description="True when the request ID matched an earlier identical submission")

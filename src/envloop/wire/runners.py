@@ -2,18 +2,18 @@
 
 from typing import Literal
 
-from pydantic import BaseModel
+from envloop.wire.base import WireModel
 
 TaskKind = Literal["harbor", "chat"]
 
 
-class RunnerParams(BaseModel):
+class RunnerParams(WireModel):
     read: list[str]
     required: list[str]
     notes: list[str] = []
 
 
-class RunnerInfo(BaseModel):
+class RunnerInfo(WireModel):
     ref: str
     task_kind: TaskKind
     description: str

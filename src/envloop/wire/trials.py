@@ -3,10 +3,9 @@
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel
-
 from envloop.core.status import ErrorType, TrialStatus
 from envloop.core.structured import StructuredReading
+from envloop.wire.base import WireModel
 
 LogPhase = Literal["setup", "agent", "verifier", "artifacts"]
 LOG_FILES: dict[LogPhase, tuple[str, ...]] = {
@@ -18,7 +17,7 @@ LOG_FILES: dict[LogPhase, tuple[str, ...]] = {
 """Each phase's kept output, by phase name: a phase that kept no file reads as an empty mapping."""
 
 
-class TrialView(BaseModel):
+class TrialView(WireModel):
     id: str
     job_id: str
     profile: str
@@ -52,6 +51,6 @@ LOG_PAGE_BYTES = 1024 * 1024
 streamed whole from its artifact), never loaded into memory at once."""
 
 
-class ArtifactInfo(BaseModel):
+class ArtifactInfo(WireModel):
     path: str
     size: int
