@@ -1,9 +1,10 @@
 """Cold start-up of `el` commands, this tree beside a baseline revision, interleaved.
 
 Each command runs in a fresh process (as a user's shell starts it) against one small store: a
-one-task job run to its end during set-up. Variants alternate command by command (baseline, this
-tree, baseline, this tree, …) so machine noise hits both alike; each figure is the median over the
-rounds, wall and CPU (user + system, from wait4) in seconds.
+one-task job run to its end during set-up, read directly and through `el serve` (ENVLOOP_URL, the
+server running this tree). Variants alternate command by command (baseline, this tree, baseline,
+this tree, …) so machine noise hits both alike; each figure is the median over the rounds, wall
+and CPU (user + system, from wait4) in seconds.
 
     .venv/bin/python bench/startup.py --baseline 9e0fad4 --rounds 9   # before the lazy imports
 
@@ -17,28 +18,34 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 COMMANDS = [
-    ["--help"],
-    ["job", "--help"],
-    ["job", "list"],
-    ["job", "get", "{job}"],
-    ["job", "result", "{job}"],
+    (["--help"], False),
+    (["job", "--help"], False),
+    (["job", "list"], False),
+    (["job", "get", "{job}"], False),
+    (["job", "result", "{job}"], False),
+    (["job", "get", "{job}"], True),
+    (["job", "result", "{job}"], True),
 ]
+"""Each command, and whether it runs against the server (ENVLOOP_URL) instead of the store."""
 
 
-def run(src: Path, home: Path, argv: list[str]) -> tuple[float, float]:
+def run(src: Path, home: Path, argv: list[str], server: dict[str, str] | None = None) -> tuple[float, float]:
     """Wall and CPU seconds of `el ARGV` with `src` first on the path; raises if it fails."""
     env = {**os.environ, "PYTHONPATH": str(src), "ENVLOOP_HOME": str(home)}
-    for name in ("ENVLOOP_URL", "ENVLOOP_DATABASE_URL", "ENVLOOP_ARTIFACTS"):
+    for name in ("ENVLOOP_URL", "ENVLOOP_API_KEY", "ENVLOOP_DATABASE_URL", "ENVLOOP_ARTIFACTS"):
         env.pop(name, None)
+    env.update(server or {})
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "envloop", *argv],
@@ -107,6 +114,30 @@ def stop_background_worker(home: Path) -> None:
             time.sleep(0.1)
 
 
+def start_server(home: Path, log: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
+    """`el serve` (API only) on the store, and the variables that point `el` at it."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "ENVLOOP_HOME": str(home)}
+    el = [sys.executable, "-m", "envloop"]
+    key = json.loads(
+        subprocess.run([*el, "key", "create", "--json"], env=env, check=True, capture_output=True).stdout
+    )["key"]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [*el, "serve", "--port", str(port), "--workers", "0"], env=env, stdout=sink, stderr=sink
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/v1/health", timeout=5):
+            return proc, {"ENVLOOP_URL": url, "ENVLOOP_API_KEY": key}
+        time.sleep(0.2)
+    proc.terminate()
+    raise SystemExit(f"el serve did not answer: {log.read_text()[-400:]}")
+
+
 def export_tree(rev: str, dest: Path) -> Path:
     archive = subprocess.run(["git", "archive", rev, "src"], cwd=REPO, check=True, capture_output=True)
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
@@ -126,24 +157,32 @@ def main() -> None:
         variants = {f"baseline {baseline[:10]}": export_tree(baseline, work), "this tree": REPO / "src"}
         home = work / "home"
         job = one_task_job(REPO / "src", home, work)
-        commands = [[part.format(job=job) for part in argv] for argv in COMMANDS]
-        for src in variants.values():  # bytecode caches written before anything is measured
-            for argv in commands:
-                run(src, home, argv)
-        times: dict[tuple[str, int], list[tuple[float, float]]] = {}
-        for _ in range(args.rounds):
-            for index, argv in enumerate(commands):
-                for name, src in variants.items():
-                    times.setdefault((name, index), []).append(run(src, home, argv))
+        server, target = start_server(home, work / "serve.log")
+        try:
+            commands = [
+                ([part.format(job=job) for part in argv], target if remote else None)
+                for argv, remote in COMMANDS
+            ]
+            for src in variants.values():  # bytecode caches written before anything is measured
+                for argv, env in commands:
+                    run(src, home, argv, env)
+            times: dict[tuple[str, int], list[tuple[float, float]]] = {}
+            for _ in range(args.rounds):
+                for index, (argv, env) in enumerate(commands):
+                    for name, src in variants.items():
+                        times.setdefault((name, index), []).append(run(src, home, argv, env))
+        finally:
+            server.terminate()
+            server.wait()
         load = os.getloadavg()[0]
     print(f"cold start-up of `el`, median of {args.rounds} interleaved rounds (load average {load:.1f})")
     print(f"{'command':<28}" + "".join(f"{name:>30}" for name in variants))
-    for index, argv in enumerate(COMMANDS):
+    for index, (argv, remote) in enumerate(COMMANDS):
         cells = []
         for name in variants:
             walls, cpus = zip(*times[(name, index)], strict=True)
             cells.append(f"{statistics.median(walls):7.3f} s wall {statistics.median(cpus):6.3f} s CPU")
-        shown = "el " + " ".join(argv).replace("{job}", "JOB")
+        shown = "el " + " ".join(argv).replace("{job}", "JOB") + (" (server)" if remote else "")
         print(f"{shown:<28}" + "".join(f"{cell:>30}" for cell in cells))
 
 
