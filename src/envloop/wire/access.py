@@ -4,10 +4,10 @@ from datetime import datetime
 
 from pydantic import Field
 
-from envloop.wire.base import WireModel
+from envloop.core.lazy import LazyModel
 
 
-class ApiKeyView(WireModel):
+class ApiKeyView(LazyModel):
     id: str
     name: str
     project: str
@@ -21,7 +21,7 @@ class CreatedKey(ApiKeyView):
     key: str = Field(description="the secret itself; shown only at creation, store it now")
 
 
-class ShareView(WireModel):
+class ShareView(LazyModel):
     id: str
     job_id: str
     created_at: datetime

@@ -2,9 +2,9 @@
 
 from pydantic import Field
 
+from envloop.core.lazy import LazyModel
 from envloop.core.metrics import ScoreCounts, TaskDifference
 from envloop.core.structured import Definition
-from envloop.wire.base import WireModel
 from envloop.wire.leaderboard import RunSummary
 
 
@@ -12,12 +12,12 @@ class Side(RunSummary):
     score_counts: ScoreCounts
 
 
-class Excluded(WireModel):
+class Excluded(LazyModel):
     task: str
     reason: str
 
 
-class DimensionComparison(WireModel):
+class DimensionComparison(LazyModel):
     name: str
     definition: Definition | None = None
     n_tasks: int = 0
@@ -29,7 +29,7 @@ class DimensionComparison(WireModel):
     refused: str | None = Field(default=None, description="why this dimension is not compared")
 
 
-class Comparison(WireModel):
+class Comparison(LazyModel):
     a: Side
     b: Side
     n_tasks: int = Field(description="tasks both sides scored")

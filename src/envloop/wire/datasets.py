@@ -4,16 +4,16 @@ from datetime import datetime
 
 from pydantic import Field
 
-from envloop.wire.base import WireModel
+from envloop.core.lazy import LazyModel
 
 
-class MemberView(WireModel):
+class MemberView(LazyModel):
     position: int
     name: str
     digest: str
 
 
-class DatasetView(WireModel):
+class DatasetView(LazyModel):
     name: str
     version: int
     ref: str

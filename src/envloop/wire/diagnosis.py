@@ -4,15 +4,15 @@ from typing import Literal
 
 from pydantic import Field
 
+from envloop.core.lazy import LazyModel
 from envloop.core.status import ErrorType
-from envloop.wire.base import WireModel
 
 FailureKind = Literal["failed", "no_reward", "cancelled", "invalidated"]
 
 EXAMPLES = 5
 
 
-class FailureGroup(WireModel):
+class FailureGroup(LazyModel):
     kind: FailureKind
     error_type: ErrorType | None = Field(description="for failed trials, the error type")
     reason: str = Field(description="the first line of the error message, reward note or invalidation reason")
@@ -21,13 +21,13 @@ class FailureGroup(WireModel):
     trial_ids: list[str] = Field(description=f"up to {EXAMPLES} of the group's trials, in grid order")
 
 
-class WarningGroup(WireModel):
+class WarningGroup(LazyModel):
     text: str
     count: int = Field(description="trials that carry this warning")
     trial_ids: list[str] = Field(description=f"up to {EXAMPLES} of them, in grid order")
 
 
-class JobDiagnosis(WireModel):
+class JobDiagnosis(LazyModel):
     failures: list[FailureGroup]
     sandboxes: dict[str, int] = Field(description="finished trials by the sandbox they ran in")
     warnings: list[WarningGroup] = Field(description="the trials' warnings, most frequent first")

@@ -4,16 +4,16 @@ from datetime import datetime
 
 from pydantic import ConfigDict, Field
 
+from envloop.core.lazy import LazyModel
 from envloop.core.status import JobStatus, TrialStatus
 from envloop.core.trial import EnvironmentChoice
-from envloop.wire.base import WireModel
 
 MAX_ATTEMPTS = 1000
 
 JOB_CONFIG_SCHEMA = "envloop.job/v1"
 
 
-class JobRequest(WireModel):
+class JobRequest(LazyModel):
     """What a submission asks for. `el job export` writes exactly this (with the concrete revision)."""
 
     # Built at import: FastAPI reads a request body's model as it builds its routes, and a deferred
@@ -38,7 +38,7 @@ class JobRequest(WireModel):
     request_id: str | None = Field(default=None, min_length=1, max_length=200)
 
 
-class JobView(WireModel):
+class JobView(LazyModel):
     id: str
     status: JobStatus
     dataset: str
@@ -59,7 +59,7 @@ class JobView(WireModel):
     finished_at: datetime | None
 
 
-class SubmitResult(WireModel):
+class SubmitResult(LazyModel):
     job: JobView
     warnings: list[str]
     existing: bool = Field(description="True when the request ID matched an earlier identical submission")

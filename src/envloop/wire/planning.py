@@ -2,19 +2,19 @@
 
 from pydantic import Field
 
+from envloop.core.lazy import LazyModel
 from envloop.core.planning import VarianceComponents
-from envloop.wire.base import WireModel
 from envloop.wire.compare import Side
 
 
-class PlanOption(WireModel):
+class PlanOption(LazyModel):
     attempts: int = Field(description="attempts per task (k)")
     tasks: int | None = Field(description="tasks needed; null beyond any realistic number")
     total_attempts: int | None = Field(description="tasks x attempts, per run")
     fits_dataset: bool = Field(description="the dataset revision has that many tasks")
 
 
-class Plan(WireModel):
+class Plan(LazyModel):
     baseline: Side
     effect: float = Field(description="difference to detect, in reward units (0.03 = 3 points)")
     alpha: float

@@ -5,12 +5,12 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, StrictStr
 
-from envloop.wire.base import WireModel
+from envloop.core.lazy import LazyModel
 
 PROFILE_SCHEMA = "envplatform.profile/v2"
 
 
-class ProfileSpec(WireModel):
+class ProfileSpec(LazyModel):
     """Params reach commands as environment variables, which are text: a number or a boolean would
     have to become text by a rule the author never chose (is 5.0 "5" or "5.0"?), so only strings
     are accepted and the file says the text itself."""
@@ -19,7 +19,7 @@ class ProfileSpec(WireModel):
     params: dict[str, StrictStr]
 
 
-class ProfileDocument(WireModel):
+class ProfileDocument(LazyModel):
     """The profile file, as the product documents show it."""
 
     model_config = ConfigDict(extra="forbid")
@@ -30,7 +30,7 @@ class ProfileDocument(WireModel):
     spec: ProfileSpec
 
 
-class ProfileView(WireModel):
+class ProfileView(LazyModel):
     name: str
     version: str
     ref: str

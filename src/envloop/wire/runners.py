@@ -2,18 +2,18 @@
 
 from typing import Literal
 
-from envloop.wire.base import WireModel
+from envloop.core.lazy import LazyModel
 
 TaskKind = Literal["harbor", "chat"]
 
 
-class RunnerParams(WireModel):
+class RunnerParams(LazyModel):
     read: list[str]
     required: list[str]
     notes: list[str] = []
 
 
-class RunnerInfo(WireModel):
+class RunnerInfo(LazyModel):
     ref: str
     task_kind: TaskKind
     description: str

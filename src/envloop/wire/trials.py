@@ -3,9 +3,9 @@
 from datetime import datetime
 from typing import Any, Literal
 
+from envloop.core.lazy import LazyModel
 from envloop.core.status import ErrorType, TrialStatus
 from envloop.core.structured import StructuredReading
-from envloop.wire.base import WireModel
 
 LogPhase = Literal["setup", "agent", "verifier", "artifacts"]
 LOG_FILES: dict[LogPhase, tuple[str, ...]] = {
@@ -17,7 +17,7 @@ LOG_FILES: dict[LogPhase, tuple[str, ...]] = {
 """Each phase's kept output, by phase name: a phase that kept no file reads as an empty mapping."""
 
 
-class TrialView(WireModel):
+class TrialView(LazyModel):
     id: str
     job_id: str
     profile: str
@@ -51,6 +51,6 @@ LOG_PAGE_BYTES = 1024 * 1024
 streamed whole from its artifact), never loaded into memory at once."""
 
 
-class ArtifactInfo(WireModel):
+class ArtifactInfo(LazyModel):
     path: str
     size: int
