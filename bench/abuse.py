@@ -13,19 +13,17 @@ request (sampled every 10 ms), the status it answered and how long it took.
 import argparse
 import io
 import os
-import socket
-import subprocess
-import sys
 import tarfile
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 
 import httpx
 import psutil
+from el_server import el_serve
 
 from envloop.core.trial import TrialOutcome
 from envloop.services import datasets, jobs, keys, profiles
@@ -34,12 +32,6 @@ from envloop.services.profiles import ProfileDocument, ProfileSpec
 from envloop.store import queue
 
 MB = 1_000_000
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _load(home: Path, log_bytes: int) -> tuple[str, str]:
@@ -66,33 +58,6 @@ def _load(home: Path, log_bytes: int) -> tuple[str, str]:
     key = keys.create_key(ctx, "bench").key
     ctx.close()
     return claimed.trial_id, key
-
-
-@contextmanager
-def _server(home: Path) -> Iterator[tuple[str, psutil.Process]]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "envloop", "serve", "--port", str(port), "--workers", "0"],
-        env=dict(os.environ, ENVLOOP_HOME=str(home)),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("el serve did not start")
-            time.sleep(0.1)
-        yield url, psutil.Process(proc.pid)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
 
 
 def _rss(process: psutil.Process) -> int:
@@ -173,7 +138,8 @@ def main() -> None:
         print(
             f"log of {args.log_mb} MB, POST bodies of {args.post_mb} MB, gzip bomb of {len(bomb) / MB:.2f} MB"
         )
-        with _server(home) as (url, process):
+        with el_serve(dict(os.environ, ENVLOOP_HOME=str(home))) as (url, pid):
+            process = psutil.Process(pid)
             auth = {"Authorization": f"Bearer {key}"}
             with httpx.Client(base_url=url, timeout=600) as http:
 

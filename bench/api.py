@@ -12,9 +12,7 @@ Figures: median and p99 latency per endpoint, and requests per second, on SQLite
 import argparse
 import os
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -24,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+from el_server import el_serve
 from sqlalchemy import text, update
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,12 +47,6 @@ def _tasks(root: Path, count: int) -> Path:
         (task / "instruction.md").write_text(f"Task {i}.\n")
         (task / "tests" / "test.sh").write_text("#!/usr/bin/env bash\necho 1 > /logs/verifier/reward.txt\n")
     return root
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _load(home: Path, trials: int) -> tuple[str, str]:
@@ -86,33 +79,6 @@ def _load(home: Path, trials: int) -> tuple[str, str]:
     ctx.close()
     print(f"  submitted {trials} trials in {submitted:.2f} s")
     return job_id, key
-
-
-@contextmanager
-def _server(home: Path, env: dict[str, str]) -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "envloop", "serve", "--port", str(port), "--workers", "0"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("el serve did not start")
-            time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
 
 
 def _measure(url: str, key: str, paths: list[str], clients: int) -> list[float]:
@@ -160,7 +126,7 @@ def _bench(backend: str, url: str | None, args: argparse.Namespace) -> None:
         else:
             os.environ.pop("ENVLOOP_DATABASE_URL", None)
         job_id, key = _load(home, args.trials)
-        with _server(home, env) as server:
+        with el_serve(env) as (server, _):
             rng = random.Random(7)
             result_paths = [f"/v1/jobs/{job_id}/result"] * args.result_requests
             page_paths = [

@@ -16,17 +16,15 @@ A real `el serve` (no workers) answers. Figures, for each page:
 
 import argparse
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+from el_server import el_serve
 from sqlalchemy import select, update
 
 from envloop.core.trajectory import (
@@ -142,36 +140,6 @@ def _trajectory(ctx: Context, trial_id: str, steps: int) -> None:
     print(f"  trajectory: {len(recorder.trajectory.steps)} steps, {path.stat().st_size / 1e6:.1f} MB")
 
 
-@contextmanager
-def _server(home: Path) -> Iterator[str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    env = dict(os.environ, ENVLOOP_HOME=str(home))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "envloop", "serve", "--port", str(port), "--workers", "0"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("el serve did not start")
-            time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
-
-
 def _server_times(http: httpx.Client, path: str, repeat: int) -> tuple[float, list[float], int]:
     def once() -> tuple[float, int]:
         start = time.perf_counter()
@@ -229,7 +197,7 @@ def main() -> None:
             "trace: next 200 steps (fragment)": f"/trials/{trial_id}/trace/steps?offset=200&limit=200",
             "trace: one step (fragment)": f"/trials/{trial_id}/trace/step/{args.steps - 2}",
         }
-        with _server(home) as url:
+        with el_serve(dict(os.environ, ENVLOOP_HOME=str(home))) as (url, _):
             print("server time (HTML over loopback, one client):")
             headers = {"Authorization": f"Bearer {key}"}
             with httpx.Client(base_url=url, headers=headers, timeout=300) as http:

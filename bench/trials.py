@@ -12,9 +12,12 @@ Each trial: the `command` agent runs `true`, the verifier writes 1.
 - floor: the same two processes per trial (agent, verifier) spawned directly, and inside bwrap, at
   the same concurrency.
 
-Last, a one-trial job end to end (`el job submit --wait` with the worker it starts, cold).
+The three are measured in rounds, interleaved (floor, in-process, CLI, then the next mode, the
+order rotating each round), so a change of load on a shared machine moves all three alike; each
+round's ratios are printed, then their medians. Last, a one-trial job end to end (`el job submit
+--wait` with the worker it starts, cold).
 
-    .venv/bin/python bench/trials.py [--trials 1000] [--capacity 4] [--dir DIR]
+    .venv/bin/python bench/trials.py [--trials 1000] [--capacity 4] [--rounds 3] [--dir DIR]
 """
 
 import argparse
@@ -22,9 +25,11 @@ import asyncio
 import os
 import resource
 import shutil
+import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import cli_runs
@@ -50,29 +55,78 @@ def _in_process_job(home: Path, trials: int, capacity: int) -> tuple[float, floa
     return wall, cpu
 
 
-def _in_process(root: Path, mode: str, trials: int, capacity: int, profile: Path) -> tuple[float, float]:
+def _in_process(
+    root: Path, tasks_root: Path, mode: str, trials: int, capacity: int, profile: Path
+) -> tuple[float, float]:
     """The old figure: one task, many attempts, a warm in-process worker."""
     home = root / f"in-process-{mode}"
     os.environ["ENVLOOP_HOME"], os.environ["ENVLOOP_SANDBOX"] = str(home), mode
     ctx = open_context(home)
-    datasets.push_dataset(ctx, root / "tasks-1", "bench")
+    datasets.push_dataset(ctx, tasks_root / "tasks-1", "bench")
     profiles.create_profile(ctx, "bench/agent", "1", profiles.read_profile_file(profile))
     ctx.close()
     _in_process_job(home, 20, capacity)  # warm-up: imports, first launch, caches
     return _in_process_job(home, trials, capacity)
 
 
-def _through_cli(root: Path, mode: str, trials: int, capacity: int, profile: Path) -> tuple[float, float]:
+def _through_cli(
+    root: Path, tasks_root: Path, mode: str, trials: int, capacity: int, profile: Path
+) -> tuple[float, float]:
     """Marginal wall and CPU seconds per trial of N distinct tasks through the CLI."""
     env = {"ENVLOOP_SANDBOX": mode}
     runs = {}
     for n in (1, trials):
         home = root / f"cli-{mode}-{n}"
         runs[n] = cli_runs.job_through_cli(
-            home, root / f"tasks-{n}", profile, capacity=capacity, env_extra=env
+            home, tasks_root / f"tasks-{n}", profile, capacity=capacity, env_extra=env
         )
     small, big = runs[1].run, runs[trials].run
     return (big.wall - small.wall) / (trials - 1), (big.cpu - small.cpu) / (trials - 1)
+
+
+@dataclass
+class _Row:
+    """One round of one mode, ms per trial."""
+
+    cli: tuple[float, float]
+    in_process: tuple[float, float]
+    floor: tuple[float, float]
+
+    @property
+    def ratios(self) -> tuple[float, float]:
+        return self.cli[0] / self.floor[0], self.in_process[0] / self.floor[0]
+
+    def __str__(self) -> str:
+        (cw, cc), (iw, ic), (fw, fc) = self.cli, self.in_process, self.floor
+        cli_ratio, in_process_ratio = self.ratios
+        return (
+            f"{cw:>12.2f} /{cc:>6.2f}{iw:>12.2f} /{ic:>6.2f}{fw:>7.2f} /{fc:>6.2f}"
+            f"{cli_ratio:>13.2f}{in_process_ratio:>17.2f}"
+        )
+
+
+def _round(root: Path, mode: str, n: int, capacity: int, profile: Path, *, rotate: int) -> _Row:
+    """Floor, in-process and CLI figures of one mode, measured one after the other in an order that
+    rotates with `rotate`, each in fresh directories under `root`."""
+    root.mkdir(parents=True, exist_ok=True)
+    tasks_root = root.parent
+
+    def floor() -> tuple[float, float]:
+        wall, cpu = floors.run_floor(n, capacity, mode, root / f"floor-{mode}")
+        return wall / n * 1000, cpu / n * 1000
+
+    def in_process() -> tuple[float, float]:
+        wall, cpu = _in_process(root, tasks_root, mode, n, capacity, profile)
+        return wall / n * 1000, cpu / n * 1000
+
+    def cli() -> tuple[float, float]:
+        wall, cpu = _through_cli(root, tasks_root, mode, n, capacity, profile)
+        return wall * 1000, cpu * 1000
+
+    steps = [floor, in_process, cli]
+    order = steps[rotate % 3 :] + steps[: rotate % 3]
+    results = {step.__name__: step() for step in order}
+    return _Row(cli=results["cli"], in_process=results["in_process"], floor=results["floor"])
 
 
 def _directory_latency_us(parent: Path, count: int = 300) -> float:
@@ -96,8 +150,11 @@ def main() -> None:
     )
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--capacity", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of each figure")
     parser.add_argument("--dir", type=Path, default=None, help="parent of the run's homes")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if args.trials < 2:
         parser.error("--trials must be at least 2 (the marginal cost subtracts a one-task run)")
     cli_runs.become_subreaper()
@@ -114,20 +171,23 @@ def main() -> None:
         print(f"instances under {root}: creating and removing a directory takes {latency:.0f} µs there")
         print("ms per trial: wall / cpu")
         print(
-            f"{'mode':<7}{'CLI, distinct tasks':>21}{'in-process, 1 task':>20}{'floor':>15}"
+            f"{'round':<6}{'mode':<7}{'CLI, distinct tasks':>21}{'in-process, 1 task':>20}{'floor':>15}"
             f"{'CLI × floor':>13}{'in-proc × floor':>17}"
         )
-        for mode in modes:
-            cli_wall, cli_cpu = _through_cli(root, mode, n, capacity, profile)
-            old_wall, old_cpu = (x / n for x in _in_process(root, mode, n, capacity, profile))
-            f_wall, f_cpu = (x / n for x in floors.run_floor(n, capacity, mode, root / f"floor-{mode}"))
+        ratios: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
+        for number in range(args.rounds):
+            for mode in modes[number % len(modes) :] + modes[: number % len(modes)]:
+                row = _round(root / f"round-{number}", mode, n, capacity, profile, rotate=number)
+                ratios[mode].append(row.ratios)
+                print(f"{number + 1:<6}{mode:<7}{row}")
+                sys.stdout.flush()
+        for mode, pairs in ratios.items():
+            cli_ratio = statistics.median(pair[0] for pair in pairs)
+            in_process_ratio = statistics.median(pair[1] for pair in pairs)
             print(
-                f"{mode:<7}{cli_wall * 1000:>12.2f} /{cli_cpu * 1000:>6.2f}"
-                f"{old_wall * 1000:>12.2f} /{old_cpu * 1000:>6.2f}"
-                f"{f_wall * 1000:>7.2f} /{f_cpu * 1000:>6.2f}"
-                f"{cli_wall / f_wall:>13.2f}{old_wall / f_wall:>17.2f}"
+                f"median of {len(pairs)} rounds, {mode}: CLI {cli_ratio:.2f}× its floor, "
+                f"in-process {in_process_ratio:.2f}×"
             )
-            sys.stdout.flush()
         own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         print(f"peak memory: in-process worker {own:.0f} MiB, largest child (CLI worker, el) {kids:.0f} MiB")

@@ -500,10 +500,3 @@ def test_a_feature_the_environment_cannot_honour_is_refused_not_scored(
     assert outcome.reward is None
     assert outcome.error is not None and outcome.error.type == "environment_error"
     assert reason in outcome.error.message
-
-
-def test_a_healthcheck_that_is_not_run_is_said_on_the_trial(tmp_path: Path) -> None:
-    task = write_task(tmp_path / "health", toml='[environment.healthcheck]\ncommand = "true"\n')
-    outcome = run(spec_for(tmp_path, task, "true"))
-    assert outcome.reward == 0.0
-    assert any("healthcheck is not run" in warning for warning in outcome.warnings)

@@ -267,6 +267,45 @@ def test_cancelling_mid_command_leaves_no_process_and_no_instance(
     assert not seen[0].paths.root.exists()
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_cancelling_while_the_instance_is_made_leaves_nothing_behind(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The instance is made on a thread that a cancel cannot stop: what it makes is torn down."""
+    task = make_task(tmp_path / "made-task")
+    spec = make_spec(tmp_path, task)
+    provider = LocalEnvironmentProvider(mode)  # type: ignore[arg-type]
+    making, made = threading.Event(), []
+    create = LocalEnvironmentProvider._create
+
+    def slow_create(self: LocalEnvironmentProvider, *args: Any) -> Any:
+        making.set()
+        threading.Event().wait(0.5)  # the trial is cancelled meanwhile
+        made.append(create(self, *args))
+        return made[-1]
+
+    monkeypatch.setattr(LocalEnvironmentProvider, "_create", slow_create)
+    entered: list[bool] = []
+
+    async def trial() -> None:
+        async with provider.instance(task, spec):
+            entered.append(True)
+
+    async def main() -> None:
+        running = asyncio.create_task(trial())
+        while not making.is_set():
+            await asyncio.sleep(0.01)
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+
+    asyncio.run(main())
+    assert made and not entered
+    assert not made[0].paths.root.exists()
+    assert instances_under(tmp_path / "instances") == []
+    assert made[0]._cgroups.dirs == []  # released to the pool, empty
+
+
 def _sleeps(env: Any) -> list[int]:
     """The instance's `sleep` processes (its sandbox's own launcher processes aside)."""
     found = []

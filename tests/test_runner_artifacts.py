@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envloop.environments.instance import empty_directory, instances_under, remove_small_tree
+from envloop.environments.instance import empty_directory, instances_under
 from envloop.environments.procs import marked_pids
 from envloop.runners.artifacts import keep_tree, move_plain_tree, plain_tree
 from tests.test_runner_shell import LOGS, MODES, run, spec_for, write_task
@@ -137,19 +137,3 @@ def test_empty_directory_reuses_only_a_clean_writable_directory(tmp_path: Path) 
     logs.symlink_to(tmp_path)
     empty_directory(logs)
     assert logs.is_dir() and not logs.is_symlink() and list(logs.iterdir()) == []
-
-
-def test_remove_small_tree_removes_small_trees_and_leaves_large_ones(tmp_path: Path) -> None:
-    small = tmp_path / "small"
-    (small / "a" / "b").mkdir(parents=True)
-    (small / "a" / "b" / "f").write_text("x")
-    (small / "link").symlink_to(tmp_path)
-    assert remove_small_tree(small, 10) is True
-    assert not small.exists() and tmp_path.exists()
-    large = tmp_path / "large"
-    large.mkdir()
-    for n in range(20):
-        (large / str(n)).write_text("x")
-    assert remove_small_tree(large, 10) is False
-    assert len(list(large.iterdir())) == 20
-    assert remove_small_tree(tmp_path / "missing", 10) is True

@@ -6,7 +6,7 @@ from typing import Annotated
 import typer
 
 from envloop.cli.backend import operations
-from envloop.cli.output import emit_json, note, out, table, when
+from envloop.cli.output import emit_json, note, out, table, warn, when
 
 app = typer.Typer(help="Frozen, versioned sets of tasks.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
@@ -24,6 +24,8 @@ def push(
 ) -> None:
     """Freeze every task under PATH as a new revision NAME@N (identical content returns the existing one)."""
     view = operations().push_dataset(path, name, runner=runner, scorer=scorer)
+    for message in view.warnings:
+        warn(message)
     if json_:
         emit_json(view)
         return
@@ -62,3 +64,7 @@ def show(ref: Annotated[str, typer.Argument(help="NAME@N or NAME@latest.")], jso
     out.print(
         table(["#", "task", "digest"], [[m.position + 1, m.name, m.digest] for m in view.members or []])
     )
+    if view.warnings:
+        out.print("features some environment does not honour:")
+        for message in view.warnings:
+            out.print(f"  {message}", markup=False, highlight=False)

@@ -13,6 +13,8 @@ UNISOLATED = {"plain": "no isolation"}
 def diagnosis_view(diagnosis: JobDiagnosis) -> Group | None:
     """None when there is nothing to say (every attempt scored, sandboxed, without warnings)."""
     parts: list[Text | object] = []
+    for group in diagnosis.not_run:
+        parts.append(Text(f"{group.text}: {', '.join(group.tasks)}", style="bold"))
     if diagnosis.failures:
         parts.append(Text("Why attempts are missing or failed", style="bold"))
         parts.append(

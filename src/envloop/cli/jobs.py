@@ -63,6 +63,15 @@ def submit(
             "worker's choice, local unless it was started otherwise.",
         ),
     ] = None,
+    skip_unsupported: Annotated[
+        bool,
+        typer.Option(
+            "--skip-unsupported",
+            help="Run the other tasks when some need a feature the environment cannot honour (GPUs, "
+            "compose sidecars, …): the job records the tasks it left out and why. Without it such a "
+            "job is refused.",
+        ),
+    ] = False,
     request_id: Annotated[
         str | None, typer.Option("--request-id", help="Makes submission idempotent.")
     ] = None,
@@ -96,6 +105,7 @@ def submit(
         "agent_timeout_sec": agent_timeout,
         "verifier_timeout_sec": verifier_timeout,
         "environment": environment,
+        "skip_unsupported": skip_unsupported or None,
         "request_id": request_id,
         "tags": _tags(tag) if tag else None,
     }
@@ -151,6 +161,8 @@ def get(job_id: str, json_: JsonOpt = False) -> None:
     out.print("trials " + "  ".join(f"{k} {v}" for k, v in job.counts.items()))
     tags = "  ".join(f"{k}={v}" for k, v in sorted(job.tags.items())) or "—"
     out.print(f"tags {tags}   request ID {job.request_id or '—'}")
+    for item in job.skipped:
+        out.print(f"not run: {item.task} ({item.reason})")
 
 
 @app.command()

@@ -224,29 +224,6 @@ def small_plain_tree(root: Path, max_entries: int, max_bytes: int) -> bool:
     return True
 
 
-def remove_small_tree(root: Path, max_entries: int) -> bool:
-    """Remove `root` here and now if it holds at most `max_entries` entries, itself included;
-    False (and nothing removed) when it is larger or anything stands in the way, for
-    `remove_tree` to finish."""
-    found: list[os.DirEntry[str]] = []
-    try:
-        for entry in walk_tree(root):
-            found.append(entry)
-            if len(found) + 1 > max_entries:
-                return False
-        for entry in reversed(found):  # what a directory holds goes before the directory
-            if entry.is_dir(follow_symlinks=False):
-                Path(entry.path).rmdir()
-            else:
-                Path(entry.path).unlink()
-        root.rmdir()
-    except FileNotFoundError:
-        return not root.exists()
-    except OSError:
-        return False
-    return True
-
-
 def remove_instance(root: Path) -> None:
     """Remove an instance left behind (its worker died): its quota file system, else its files."""
     if quota.unmount_quota(root):

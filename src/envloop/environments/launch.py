@@ -1,7 +1,8 @@
 """How one command of a trial is started on the host, and the host files it writes safely.
 
-Nothing a task or agent controls reaches a process that runs on the host: the launcher (a tiny
-shell that joins the instance's cgroups and lowers its rlimits, `setpriv`, `pasta`, bwrap) runs with
+Nothing a task or agent controls reaches a process that runs on the host: the launcher (native.py's
+binary, which joins the instance's cgroups, lowers its rlimits and drops to its host uid in one exec;
+or, without a C compiler, a tiny shell and `setpriv` doing the same), `pasta` and bwrap run with
 one fixed variable (`PATH`) in `/`, a directory no trial can write. The trial's variables and working
 directory are applied only at the last step: inside the sandbox by bwrap, or by `env` in plain mode,
 after the drop to the instance's host uid.
@@ -19,6 +20,7 @@ from typing import BinaryIO
 from envloop.environments.bwrap import LAUNCH_PATH, args_file, environment_args
 from envloop.environments.identity import setpriv_prefix
 from envloop.environments.limits import launch_prefix
+from envloop.environments.native import launcher_binary, launcher_prefix
 
 LAUNCH_ENV = {"PATH": LAUNCH_PATH, "LANG": "C.UTF-8"}
 LAUNCH_CWD = "/"
@@ -41,9 +43,12 @@ class Launcher:
         self, command: Sequence[str], env: Mapping[str, str], cwd: str, binds: Sequence[str]
     ) -> tuple[list[str], int | None]:
         """The host command line, and the file descriptor the child must inherit (bwrap's args)."""
-        prefix = launch_prefix(self.cgroup_procs, self.rlimits)
-        if self.host_uid is not None:
-            prefix += setpriv_prefix(self.host_uid)
+        if launcher_binary() is not None:
+            prefix = launcher_prefix(self.cgroup_procs, self.rlimits, self.host_uid)
+        else:
+            prefix = launch_prefix(self.cgroup_procs, self.rlimits)
+            if self.host_uid is not None:
+                prefix += setpriv_prefix(self.host_uid)
         if self.bwrap is None:
             assignments = [f"{name}={value}" for name, value in env.items()]
             return [*prefix, "/usr/bin/env", "-i", "-C", cwd, "--", *assignments, *command], None

@@ -14,6 +14,7 @@ import os
 import resource
 import shlex
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -82,17 +83,23 @@ class _GroupPool:
         self.free: list[tuple[str, dict[Path, str]]] = []
         self.count = 0
         self.swept = False
+        self._lock = threading.Lock()  # instances are made on threads
 
     def take(self) -> tuple[str, dict[Path, str]]:
         """A group name, and the limits last written to its files (rewritten only when they differ)."""
-        if not self.swept:
-            self.swept = True
-            _sweep_dead_groups()
-            atexit.register(self.drain)
-        if self.free:
-            return self.free.pop()
-        self.count += 1
-        return f"pool-{self.count}.{os.getpid()}", {}
+        with self._lock:
+            if not self.swept:
+                self.swept = True
+                _sweep_dead_groups()
+                atexit.register(self.drain)
+            if self.free:
+                return self.free.pop()
+            self.count += 1
+            return f"pool-{self.count}.{os.getpid()}", {}
+
+    def give_back(self, group: str, written: dict[Path, str]) -> None:
+        with self._lock:
+            self.free.append((group, written))
 
     def drain(self) -> None:
         for group, _ in self.free:
@@ -270,7 +277,7 @@ class InstanceCgroups(GroupMembers):
             failed = [str(d) for d in self.dirs if not remove_dir(d)]
         else:
             failed = []
-            _POOL.free.append((self.group, self._written))
+            _POOL.give_back(self.group, self._written)
         self.dirs = []
         self.controllers = []
         return failed

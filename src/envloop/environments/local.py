@@ -59,7 +59,6 @@ from envloop.trajectories.workspace import Snapshot, snapshot
 DEFAULT_AGENT_UID = 1000
 """Who the agent is inside the sandbox unless its task names a user: not root."""
 _TEARDOWN_KILL_SEC = 10.0
-_INLINE_REMOVAL_ENTRIES = 64
 _INLINE_COPY_ENTRIES = 64
 _INLINE_COPY_BYTES = 1 << 20
 INLINE_SNAPSHOT_FILES = 500
@@ -372,15 +371,18 @@ class LocalEnvironment:
             kill_group(pid)
         problems = [] if self._stopped else await self._kill_stragglers()
         problems += [f"cgroup {d} could not be removed" for d in self._cgroups.remove()]
-        if self._quota_mounted and quota.unmount_quota(self.paths.root):
-            with contextlib.suppress(OSError):
-                self.paths.root.rmdir()
-        # A small instance goes at once; a thread hop would cost more than the removal.
-        elif not files.remove_small_tree(self.paths.root, _INLINE_REMOVAL_ENTRIES):
-            await asyncio.to_thread(files.remove_tree, self.paths.root)
+        # Unmounting takes milliseconds of kernel time on a busy host: not on the event loop.
+        await asyncio.to_thread(self._remove_files)
         if self.host_uid is not None and not problems:
             HOST_UIDS.give_back(self.host_uid)  # a uid with survivors is never handed out again
         return problems
+
+    def _remove_files(self) -> None:
+        if self._quota_mounted and quota.unmount_quota(self.paths.root):
+            with contextlib.suppress(OSError):
+                self.paths.root.rmdir()
+        else:
+            files.remove_tree(self.paths.root)
 
 
 def _capture(path: Path | None) -> BinaryIO:
@@ -389,6 +391,14 @@ def _capture(path: Path | None) -> BinaryIO:
         return tempfile.TemporaryFile()
     path.parent.mkdir(parents=True, exist_ok=True)
     return path.open("w+b", buffering=0)
+
+
+async def _close_once_made(creation: "asyncio.Future[LocalEnvironment]") -> None:
+    try:
+        environment = await creation
+    except Exception:  # nothing was made, or what was made is gone already
+        return
+    await environment.close()
 
 
 def _keep(source: Path, target: Path, secrets: tuple[str, ...]) -> list[str]:
@@ -457,7 +467,14 @@ class LocalEnvironmentProvider:
 
     @contextlib.asynccontextmanager
     async def _instance(self, task: HarborTask, spec: TrialSpec) -> AsyncIterator[Environment]:
-        environment = self._create(task, spec)
+        # Made on a thread (mounts, cgroups and directories cost milliseconds of kernel time on a
+        # busy host); a cancel meanwhile lets the thread finish and then tears down what it made.
+        creation = asyncio.ensure_future(asyncio.to_thread(self._create, task, spec))
+        try:
+            environment = await asyncio.shield(creation)
+        except asyncio.CancelledError:
+            await finish_even_if_cancelled(_close_once_made(creation))
+            raise
         try:
             yield environment
         finally:

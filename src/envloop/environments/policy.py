@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from envloop.environments.base import EnvironmentSetupError
+from envloop.environments.features import task_features
 from envloop.tasks.model import HarborTask
 
 MAX_MEMORY_VARIABLE = "ENVLOOP_MAX_MEMORY_MB"
@@ -163,9 +164,6 @@ def resolve_limits(
     return limits, warnings
 
 
-COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
-
-
 def host_gpus() -> int:
     """GPUs this worker could hand a trial (NVIDIA device nodes)."""
     return len(list(Path("/dev").glob("nvidia[0-9]*")))
@@ -173,23 +171,28 @@ def host_gpus() -> int:
 
 def unsupported_features(task: HarborTask) -> list[str]:
     """Refuse (EnvironmentSetupError) what a trial cannot run without, and return a warning for
-    what it runs without: a task feature envloop does not honour never silently becomes a score."""
-    environment = task.config.environment.model_extra or {}
-    gpus = environment.get("gpus")
-    if isinstance(gpus, int | float) and not isinstance(gpus, bool) and gpus > 0 and host_gpus() < gpus:
-        raise EnvironmentSetupError(f"the task asks for {gpus:g} GPU(s) and this worker has {host_gpus()}")
-    compose = next((name for name in COMPOSE_FILES if (task.environment_dir / name).is_file()), None)
-    if compose is not None:
-        raise EnvironmentSetupError(
-            f"environment/{compose}: sidecar services are not supported, and the task would run without them"
-        )
-    mode = (task.config.verifier.model_extra or {}).get("environment_mode")
-    if mode not in (None, "shared"):
-        raise EnvironmentSetupError(
-            f"[verifier] environment_mode = {str(mode)[:40]!r}: "
-            "a separate verifier environment is not supported"
-        )
+    what it runs without: a task feature envloop does not honour never silently becomes a score.
+
+    The features are the ones `el dataset push` names (environments/features.py); a job refuses
+    them at submission, so this is the last line for jobs that left the environment to the worker.
+    Features of the Dockerfile and the network are the environments' own to report."""
     warnings = []
-    if "healthcheck" in environment:
-        warnings.append("[environment] healthcheck is not run: the agent starts without waiting for it")
+    for feature in task_features(task):
+        if feature.name == "gpus":
+            gpus = feature.amount or 1
+            raise EnvironmentSetupError(
+                f"the task asks for {gpus:g} GPU(s) and this worker has {host_gpus()}"
+                if host_gpus() < gpus
+                else f"the task asks for {gpus:g} GPU(s), and no environment of envloop hands GPUs to a trial"
+            )
+        if feature.name == "compose":
+            raise EnvironmentSetupError(
+                f"{feature.detail}: sidecar services are not supported, and the task would run without them"
+            )
+        if feature.name == "separate-verifier":
+            raise EnvironmentSetupError(f"{feature.detail} is not supported")
+        if feature.name == "collect-hooks":
+            raise EnvironmentSetupError(f"{feature.detail} are not run by envloop")
+        if feature.name == "mcp-servers":
+            warnings.append("[[environment.mcp_servers]]: the agent runs without the task's MCP servers")
     return warnings

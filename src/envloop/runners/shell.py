@@ -49,8 +49,9 @@ from envloop.environments import (
 from envloop.environments.choice import choose_provider
 from envloop.runners.artifacts import keep_tree, mask_outcome, mask_text, move_plain_tree
 from envloop.runners.base import RunnerParams, TaskKind
+from envloop.runners.healthcheck import wait_healthy
 from envloop.runners.shell_multistep import run_steps
-from envloop.runners.shell_phases import PhasePlan, exhausted, keep_phase_log, phase_plan
+from envloop.runners.shell_phases import PhasePlan, captures_dir, exhausted, keep_phase_log, phase_plan
 from envloop.runners.shell_steps import RecordingEnvironment, verifier_step
 from envloop.tasks.harbor import load_harbor_task
 from envloop.tasks.model import HarborTask
@@ -82,12 +83,6 @@ async def _read_reward_file(environment: Environment, path: str) -> str | None:
     except OSError as exc:
         return f"<unreadable: {exc.strerror or exc}>"
     return None if data is None else data.decode("utf-8", errors="replace")
-
-
-def _captures(spec: TrialSpec) -> Path:
-    """Where the worker streams the output of the trial's commands (a file of the worker, never
-    inside the instance) until collection keeps it, masked, beside the logs copied out."""
-    return spec.artifacts_dir / ".captures"
 
 
 class ShellRunner:
@@ -230,6 +225,15 @@ class ShellRunner:
         recorder: TrajectoryRecorder,
     ) -> TrialOutcome:
         keep_phase_log(spec, "setup", _setup_log(environment))
+        check = task.config.environment.healthcheck
+        if check is not None:
+            report = await wait_healthy(
+                environment, check, "[environment.healthcheck]", captures_dir(spec) / "healthcheck"
+            )
+            keep_phase_log(spec, "setup", _setup_log(environment) + "\n".join(report.lines) + "\n")
+            if report.error is not None:
+                await environment.stop()
+                return TrialOutcome(status="failed", error=report.error, phases=phases)
         if task.steps:
             return await run_steps(self, environment, task, spec, agent, phases, recorder)
         plan = phase_plan(task, environment, spec)
@@ -299,9 +303,9 @@ class ShellRunner:
             spec=spec,
             recorder=recorder,
             env=variables,
-            stdout_path=_captures(spec) / plan.logs / "agent" / "stdout.txt",
-            stderr_path=_captures(spec) / plan.logs / "agent" / "stderr.txt",
-            logs_dir=_captures(spec) / plan.logs / "agent",
+            stdout_path=captures_dir(spec) / plan.logs / "agent" / "stdout.txt",
+            stderr_path=captures_dir(spec) / plan.logs / "agent" / "stderr.txt",
+            logs_dir=captures_dir(spec) / plan.logs / "agent",
         )
         timeout = plan.agent_timeout_sec
         started = _now()
@@ -342,7 +346,7 @@ class ShellRunner:
         recorder: TrajectoryRecorder,
         plan: PhasePlan,
     ) -> tuple[RewardReading, TrialError | None]:
-        logs = _captures(spec) / plan.logs / "verifier"
+        logs = captures_dir(spec) / plan.logs / "verifier"
         started = _now()
         command = ["bash", f"{environment.visible.tests}/test.sh"]
         if not any((source / "test.sh").is_file() for source in task.tests_sources):
@@ -430,7 +434,7 @@ def _setup_log(environment: Environment) -> str:
 async def _keep_captures(spec: TrialSpec) -> list[str]:
     """Keep the output streams the worker captured (moved when no secret needs masking, else
     copied masked), then drop the capture directory; what it says it kept."""
-    captures = _captures(spec)
+    captures = captures_dir(spec)
     if not captures.is_dir():
         return []
     lines = []

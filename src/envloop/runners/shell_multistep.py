@@ -16,8 +16,10 @@ from envloop.core.multistep import StepResult, below_minimum, roll_up, step_valu
 from envloop.core.trajectory import StateStep, TrajectoryRecorder
 from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec
 from envloop.environments import Environment
-from envloop.runners.shell_phases import exhausted, keep_phase_log, step_plan
-from envloop.tasks.model import HarborTask
+from envloop.runners.healthcheck import wait_healthy
+from envloop.runners.shell_phases import captures_dir, exhausted, keep_phase_log, step_plan
+from envloop.runners.step_setup import prepare_step
+from envloop.tasks.model import HarborTask, TaskStep
 
 if TYPE_CHECKING:
     from envloop.runners.shell import ShellRunner
@@ -41,6 +43,20 @@ async def run_steps(
         view = task.model_copy(update={"instruction": step.instruction})
         plan = step_plan(task, step, environment, spec)
         recorder.add(StateStep(at=datetime.now(UTC), note=f"step {step.name!r} begins"))
+        problem = await prepare_step(
+            environment, step, plan.agent_timeout_sec, captures_dir(spec) / plan.logs / "setup"
+        )
+        if problem is None and step.config.healthcheck is not None:
+            where = f"step {step.name!r}: [steps.healthcheck]"
+            report = await wait_healthy(
+                environment, step.config.healthcheck, where, captures_dir(spec) / plan.logs / "healthcheck"
+            )
+            keep_phase_log(spec, f"{plan.logs}/healthcheck", "\n".join(report.lines) + "\n")
+            problem = report.error
+        elif problem is not None:
+            problem = problem.model_copy(update={"message": f"step {step.name!r}: {problem.message}"})
+        if problem is not None:
+            return await _stopped_before(runner, environment, task, spec, step, results, phases, problem)
         agent_error = await runner.agent_phase(environment, view, spec, agent, phases, recorder, plan)
         await environment.stop()
         agent_error = exhausted("agent", environment) or agent_error
@@ -80,6 +96,31 @@ async def run_steps(
         dimensions=rolled.dimensions,
         phases=phases,
         warnings=warnings,
+    )
+
+
+async def _stopped_before(
+    runner: "ShellRunner",
+    environment: Environment,
+    task: HarborTask,
+    spec: TrialSpec,
+    step: TaskStep,
+    results: list[StepResult],
+    phases: list[PhaseRecord],
+    error: TrialError,
+) -> TrialOutcome:
+    """A step whose setup or healthcheck failed: its agent never started where its task meant, so
+    the trial ends unscored (never the mean of the steps before it)."""
+    task.active_step = None
+    await environment.stop()
+    keep_phase_log(spec, "collection", await runner.keep_artifacts(environment, spec))
+    ran = ", ".join(f"{r.name}={_shown(r)}" for r in results) or "none"
+    return TrialOutcome(
+        status="failed",
+        error=error,
+        reward_note=error.message,
+        phases=phases,
+        warnings=[f"multi-step: stopped before step {step.name!r} (steps that ran: {ran})"],
     )
 
 

@@ -2,6 +2,7 @@
 task, and the checks every phase ends with."""
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from envloop.core.trial import TrialError, TrialSpec
 from envloop.environments import Environment
@@ -52,6 +53,12 @@ def step_plan(task: HarborTask, step: TaskStep, environment: Environment, spec: 
         verifier_user=verifier.user if verifier.user is not None else whole.verifier_user,
         logs=f"steps/{step.name}",
     )
+
+
+def captures_dir(spec: TrialSpec) -> Path:
+    """Where the worker streams the output of the trial's commands (a file of the worker, never
+    inside the instance) until collection keeps it, masked, beside the logs copied out."""
+    return spec.artifacts_dir / ".captures"
 
 
 def exhausted(phase: str, environment: Environment) -> TrialError | None:

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel
@@ -21,7 +22,7 @@ from envloop.tasks.discover import load_tasks
 from envloop.tasks.jsonl import load_jsonl, row_digest, validate_scorer
 from envloop.tasks.model import HarborTask, TaskFormatError
 from envloop.tasks.variables import referenced_variables
-from envloop.wire.datasets import DatasetView, MemberView
+from envloop.wire.datasets import DatasetView, MemberView, TaskFeature
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
 __all__ = ["DatasetView", "MemberView"]
@@ -35,6 +36,18 @@ class _Member(BaseModel):
     digest: str
     row: dict[str, object] | None = None
     requires: list[str] = []
+    features: list[TaskFeature] | None = None
+
+
+def feature_warnings(members: Sequence[tuple[str, list[TaskFeature] | None]]) -> list[str]:
+    """One line per task and feature, as `el dataset push` prints them and the revision keeps them."""
+    return [f"task {name}: {feature.describe()}" for name, features in members for feature in features or []]
+
+
+def member_features(member: DatasetMember) -> list[TaskFeature] | None:
+    if member.features is None:
+        return None
+    return [TaskFeature.model_validate(feature) for feature in member.features]
 
 
 def _content_digest(kind: str, runner: str, scorer: str | None, members: list[_Member]) -> str:
@@ -47,8 +60,22 @@ def _content_digest(kind: str, runner: str, scorer: str | None, members: list[_M
 
 
 def _view(
-    row: Dataset, members: list[DatasetMember] | None, count: int, created: bool | None = None
+    row: Dataset,
+    members: list[DatasetMember] | None,
+    count: int,
+    created: bool | None = None,
+    warnings: list[str] | None = None,
 ) -> DatasetView:
+    shown = (
+        None
+        if members is None
+        else [
+            MemberView(position=m.position, name=m.name, digest=m.digest, features=member_features(m))
+            for m in members
+        ]
+    )
+    if warnings is None:
+        warnings = feature_warnings([(m.name, m.features) for m in shown or []])
     return DatasetView(
         name=row.name,
         version=row.version,
@@ -59,10 +86,9 @@ def _view(
         digest=row.content_digest,
         created_at=row.created_at,
         member_count=count,
-        members=None
-        if members is None
-        else [MemberView(position=m.position, name=m.name, digest=m.digest) for m in members],
+        members=shown,
         created=created,
+        warnings=warnings,
     )
 
 
@@ -85,6 +111,9 @@ def push_dataset(
     ctx: Context, path: Path, name: str, runner: str | None = None, scorer: str | None = None
 ) -> DatasetView:
     """Freeze every task under `path`; identical content returns the existing revision."""
+    # Finding a task's features reads the sandbox's policy: only a push pays for importing it.
+    from envloop.environments.features import task_features  # noqa: PLC0415
+
     check_name("dataset", name)
     if not path.exists():
         raise UserError(f"{path}: no such file or directory")
@@ -98,7 +127,12 @@ def push_dataset(
                 raise UserError("--scorer applies to JSONL datasets only")
             kind, runner = "harbor", runner or SHELL_RUNNER
             tasks = load_tasks(path)
-            members = [_Member(name=t.name, digest=t.digest, requires=referenced_variables(t)) for t in tasks]
+            members = [
+                _Member(
+                    name=t.name, digest=t.digest, requires=referenced_variables(t), features=task_features(t)
+                )
+                for t in tasks
+            ]
     except TaskFormatError as exc:
         raise UserError(str(exc)) from None
     except RecursionError:
@@ -159,8 +193,10 @@ def _record(
                 Dataset.project_id == ctx.project_id, Dataset.name == name, Dataset.content_digest == digest
             )
         )
+        warnings = feature_warnings([(m.name, m.features) for m in members])
         if existing is not None:
-            return _view(existing, None, len(members), created=False)
+            _record_missing_features(session, existing, members)
+            return _view(existing, None, len(members), created=False, warnings=warnings)
         latest = session.scalar(
             select(func.max(Dataset.version)).where(
                 Dataset.project_id == ctx.project_id, Dataset.name == name
@@ -180,12 +216,29 @@ def _record(
         session.flush()
         session.add_all(
             DatasetMember(
-                dataset_id=row.id, position=i, name=m.name, digest=m.digest, row=m.row, requires=m.requires
+                dataset_id=row.id,
+                position=i,
+                name=m.name,
+                digest=m.digest,
+                row=m.row,
+                requires=m.requires,
+                features=None
+                if m.features is None
+                else [feature.model_dump(mode="json") for feature in m.features],
             )
             for i, m in enumerate(members)
         )
         session.flush()
-        return _view(row, None, len(members), created=True)
+        return _view(row, None, len(members), created=True, warnings=warnings)
+
+
+def _record_missing_features(session: Session, dataset: Dataset, members: list[_Member]) -> None:
+    """A revision pushed before features were recorded gets them when its content is pushed again."""
+    found = {m.name: m.features for m in members}
+    for member in dataset_members(session, dataset.id):
+        features = found.get(member.name)
+        if member.features is None and features is not None:
+            member.features = [feature.model_dump(mode="json") for feature in features]
 
 
 def resolve_dataset(session: Session, project_id: str, ref: str) -> Dataset:

@@ -14,11 +14,12 @@ from sqlalchemy import select
 from envloop.services.context import Context
 from envloop.services.failures import EXAMPLES, failure_summary
 from envloop.services.jobs import load_job
+from envloop.services.unsupported import not_run_line
 from envloop.store.tables import Trial
-from envloop.wire.diagnosis import JobDiagnosis, WarningGroup
+from envloop.wire.diagnosis import JobDiagnosis, NotRunGroup, WarningGroup
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
-__all__ = ["JobDiagnosis", "WarningGroup"]
+__all__ = ["JobDiagnosis", "NotRunGroup", "WarningGroup"]
 
 WARNING_CHARS = 300
 
@@ -30,8 +31,11 @@ def job_diagnosis(ctx: Context, job_id: str) -> JobDiagnosis:
         .order_by(Trial.profile_id, Trial.member_position, Trial.attempt)
     )
     with ctx.store.read() as session:
-        load_job(session, ctx.project_id, job_id)
+        job = load_job(session, ctx.project_id, job_id)
         rows = session.execute(query).all()
+    skipped: dict[str, list[str]] = {}
+    for item in job.skipped or []:
+        skipped.setdefault(str(item.get("reason", "")), []).append(str(item.get("task", "")))
     sandboxes: Counter[str] = Counter()
     groups: dict[str, WarningGroup] = {}
     for row in rows:
@@ -43,6 +47,10 @@ def job_diagnosis(ctx: Context, job_id: str) -> JobDiagnosis:
             if len(group.trial_ids) < EXAMPLES:
                 group.trial_ids.append(row.id)
     return JobDiagnosis(
+        not_run=[
+            NotRunGroup(text=not_run_line(len(tasks), reason), reason=reason, tasks=tasks)
+            for reason, tasks in skipped.items()
+        ],
         failures=failure_summary(ctx, job_id),
         sandboxes=dict(sandboxes.most_common()),
         warnings=sorted(groups.values(), key=lambda g: -g.count),

@@ -13,13 +13,14 @@ from envloop.core.ids import new_id
 from envloop.core.status import JobStatus, TrialStatus
 from envloop.core.trial import EnvironmentChoice
 from envloop.services.context import Context
-from envloop.services.datasets import dataset_members, resolve_dataset
+from envloop.services.datasets import dataset_members, member_features, resolve_dataset
 from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.services.profiles import resolve_profile, resolved_params
 from envloop.services.refs import dataset_ref
+from envloop.services.unsupported import unsupported_tasks
 from envloop.store import queue
 from envloop.store.tables import Dataset, DatasetMember, Job, JobProfile, Profile, Trial
-from envloop.wire.jobs import JOB_CONFIG_SCHEMA, MAX_ATTEMPTS, JobRequest, JobView, SubmitResult
+from envloop.wire.jobs import JOB_CONFIG_SCHEMA, MAX_ATTEMPTS, JobRequest, JobView, SkippedTask, SubmitResult
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
 __all__ = ["JOB_CONFIG_SCHEMA", "MAX_ATTEMPTS", "JobRequest", "JobView", "SubmitResult"]
@@ -47,8 +48,10 @@ def parse_job_config_dict(data: dict[str, object], source: str = "request") -> J
 
 
 def _request_digest(request: JobRequest) -> str:
-    # A request that names no environment digests as it did before jobs could name one.
+    # A request that names no environment (or skips nothing) digests as it did before jobs could.
     unset = {"environment"} if request.environment is None else set()
+    if not request.skip_unsupported:
+        unset.add("skip_unsupported")
     body = request.model_dump(mode="json", exclude={"request_id", *unset})
     return "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
@@ -66,8 +69,9 @@ def _select_tasks(request: JobRequest, members: list[str], ref: str) -> list[str
 
 def _validate(
     session: Session, ctx: Context, request: JobRequest
-) -> tuple[Dataset, list[Profile], list[str], list[str]]:
-    """Everything is checked before anything is created; returns dataset, profiles, tasks, warnings."""
+) -> tuple[Dataset, list[Profile], list[str], list[str], list[SkippedTask]]:
+    """Everything is checked before anything is created; returns dataset, profiles, tasks, warnings
+    and the tasks left out."""
     dataset = resolve_dataset(session, ctx.project_id, request.dataset)
     ref = dataset_ref(dataset.name, dataset.version)
     if "@" not in request.dataset:
@@ -93,10 +97,25 @@ def _validate(
     tasks = _select_tasks(request, [m.name for m in members], ref)
     if not tasks:
         raise UserError(f"dataset {ref} has no tasks to run")
+    warnings: list[str] = []
+    skipped: list[SkippedTask] = []
+    if dataset.kind == "harbor":
+        chosen_members = [m for m in members if m.name in set(tasks)]
+        skipped = unsupported_tasks(chosen_members, request.environment, request.skip_unsupported, warnings)
+        left_out = {s.task for s in skipped}
+        failed = _failed_builds(ctx, [m for m in chosen_members if m.name not in left_out], request)
+        if failed and request.skip_unsupported:
+            skipped += failed
+            warnings += [f"task {item.task} not run: {item.reason}" for item in failed]
+            left_out |= {item.task for item in failed}
+        elif failed:
+            _refuse_failed_builds(failed)
+        tasks = [t for t in tasks if t not in left_out]
+        if not tasks:
+            raise UserError(f"every selected task of {ref} was left out (--skip-unsupported): none to run")
     chosen = set(tasks)
     required = {m.name: set(m.requires) for m in members if m.name in chosen and m.requires}
     used_by_tasks = set().union(*required.values())
-    warnings: list[str] = []
     for profile, pref in zip(profiles, request.profiles, strict=True):
         params = resolved_params(session, profile)
         problems = runner.check_params(params)
@@ -118,27 +137,41 @@ def _validate(
         warnings.append(
             f"--environment {request.environment}: {ref} holds chat rows, which run in no environment"
         )
-    if request.environment == "docker":
-        _refuse_failed_builds(ctx, [m for m in members if m.name in chosen])
-    return dataset, profiles, tasks, warnings
+    return dataset, profiles, tasks, warnings, skipped
 
 
-def _refuse_failed_builds(ctx: Context, members: list[DatasetMember]) -> None:
-    """A job in containers refuses tasks whose image is recorded as failing to build: each of their
+def _failed_builds(ctx: Context, members: list[DatasetMember], request: JobRequest) -> list[SkippedTask]:
+    """Tasks whose image is recorded as failing to build, among those the job would run in a
+    container: all of them with --environment docker, those that need one with auto. Each of their
     trials could only end in an environment error."""
+    if request.environment == "docker":
+        in_containers = members
+    elif request.environment == "auto":
+        in_containers = [
+            m for m in members if any(f.environments == ["docker"] for f in member_features(m) or [])
+        ]
+    else:
+        return []
     from envloop.services.builds import task_build  # noqa: PLC0415 - loads the Docker environment
 
     failed = []
-    for member in members:
+    for member in in_containers:
         record = task_build(ctx, member.digest)
         if record is not None and record.status == "failed":
-            failed.append(f"{member.name} ({record.reason})")
-    if failed:
-        shown = "; ".join(failed[:5]) + (f"; and {len(failed) - 5} more" if len(failed) > 5 else "")
-        raise UserError(
-            f"{len(failed)} task(s) whose image failed to build cannot run in docker: {shown} "
-            "(fix the Dockerfile and push a new revision, or rebuild with el dataset build --force)"
-        )
+            failed.append(SkippedTask(task=member.name, reason=f"its image failed to build: {record.reason}"))
+    return failed
+
+
+def _refuse_failed_builds(failed: list[SkippedTask]) -> None:
+    shown = "; ".join(
+        f"{item.task} ({item.reason.removeprefix('its image failed to build: ')})" for item in failed[:5]
+    )
+    shown += f"; and {len(failed) - 5} more" if len(failed) > 5 else ""
+    raise UserError(
+        f"{len(failed)} task(s) whose image failed to build cannot run in docker: {shown} "
+        "(fix the Dockerfile and push a new revision, rebuild with el dataset build --force, or pass "
+        "--skip-unsupported to run the other tasks)"
+    )
 
 
 def submit_job(ctx: Context, request: JobRequest) -> SubmitResult:
@@ -155,8 +188,8 @@ def submit_job(ctx: Context, request: JobRequest) -> SubmitResult:
                             f"request ID {request.request_id!r} was already used for a different submission"
                         )
                     return SubmitResult(job=_view(session, earlier), warnings=[], existing=True)
-            dataset, profiles, tasks, warnings = _validate(session, ctx, request)
-            job = _create(session, ctx, request, digest, dataset, profiles, tasks)
+            dataset, profiles, tasks, warnings, skipped = _validate(session, ctx, request)
+            job = _create(session, ctx, request, digest, dataset, profiles, tasks, skipped)
             return SubmitResult(job=_view(session, job), warnings=warnings, existing=False)
     except IntegrityError:
         if request.request_id is None:
@@ -172,6 +205,7 @@ def _create(
     dataset: Dataset,
     profiles: list[Profile],
     tasks: list[str],
+    skipped: list[SkippedTask],
 ) -> Job:
     job = Job(
         id=new_id("job"),
@@ -185,6 +219,8 @@ def _create(
         agent_timeout_sec=request.agent_timeout_sec,
         verifier_timeout_sec=request.verifier_timeout_sec,
         environment=request.environment,
+        skip_unsupported=request.skip_unsupported,
+        skipped=[item.model_dump() for item in skipped] or None,
         tasks=tasks,
         tags=request.tags,
         request_id=request.request_id,
@@ -260,6 +296,8 @@ def _view(session: Session, job: Job) -> JobView:
         agent_timeout_sec=job.agent_timeout_sec,
         verifier_timeout_sec=job.verifier_timeout_sec,
         environment=cast(EnvironmentChoice | None, job.environment),
+        skip_unsupported=job.skip_unsupported,
+        skipped=[SkippedTask.model_validate(item) for item in job.skipped or []],
         tags=dict(job.tags),
         request_id=job.request_id,
         cancel_requested=job.cancel_requested,
@@ -310,14 +348,17 @@ def export_job(ctx: Context, job_id: str) -> JobRequest:
         job = load_job(session, ctx.project_id, job_id)
         view = _view(session, job)
         all_members = [m.name for m in dataset_members(session, job.dataset_id)]
+    chosen = set(view.tasks) | {item.task for item in view.skipped}
     return JobRequest(
         dataset=view.dataset,
         profiles=view.profiles,
         attempts=view.attempts,
-        tasks=None if view.tasks == all_members else view.tasks,
+        tasks=None if chosen == set(all_members) else [m for m in all_members if m in chosen],
         max_steps=view.max_steps,
         concurrency=view.concurrency,
         agent_timeout_sec=view.agent_timeout_sec,
         verifier_timeout_sec=view.verifier_timeout_sec,
+        environment=view.environment,
+        skip_unsupported=view.skip_unsupported,
         tags=view.tags,
     )

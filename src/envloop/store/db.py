@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from envloop.store.tables import Project
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-HEAD_REVISION = "0004"
+HEAD_REVISION = "0005"
 DEFAULT_PROJECT = "default"
 
 

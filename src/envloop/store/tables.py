@@ -19,6 +19,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -86,6 +87,9 @@ class DatasetMember(Base):
     """The JSONL row itself for model-only sets; Harbor tasks live in the artifact store by digest."""
     requires: Mapped[list[Any]] = mapped_column(JSON, default=list)
     """Variables the task's env sections reference as ${NAME}; each profile must provide them."""
+    features: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
+    """Task features some environment does not honour (environments/features.py), found at push;
+    None for members pushed before they were recorded."""
 
 
 class Profile(Base):
@@ -127,6 +131,10 @@ class Job(Base):
     verifier_timeout_sec: Mapped[float | None] = mapped_column(Float)
     environment: Mapped[str | None] = mapped_column(String(20))
     """local, docker or auto; None: each worker's own choice (`el worker --environment`)."""
+    skip_unsupported: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    """Submitted to leave out the tasks whose features its environment cannot honour."""
+    skipped: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
+    """The tasks left out at submission, each {"task", "reason"}; they have no trials."""
     tasks: Mapped[list[Any]] = mapped_column(JSON)
     """Selected member names, in dataset order."""
     tags: Mapped[dict[str, Any]] = mapped_column(JSON)

@@ -27,6 +27,19 @@ class VerifierSection(_Section):
     user: TaskUser | None = Field(default=None, description="who tests/test.sh runs as")
 
 
+class HealthcheckSection(_Section):
+    """Harbor's `[environment.healthcheck]` (and `[steps.healthcheck]`), Docker's HEALTHCHECK in
+    seconds: the command is probed until it passes; failures during the start period do not count,
+    `retries` consecutive failures after it mean the environment never became healthy."""
+
+    command: str = Field(min_length=1)
+    interval_sec: float = Field(default=5.0, gt=0)
+    timeout_sec: float = Field(default=30.0, gt=0)
+    start_period_sec: float = Field(default=0.0, ge=0)
+    start_interval_sec: float = Field(default=5.0, gt=0)
+    retries: int = Field(default=3, ge=1)
+
+
 class EnvironmentSection(_Section):
     cpus: float | None = Field(default=None, gt=0)
     memory_mb: int | None = Field(default=None, gt=0)
@@ -36,6 +49,7 @@ class EnvironmentSection(_Section):
     network_mode: NetworkMode | None = None
     allowed_hosts: list[str] = Field(default_factory=list)
     allow_internet: bool = Field(default=False, description="deprecated form of network_mode = public")
+    healthcheck: HealthcheckSection | None = Field(default=None, description="probed before the agent starts")
 
     @property
     def wants_network(self) -> bool:
@@ -58,6 +72,7 @@ class StepConfig(_Section):
     min_reward: float | dict[str, float] | None = None
     agent: AgentSection = Field(default_factory=AgentSection)
     verifier: VerifierSection = Field(default_factory=VerifierSection)
+    healthcheck: HealthcheckSection | None = Field(default=None, description="probed before the step's agent")
 
 
 class TaskConfig(_Section):

@@ -1,16 +1,53 @@
 """Datasets on the wire: a revision and its members."""
 
 from datetime import datetime
+from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from envloop.core.lazy import LazyModel
+
+EnvironmentName = Literal["local", "docker"]
+ENVIRONMENTS: tuple[EnvironmentName, ...] = ("local", "docker")
+
+
+class TaskFeature(LazyModel):
+    """One thing a task asks for that some (or every) environment of envloop does not give."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(description="a short stable key: gpus, compose, separate-verifier, …")
+    label: str = Field(description="what the feature is, the same for every task that has it")
+    detail: str = Field(description="what the task asks for, naming the file or field")
+    environments: list[EnvironmentName] = Field(description="the environments that honour it")
+    required: bool = Field(
+        description="the task cannot be measured without it (a job that cannot give it is refused); "
+        "otherwise the task runs without it and says so"
+    )
+    amount: float | None = Field(default=None, description="how many, for a counted resource (gpus)")
+
+    def honoured_by(self, environment: EnvironmentName) -> bool:
+        return environment in self.environments
+
+    def describe(self) -> str:
+        if not self.environments:
+            where = "no environment of envloop honours it"
+        else:
+            where = f"only the {' and '.join(self.environments)} environment honours it"
+        if not self.required:
+            return f"{self.detail}: {where}; the task runs without it"
+        return f"{self.detail}: {where}; a job that cannot give it is refused"
 
 
 class MemberView(LazyModel):
     position: int
     name: str
     digest: str
+    features: list[TaskFeature] | None = Field(
+        default=None,
+        description="task features some environment does not honour, found at push "
+        "(null: pushed before they were recorded)",
+    )
 
 
 class DatasetView(LazyModel):
@@ -24,6 +61,10 @@ class DatasetView(LazyModel):
     created_at: datetime
     member_count: int
     members: list[MemberView] | None = None
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="one line per task feature some environment does not honour (task: feature: where)",
+    )
     created: bool | None = Field(
         default=None,
         exclude_if=lambda value: value is None,

@@ -27,7 +27,17 @@ class WarningGroup(LazyModel):
     trial_ids: list[str] = Field(description=f"up to {EXAMPLES} of them, in grid order")
 
 
+class NotRunGroup(LazyModel):
+    text: str = Field(description="N tasks not run: reason")
+    reason: str
+    tasks: list[str]
+
+
 class JobDiagnosis(LazyModel):
+    not_run: list[NotRunGroup] = Field(
+        default_factory=list,
+        description="tasks the job left out at submission (--skip-unsupported): they have no trials",
+    )
     failures: list[FailureGroup]
     sandboxes: dict[str, int] = Field(description="finished trials by the sandbox they ran in")
     warnings: list[WarningGroup] = Field(description="the trials' warnings, most frequent first")

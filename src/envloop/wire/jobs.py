@@ -34,8 +34,18 @@ class JobRequest(LazyModel):
         description="where Harbor tasks run: local (this host's sandbox), docker (a container of the "
         "task's image) or auto; unset, each worker's own choice (local unless it was started otherwise)",
     )
+    skip_unsupported: bool = Field(
+        default=False,
+        description="leave out (rather than refuse the job for) the tasks needing a feature the "
+        "environment choice cannot honour; the job records which and why, and they get no trials",
+    )
     tags: dict[str, str] = Field(default_factory=dict)
     request_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+class SkippedTask(LazyModel):
+    task: str
+    reason: str
 
 
 class JobView(LazyModel):
@@ -51,6 +61,10 @@ class JobView(LazyModel):
     agent_timeout_sec: float | None
     verifier_timeout_sec: float | None
     environment: EnvironmentChoice | None = None
+    skip_unsupported: bool = False
+    skipped: list[SkippedTask] = Field(
+        default_factory=list, description="tasks left out at submission (--skip-unsupported), with why"
+    )
     tags: dict[str, str]
     request_id: str | None
     cancel_requested: bool

@@ -249,7 +249,7 @@ class Container:
             pack = functools.partial(transfer.pack_tree, readable=readable)
             await asyncio.to_thread(pack, source, top, archive, owner or Owner())
             archive.seek(0)
-            await self._extract_into(parent, archive)
+            await self._extract_into(parent, archive, keep_owner=owner is not None and owner != Owner())
 
     async def put_file(
         self, dest: str, data: bytes, *, mode: int = 0o644, owner: Owner | None = None
@@ -259,15 +259,19 @@ class Container:
         with tempfile.TemporaryFile() as archive:
             archive.write(transfer.pack_bytes(data, top, mode, owner or Owner()))
             archive.seek(0)
-            await self._extract_into(parent, archive)
+            await self._extract_into(parent, archive, keep_owner=owner is not None and owner != Owner())
 
-    async def _extract_into(self, parent: str, archive: BinaryIO) -> None:
+    async def _extract_into(self, parent: str, archive: BinaryIO, *, keep_owner: bool) -> None:
+        """Unpack the tar stream `archive` under `parent`. Files owned by root need no archive mode
+        (a plain copy makes them root's); archive mode, which keeps another owner, makes the daemon
+        look the image's USER up on the host, and fails for a user only the image has."""
+        mode = ["--archive"] if keep_owner else []
         for attempt in range(2):
             archive.seek(0)
             proc = await asyncio.create_subprocess_exec(
                 docker_binary(),
                 "cp",
-                "--archive",
+                *mode,
                 "-",
                 f"{self.id}:{parent}",
                 stdin=archive,

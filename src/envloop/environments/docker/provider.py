@@ -85,7 +85,6 @@ class DockerEnvironment:
         warnings: list[str],
         limits: EffectiveLimits,
         workdir: str,
-        agent_user: str | None,
         secrets: tuple[str, ...],
     ) -> None:
         self.note: str | None = note
@@ -96,7 +95,6 @@ class DockerEnvironment:
         )
         self.container = container
         self._task = task
-        self._agent_user = agent_user
         self._secrets = secrets
         self._snapshots = ContainerSnapshots(container, workdir)
         self._oom_seen = 0
@@ -162,7 +160,8 @@ class DockerEnvironment:
         try:
             outcome = await self.container.exec(
                 command,
-                user=_user(user) or self._agent_user,
+                # The agent's user is the active step's `[steps.agent] user`, else the task's.
+                user=_user(user) or _user(self._task.agent_user),
                 cwd=cwd or self.visible.app,
                 env=_checked_env(env or {}),
                 timeout=timeout,
@@ -309,11 +308,15 @@ class DockerEnvironmentProvider:
         )
         warnings.append(f"disk limit {limits.disk_mb} MB is enforced per file only in the docker environment")
         agent_user = _user(task.config.agent.user)
+        step_users = ", ".join(
+            f"{st.name} {st.config.agent.user}" for st in task.steps if st.config.agent.user
+        )
         note = (
             f"docker container of {image}, network {network}; limits: memory {limits.memory_mb} MB "
             f"(cgroup, no swap), cpus {'unlimited' if limits.cpus is None else f'{limits.cpus:g}'}, "
             f"pids {limits.pids}, largest file {limits.disk_mb} MB; agent user "
-            f"{agent_user or image_user or 'root'} ; effective: {limits.describe()}"
+            f"{agent_user or image_user or 'root'}{f' (steps: {step_users})' if step_users else ''} ; "
+            f"effective: {limits.describe()}"
         )
         try:
             container = await Container.start(container_spec)
@@ -326,11 +329,10 @@ class DockerEnvironmentProvider:
             warnings=warnings,
             limits=limits,
             workdir=workdir,
-            agent_user=agent_user,
             secrets=spec.secret_values,
         )
         try:
-            await _setup(environment, agent_user)
+            await _setup(environment, _agent_users(task))
             yield environment
         finally:
             try:
@@ -387,17 +389,25 @@ async def _image_config(image: str, image_id: str | None) -> tuple[str, str]:
     return config
 
 
-async def _setup(environment: DockerEnvironment, agent_user: str | None) -> None:
-    """The directories every trial has, and a check that the agent's user exists in the image."""
+def _agent_users(task: HarborTask) -> dict[str, str]:
+    """Every user an agent of this task runs as, by the field that names it: `[agent] user` and
+    each step's `[steps.agent] user`."""
+    found = {"[agent] user": task.config.agent.user}
+    found |= {f"step {step.name!r}: [steps.agent] user": step.config.agent.user for step in task.steps}
+    return {field: str(user) for field, user in found.items() if user is not None}
+
+
+async def _setup(environment: DockerEnvironment, agent_users: dict[str, str]) -> None:
+    """The directories every trial has, and a check that each agent user exists in the image
+    (before any agent runs, so a later step cannot fail half-way for want of its user)."""
     await environment._root(
         'mkdir -p -- "$1" /logs/agent /logs/verifier "$2" && chmod 1777 /logs/agent "$2" '
         "&& rm -rf /tests /solution",
         environment.visible.app,
         HOME_DIR,
     )
-    if agent_user is not None:
-        check = await environment.container.exec(["true"], user=agent_user, timeout=_SETUP_TIMEOUT_SEC)
+    for field, user in agent_users.items():
+        check = await environment.container.exec(["true"], user=user, timeout=_SETUP_TIMEOUT_SEC)
         if check.exit_code != 0:
             why = check.stderr.strip()[-200:]
-            message = f"[agent] user = {agent_user!r}: not a user of the task's image ({why})"
-            raise EnvironmentSetupError(message)
+            raise EnvironmentSetupError(f"{field} = {user!r}: not a user of the task's image ({why})")

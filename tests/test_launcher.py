@@ -1,0 +1,129 @@
+"""The launcher every trial command starts through: the native binary (one exec) and its shell and
+`setpriv` fallback keep the same promises, and a binary someone else could have written is never
+run."""
+
+import asyncio
+import os
+import shutil
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from envloop.environments import LocalEnvironmentProvider, native
+from envloop.environments.bwrap import bwrap_executable
+from envloop.environments.identity import can_switch_user
+from envloop.tasks.harbor import load_harbor_task
+from tests.test_containment import spec_for, write_task
+
+pytestmark = pytest.mark.skipif(
+    bwrap_executable()[0] is None, reason="bwrap cannot create a sandbox on this host"
+)
+needs_compiler = pytest.mark.skipif(
+    shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler on this host"
+)
+
+PROBE = (
+    "grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status; id -u; id -G; "
+    "echo fsize=$(ulimit -f); echo core=$(ulimit -c)"
+)
+
+
+@pytest.fixture
+def launcher(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """`native` or `shell`, chosen for this test only (the choice is cached per process)."""
+    choice: str = request.param
+    if choice == "shell":
+        monkeypatch.setenv(native.LAUNCHER_VARIABLE, "shell")
+    else:
+        monkeypatch.delenv(native.LAUNCHER_VARIABLE, raising=False)
+    native.launcher_binary.cache_clear()
+    yield choice
+    native.launcher_binary.cache_clear()
+
+
+@pytest.fixture
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(native, "_cache_dir", lambda: cache)
+    native.launcher_binary.cache_clear()
+    yield cache
+    native.launcher_binary.cache_clear()
+
+
+async def _probe(tmp_path: Path) -> tuple[str, dict[Path, bool], list[str]]:
+    """What a command sees of itself; for each cgroup of the instance, whether a command was seen in
+    it while running; and the host command line."""
+    provider = LocalEnvironmentProvider("bwrap")
+    task_dir = write_task(tmp_path / "task", toml="[environment]\nstorage_mb = 64\n")
+    spec = spec_for(tmp_path, task_dir, "true")
+    async with provider.instance(load_harbor_task(task_dir), spec) as environment:
+        groups: dict[Path, bool] = dict.fromkeys(environment._cgroups.dirs, False)  # type: ignore[attr-defined]
+        running = asyncio.create_task(environment.exec(["sh", "-c", PROBE + "; sleep 2"]))
+        for _ in range(400):
+            for group, seen in list(groups.items()):
+                groups[group] = seen or bool((group / "cgroup.procs").read_text().strip())
+            if all(groups.values()) or running.done():
+                break
+            await asyncio.sleep(0.01)
+        result = await running
+        argv, fd = environment._launcher.argv(["true"], {}, "/", [])  # type: ignore[attr-defined]
+        if fd is not None:
+            os.close(fd)
+    assert result.exit_code == 0, result.stderr
+    return result.stdout, groups, argv
+
+
+@pytest.mark.parametrize("launcher", ["native", "shell"], indirect=True)
+def test_both_launchers_drop_every_privilege_and_apply_every_limit(tmp_path: Path, launcher: str) -> None:
+    if launcher == "native" and native.launcher_binary() is None:
+        pytest.skip("no C compiler: the native launcher cannot be built here")
+    seen, groups, argv = asyncio.run(_probe(tmp_path))
+    if launcher == "native":
+        assert argv[0] == native.launcher_binary()
+        assert "/bin/sh" not in argv and "/usr/bin/setpriv" not in argv
+    else:
+        assert argv[:2] == ["/bin/sh", "-c"] and "/usr/bin/setpriv" in argv
+    for capability_set in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert f"{capability_set}:\t0000000000000000" in seen
+    assert "fsize=131072" in seen  # 64 MB in 512-byte blocks
+    assert "core=0" in seen
+    if can_switch_user():
+        # The sandbox maps the instance's host uid to the agent's uid; its groups are its own only.
+        assert "\n1000\n1000\n" in seen
+    assert groups or not can_switch_user()  # a root worker has cgroups here
+    assert all(groups.values()), groups  # every command joins every cgroup of its instance
+
+
+@needs_compiler
+def test_the_native_launcher_is_built_once_into_a_private_cache(private_cache: Path) -> None:
+    binary = native.launcher_binary()
+    assert binary is not None and Path(binary).parent == private_cache
+    info = Path(binary).stat()
+    assert info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    assert not private_cache.stat().st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    built_at = info.st_mtime_ns
+    native.launcher_binary.cache_clear()
+    assert native.launcher_binary() == binary and Path(binary).stat().st_mtime_ns == built_at
+
+
+@needs_compiler
+def test_a_launcher_someone_else_could_write_is_rebuilt_not_run(private_cache: Path) -> None:
+    private_cache.mkdir(mode=0o700)
+    native.launcher_binary()
+    binary = Path(str(native.launcher_binary()))
+    planted = '#!/bin/sh\ntouch /tmp/envloop-planted-launcher\nexec "$@"\n'
+    binary.write_text(planted)
+    binary.chmod(0o777)  # writable by anyone: it cannot be trusted whatever it holds
+    native.launcher_binary.cache_clear()
+    assert native.launcher_binary() == str(binary)
+    assert binary.read_bytes().startswith(b"\x7fELF")
+    assert not binary.stat().st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def test_a_cache_directory_others_can_write_is_not_used(private_cache: Path) -> None:
+    private_cache.mkdir()
+    private_cache.chmod(0o777)
+    assert native.launcher_binary() is None  # the shell fallback keeps every promise instead
+    assert not list(private_cache.iterdir())
