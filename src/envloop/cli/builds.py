@@ -7,8 +7,6 @@ import typer
 
 from envloop.cli.output import emit_json, note, out, table
 from envloop.cli.state import context
-from envloop.services import builds
-from envloop.services.builds import TaskBuildView
 from envloop.services.errors import UserError
 
 
@@ -26,6 +24,9 @@ def build(
 ) -> None:
     """Build each task's image from its environment/Dockerfile once per task digest, and report
     every task's build (status, duration, cache hit, reason). Exits 1 when a build failed."""
+    from envloop.services import builds  # noqa: PLC0415 - the Docker stack loads only for a build
+    from envloop.services.builds import TaskBuildView  # noqa: PLC0415
+
     if os.environ.get("ENVLOOP_URL"):
         raise UserError(
             "el dataset build runs where the Docker daemon is, on the embedded store: unset ENVLOOP_URL"

@@ -10,7 +10,7 @@ from rich.text import Text
 from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, out, table, warn
 from envloop.core.display import format_score
-from envloop.services.compare import Comparison
+from envloop.wire import Comparison
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 

@@ -5,7 +5,7 @@ from rich.console import Group
 from rich.text import Text
 
 from envloop.cli.output import table
-from envloop.services.diagnosis import JobDiagnosis
+from envloop.wire import JobDiagnosis
 
 UNISOLATED = {"plain": "no isolation"}
 

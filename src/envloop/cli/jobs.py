@@ -15,10 +15,8 @@ from envloop.cli.progress import follow
 from envloop.cli.render import result_view
 from envloop.cli.state import context
 from envloop.core.status import TrialStatus
-from envloop.scheduling.background import ensure_background_worker
-from envloop.services import jobs
 from envloop.services.errors import UserError
-from envloop.services.shares import ShareView
+from envloop.wire import JobView, ShareView
 
 app = typer.Typer(help="Evaluation jobs: a dataset revision x profiles x attempts.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
@@ -88,6 +86,8 @@ def submit(
     json_: JsonOpt = False,
 ) -> None:
     """Validate everything, create all trials pending, and start execution."""
+    from envloop.services import jobs  # noqa: PLC0415 - imported when a job is submitted, not for --help
+
     base: dict[str, object] = {}
     if config is not None:
         try:
@@ -121,6 +121,8 @@ def submit(
         warn(message)
     job = submitted.job
     if remote() is None and job.status not in ("completed", "failed", "cancelled"):
+        from envloop.scheduling.background import ensure_background_worker  # noqa: PLC0415
+
         ensure_background_worker(context())
     shape = f"{job.dataset} × {len(job.profiles)} profiles × {job.attempts} attempts"
     if submitted.existing:
@@ -139,7 +141,7 @@ def submit(
         _exit_unless_completed(job)
 
 
-def _exit_unless_completed(job: jobs.JobView) -> None:
+def _exit_unless_completed(job: JobView) -> None:
     """A followed job that ended failed or cancelled exits non-zero, so a script or CI can tell."""
     if job.status != "completed":
         counts = ", ".join(f"{job.counts[s]} {s}" for s in ("failed", "cancelled") if job.counts.get(s))

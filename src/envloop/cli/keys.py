@@ -1,20 +1,26 @@
 """`el key create|list|revoke`: per-project API keys, managed on the server's own store."""
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from envloop.cli.output import emit_json, note, out, table, when
 from envloop.cli.state import context
-from envloop.services import keys
-from envloop.services.context import Context
+
+if TYPE_CHECKING:
+    from envloop.services.context import Context
+
+# Keys live in the store: each command imports the key service when it runs, never for --help.
+# ruff: noqa: PLC0415
 
 app = typer.Typer(help="API keys of a project (for the HTTP API and ENVLOOP_API_KEY).", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 ProjectOpt = Annotated[str | None, typer.Option("--project", help="Project name (default: default).")]
 
 
-def _project(name: str | None) -> Context:
+def _project(name: str | None) -> "Context":
+    from envloop.services import keys
+
     ctx = context()
     return ctx if name is None else keys.project_context(ctx, keys.find_project(ctx.store, name))
 
@@ -28,6 +34,8 @@ def create(
     json_: JsonOpt = False,
 ) -> None:
     """Create a key; this is the only time its secret is shown."""
+    from envloop.services import keys
+
     created = keys.create_key(context(), name, project=project)
     if json_:
         emit_json(created)
@@ -39,6 +47,8 @@ def create(
 @app.command("list")
 def list_(project: ProjectOpt = None, json_: JsonOpt = False) -> None:
     """A project's keys, revoked ones included (never their secrets)."""
+    from envloop.services import keys
+
     views = keys.list_keys(_project(project))
     if json_:
         emit_json(views)
@@ -57,6 +67,8 @@ def list_(project: ProjectOpt = None, json_: JsonOpt = False) -> None:
 @app.command()
 def revoke(key_id: str, project: ProjectOpt = None, json_: JsonOpt = False) -> None:
     """The key stops authenticating at once."""
+    from envloop.services import keys
+
     view = keys.revoke_key(_project(project), key_id)
     if json_:
         emit_json(view)

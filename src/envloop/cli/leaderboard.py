@@ -9,7 +9,7 @@ from rich.text import Text
 from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out
 from envloop.core.display import format_score
-from envloop.services.leaderboard import BoardRow
+from envloop.wire import BoardRow
 
 app = typer.Typer(
     help="Finished runs on the same frozen dataset revision, ranked by score with coverage.",

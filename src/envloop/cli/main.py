@@ -1,52 +1,137 @@
-"""Entry point of `el`. Every failure ends as one line on stderr and an exit code of `cli.exits`."""
+"""Entry point of `el`. Every failure ends as one line on stderr and an exit code of `cli.exits`.
 
+Only the command a call names is imported: `el job result` loads `cli.jobs` (and, when it runs, the
+store), never the web server, the sandbox or the model SDKs; `el --help` loads none of them. The
+other top-level names are mounted as stand-ins that carry only their one-line help, which is what
+`el --help` and the "did you mean" of a mistyped name need.
+"""
+
+import importlib
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import typer
 from typer.exceptions import TyperException
 
-from envloop.cli import (
-    builds,
-    compare,
-    datasets,
-    exits,
-    jobs,
-    keys,
-    leaderboard,
-    model,
-    profiles,
-    secrets,
-    trials,
-)
-from envloop.cli.components import agent_app, plugin_app, runner_app
-from envloop.cli.serve import serve
-from envloop.cli.worker import worker
+from envloop.cli import exits
 from envloop.services.errors import ServerError, UserError
 
-app = typer.Typer(
-    help="envloop: evaluate AI models and agents in sandboxes, with honest metrics.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
+HELP = "envloop: evaluate AI models and agents in sandboxes, with honest metrics."
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A top-level name of `el`: a command (a function) or a group (a Typer app) of `module`."""
+
+    name: str
+    module: str
+    attribute: str
+    summary: str
+    """The first paragraph of its help, as `el --help` lists it (a test checks it is the real one)."""
+    group: bool = False
+    extra: tuple[tuple[str, str, str], ...] = ()
+    """Commands of other modules mounted in the group: (name, module, function)."""
+
+
+def _load(module: str, attribute: str) -> object:
+    return getattr(importlib.import_module(f"envloop.cli.{module}"), attribute)
+
+
+# Commands first, then groups: the order Typer lists them in.
+ENTRIES = (
+    Entry(
+        "plan",
+        "compare",
+        "plan",
+        "Tasks and attempts a comparison needs to detect EFFECT, from a baseline job's variance.",
+    ),
+    Entry(
+        "worker",
+        "worker",
+        "worker",
+        "Run a worker in the foreground on the store: claim trials from the queue and run them.",
+    ),
+    Entry(
+        "serve",
+        "serve",
+        "serve",
+        "Serve the HTTP API (under /v1) and the console, with local workers running the queue.",
+    ),
+    Entry(
+        "dataset",
+        "datasets",
+        "app",
+        "Frozen, versioned sets of tasks.",
+        True,
+        (("build", "builds", "build"),),
+    ),
+    Entry("profile", "profiles", "app", "Versioned, immutable model/agent parameters.", True),
+    Entry("runner", "components", "runner_app", "Runners: the versioned harnesses that execute tasks.", True),
+    Entry("agent", "components", "agent_app", "Agents the shell runner can run (AGENT_NAME).", True),
+    Entry("plugin", "components", "plugin_app", "Plugins installed with this envloop.", True),
+    Entry(
+        "job",
+        "jobs",
+        "app",
+        "Evaluation jobs: a dataset revision x profiles x attempts.",
+        True,
+        (("compare", "compare", "compare"),),
+    ),
+    Entry("trial", "trials", "app", "Single attempts: status, reward, logs, artifacts.", True),
+    Entry(
+        "leaderboard",
+        "leaderboard",
+        "app",
+        "Finished runs on the same frozen dataset revision, ranked by score with coverage.",
+        True,
+    ),
+    Entry("key", "keys", "app", "API keys of a project (for the HTTP API and ENVLOOP_API_KEY).", True),
+    Entry("secret", "secrets", "app", "The key that encrypts profile secrets at rest.", True),
+    Entry("model", "model", "app", "Model endpoints on this machine.", True),
 )
-app.add_typer(datasets.app, name="dataset")
-datasets.app.command("build")(builds.build)
-app.add_typer(profiles.app, name="profile")
-app.add_typer(runner_app, name="runner")
-app.add_typer(agent_app, name="agent")
-app.add_typer(plugin_app, name="plugin")
-app.add_typer(jobs.app, name="job")
-app.add_typer(trials.app, name="trial")
-app.add_typer(leaderboard.app, name="leaderboard")
-jobs.app.command("compare")(compare.compare)
-app.command("plan")(compare.plan)
-app.command("worker")(worker)
-app.add_typer(keys.app, name="key")
-app.add_typer(secrets.app, name="secret")
-app.command("serve")(serve)
-app.add_typer(model.app, name="model")
+
+
+def _stand_in() -> None:
+    """Never run: a stand-in is replaced by the real command before any command runs."""
+
+
+def build_app(wanted: str | None) -> typer.Typer:
+    """The `el` app with the entry named `wanted` (every entry when `wanted` is "*") imported for
+    real, and the others as stand-ins."""
+    app = typer.Typer(
+        help=HELP,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+    for entry in ENTRIES:
+        real = wanted in (entry.name, "*")
+        if entry.group:
+            group = _load(entry.module, entry.attribute) if real else typer.Typer(help=entry.summary)
+            assert isinstance(group, typer.Typer)
+            if real:
+                for name, module, attribute in entry.extra:
+                    group.command(name)(_command(module, attribute))
+            app.add_typer(group, name=entry.name)
+        else:
+            function = _command(entry.module, entry.attribute) if real else _stand_in
+            app.command(entry.name, help=None if real else entry.summary)(function)
+    return app
+
+
+def _command(module: str, function: str) -> Callable[..., object]:
+    loaded = _load(module, function)
+    assert callable(loaded)
+    return loaded
+
+
+def _wanted(args: list[str]) -> str | None:
+    """The top-level name the arguments call, if any (`el` has no options of its own but --help)."""
+    first = next((arg for arg in args if not arg.startswith("-")), None)
+    return first if any(entry.name == first for entry in ENTRIES) else None
 
 
 def _fail(message: str, code: int = exits.BAD_INPUT) -> None:
@@ -60,8 +145,8 @@ def _one_line(message: str) -> str:
 
 
 def run() -> None:
-    command = typer.main.get_command(app)
     try:
+        command = typer.main.get_command(build_app(_wanted(sys.argv[1:])))
         code = command.main(prog_name="el", standalone_mode=False)
     except TyperException as exc:
         ctx = getattr(exc, "ctx", None)

@@ -3,19 +3,19 @@
 import signal
 import socket
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-import uvicorn
-from fastapi import FastAPI
 
 from envloop.cli.output import emit_json, note, warn
 from envloop.cli.state import context
 from envloop.models.local import DEFAULT_PORT, LocalModelError
 from envloop.models.serving import Engine, create_model_app, parse_models
 from envloop.models.serving.aliases import DEFAULT_NAME, check_endpoint_name
-from envloop.services import keys
 from envloop.services.errors import UserError
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 app = typer.Typer(help="Model endpoints on this machine.", no_args_is_help=True)
 
@@ -72,6 +72,8 @@ def serve(
     """Serve local models over the OpenAI Chat Completions and Anthropic Messages protocols until
     interrupted. Callers send a key of the project (el key create). The first line of stdout is the
     OpenAI base URL (MODEL_BASE_URL with MODEL_PROTOCOL=openai); the Anthropic one is its root."""
+    from envloop.services import keys  # noqa: PLC0415 - the store loads only when a model is served
+
     signal.signal(signal.SIGTERM, _stop)
     endpoint = check_endpoint_name(name)
     aliases = parse_models(model or [], set_ or [])
@@ -111,6 +113,8 @@ def serve(
         sock.close()
 
 
-def _run(asgi: FastAPI, sock: socket.socket) -> None:
+def _run(asgi: "FastAPI", sock: socket.socket) -> None:
     """uvicorn on the socket bound above; SIGINT and SIGTERM end it cleanly (exit code 0)."""
+    import uvicorn  # noqa: PLC0415 - the server loads only when a model is served
+
     uvicorn.Server(uvicorn.Config(asgi, log_level="warning", access_log=False)).run(sockets=[sock])

@@ -7,7 +7,6 @@ import typer
 
 from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out, table, when
-from envloop.services import profiles
 
 app = typer.Typer(help="Versioned, immutable model/agent parameters.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
@@ -21,6 +20,8 @@ def create(
     json_: JsonOpt = False,
 ) -> None:
     """Publish NAME@VERSION. The same content again is a no-op; different content is refused."""
+    from envloop.services import profiles  # noqa: PLC0415 - reads the file; loads the store's modules
+
     view = operations().create_profile(name, version, profiles.read_profile_file(file))
     if json_:
         emit_json(view)

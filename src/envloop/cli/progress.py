@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from envloop.cli.backend import Operations, remote
 from envloop.cli.output import err
 from envloop.core.display import coverage_line, format_score
-from envloop.services.jobs import JobView
+from envloop.wire import JobView
 
 POLL_SEC = 0.2
 TERMINAL = ("completed", "failed", "cancelled")

@@ -8,7 +8,7 @@ from envloop.cli.output import table
 from envloop.core.display import coverage_line, format_score
 from envloop.core.metrics import ProfileMetrics, null_reasons
 from envloop.core.structured import Aggregate, StructuredSummary
-from envloop.services.results import JobResult
+from envloop.wire import JobResult
 
 
 def _attempt(value: float | str) -> str:

@@ -6,7 +6,6 @@ import typer
 
 from envloop.cli.output import emit_json, note, out
 from envloop.cli.state import context
-from envloop.services.secrets import rotate_secret_key
 
 app = typer.Typer(help="The key that encrypts profile secrets at rest.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
@@ -19,6 +18,8 @@ def rotate_key(json_: JsonOpt = False) -> None:
     With the key file (ENVLOOP_HOME/secret.key or ENVLOOP_SECRET_KEY_FILE) a new key is made; with
     ENVLOOP_SECRET_KEY, put the new key first in it before running this. Runs on the store itself
     (not through a server); workers elsewhere need the new key afterwards."""
+    from envloop.services.secrets import rotate_secret_key  # noqa: PLC0415 - only this command needs it
+
     ctx = context()
     rotation = rotate_secret_key(ctx.store, ctx.home)
     if json_:

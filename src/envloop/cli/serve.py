@@ -13,16 +13,16 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from sqlalchemy.engine import make_url
 
 from envloop.cli.output import note
 from envloop.cli.state import context
-from envloop.services.context import Context
 from envloop.services.errors import UserError
-from envloop.services.keys import has_active_key
+
+if TYPE_CHECKING:
+    from envloop.services.context import Context
 
 RESTART_DELAY_SEC = 2.0
 _PR_SET_PDEATHSIG = 1
@@ -49,7 +49,7 @@ def is_loopback(host: str) -> bool:
 class WorkerPool:
     """`count` worker processes on the server's store, restarted if they die, stopped on exit."""
 
-    def __init__(self, ctx: Context, count: int, args: list[str]) -> None:
+    def __init__(self, ctx: "Context", count: int, args: list[str]) -> None:
         self._env = dict(os.environ, ENVLOOP_HOME=str(ctx.home), ENVLOOP_DATABASE_URL=ctx.store.url)
         self._args = [sys.executable, "-m", "envloop", "worker", *args]
         self._procs: list[subprocess.Popen[bytes]] = []
@@ -112,8 +112,10 @@ def serve(
     """Serve the HTTP API (under /v1) and the console, with local workers running the queue."""
     # The web stack takes about a second to import: only `el serve` pays for it.
     import uvicorn  # noqa: PLC0415
+    from sqlalchemy.engine import make_url  # noqa: PLC0415
 
     from envloop.api import create_app  # noqa: PLC0415
+    from envloop.services.keys import has_active_key  # noqa: PLC0415
 
     ctx = context()
     if not is_loopback(host) and not has_active_key(ctx.store):

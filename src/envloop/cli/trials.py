@@ -12,9 +12,9 @@ from envloop.cli.output import emit_json, note, out, table, when
 from envloop.core.display import format_score
 from envloop.core.structured import describe_reading
 from envloop.services.errors import UserError
-from envloop.services.trials import LOG_FILES, LOG_PAGE_BYTES
 from envloop.trajectories.atif import to_atif
 from envloop.trajectories.render import describe_trajectory
+from envloop.wire import LOG_FILES, LOG_PAGE_BYTES
 
 app = typer.Typer(help="Single attempts: status, reward, logs, artifacts.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]

@@ -10,10 +10,6 @@ import typer
 
 from envloop.cli.output import note
 from envloop.cli.state import context
-from envloop.scheduling.background import try_hold_lock
-from envloop.scheduling.executor import choose_executor
-from envloop.scheduling.worker import Worker, WorkerConfig
-from envloop.services.components import check_environment
 
 
 def worker(
@@ -43,6 +39,12 @@ def worker(
     background: Annotated[bool, typer.Option("--background", hidden=True)] = False,
 ) -> None:
     """Run a worker in the foreground on the store: claim trials from the queue and run them."""
+    # The scheduler, the runners and the sandbox load when a worker starts, not for --help.
+    from envloop.scheduling.background import try_hold_lock  # noqa: PLC0415
+    from envloop.scheduling.executor import choose_executor  # noqa: PLC0415
+    from envloop.scheduling.worker import Worker, WorkerConfig  # noqa: PLC0415
+    from envloop.services.components import check_environment  # noqa: PLC0415
+
     chosen, suggested = choose_executor(executor, ray_address)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     ctx = context()

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from envloop.core.lazy import LazyModel
 from envloop.core.stats import (
     PairedDifference,
     clustered_stderr,
@@ -45,7 +46,7 @@ class AttemptSlot:
     reward: float | None = None
 
 
-class ScoreCounts(BaseModel):
+class ScoreCounts(LazyModel):
     model_config = ConfigDict(frozen=True)
 
     total: int = Field(description="members x k, including undispatched slots")
@@ -57,7 +58,7 @@ class ScoreCounts(BaseModel):
     complete_members: int = Field(description="members with all k attempts scored")
 
 
-class CurvePoint(BaseModel):
+class CurvePoint(LazyModel):
     model_config = ConfigDict(frozen=True)
 
     k: int
@@ -66,7 +67,7 @@ class CurvePoint(BaseModel):
     tasks: int = Field(description="tasks with at least k scored attempts, each weighted equally")
 
 
-class MemberRow(BaseModel):
+class MemberRow(LazyModel):
     """One selected task: its k slots in attempt order, as rewards or the reason one is missing."""
 
     model_config = ConfigDict(frozen=True)
@@ -79,7 +80,7 @@ class MemberRow(BaseModel):
     complete: bool
 
 
-class ProfileMetrics(BaseModel):
+class ProfileMetrics(LazyModel):
     model_config = ConfigDict(
         frozen=True, validate_by_name=True, validate_by_alias=True, serialize_by_alias=True
     )
@@ -166,7 +167,7 @@ def score_interval(
     return low, high
 
 
-class TaskDifference(BaseModel):
+class TaskDifference(LazyModel):
     model_config = ConfigDict(frozen=True)
 
     task: str
@@ -175,7 +176,7 @@ class TaskDifference(BaseModel):
     difference: float = Field(description="b - a")
 
 
-class PairedTasks(BaseModel):
+class PairedTasks(LazyModel):
     """Two runs compared task by task: B - A over the tasks both measured, and the tasks left out."""
 
     model_config = ConfigDict(frozen=True)

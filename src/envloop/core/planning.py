@@ -18,8 +18,9 @@ More attempts shrink only the within-task term: beyond some point only more task
 import math
 from collections.abc import Callable, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from envloop.core.lazy import LazyModel
 from envloop.core.stats import t_quantile
 
 MAX_TASKS = 10**9
@@ -27,7 +28,7 @@ MAX_ATTEMPTS = 1000
 ATTEMPT_OPTIONS = (1, 2, 3, 5, 10)
 
 
-class VarianceComponents(BaseModel):
+class VarianceComponents(LazyModel):
     """One-way random-effects decomposition of a run's rewards (method of moments)."""
 
     model_config = ConfigDict(frozen=True)

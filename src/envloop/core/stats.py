@@ -16,7 +16,9 @@ import math
 from collections.abc import Iterator, Sequence
 from statistics import NormalDist
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from envloop.core.lazy import LazyModel
 
 
 def estimator_curves(n: int, c: int) -> tuple[list[float], list[float]]:
@@ -234,7 +236,7 @@ def _beta_fraction(x: float, a: float, b: float) -> float:
     raise ArithmeticError(f"incomplete beta fraction did not converge for x={x}, a={a}, b={b}")
 
 
-class PairedDifference(BaseModel):
+class PairedDifference(LazyModel):
     """Mean of per-task differences a - b over tasks both sides measured, with its uncertainty.
 
     Pairing by task removes the between-task variance both runs share (Miller 2024, section 4),

@@ -26,8 +26,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
+from envloop.core.lazy import LazyModel
 from envloop.core.stats import clustered_stderr, t_interval
 
 SchemaVersion = Literal["envloop.result/v1"]
@@ -39,7 +40,7 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 
 
-class Dimension(BaseModel):
+class Dimension(LazyModel):
     """One named measurement with its own units: `scale` is [low, high], null for an open end."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -58,7 +59,7 @@ class Dimension(BaseModel):
         return self
 
 
-class JudgeSummary(BaseModel):
+class JudgeSummary(LazyModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Name
@@ -67,7 +68,7 @@ class JudgeSummary(BaseModel):
     score: Finite | None = None
 
 
-class StructuredResult(BaseModel):
+class StructuredResult(LazyModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     schema_version: SchemaVersion = SCHEMA_VERSION
@@ -83,7 +84,7 @@ class StructuredResult(BaseModel):
         return self
 
 
-class StructuredReading(BaseModel):
+class StructuredReading(LazyModel):
     """A trial's result.json as read: the validated projection, or why there is none."""
 
     model_config = ConfigDict(frozen=True)
@@ -139,7 +140,7 @@ def describe_reading(reading: StructuredReading) -> list[str]:
     return lines
 
 
-class Definition(BaseModel):
+class Definition(LazyModel):
     """What must agree before two values of a dimension may be averaged or compared."""
 
     model_config = ConfigDict(frozen=True)
@@ -166,7 +167,7 @@ def definition_conflict(name: str, a: Definition, b: Definition) -> str | None:
     return None
 
 
-class Aggregate(BaseModel):
+class Aggregate(LazyModel):
     """Mean of a structured value over trials, with its task-clustered uncertainty."""
 
     model_config = ConfigDict(frozen=True)
@@ -178,7 +179,7 @@ class Aggregate(BaseModel):
     tasks: int
 
 
-class DimensionSummary(BaseModel):
+class DimensionSummary(LazyModel):
     """One dimension across a profile's trials: an aggregate only when every definition agrees."""
 
     model_config = ConfigDict(frozen=True)
@@ -189,7 +190,7 @@ class DimensionSummary(BaseModel):
     conflict: str | None = Field(default=None, description="why nothing is aggregated")
 
 
-class StructuredSummary(BaseModel):
+class StructuredSummary(LazyModel):
     """Structured results of one profile in one job (trials counted: finished, not invalidated)."""
 
     model_config = ConfigDict(frozen=True)

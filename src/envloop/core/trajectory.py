@@ -26,7 +26,9 @@ viewer needs each tool result and the environment state after it as steps of the
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from envloop.core.lazy import LazyModel
 
 TRAJECTORY_SCHEMA: Literal["envloop.trajectory/v1"] = "envloop.trajectory/v1"
 TRAJECTORY_FILE = "trajectory.json"
@@ -40,7 +42,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class Usage(BaseModel):
+class Usage(LazyModel):
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
@@ -55,7 +57,7 @@ class Usage(BaseModel):
         )
 
 
-class ToolCall(BaseModel):
+class ToolCall(LazyModel):
     """One call the model asked for. `arguments_error` says why the raw arguments were not a JSON object."""
 
     id: str
@@ -65,7 +67,7 @@ class ToolCall(BaseModel):
     arguments_error: str | None = None
 
 
-class FileChange(BaseModel):
+class FileChange(LazyModel):
     """A file in the working directory that a step created, modified or deleted."""
 
     path: str = Field(description="relative to the working directory, with / separators")
@@ -76,7 +78,7 @@ class FileChange(BaseModel):
     diff_truncated: bool = False
 
 
-class _Step(BaseModel):
+class _Step(LazyModel):
     index: int = Field(default=0, description="position in the trajectory, from 0")
     at: datetime = Field(default_factory=_now, description="when the step began")
     duration_ms: float | None = None
@@ -92,7 +94,7 @@ class UserStep(_Step):
     text: str
 
 
-class ModelRequestSummary(BaseModel):
+class ModelRequestSummary(LazyModel):
     protocol: str
     endpoint: str
     model: str
@@ -176,7 +178,7 @@ Step = Annotated[
 ]
 
 
-class Trajectory(BaseModel):
+class Trajectory(LazyModel):
     schema_version: Literal["envloop.trajectory/v1"] = TRAJECTORY_SCHEMA
     trial_id: str
     runner: str

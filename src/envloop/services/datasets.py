@@ -12,8 +12,6 @@ from sqlalchemy.orm import Session
 
 from envloop.core.ids import new_id
 from envloop.core.nesting import MAX_DEPTH, deeper_than
-from envloop.environments.features import TaskFeature, task_features
-from envloop.runners.registry import UnknownRunnerError, get_runner
 from envloop.services.context import Context
 from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.services.refs import check_name, dataset_ref, parse_dataset_ref
@@ -25,7 +23,7 @@ from envloop.tasks.jsonl import load_jsonl, row_digest
 from envloop.tasks.model import HarborTask, TaskFormatError
 from envloop.tasks.scorers import validate_scorer
 from envloop.tasks.variables import referenced_variables
-from envloop.wire.datasets import DatasetView, MemberView
+from envloop.wire.datasets import DatasetView, MemberView, TaskFeature
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
 __all__ = ["DatasetView", "MemberView"]
@@ -100,6 +98,8 @@ def _check_runner(runner: str, kind: str) -> None:
         if runner != CHAT_RUNNER:
             raise UserError(f"JSONL datasets run with {CHAT_RUNNER}, not {runner}")
         return
+    from envloop.runners.registry import UnknownRunnerError, get_runner  # noqa: PLC0415 - only pushes
+
     try:
         found = get_runner(runner)
     except UnknownRunnerError as exc:
@@ -112,6 +112,9 @@ def push_dataset(
     ctx: Context, path: Path, name: str, runner: str | None = None, scorer: str | None = None
 ) -> DatasetView:
     """Freeze every task under `path`; identical content returns the existing revision."""
+    # Finding a task's features reads the sandbox's policy: only a push pays for importing it.
+    from envloop.environments.features import task_features  # noqa: PLC0415
+
     check_name("dataset", name)
     if not path.exists():
         raise UserError(f"{path}: no such file or directory")

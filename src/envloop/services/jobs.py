@@ -11,10 +11,6 @@ from sqlalchemy.orm import Session
 
 from envloop.core.ids import new_id
 from envloop.core.status import JobStatus, TrialStatus
-from envloop.runners.params import check_params, unread_params
-from envloop.runners.registry import UnknownRunnerError, get_runner
-from envloop.services.builds import task_build
-from envloop.services.components import check_environment
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, member_features, resolve_dataset
 from envloop.services.errors import ConflictError, NotFoundError, UserError
@@ -83,6 +79,12 @@ def _validate(
             f"dataset {request.dataset!r} names no revision: give {ref}, or "
             f"{dataset.name}@latest for the newest revision (now {ref})"
         )
+    # The runners (and the sandbox and agents behind them) load when a job is submitted, so that
+    # reading jobs, results and trials never pays for them.
+    from envloop.runners.params import check_params, unread_params  # noqa: PLC0415
+    from envloop.runners.registry import UnknownRunnerError, get_runner  # noqa: PLC0415
+    from envloop.services.components import check_environment  # noqa: PLC0415
+
     try:
         runner = get_runner(dataset.runner)
     except UnknownRunnerError:
@@ -101,17 +103,7 @@ def _validate(
     warnings: list[str] = []
     skipped: list[SkippedTask] = []
     if dataset.kind == "harbor":
-        chosen_members = [m for m in members if m.name in set(tasks)]
-        skipped = unsupported_tasks(chosen_members, request.environment, request.skip_unsupported, warnings)
-        left_out = {s.task for s in skipped}
-        failed = _failed_builds(ctx, [m for m in chosen_members if m.name not in left_out], request)
-        if failed and request.skip_unsupported:
-            skipped += failed
-            warnings += [f"task {item.task} not run: {item.reason}" for item in failed]
-            left_out |= {item.task for item in failed}
-        elif failed:
-            _refuse_failed_builds(failed)
-        tasks = [t for t in tasks if t not in left_out]
+        tasks, skipped = _leave_out_unsupported(ctx, request, members, tasks, warnings)
         if not tasks:
             raise UserError(f"every selected task of {ref} was left out (--skip-unsupported): none to run")
     chosen = set(tasks)
@@ -142,6 +134,24 @@ def _validate(
     return dataset, profiles, tasks, warnings, skipped
 
 
+def _leave_out_unsupported(
+    ctx: Context, request: JobRequest, members: list[DatasetMember], tasks: list[str], warnings: list[str]
+) -> tuple[list[str], list[SkippedTask]]:
+    """The tasks left to run and those left out: a task needing a feature the job's environment
+    cannot give, or whose image failed to build, refuses the job unless --skip-unsupported."""
+    chosen_members = [m for m in members if m.name in set(tasks)]
+    skipped = unsupported_tasks(chosen_members, request.environment, request.skip_unsupported, warnings)
+    left_out = {s.task for s in skipped}
+    failed = _failed_builds(ctx, [m for m in chosen_members if m.name not in left_out], request)
+    if failed and request.skip_unsupported:
+        skipped += failed
+        warnings += [f"task {item.task} not run: {item.reason}" for item in failed]
+        left_out |= {item.task for item in failed}
+    elif failed:
+        _refuse_failed_builds(failed)
+    return [t for t in tasks if t not in left_out], skipped
+
+
 def _failed_builds(ctx: Context, members: list[DatasetMember], request: JobRequest) -> list[SkippedTask]:
     """Tasks whose image is recorded as failing to build, among those the job would run in a
     container: all of them with --environment docker, those that need one with auto. Each of their
@@ -154,6 +164,8 @@ def _failed_builds(ctx: Context, members: list[DatasetMember], request: JobReque
         ]
     else:
         return []
+    from envloop.services.builds import task_build  # noqa: PLC0415 - loads the Docker environment
+
     failed = []
     for member in in_containers:
         record = task_build(ctx, member.digest)

@@ -15,19 +15,12 @@ from envloop.services.structured import read_structured
 from envloop.store.artifacts import ArtifactInfo, ArtifactNotFoundError
 from envloop.store.tables import Job, Profile, Trial
 from envloop.trajectories.files import read_trajectory
-from envloop.wire.trials import LOG_PAGE_BYTES, LogPhase, TrialView
+from envloop.wire.trials import LOG_FILES, LOG_PAGE_BYTES, LogPhase, TrialView
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
-__all__ = ["LOG_PAGE_BYTES", "LogPhase", "TrialView"]
+__all__ = ["LOG_FILES", "LOG_PAGE_BYTES", "LogPhase", "TrialView"]
 
 _CHUNK = 1024 * 1024
-LOG_FILES: dict[LogPhase, tuple[str, ...]] = {
-    "setup": ("setup/output.txt",),
-    "agent": ("agent/stdout.txt", "agent/stderr.txt"),
-    "verifier": ("verifier/stdout.txt", "verifier/stderr.txt"),
-    "artifacts": ("collection/output.txt",),
-}
-"""Each phase's kept output, by phase name: a phase that kept no file reads as an empty mapping."""
 
 
 def _view(trial: Trial, profile_ref: str) -> TrialView:

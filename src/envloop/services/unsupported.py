@@ -7,10 +7,10 @@ job keeps which tasks it left out and why (they get no trial, so never a reward 
 """
 
 from envloop.core.trial import EnvironmentChoice
-from envloop.environments.features import ENVIRONMENTS, refused_in
 from envloop.services.datasets import member_features
 from envloop.services.errors import UserError
 from envloop.store.tables import DatasetMember
+from envloop.wire.datasets import ENVIRONMENTS
 from envloop.wire.jobs import SkippedTask
 
 
@@ -24,6 +24,9 @@ def unsupported_tasks(
     naming them, or (with skip_unsupported) they are left out. A job that leaves the choice to its
     workers is refused only what no environment honours, and warned of what only some do.
     Features that tasks merely run without are added to `warnings`."""
+    # Imported here, by submission: reading a job's diagnosis must not load the sandbox.
+    from envloop.environments.features import refused_in  # noqa: PLC0415
+
     shown = f"--environment {choice}" if choice is not None else "any environment"
     unsupported: list[SkippedTask] = []
     degraded: dict[str, list[str]] = {}

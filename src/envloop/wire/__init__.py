@@ -9,19 +9,21 @@ The service modules re-export the models they return, so `envloop.services.jobs.
 
 from envloop.wire.access import ApiKeyView, CreatedKey, CreatedShare, ShareView
 from envloop.wire.compare import Comparison, DimensionComparison, Excluded, Side
-from envloop.wire.datasets import DatasetView, MemberView
-from envloop.wire.diagnosis import FailureGroup, FailureKind, JobDiagnosis, WarningGroup
-from envloop.wire.jobs import JOB_CONFIG_SCHEMA, MAX_ATTEMPTS, JobRequest, JobView, SubmitResult
+from envloop.wire.datasets import ENVIRONMENTS, DatasetView, EnvironmentName, MemberView, TaskFeature
+from envloop.wire.diagnosis import FailureGroup, FailureKind, JobDiagnosis, NotRunGroup, WarningGroup
+from envloop.wire.jobs import JOB_CONFIG_SCHEMA, MAX_ATTEMPTS, JobRequest, JobView, SkippedTask, SubmitResult
 from envloop.wire.leaderboard import BoardEntry, BoardRow, RunSummary
 from envloop.wire.planning import Plan, PlanOption
 from envloop.wire.profiles import PROFILE_SCHEMA, ProfileDocument, ProfileSpec, ProfileView
 from envloop.wire.results import JobResult, ProfileResult
 from envloop.wire.rollouts import JobEvent, ProgressEvent, RolloutRequest, RolloutView, TrialEvent
 from envloop.wire.runners import ComponentInfo, Origin, RunnerInfo, TaskKind
-from envloop.wire.trials import LOG_PAGE_BYTES, ArtifactInfo, LogPhase, TrialView
+from envloop.wire.trials import LOG_FILES, LOG_PAGE_BYTES, ArtifactInfo, LogPhase, TrialView
 
 __all__ = [
+    "ENVIRONMENTS",
     "JOB_CONFIG_SCHEMA",
+    "LOG_FILES",
     "LOG_PAGE_BYTES",
     "MAX_ATTEMPTS",
     "PROFILE_SCHEMA",
@@ -35,6 +37,7 @@ __all__ = [
     "CreatedShare",
     "DatasetView",
     "DimensionComparison",
+    "EnvironmentName",
     "Excluded",
     "FailureGroup",
     "FailureKind",
@@ -45,6 +48,7 @@ __all__ = [
     "JobView",
     "LogPhase",
     "MemberView",
+    "NotRunGroup",
     "Origin",
     "Plan",
     "PlanOption",
@@ -59,7 +63,9 @@ __all__ = [
     "RunnerInfo",
     "ShareView",
     "Side",
+    "SkippedTask",
     "SubmitResult",
+    "TaskFeature",
     "TaskKind",
     "TrialEvent",
     "TrialView",

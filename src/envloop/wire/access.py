@@ -2,10 +2,12 @@
 
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from envloop.core.lazy import LazyModel
 
 
-class ApiKeyView(BaseModel):
+class ApiKeyView(LazyModel):
     id: str
     name: str
     project: str
@@ -19,7 +21,7 @@ class CreatedKey(ApiKeyView):
     key: str = Field(description="the secret itself; shown only at creation, store it now")
 
 
-class ShareView(BaseModel):
+class ShareView(LazyModel):
     id: str
     job_id: str
     created_at: datetime

@@ -1,7 +1,8 @@
 """A paired comparison of two runs, as `el job compare` and the API return it."""
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from envloop.core.lazy import LazyModel
 from envloop.core.metrics import ScoreCounts, TaskDifference
 from envloop.core.structured import Definition
 from envloop.wire.leaderboard import RunSummary
@@ -11,12 +12,12 @@ class Side(RunSummary):
     score_counts: ScoreCounts
 
 
-class Excluded(BaseModel):
+class Excluded(LazyModel):
     task: str
     reason: str
 
 
-class DimensionComparison(BaseModel):
+class DimensionComparison(LazyModel):
     name: str
     definition: Definition | None = None
     n_tasks: int = 0
@@ -28,7 +29,7 @@ class DimensionComparison(BaseModel):
     refused: str | None = Field(default=None, description="why this dimension is not compared")
 
 
-class Comparison(BaseModel):
+class Comparison(LazyModel):
     a: Side
     b: Side
     n_tasks: int = Field(description="tasks both sides scored")

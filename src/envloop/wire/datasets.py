@@ -3,13 +3,15 @@
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from envloop.core.lazy import LazyModel
 
 EnvironmentName = Literal["local", "docker"]
 ENVIRONMENTS: tuple[EnvironmentName, ...] = ("local", "docker")
 
 
-class TaskFeature(BaseModel):
+class TaskFeature(LazyModel):
     """One thing a task asks for that some (or every) environment of envloop does not give."""
 
     model_config = ConfigDict(frozen=True)
@@ -37,7 +39,7 @@ class TaskFeature(BaseModel):
         return f"{self.detail}: {where}; a job that cannot give it is refused"
 
 
-class MemberView(BaseModel):
+class MemberView(LazyModel):
     position: int
     name: str
     digest: str
@@ -48,7 +50,7 @@ class MemberView(BaseModel):
     )
 
 
-class DatasetView(BaseModel):
+class DatasetView(LazyModel):
     name: str
     version: int
     ref: str

@@ -2,8 +2,9 @@
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from envloop.core.lazy import LazyModel
 from envloop.core.status import ErrorType
 
 FailureKind = Literal["failed", "no_reward", "cancelled", "invalidated"]
@@ -11,7 +12,7 @@ FailureKind = Literal["failed", "no_reward", "cancelled", "invalidated"]
 EXAMPLES = 5
 
 
-class FailureGroup(BaseModel):
+class FailureGroup(LazyModel):
     kind: FailureKind
     error_type: ErrorType | None = Field(description="for failed trials, the error type")
     reason: str = Field(description="the first line of the error message, reward note or invalidation reason")
@@ -20,19 +21,19 @@ class FailureGroup(BaseModel):
     trial_ids: list[str] = Field(description=f"up to {EXAMPLES} of the group's trials, in grid order")
 
 
-class WarningGroup(BaseModel):
+class WarningGroup(LazyModel):
     text: str
     count: int = Field(description="trials that carry this warning")
     trial_ids: list[str] = Field(description=f"up to {EXAMPLES} of them, in grid order")
 
 
-class NotRunGroup(BaseModel):
+class NotRunGroup(LazyModel):
     text: str = Field(description="N tasks not run: reason")
     reason: str
     tasks: list[str]
 
 
-class JobDiagnosis(BaseModel):
+class JobDiagnosis(LazyModel):
     not_run: list[NotRunGroup] = Field(
         default_factory=list,
         description="tasks the job left out at submission (--skip-unsupported): they have no trials",

@@ -2,8 +2,9 @@
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from envloop.core.lazy import LazyModel
 from envloop.core.status import JobStatus, TrialStatus
 from envloop.core.trial import EnvironmentChoice
 
@@ -12,10 +13,12 @@ MAX_ATTEMPTS = 1000
 JOB_CONFIG_SCHEMA = "envloop.job/v1"
 
 
-class JobRequest(BaseModel):
+class JobRequest(LazyModel):
     """What a submission asks for. `el job export` writes exactly this (with the concrete revision)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Built at import: FastAPI reads a request body's model as it builds its routes, and a deferred
+    # one makes it attach the parameter's alias where pydantic ignores it (with a warning).
+    model_config = ConfigDict(extra="forbid", defer_build=False)
 
     schema_version: str = JOB_CONFIG_SCHEMA
     dataset: str
@@ -40,12 +43,12 @@ class JobRequest(BaseModel):
     request_id: str | None = Field(default=None, min_length=1, max_length=200)
 
 
-class SkippedTask(BaseModel):
+class SkippedTask(LazyModel):
     task: str
     reason: str
 
 
-class JobView(BaseModel):
+class JobView(LazyModel):
     id: str
     status: JobStatus
     dataset: str
@@ -70,7 +73,7 @@ class JobView(BaseModel):
     finished_at: datetime | None
 
 
-class SubmitResult(BaseModel):
+class SubmitResult(LazyModel):
     job: JobView
     warnings: list[str]
     existing: bool = Field(description="True when the request ID matched an earlier identical submission")

@@ -2,13 +2,14 @@
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from envloop.core.lazy import LazyModel
 from envloop.core.status import JobStatus
 from envloop.core.structured import Aggregate, DimensionSummary
 
 
-class RunSummary(BaseModel):
+class RunSummary(LazyModel):
     """One profile's run as every comparison shows it: what ran, and its score with its interval
     and coverage (a board row, each side of `el job compare`, the baseline of a plan)."""
 

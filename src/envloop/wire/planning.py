@@ -1,19 +1,20 @@
 """A comparison plan: tasks and attempts needed to detect an effect."""
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from envloop.core.lazy import LazyModel
 from envloop.core.planning import VarianceComponents
 from envloop.wire.compare import Side
 
 
-class PlanOption(BaseModel):
+class PlanOption(LazyModel):
     attempts: int = Field(description="attempts per task (k)")
     tasks: int | None = Field(description="tasks needed; null beyond any realistic number")
     total_attempts: int | None = Field(description="tasks x attempts, per run")
     fits_dataset: bool = Field(description="the dataset revision has that many tasks")
 
 
-class Plan(BaseModel):
+class Plan(LazyModel):
     baseline: Side
     effect: float = Field(description="difference to detect, in reward units (0.03 = 3 points)")
     alpha: float

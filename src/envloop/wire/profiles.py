@@ -3,12 +3,14 @@
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import ConfigDict, Field, StrictStr
+
+from envloop.core.lazy import LazyModel
 
 PROFILE_SCHEMA = "envplatform.profile/v2"
 
 
-class ProfileSpec(BaseModel):
+class ProfileSpec(LazyModel):
     """Params reach commands as environment variables, which are text: a number or a boolean would
     have to become text by a rule the author never chose (is 5.0 "5" or "5.0"?), so only strings
     are accepted and the file says the text itself."""
@@ -17,7 +19,7 @@ class ProfileSpec(BaseModel):
     params: dict[str, StrictStr]
 
 
-class ProfileDocument(BaseModel):
+class ProfileDocument(LazyModel):
     """The profile file, as the product documents show it."""
 
     model_config = ConfigDict(extra="forbid")
@@ -28,7 +30,7 @@ class ProfileDocument(BaseModel):
     spec: ProfileSpec
 
 
-class ProfileView(BaseModel):
+class ProfileView(LazyModel):
     name: str
     version: str
     ref: str

@@ -1,7 +1,6 @@
 """A job's result: each profile's metrics with its structured-result summary."""
 
-from pydantic import BaseModel
-
+from envloop.core.lazy import LazyModel
 from envloop.core.metrics import ProfileMetrics
 from envloop.core.status import JobStatus
 from envloop.core.structured import StructuredSummary
@@ -13,7 +12,7 @@ class ProfileResult(ProfileMetrics):
     structured: StructuredSummary
 
 
-class JobResult(BaseModel):
+class JobResult(LazyModel):
     id: str
     status: JobStatus
     attempts: int

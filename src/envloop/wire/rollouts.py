@@ -2,16 +2,19 @@
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from envloop.core.lazy import LazyModel
 from envloop.core.status import ErrorType, TrialStatus
 from envloop.core.trajectory import Trajectory
 from envloop.wire.jobs import JobView
 from envloop.wire.trials import TrialView
 
 
-class RolloutRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RolloutRequest(LazyModel):
+    # Built at import: FastAPI reads a request body's model as it builds its routes, and a deferred
+    # one makes it attach the parameter's alias where pydantic ignores it (with a warning).
+    model_config = ConfigDict(extra="forbid", defer_build=False)
 
     dataset: str = Field(description="NAME@N or NAME@latest")
     task: str = Field(description="the dataset member to attempt")
@@ -23,7 +26,7 @@ class RolloutRequest(BaseModel):
     request_id: str | None = Field(default=None, min_length=1, max_length=200)
 
 
-class RolloutView(BaseModel):
+class RolloutView(LazyModel):
     job_id: str
     trial: TrialView
     trajectory: Trajectory | None = Field(
@@ -32,12 +35,12 @@ class RolloutView(BaseModel):
     warnings: list[str] = Field(default_factory=list)
 
 
-class JobEvent(BaseModel):
+class JobEvent(LazyModel):
     event: Literal["job"] = "job"
     job: JobView
 
 
-class TrialEvent(BaseModel):
+class TrialEvent(LazyModel):
     event: Literal["trial"] = "trial"
     id: str
     job_id: str

@@ -3,13 +3,15 @@ came from, the JSON schema of the params it reads, and the agents it can run wit
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from envloop.core.lazy import LazyModel
 
 TaskKind = Literal["harbor", "chat"]
 Source = Literal["built-in", "plugin", "reference"]
 
 
-class Origin(BaseModel):
+class Origin(LazyModel):
     """Where a component came from: built into envloop, an installed plugin's entry point, or a
     `module:Name` reference."""
 
@@ -27,7 +29,7 @@ class Origin(BaseModel):
         return f"reference {self.entry_point}"
 
 
-class ComponentInfo(BaseModel):
+class ComponentInfo(LazyModel):
     """A component a runner hosts (the shell runner's agents), with its params' JSON schema."""
 
     name: str
@@ -36,7 +38,7 @@ class ComponentInfo(BaseModel):
     params_schema: dict[str, Any] = Field(description="JSON schema of the profile params it reads")
 
 
-class RunnerInfo(BaseModel):
+class RunnerInfo(LazyModel):
     ref: str
     task_kind: TaskKind
     description: str

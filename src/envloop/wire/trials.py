@@ -3,15 +3,21 @@
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel
-
+from envloop.core.lazy import LazyModel
 from envloop.core.status import ErrorType, TrialStatus
 from envloop.core.structured import StructuredReading
 
 LogPhase = Literal["setup", "agent", "verifier", "artifacts"]
+LOG_FILES: dict[LogPhase, tuple[str, ...]] = {
+    "setup": ("setup/output.txt",),
+    "agent": ("agent/stdout.txt", "agent/stderr.txt"),
+    "verifier": ("verifier/stdout.txt", "verifier/stderr.txt"),
+    "artifacts": ("collection/output.txt",),
+}
+"""Each phase's kept output, by phase name: a phase that kept no file reads as an empty mapping."""
 
 
-class TrialView(BaseModel):
+class TrialView(LazyModel):
     id: str
     job_id: str
     profile: str
@@ -45,6 +51,6 @@ LOG_PAGE_BYTES = 1024 * 1024
 streamed whole from its artifact), never loaded into memory at once."""
 
 
-class ArtifactInfo(BaseModel):
+class ArtifactInfo(LazyModel):
     path: str
     size: int

@@ -1,0 +1,191 @@
+"""Cold start-up of `el` commands, this tree beside a baseline revision, interleaved.
+
+Each command runs in a fresh process (as a user's shell starts it) against one small store: a
+one-task job run to its end during set-up, read directly and through `el serve` (ENVLOOP_URL, the
+server running this tree). Variants alternate command by command (baseline, this tree, baseline,
+this tree, …) so machine noise hits both alike; each figure is the median over the rounds, wall
+and CPU (user + system, from wait4) in seconds.
+
+    .venv/bin/python bench/startup.py --baseline 9e0fad4 --rounds 9   # before the lazy imports
+
+The baseline's `src/` is exported with `git archive` into a temporary directory; both variants use
+this venv's interpreter and packages. Each variant runs every command once before the rounds, so
+neither pays for writing its bytecode cache inside a measured run.
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+COMMANDS = [
+    (["--help"], False),
+    (["job", "--help"], False),
+    (["job", "list"], False),
+    (["job", "get", "{job}"], False),
+    (["job", "result", "{job}"], False),
+    (["job", "get", "{job}"], True),
+    (["job", "result", "{job}"], True),
+]
+"""Each command, and whether it runs against the server (ENVLOOP_URL) instead of the store."""
+
+
+def run(src: Path, home: Path, argv: list[str], server: dict[str, str] | None = None) -> tuple[float, float]:
+    """Wall and CPU seconds of `el ARGV` with `src` first on the path; raises if it fails."""
+    env = {**os.environ, "PYTHONPATH": str(src), "ENVLOOP_HOME": str(home)}
+    for name in ("ENVLOOP_URL", "ENVLOOP_API_KEY", "ENVLOOP_DATABASE_URL", "ENVLOOP_ARTIFACTS"):
+        env.pop(name, None)
+    env.update(server or {})
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "envloop", *argv],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    errors = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"el {' '.join(argv)} failed ({proc.returncode}): {errors.decode()[-400:]}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def one_task_job(src: Path, home: Path, work: Path) -> str:
+    """Push one task, create a profile, run a job to its end; its id."""
+    task = work / "tasks" / "hello"
+    (task / "tests").mkdir(parents=True)
+    (task / "solution").mkdir()
+    (task / "environment").mkdir()
+    (task / "task.toml").write_text('version = "1.0"\n')
+    (task / "instruction.md").write_text("Create done.\n")
+    (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    solve = '#!/usr/bin/env bash\ntouch "${ENVLOOP_APP_DIR:-/app}/done"\n'
+    (task / "solution" / "solve.sh").write_text(solve)
+    (task / "tests" / "test.sh").write_text(
+        '#!/usr/bin/env bash\nif [ -f "${ENVLOOP_APP_DIR:-/app}/done" ]; then r=1; else r=0; fi\n'
+        'echo $r > "${ENVLOOP_LOGS_DIR:-/logs}/verifier/reward.txt"\n'
+    )
+    profile = work / "oracle.json"
+    profile.write_text(
+        json.dumps({"schema_version": "envplatform.profile/v2", "spec": {"params": {"AGENT_NAME": "oracle"}}})
+    )
+    env = {**os.environ, "PYTHONPATH": str(src), "ENVLOOP_HOME": str(home)}
+    el = [sys.executable, "-m", "envloop"]
+    subprocess.run([*el, "dataset", "push", str(work / "tasks"), "--name", "hello"], env=env, check=True)
+    create = [*el, "profile", "create", "team/oracle", "1", "--file", str(profile)]
+    subprocess.run(create, env=env, check=True)
+    done = subprocess.run(
+        [*el, "job", "submit", "--dataset", "hello@1", "--profile", "team/oracle@1", "--wait", "--json"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    stop_background_worker(home)
+    return str(json.loads(done.stdout)["id"])
+
+
+def stop_background_worker(home: Path) -> None:
+    """The worker `el job submit` started would otherwise idle beside the measured runs for 30 s."""
+    lock = home / "background-worker.lock"
+    text = lock.read_text().strip() if lock.exists() else ""
+    if not text.isdigit():
+        return
+    pid = int(text)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            os.kill(pid, 0)
+            time.sleep(0.1)
+
+
+def start_server(home: Path, log: Path) -> tuple[subprocess.Popen[bytes], dict[str, str]]:
+    """`el serve` (API only) on the store, and the variables that point `el` at it."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "ENVLOOP_HOME": str(home)}
+    el = [sys.executable, "-m", "envloop"]
+    key = json.loads(
+        subprocess.run([*el, "key", "create", "--json"], env=env, check=True, capture_output=True).stdout
+    )["key"]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [*el, "serve", "--port", str(port), "--workers", "0"], env=env, stdout=sink, stderr=sink
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/v1/health", timeout=5):
+            return proc, {"ENVLOOP_URL": url, "ENVLOOP_API_KEY": key}
+        time.sleep(0.2)
+    proc.terminate()
+    raise SystemExit(f"el serve did not answer: {log.read_text()[-400:]}")
+
+
+def export_tree(rev: str, dest: Path) -> Path:
+    archive = subprocess.run(["git", "archive", rev, "src"], cwd=REPO, check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    return dest / "src"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--baseline", required=True, help="git revision to compare this tree with")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so the server below is stopped too
+    baseline = args.baseline
+    with tempfile.TemporaryDirectory(prefix="envloop-startup-") as tmp:
+        work = Path(tmp)
+        variants = {f"baseline {baseline[:10]}": export_tree(baseline, work), "this tree": REPO / "src"}
+        home = work / "home"
+        job = one_task_job(REPO / "src", home, work)
+        server, target = start_server(home, work / "serve.log")
+        try:
+            commands = [
+                ([part.format(job=job) for part in argv], target if remote else None)
+                for argv, remote in COMMANDS
+            ]
+            for src in variants.values():  # bytecode caches written before anything is measured
+                for argv, env in commands:
+                    run(src, home, argv, env)
+            times: dict[tuple[str, int], list[tuple[float, float]]] = {}
+            for _ in range(args.rounds):
+                for index, (argv, env) in enumerate(commands):
+                    for name, src in variants.items():
+                        times.setdefault((name, index), []).append(run(src, home, argv, env))
+        finally:
+            server.terminate()
+            server.wait()
+        load = os.getloadavg()[0]
+    print(f"cold start-up of `el`, median of {args.rounds} interleaved rounds (load average {load:.1f})")
+    print(f"{'command':<28}" + "".join(f"{name:>30}" for name in variants))
+    for index, (argv, remote) in enumerate(COMMANDS):
+        cells = []
+        for name in variants:
+            walls, cpus = zip(*times[(name, index)], strict=True)
+            cells.append(f"{statistics.median(walls):7.3f} s wall {statistics.median(cpus):6.3f} s CPU")
+        shown = "el " + " ".join(argv).replace("{job}", "JOB") + (" (server)" if remote else "")
+        print(f"{shown:<28}" + "".join(f"{cell:>30}" for cell in cells))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""`el` imports only what the command it runs needs, so every command starts quickly.
+
+`el --help` lists the top-level names from stand-ins that carry their one-line help; `el GROUP
+--help` imports that group's command module, which imports the store, the sandbox, the web stack
+and the model SDKs only inside the commands that use them. These tests read the module list of a
+real `el` process (speed itself is measured by bench/startup.py, not asserted here).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from envloop.cli import main
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+STORE_SANDBOX_SDKS = (
+    "sqlalchemy",
+    "envloop.store",
+    "envloop.services.context",
+    "envloop.environments",
+    "envloop.scheduling",
+    "envloop.runners",
+    "envloop.agents",
+    "openai",
+    "anthropic",
+    "fastapi",
+    "uvicorn",
+)
+LIGHT_CLI = {"envloop.cli.main", "envloop.cli.exits"}
+PROBE = """
+import json, runpy, sys
+sys.argv = ["el", *json.loads(sys.argv[1])]
+try:
+    runpy.run_module("envloop", run_name="__main__")
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+sys.stderr.write("\\n" + json.dumps({"code": code, "modules": sorted(sys.modules)}) + "\\n")
+"""
+
+
+def el_modules(home: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, set[str]]:
+    """Exit code and loaded modules of `el ARGS` run in a fresh interpreter."""
+    inherited = {k: v for k, v in os.environ.items() if k not in ("ENVLOOP_URL", "ENVLOOP_DATABASE_URL")}
+    full_env = {**inherited, "PYTHONPATH": str(SRC), "ENVLOOP_HOME": str(home), **(env or {})}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(args)],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        check=False,
+        timeout=120,
+    )
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    return report["code"], set(report["modules"])
+
+
+def loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted({n for n in names for m in modules if m == n or m.startswith(n + ".")})
+
+
+def test_el_help_loads_no_command_module_and_not_even_pydantic(tmp_path: Path) -> None:
+    code, modules = el_modules(tmp_path, "--help")
+    assert code == 0
+    assert loaded(modules, (*STORE_SANDBOX_SDKS, "pydantic", "httpx", "rich")) == []
+    assert not [m for m in modules if m.startswith("envloop.cli.") and m not in LIGHT_CLI]
+
+
+GROUPS = ["dataset", "profile", "runner", "job", "trial", "leaderboard", "key", "secret"]
+COMMANDS = ["plan", "serve", "worker", "job result", "job list", "job submit", "dataset build", "trial logs"]
+
+
+@pytest.mark.parametrize("args", GROUPS + COMMANDS)
+def test_help_of_a_group_or_command_loads_no_store_sandbox_web_or_sdk(tmp_path: Path, args: str) -> None:
+    code, modules = el_modules(tmp_path, *args.split(), "--help")
+    assert code == 0
+    assert loaded(modules, STORE_SANDBOX_SDKS) == []
+
+
+def test_a_command_against_a_server_loads_the_http_client_but_not_the_store(tmp_path: Path) -> None:
+    """Nothing listens on port 9: the command fails to connect (exit 4), having loaded only what a
+    client needs."""
+    code, modules = el_modules(tmp_path, "job", "result", "job_x", env={"ENVLOOP_URL": "http://127.0.0.1:9"})
+    assert code == 4
+    assert "envloop.client" in modules
+    assert loaded(modules, STORE_SANDBOX_SDKS) == []
+
+
+READS = [("job list", 0), ("job result job_x", 2), ("trial get trl_x", 2)]
+
+
+@pytest.mark.parametrize(("args", "exit_code"), READS)
+def test_an_embedded_read_loads_the_store_but_not_the_runners_sandbox_web_stack_or_sdks(
+    tmp_path: Path, args: str, exit_code: int
+) -> None:
+    code, modules = el_modules(tmp_path, *args.split())
+    assert code == exit_code
+    assert "sqlalchemy" in modules
+    unneeded = ("envloop.runners", "envloop.agents", "envloop.environments", "envloop.scheduling")
+    assert loaded(modules, (*unneeded, "fastapi", "uvicorn", "openai", "anthropic")) == []
+
+
+def help_of(app_args: str | None, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main.build_app(app_args), list(args), prog_name="el")
+    return result.exit_code, result.output
+
+
+def test_the_stand_ins_list_exactly_the_help_the_real_commands_give() -> None:
+    """The one-line summaries in `cli.main.ENTRIES` are the real commands' help, not a copy that
+    drifted: `el --help` built from stand-ins equals the help of the fully imported app."""
+    assert help_of(None, "--help") == help_of("*", "--help")
+
+
+def test_a_mistyped_name_gets_the_same_suggestion_from_the_stand_ins() -> None:
+    assert help_of(None, "jbo") == help_of("*", "jbo")
