@@ -8,9 +8,8 @@ import typer
 from envloop.cli.backend import operations, remote
 from envloop.cli.output import emit_json, out, table, warn
 from envloop.core.params import expectation
-from envloop.runners.base import RunnerInfo
-from envloop.services.components import installed_components
 from envloop.services.errors import UserError
+from envloop.wire.runners import RunnerInfo
 
 runner_app = typer.Typer(help="Runners: the versioned harnesses that execute tasks.", no_args_is_help=True)
 agent_app = typer.Typer(help="Agents the shell runner can run (AGENT_NAME).", no_args_is_help=True)
@@ -24,6 +23,8 @@ def _report_broken_plugins() -> None:
     server the listing is the server's, and so are its plugins' problems: not reported here.)"""
     if remote() is not None:
         return
+    from envloop.services.components import installed_components  # noqa: PLC0415 - loads every component
+
     for problem in installed_components().problems:
         warn(problem)
 
@@ -95,6 +96,8 @@ def list_agents(json_: JsonOption = False) -> None:
 def list_plugins(json_: JsonOption = False) -> None:
     """Every agent, runner, JSONL scorer and environment installed on this machine (not a server's:
     ENVLOOP_URL is not consulted), and the plugins that could not be used."""
+    from envloop.services.components import installed_components  # noqa: PLC0415 - loads every component
+
     report = installed_components()
     if json_:
         emit_json(report)

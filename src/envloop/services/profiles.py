@@ -10,8 +10,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from envloop.core.ids import new_id
-from envloop.runners.params import check_params
-from envloop.runners.registry import get_runner
 from envloop.services.context import Context, envloop_home
 from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.services.refs import check_name, check_version, split_ref
@@ -101,6 +99,10 @@ def _check_values(ref: str, params: dict[str, str], secrets: list[str]) -> None:
     the param. Which components read a profile is only settled when a job pairs it with a dataset,
     so this checks the likely ones: the shell runner and the agent AGENT_NAME names when it is set,
     else the chat runner; and only the values that are set (a missing param is the job's problem)."""
+    # The runners (and the agents and sandbox behind them) load only when a profile is created.
+    from envloop.runners.params import check_params  # noqa: PLC0415
+    from envloop.runners.registry import get_runner  # noqa: PLC0415
+
     runner = get_runner("envloop/shell@1" if params.get("AGENT_NAME", "").strip() else "envloop/chat@1")
     problems = check_params(runner, params, hidden=secrets, present_only=True)
     if problems:
