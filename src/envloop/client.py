@@ -31,7 +31,7 @@ from envloop.services.compare import Comparison
 from envloop.services.datasets import DatasetView
 from envloop.services.diagnosis import JobDiagnosis
 from envloop.services.errors import ConflictError, NotFoundError, ServerError, UserError
-from envloop.services.jobs import JobRequest, JobView, SubmitResult
+from envloop.services.jobs import JobProgress, JobRequest, JobView, SubmitResult
 from envloop.services.keys import ApiKeyView, CreatedKey
 from envloop.services.leaderboard import BoardRow
 from envloop.services.planning import Plan
@@ -215,6 +215,10 @@ class Client:
 
     def get_job(self, job_id: str) -> JobView:
         return self._get(f"/v1/jobs/{quote(job_id)}", JobView)
+
+    def job_progress(self, job_id: str) -> JobProgress:
+        """The job's status and trial counts (a follower's poll when the event stream is gone)."""
+        return JobProgress.model_validate(self.get_job(job_id).model_dump())
 
     def list_jobs(
         self, status: str | None = None, tags: dict[str, str] | None = None, limit: int = 50

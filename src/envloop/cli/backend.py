@@ -29,7 +29,7 @@ from envloop.services.compare import Comparison
 from envloop.services.context import Context
 from envloop.services.datasets import DatasetView
 from envloop.services.diagnosis import JobDiagnosis
-from envloop.services.jobs import JobRequest, JobView, SubmitResult
+from envloop.services.jobs import JobProgress, JobRequest, JobView, SubmitResult
 from envloop.services.leaderboard import BoardRow
 from envloop.services.planning import Plan
 from envloop.services.profiles import ProfileDocument, ProfileView
@@ -54,6 +54,7 @@ class Operations(Protocol):
     def list_runners(self) -> list[RunnerInfo]: ...
     def submit_job(self, request: JobRequest) -> SubmitResult: ...
     def get_job(self, job_id: str) -> JobView: ...
+    def job_progress(self, job_id: str) -> JobProgress: ...
     def list_jobs(
         self, status: str | None = None, tags: dict[str, str] | None = None, limit: int = 50
     ) -> list[JobView]: ...
@@ -126,6 +127,9 @@ class Embedded:
 
     def get_job(self, job_id: str) -> JobView:
         return jobs.get_job(self.ctx, job_id)
+
+    def job_progress(self, job_id: str) -> JobProgress:
+        return jobs.job_progress(self.ctx, job_id)
 
     def list_jobs(
         self, status: str | None = None, tags: dict[str, str] | None = None, limit: int = 50

@@ -20,6 +20,7 @@ from sqlalchemy.engine import make_url
 
 from envloop.cli.output import note
 from envloop.cli.state import context
+from envloop.scheduling.background import CAPACITY_ENV
 from envloop.services.context import Context
 from envloop.services.errors import UserError
 from envloop.services.keys import has_active_key
@@ -103,7 +104,13 @@ def serve(
         int, typer.Option("--workers", min=0, help="Local worker processes (0: only external workers).")
     ] = 1,
     capacity: Annotated[
-        int | None, typer.Option("--capacity", min=1, help="Trials at once per worker (default: cores).")
+        int | None,
+        typer.Option(
+            "--capacity",
+            min=1,
+            envvar=CAPACITY_ENV,
+            help="Trials per worker at once (default: max(2, cores)).",
+        ),
     ] = None,
     lease_ttl: Annotated[
         float, typer.Option("--lease-ttl", min=1, help="Seconds before a silent worker's trials are re-run.")

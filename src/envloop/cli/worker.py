@@ -12,7 +12,7 @@ from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out, table
 from envloop.cli.state import context
 from envloop.core.trial import EnvironmentChoice
-from envloop.scheduling.background import try_hold_lock
+from envloop.scheduling.background import CAPACITY_ENV, try_hold_lock
 from envloop.scheduling.executor import choose_executor
 from envloop.scheduling.worker import Worker, WorkerConfig
 from envloop.services.errors import UserError
@@ -22,7 +22,10 @@ runner_app = typer.Typer(help="Runners: the versioned harnesses that execute tas
 
 def worker(
     capacity: Annotated[
-        int | None, typer.Option("--capacity", min=1, help="Trials at once (default: cores).")
+        int | None,
+        typer.Option(
+            "--capacity", min=1, envvar=CAPACITY_ENV, help="Trials at once (default: max(2, cores))."
+        ),
     ] = None,
     idle_exit: Annotated[
         float | None, typer.Option("--idle-exit", help="Exit after the queue stays empty this many seconds.")

@@ -15,6 +15,14 @@ from typing import IO
 from envloop.services.context import Context
 
 IDLE_EXIT_SEC = 30.0
+CAPACITY_ENV = "ENVLOOP_WORKER_CAPACITY"
+"""Trials at once for a worker started without `--capacity` (`el worker`, the one `el job submit`
+starts, `el serve`'s); unset: max(2, cores)."""
+
+
+def default_capacity() -> int:
+    """Trials at once when nobody chose: every core busy, and at least two."""
+    return max(2, os.cpu_count() or 2)
 
 
 def _lock_path(ctx: Context) -> Path:
@@ -53,15 +61,21 @@ def is_running(ctx: Context) -> bool:
         return False
 
 
-def ensure_background_worker(ctx: Context) -> bool:
-    """Start a detached worker for this home unless one is alive. True when one was started."""
+def ensure_background_worker(ctx: Context, capacity: int | None = None) -> bool:
+    """Start a detached worker for this home unless one is alive. True when one was started.
+
+    `capacity` (trials at once) applies to a worker started now; one already running keeps its own.
+    """
     if is_running(ctx):
         return False
     ctx.logs_dir.mkdir(parents=True, exist_ok=True)
     log_file = (ctx.logs_dir / "worker.log").open("ab")
     env = dict(os.environ, ENVLOOP_HOME=str(ctx.home))
+    args = ["worker", "--background", "--idle-exit", str(IDLE_EXIT_SEC)]
+    if capacity is not None:
+        args += ["--capacity", str(capacity)]
     subprocess.Popen(
-        [sys.executable, "-m", "envloop", "worker", "--background", "--idle-exit", str(IDLE_EXIT_SEC)],
+        [sys.executable, "-m", "envloop", *args],
         stdin=subprocess.DEVNULL,
         stdout=log_file,
         stderr=log_file,

@@ -26,6 +26,7 @@ from envloop.core.trial import EnvironmentChoice, TrialError, TrialOutcome, Tria
 from envloop.environments.docker import DockerError, sweep_orphans
 from envloop.environments.instance import instances_under, remove_instance
 from envloop.models import close_clients
+from envloop.scheduling.background import default_capacity
 from envloop.scheduling.executor import Executor, LocalExecutor, RunLost
 from envloop.services.context import Context
 from envloop.services.profiles import resolved_params
@@ -51,7 +52,7 @@ class _HandedBack(Exception):
 
 @dataclass
 class WorkerConfig:
-    capacity: int = field(default_factory=lambda: max(2, os.cpu_count() or 2))
+    capacity: int = field(default_factory=default_capacity)
     lease_ttl: float = 30.0
     idle_poll: float = 0.1
     idle_exit: float | None = None

@@ -71,6 +71,22 @@ class JobView(BaseModel):
     finished_at: datetime | None
 
 
+class JobProgress(BaseModel):
+    """How far a job is: its status and trial counts, without its configuration or result."""
+
+    id: str
+    status: str
+    cancel_requested: bool
+    counts: dict[str, int] = Field(description="trials by status")
+
+    @property
+    def done(self) -> int:
+        return self.counts["completed"] + self.counts["failed"] + self.counts["cancelled"]
+
+
+TRIAL_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
+
+
 class SubmitResult(BaseModel):
     job: JobView
     warnings: list[str]
@@ -309,7 +325,7 @@ def _view(session: Session, job: Job) -> JobView:
         tags=dict(job.tags),
         request_id=job.request_id,
         cancel_requested=job.cancel_requested,
-        counts={s: counts.get(s, 0) for s in ("pending", "running", "completed", "failed", "cancelled")},
+        counts={s: counts.get(s, 0) for s in TRIAL_STATUSES},
         created_at=job.created_at,
         finished_at=job.finished_at,
     )
@@ -318,6 +334,28 @@ def _view(session: Session, job: Job) -> JobView:
 def get_job(ctx: Context, job_id: str) -> JobView:
     with ctx.store.read() as session:
         return _view(session, load_job(session, ctx.project_id, job_id))
+
+
+def job_progress(ctx: Context, job_id: str) -> JobProgress:
+    """One query: the job's status and its trials counted by status (what a follower needs)."""
+    query = (
+        select(Job.status, Job.cancel_requested, Trial.status.label("trial_status"), func.count(Trial.id))
+        .select_from(Job)
+        .outerjoin(Trial, Trial.job_id == Job.id)
+        .where(Job.id == job_id, Job.project_id == ctx.project_id)
+        .group_by(Job.status, Job.cancel_requested, Trial.status)
+    )
+    with ctx.store.read() as session:
+        rows = session.execute(query).all()
+    if not rows:
+        raise NotFoundError(f"unknown job {job_id!r}")
+    counts = {row.trial_status: row[3] for row in rows if row.trial_status is not None}
+    return JobProgress(
+        id=job_id,
+        status=rows[0].status,
+        cancel_requested=rows[0].cancel_requested,
+        counts={s: counts.get(s, 0) for s in TRIAL_STATUSES},
+    )
 
 
 def check_status(kind: Literal["job", "trial"], status: str) -> str:
