@@ -221,10 +221,15 @@ class Client:
         return JobProgress.model_validate(self.get_job(job_id).model_dump())
 
     def list_jobs(
-        self, status: str | None = None, tags: dict[str, str] | None = None, limit: int = 50
+        self,
+        status: str | None = None,
+        tags: dict[str, str] | None = None,
+        limit: int = 50,
+        before: str | None = None,
     ) -> list[JobView]:
+        """One page of jobs, newest first; the next page is `before` the last job of this one."""
         tag = [f"{k}={v}" for k, v in (tags or {}).items()] or None
-        return self._get("/v1/jobs", list[JobView], status=status, tag=tag, limit=limit)
+        return self._get("/v1/jobs", list[JobView], status=status, tag=tag, limit=limit, before=before)
 
     def job_result(self, job_id: str) -> JobResult:
         return self._get(f"/v1/jobs/{quote(job_id)}/result", JobResult)

@@ -56,7 +56,11 @@ class Operations(Protocol):
     def get_job(self, job_id: str) -> JobView: ...
     def job_progress(self, job_id: str) -> JobProgress: ...
     def list_jobs(
-        self, status: str | None = None, tags: dict[str, str] | None = None, limit: int = 50
+        self,
+        status: str | None = None,
+        tags: dict[str, str] | None = None,
+        limit: int = 50,
+        before: str | None = None,
     ) -> list[JobView]: ...
     def job_result(self, job_id: str) -> JobResult: ...
     def job_diagnosis(self, job_id: str) -> JobDiagnosis: ...
@@ -132,9 +136,13 @@ class Embedded:
         return jobs.job_progress(self.ctx, job_id)
 
     def list_jobs(
-        self, status: str | None = None, tags: dict[str, str] | None = None, limit: int = 50
+        self,
+        status: str | None = None,
+        tags: dict[str, str] | None = None,
+        limit: int = 50,
+        before: str | None = None,
     ) -> list[JobView]:
-        return jobs.list_jobs(self.ctx, status=status, tags=tags, limit=limit)
+        return jobs.list_jobs(self.ctx, status=status, tags=tags, limit=limit, before=before)
 
     def job_result(self, job_id: str) -> JobResult:
         return results.job_result(self.ctx, job_id)

@@ -192,11 +192,15 @@ def result(job_id: str, json_: JsonOpt = False) -> None:
 def list_(
     status: Annotated[str | None, typer.Option("--status", help="Only jobs with this status.")] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="key=value (repeatable).")] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1)] = 50,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="Jobs per page.")] = 50,
+    before: Annotated[
+        str | None,
+        typer.Option("--before", help="Only jobs created before this one (the next page after it)."),
+    ] = None,
     json_: JsonOpt = False,
 ) -> None:
-    """Jobs, newest first."""
-    views = operations().list_jobs(status=status, tags=_tags(tag or []), limit=limit)
+    """Jobs, newest first, a page at a time (--before the last job listed for the next page)."""
+    views = operations().list_jobs(status=status, tags=_tags(tag or []), limit=limit, before=before)
     if json_:
         emit_json(views)
         return
