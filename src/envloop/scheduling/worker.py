@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import socket
 import sys
 import time
@@ -23,19 +22,19 @@ from sqlalchemy.exc import OperationalError
 
 from envloop.core.ids import new_id
 from envloop.core.status import TERMINAL
-from envloop.core.trial import EnvironmentChoice, TrialError, TrialOutcome, TrialSpec
+from envloop.core.trial import EnvironmentChoice, TrialError, TrialOutcome
 from envloop.environments.docker import DockerError, sweep_orphans
 from envloop.environments.instance import instances_under, remove_instance
 from envloop.models import close_clients
 from envloop.scheduling.background import default_capacity
 from envloop.scheduling.executor import Executor, LocalExecutor, RunLost
+from envloop.scheduling.trial_specs import TrialSpecs
 from envloop.services.context import Context
-from envloop.services.profiles import resolved_params
 from envloop.store import queue
 from envloop.store.artifacts import STRUCTURED_RESULT, ArtifactStoreUnavailableError
 from envloop.store.db import is_lock_timeout
 from envloop.store.queue import ClaimedTrial
-from envloop.store.tables import Dataset, DatasetMember, Job, Profile, Trial
+from envloop.store.tables import Trial
 from envloop.store.tables import Worker as WorkerRow
 
 log = logging.getLogger("envloop.worker")
@@ -92,25 +91,6 @@ def _watch_children_with_pidfds() -> None:
     asyncio.set_child_watcher(watcher)
 
 
-@dataclass
-class _JobInfo:
-    runner: str
-    agent_timeout_sec: float | None
-    verifier_timeout_sec: float | None
-    max_steps: int | None
-    dataset_id: str
-    scorer: str | None
-    """Set for JSONL datasets, whose trials carry their row instead of a task directory."""
-    environment: EnvironmentChoice | None = None
-
-
-@dataclass
-class _ProfileInfo:
-    ref: str
-    params: dict[str, str]
-    secrets: tuple[str, ...]
-
-
 class Worker:
     def __init__(
         self, ctx: Context, config: WorkerConfig | None = None, executor: Executor | None = None
@@ -120,9 +100,7 @@ class Worker:
         self.executor = executor or LocalExecutor()
         self.id = new_id("wrk")
         self._running: dict[str, tuple[ClaimedTrial, asyncio.Task[TrialOutcome]]] = {}
-        self._jobs: dict[str, _JobInfo] = {}
-        self._profiles: dict[str, _ProfileInfo] = {}
-        self._rows: dict[str, dict[str, dict[str, Any]]] = {}
+        self._specs = TrialSpecs(ctx, self.config.environment)
         self._stopping = False
         self._unpublished: dict[str, str] = {}
         """Recorded runs whose files the artifact store could not take yet: run id → trial id."""
@@ -228,7 +206,7 @@ class Worker:
 
     async def _execute(self, claimed: ClaimedTrial) -> TrialOutcome:
         try:
-            spec = await self._off_loop("prepare", self._spec, claimed)
+            spec = await self._off_loop("prepare", self._specs.build, claimed, _run_id(claimed))
         except Exception as exc:  # a broken task archive must not take the worker down
             log.exception("could not prepare trial %s", claimed.trial_id)
             return _infrastructure_error(_preparation_problem(exc))
@@ -352,76 +330,6 @@ class Worker:
     def _heartbeat(self) -> None:
         with self.ctx.store.write() as session:
             session.execute(update(WorkerRow).where(WorkerRow.id == self.id).values(heartbeat_at=time.time()))
-
-    def _spec(self, claimed: ClaimedTrial) -> TrialSpec:
-        job = self._job(claimed.job_id)
-        profile = self._profile(claimed.profile_id)
-        artifacts_dir = self.ctx.artifacts.staging_dir(_run_id(claimed))
-        if artifacts_dir.exists():  # left over from a worker that died before this run started
-            shutil.rmtree(artifacts_dir)
-        artifacts_dir.mkdir(parents=True)
-        self.ctx.instances_dir.mkdir(parents=True, exist_ok=True)
-        chat = job.scorer is not None
-        return TrialSpec(
-            job_id=claimed.job_id,
-            trial_id=claimed.trial_id,
-            task_name=claimed.task_name,
-            attempt=claimed.attempt,
-            profile_ref=profile.ref,
-            runner=job.runner,
-            params=profile.params,
-            secret_values=profile.secrets,
-            task_dir=None,  # fetched by the trial's task, off the event loop
-            row=self._dataset_rows(job.dataset_id)[claimed.task_name] if chat else None,
-            scorer=job.scorer,
-            instance_root=self.ctx.instances_dir,
-            artifacts_dir=artifacts_dir,
-            agent_timeout_sec=job.agent_timeout_sec,
-            verifier_timeout_sec=job.verifier_timeout_sec,
-            max_steps=job.max_steps,
-            run=claimed.lease_token,
-            environment=job.environment or self.config.environment,
-            builds_dir=self.ctx.artifacts.root / "builds",
-        )
-
-    def _job(self, job_id: str) -> _JobInfo:
-        if job_id not in self._jobs:
-            with self.ctx.store.read() as session:
-                job = session.get(Job, job_id)
-                assert job is not None
-                dataset = session.get(Dataset, job.dataset_id)
-                assert dataset is not None
-                self._jobs[job_id] = _JobInfo(
-                    job.runner,
-                    job.agent_timeout_sec,
-                    job.verifier_timeout_sec,
-                    job.max_steps,
-                    dataset.id,
-                    dataset.scorer if dataset.kind == "jsonl" else None,
-                    job.environment,  # type: ignore[arg-type]
-                )
-        return self._jobs[job_id]
-
-    def _dataset_rows(self, dataset_id: str) -> dict[str, dict[str, Any]]:
-        """A JSONL revision's rows by member name, read once per worker (revisions never change)."""
-        if dataset_id not in self._rows:
-            with self.ctx.store.read() as session:
-                query = select(DatasetMember.name, DatasetMember.row)
-                members = session.execute(query.where(DatasetMember.dataset_id == dataset_id)).all()
-            self._rows[dataset_id] = {name: row for name, row in members if row is not None}
-        return self._rows[dataset_id]
-
-    def _profile(self, profile_id: str) -> _ProfileInfo:
-        if profile_id not in self._profiles:
-            with self.ctx.store.read() as session:
-                profile = session.scalar(select(Profile).where(Profile.id == profile_id))
-                assert profile is not None
-                params = resolved_params(session, profile, self.ctx.home)
-                secrets = tuple(params[name] for name in profile.secret_names if params.get(name))
-                self._profiles[profile_id] = _ProfileInfo(
-                    f"{profile.name}@{profile.version}", params, secrets
-                )
-        return self._profiles[profile_id]
 
     async def _sweep_containers(self) -> None:
         """Remove the trial containers of workers on this host that died (they could not remove
