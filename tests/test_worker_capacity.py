@@ -43,6 +43,7 @@ def _most_running_and_capacity(home: Path, job_id: str, timeout: float = 60.0) -
     return most, capacities
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["flag", "environment"])
 def test_the_started_worker_runs_as_many_trials_at_once_as_asked(
     el: El, home: Path, tmp_path: Path, how: str
@@ -60,6 +61,7 @@ def test_the_started_worker_runs_as_many_trials_at_once_as_asked(
     assert most == 3
 
 
+@pytest.mark.slow
 def test_a_job_concurrency_above_the_default_capacity_is_reachable(
     el: El, home: Path, tmp_path: Path
 ) -> None:

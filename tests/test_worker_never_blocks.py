@@ -86,6 +86,7 @@ async def _run(ctx: Context, job_id: str, store_url: str, total: int) -> tuple[W
     return worker, longest_gap, held
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
 def test_a_write_lock_held_longer_than_a_lease_stalls_nothing_and_loses_no_trial(
     ctx: Context, tmp_path: Path, store_url: str, caplog: pytest.LogCaptureFixture
