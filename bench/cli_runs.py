@@ -104,18 +104,6 @@ class JobRun:
     worker: Usage
 
 
-def _wait_for_lock(home: Path, pid: int, timeout: float = 60.0) -> None:
-    """The worker writes its pid into the lock file once it holds it (no flock here: taking the
-    lock even briefly could make the starting worker believe another one runs)."""
-    lock = home / "background-worker.lock"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if lock.exists() and lock.read_text().strip() == str(pid):
-            return
-        time.sleep(0.005)
-    raise RuntimeError(f"the worker started for {home} never took the background lock")
-
-
 def _lock_holder(home: Path) -> int | None:
     text = (home / "background-worker.lock").read_text().strip()
     return int(text) if text.isdigit() else None
@@ -132,9 +120,8 @@ def job_through_cli(
 ) -> JobRun:
     """Push `source`, publish `profile`, run one attempt of every task with `el job submit --wait`.
 
-    With `capacity`, a worker at that capacity is started first (the same `el worker --background`
-    that `el job submit` starts, whose own capacity is max(2, cores) and cannot be chosen) and its
-    start counts in the run; without, `el job submit` starts its default one, as a user sees it.
+    `el job submit` starts the background worker, as a user sees it, at `capacity` trials at once
+    (`--capacity`; None: its default, max(2, cores)); the worker's start counts in the run.
     """
     home.mkdir(parents=True)
     env = dict(os.environ, ENVLOOP_HOME=str(home), **(env_extra or {}))
@@ -153,22 +140,17 @@ def job_through_cli(
         logs / "profile.err",
     )
     start = time.perf_counter()
-    worker_pid: int | None = None
-    if capacity is not None:
-        command = [*EL, "worker", "--background", "--idle-exit", "300", "--capacity", str(capacity)]
-        with (logs / "worker.log").open("wb") as log:
-            worker = subprocess.Popen(command, env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-        worker_pid = worker.pid
-        _wait_for_lock(home, worker_pid)
     submit = [*EL, "job", "submit", "--dataset", "bench@1", "--profile", "bench/agent@1"]
     submit += ["--attempts", "1", "--wait", "--json"]
+    if capacity is not None:
+        submit += ["--capacity", str(capacity)]
     follower = measured(submit, env, logs / "job.out", logs / "job.err")
     wall = time.perf_counter() - start
     view = json.loads((logs / "job.out").read_text())
     tasks = len(view["tasks"])
     if view["counts"]["completed"] != tasks:
         raise RuntimeError(f"job ended {view['status']} with {view['counts']} ({logs / 'job.err'})")
-    worker_pid = worker_pid or _lock_holder(home)
+    worker_pid = _lock_holder(home)
     if worker_pid is None:
         raise RuntimeError("no background worker ran the job")
     os.kill(worker_pid, signal.SIGTERM)

@@ -38,6 +38,7 @@ from envloop.wire import (
     DatasetView,
     JobDiagnosis,
     JobEvent,
+    JobProgress,
     JobRequest,
     JobResult,
     JobView,
@@ -229,11 +230,20 @@ class Client:
     def get_job(self, job_id: str) -> JobView:
         return self._get(f"/v1/jobs/{quote(job_id)}", JobView)
 
+    def job_progress(self, job_id: str) -> JobProgress:
+        """The job's status and trial counts (a follower's poll when the event stream is gone)."""
+        return JobProgress.model_validate(self.get_job(job_id).model_dump())
+
     def list_jobs(
-        self, status: str | None = None, tags: dict[str, str] | None = None, limit: int = 50
+        self,
+        status: str | None = None,
+        tags: dict[str, str] | None = None,
+        limit: int = 50,
+        before: str | None = None,
     ) -> list[JobView]:
+        """One page of jobs, newest first; the next page is `before` the last job of this one."""
         tag = [f"{k}={v}" for k, v in (tags or {}).items()] or None
-        return self._get("/v1/jobs", list[JobView], status=status, tag=tag, limit=limit)
+        return self._get("/v1/jobs", list[JobView], status=status, tag=tag, limit=limit, before=before)
 
     def job_result(self, job_id: str) -> JobResult:
         return self._get(f"/v1/jobs/{quote(job_id)}/result", JobResult)

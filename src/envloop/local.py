@@ -46,6 +46,7 @@ from envloop.wire import (
     CreatedShare,
     DatasetView,
     JobDiagnosis,
+    JobProgress,
     JobRequest,
     JobResult,
     JobView,
@@ -139,10 +140,17 @@ class LocalClient:
     def get_job(self, job_id: str) -> JobView:
         return jobs.get_job(self._ctx, job_id)
 
+    def job_progress(self, job_id: str) -> JobProgress:
+        return jobs.job_progress(self._ctx, job_id)
+
     def list_jobs(
-        self, status: str | None = None, tags: dict[str, str] | None = None, limit: int = 50
+        self,
+        status: str | None = None,
+        tags: dict[str, str] | None = None,
+        limit: int = 50,
+        before: str | None = None,
     ) -> list[JobView]:
-        return jobs.list_jobs(self._ctx, status=status, tags=tags, limit=limit)
+        return jobs.list_jobs(self._ctx, status=status, tags=tags, limit=limit, before=before)
 
     def job_result(self, job_id: str) -> JobResult:
         return results.job_result(self._ctx, job_id)

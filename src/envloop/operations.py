@@ -23,6 +23,7 @@ from envloop.wire import (
     CreatedShare,
     DatasetView,
     JobDiagnosis,
+    JobProgress,
     JobRequest,
     JobResult,
     JobView,
@@ -63,9 +64,20 @@ class Operations(Protocol):
     # jobs
     def submit_job(self, request: JobRequest) -> SubmitResult: ...
     def get_job(self, job_id: str) -> JobView: ...
+    def job_progress(self, job_id: str) -> JobProgress:
+        """The job's status and trial counts: what a follower polls."""
+        ...
+
     def list_jobs(
-        self, status: str | None = None, tags: dict[str, str] | None = None, limit: int = 50
-    ) -> list[JobView]: ...
+        self,
+        status: str | None = None,
+        tags: dict[str, str] | None = None,
+        limit: int = 50,
+        before: str | None = None,
+    ) -> list[JobView]:
+        """One page of jobs, newest first; the next page is `before` the last job of this one."""
+        ...
+
     def job_result(self, job_id: str) -> JobResult: ...
     def job_diagnosis(self, job_id: str) -> JobDiagnosis: ...
     def cancel_job(self, job_id: str) -> JobView: ...

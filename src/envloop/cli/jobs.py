@@ -15,6 +15,7 @@ from envloop.cli.progress import follow
 from envloop.cli.render import result_view
 from envloop.cli.state import context
 from envloop.core.status import TrialStatus
+from envloop.scheduling.capacity import CAPACITY_ENV, default_capacity
 from envloop.services.errors import UserError
 from envloop.wire import JobView, ShareView
 
@@ -47,6 +48,17 @@ def submit(
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="Agent step limit.")] = None,
     concurrency: Annotated[
         int | None, typer.Option("--concurrency", help="Trials of this job at once.")
+    ] = None,
+    capacity: Annotated[
+        int | None,
+        typer.Option(
+            "--capacity",
+            min=1,
+            envvar=CAPACITY_ENV,
+            help="Trials at once for the background worker this command starts (default: the job's "
+            "--concurrency if higher than max(2, cores), else max(2, cores)); a worker already running "
+            "keeps its own.",
+        ),
     ] = None,
     agent_timeout: Annotated[
         float | None, typer.Option("--agent-timeout", help="Seconds; overrides task.toml.")
@@ -123,14 +135,17 @@ def submit(
     if remote() is None and job.status not in ("completed", "failed", "cancelled"):
         from envloop.scheduling.background import ensure_background_worker  # noqa: PLC0415
 
-        ensure_background_worker(context())
+        started = ensure_background_worker(context(), _worker_capacity(capacity, request.concurrency))
+        if not started and capacity is not None:
+            note("a background worker is already running for this store; --capacity applies to the next")
     shape = f"{job.dataset} × {len(job.profiles)} profiles × {job.attempts} attempts"
     if submitted.existing:
         note(f"request ID {request.request_id} was already submitted as {job.id} ({shape}); nothing new")
     else:
         note(f"submitted {job.id}: {sum(job.counts.values())} trials ({shape})")
     if wait:
-        job = follow(ops, job.id)
+        follow(ops, job.id)
+        job = ops.get_job(job.id)
     if json_:
         emit_json(job)
     elif wait:
@@ -139,6 +154,15 @@ def submit(
         out.print(job.id)
     if wait:
         _exit_unless_completed(job)
+
+
+def _worker_capacity(capacity: int | None, concurrency: int | None) -> int | None:
+    """The started worker's capacity: as asked, else enough for the job's own concurrency limit."""
+    if capacity is not None:
+        return capacity
+    if concurrency is not None and concurrency > default_capacity():
+        return concurrency
+    return None
 
 
 def _exit_unless_completed(job: JobView) -> None:
@@ -184,11 +208,15 @@ def result(job_id: str, json_: JsonOpt = False) -> None:
 def list_(
     status: Annotated[str | None, typer.Option("--status", help="Only jobs with this status.")] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="key=value (repeatable).")] = None,
-    limit: Annotated[int, typer.Option("--limit", min=1)] = 50,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="Jobs per page.")] = 50,
+    before: Annotated[
+        str | None,
+        typer.Option("--before", help="Only jobs created before this one (the next page after it)."),
+    ] = None,
     json_: JsonOpt = False,
 ) -> None:
-    """Jobs, newest first."""
-    views = operations().list_jobs(status=status, tags=_tags(tag or []), limit=limit)
+    """Jobs, newest first, a page at a time (--before the last job listed for the next page)."""
+    views = operations().list_jobs(status=status, tags=_tags(tag or []), limit=limit, before=before)
     if json_:
         emit_json(views)
         return
@@ -256,7 +284,8 @@ def export(
 def watch(job_id: str, json_: JsonOpt = False) -> None:
     """Follow a job with a live progress bar until it ends (exit code 3 if it ends failed or cancelled)."""
     ops = operations()
-    job = follow(ops, job_id)
+    follow(ops, job_id)
+    job = ops.get_job(job_id)
     if json_:
         emit_json(job)
     else:

@@ -1,6 +1,9 @@
-"""Following a job to its end with a live bar on stderr: done / running / pending and the score so far.
+"""Following a job to its end with a live bar on stderr: done / running / pending / failed.
 
-Embedded, the bar polls the store; against a server it wakes on the job's server-sent events.
+Following must cost little next to the job it follows, whatever its size: the bar reads only the
+job's status and trial counts (one query embedded; against a server, the counts its event stream
+already carries), never the job's result, which the caller builds once at the end. Embedded, a
+job whose counts stop changing is looked at less and less often.
 """
 
 import time
@@ -10,41 +13,45 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from envloop.cli.backend import Operations, remote
 from envloop.cli.output import err
-from envloop.core.display import coverage_line, format_score
-from envloop.wire import JobView
+from envloop.wire import JobEvent, JobProgress
 
-POLL_SEC = 0.2
+POLL_MIN_SEC = 0.2
+POLL_MAX_SEC = 2.0
+BACKOFF = 1.5
 TERMINAL = ("completed", "failed", "cancelled")
 
 
-def _describe(ops: Operations, job: JobView) -> str:
-    counts = job.counts
-    done = counts["completed"] + counts["failed"] + counts["cancelled"]
-    first = next(iter(ops.job_result(job.id).profiles.values()), None) if done else None
-    score = coverage_line(first) if first is not None else "no score yet"
-    if first is not None and first.ci95 is not None:
-        score += f" (95% CI {format_score(first.ci95[0])}–{format_score(first.ci95[1])})"
-    return f"running {counts['running']} · pending {counts['pending']} · {score}"
+def _describe(progress: JobProgress) -> str:
+    counts = progress.counts
+    failed = f" · failed {counts['failed']}" if counts["failed"] else ""
+    return f"running {counts['running']} · pending {counts['pending']}{failed}"
 
 
-def _ticks(job_id: str) -> Iterator[None]:
-    """When to look again: at most every POLL_SEC, and over HTTP only when something changed."""
+def _polled(ops: Operations, job_id: str) -> Iterator[JobProgress]:
+    """The job's progress, read again soon after a change and ever later while nothing changes."""
+    delay = POLL_MIN_SEC
+    last: JobProgress | None = None
+    while True:
+        progress = ops.job_progress(job_id)
+        yield progress
+        delay = POLL_MIN_SEC if progress != last else min(delay * BACKOFF, POLL_MAX_SEC)
+        last = progress
+        time.sleep(delay)
+
+
+def _updates(ops: Operations, job_id: str) -> Iterator[JobProgress]:
+    """Progress as it changes: over HTTP from the job's event stream (each job event carries the
+    counts), then by polling if the stream ends before the job does (a dropped connection)."""
     client = remote()
     if client is not None:
-        last = 0.0
-        for _ in client.watch_job(job_id):
-            if time.monotonic() - last >= POLL_SEC:
-                last = time.monotonic()
-                yield
-    while True:  # the event stream ended (the job did) or there is none: poll
-        yield
-        time.sleep(POLL_SEC)
+        for event in client.watch_job(job_id):
+            if isinstance(event, JobEvent):
+                yield JobProgress.model_validate(event.job.model_dump())
+    yield from _polled(ops, job_id)
 
 
-def follow(ops: Operations, job_id: str) -> JobView:
+def follow(ops: Operations, job_id: str) -> JobProgress:
     """Follow until the job is terminal; the bar lives on stderr so --json output stays clean."""
-    job = ops.get_job(job_id)
-    total = sum(job.counts.values())
     with Progress(
         TextColumn("[bold]{task.fields[job]}"),
         BarColumn(),
@@ -54,14 +61,11 @@ def follow(ops: Operations, job_id: str) -> JobView:
         console=err,
         transient=False,
     ) as bar:
-        task = bar.add_task("", total=total, job=job.id)
-        last_done = -1
-        for _ in _ticks(job_id):
-            job = ops.get_job(job_id)
-            done = total - job.counts["pending"] - job.counts["running"]
-            if done != last_done or job.counts["running"]:
-                bar.update(task, completed=done, description=_describe(ops, job))
-                last_done = done
-            if job.status in TERMINAL:
-                break
-    return job
+        task = None
+        for progress in _updates(ops, job_id):
+            if task is None:
+                task = bar.add_task("", total=sum(progress.counts.values()), job=job_id)
+            bar.update(task, completed=progress.done, description=_describe(progress))
+            if progress.status in TERMINAL:
+                return progress
+    raise AssertionError("unreachable: polling ends only with a terminal job")

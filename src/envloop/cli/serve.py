@@ -1,8 +1,9 @@
 """`el serve`: the HTTP API, the console and local workers on one store.
 
-Workers run as `el worker` child processes on the same store, exactly as they would on another
-machine: a worker that crashes takes no request handling with it, and its trials go back to the
-queue when their leases expire. A worker that exits unexpectedly is started again.
+Workers run as `el worker` child processes on the same store (with `--executor ray`, workers that
+send their trials to a Ray cluster), exactly as they would on another machine: a worker that
+crashes takes no request handling with it, and its trials go back to the queue when their leases
+expire. A worker that exits unexpectedly is started again.
 """
 
 import ctypes
@@ -19,6 +20,7 @@ import typer
 
 from envloop.cli.output import note
 from envloop.cli.state import context
+from envloop.scheduling.capacity import CAPACITY_ENV
 from envloop.services.errors import UserError
 
 if TYPE_CHECKING:
@@ -103,11 +105,28 @@ def serve(
         int, typer.Option("--workers", min=0, help="Local worker processes (0: only external workers).")
     ] = 1,
     capacity: Annotated[
-        int | None, typer.Option("--capacity", min=1, help="Trials at once per worker (default: cores).")
+        int | None,
+        typer.Option(
+            "--capacity",
+            min=1,
+            envvar=CAPACITY_ENV,
+            help="Trials per worker at once (default: max(2, cores)).",
+        ),
     ] = None,
     lease_ttl: Annotated[
         float, typer.Option("--lease-ttl", min=1, help="Seconds before a silent worker's trials are re-run.")
     ] = 30.0,
+    executor: Annotated[
+        str,
+        typer.Option(
+            "--executor",
+            help="Where the local workers run trials: local (this machine) or ray (a Ray cluster).",
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option("--ray-address", help="The Ray cluster (host:port; default RAY_ADDRESS, else auto)."),
+    ] = None,
 ) -> None:
     """Serve the HTTP API (under /v1) and the console, with local workers running the queue."""
     # The web stack takes about a second to import: only `el serve` pays for it.
@@ -115,21 +134,30 @@ def serve(
     from sqlalchemy.engine import make_url  # noqa: PLC0415
 
     from envloop.api import create_app  # noqa: PLC0415
+    from envloop.scheduling.executor import check_executor  # noqa: PLC0415
     from envloop.services.keys import has_active_key  # noqa: PLC0415
 
+    check_executor(executor, ray_address)
     ctx = context()
     if not is_loopback(host) and not has_active_key(ctx.store):
         raise UserError(
             f"refusing to listen on {host} without authentication: create an API key first (el key create)"
         )
-    args = ["--lease-ttl", str(lease_ttl)] + (["--capacity", str(capacity)] if capacity else [])
+    args = ["--lease-ttl", str(lease_ttl), "--executor", executor]
+    args += (["--capacity", str(capacity)] if capacity else []) + (
+        ["--ray-address", ray_address] if ray_address else []
+    )
     pool = WorkerPool(ctx, workers, args)
     # uvicorn re-raises the SIGTERM it handled once it has shut down; this makes that an exit that
     # still runs the `finally` below (stopping the workers) instead of killing the process outright.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     pool.start()
     store = make_url(ctx.store.url).render_as_string(hide_password=True)
-    note(f"envloop console on http://{host}:{port}/, API under /v1 (store {store}, {workers} local workers)")
+    where = f", trials on Ray at {ray_address or 'RAY_ADDRESS or auto'}" if executor == "ray" else ""
+    note(
+        f"envloop console on http://{host}:{port}/, API under /v1 "
+        f"(store {store}, {workers} local workers{where})"
+    )
     try:
         uvicorn.run(create_app(ctx), host=host, port=port, log_level="warning", access_log=False)
     finally:

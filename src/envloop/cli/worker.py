@@ -10,11 +10,15 @@ import typer
 
 from envloop.cli.output import note
 from envloop.cli.state import context
+from envloop.scheduling.capacity import CAPACITY_ENV
 
 
 def worker(
     capacity: Annotated[
-        int | None, typer.Option("--capacity", min=1, help="Trials at once (default: cores).")
+        int | None,
+        typer.Option(
+            "--capacity", min=1, envvar=CAPACITY_ENV, help="Trials at once (default: max(2, cores))."
+        ),
     ] = None,
     idle_exit: Annotated[
         float | None, typer.Option("--idle-exit", help="Exit after the queue stays empty this many seconds.")

@@ -53,15 +53,21 @@ def is_running(ctx: Context) -> bool:
         return False
 
 
-def ensure_background_worker(ctx: Context) -> bool:
-    """Start a detached worker for this home unless one is alive. True when one was started."""
+def ensure_background_worker(ctx: Context, capacity: int | None = None) -> bool:
+    """Start a detached worker for this home unless one is alive. True when one was started.
+
+    `capacity` (trials at once) applies to a worker started now; one already running keeps its own.
+    """
     if is_running(ctx):
         return False
     ctx.logs_dir.mkdir(parents=True, exist_ok=True)
     log_file = (ctx.logs_dir / "worker.log").open("ab")
     env = dict(os.environ, ENVLOOP_HOME=str(ctx.home))
+    args = ["worker", "--background", "--idle-exit", str(IDLE_EXIT_SEC)]
+    if capacity is not None:
+        args += ["--capacity", str(capacity)]
     subprocess.Popen(
-        [sys.executable, "-m", "envloop", "worker", "--background", "--idle-exit", str(IDLE_EXIT_SEC)],
+        [sys.executable, "-m", "envloop", *args],
         stdin=subprocess.DEVNULL,
         stdout=log_file,
         stderr=log_file,

@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import socket
 import sys
 import time
@@ -16,26 +15,30 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import delete, select, update
+from sqlalchemy.exc import OperationalError
 
 from envloop.core.ids import new_id
 from envloop.core.status import TERMINAL
-from envloop.core.trial import EnvironmentChoice, TrialError, TrialOutcome, TrialSpec
+from envloop.core.trial import EnvironmentChoice, TrialError, TrialOutcome
 from envloop.environments.docker import DockerError, sweep_orphans
 from envloop.environments.instance import instances_under, remove_instance
 from envloop.models import close_clients
+from envloop.scheduling.capacity import default_capacity
 from envloop.scheduling.executor import Executor, LocalExecutor, RunLost
+from envloop.scheduling.trial_specs import TrialSpecs
 from envloop.services.context import Context
-from envloop.services.profiles import resolved_params
 from envloop.store import queue
 from envloop.store.artifacts import STRUCTURED_RESULT, ArtifactStoreUnavailableError
+from envloop.store.db import is_lock_timeout
 from envloop.store.queue import ClaimedTrial
-from envloop.store.tables import Dataset, DatasetMember, Job, Profile, Trial
+from envloop.store.tables import Trial
 from envloop.store.tables import Worker as WorkerRow
 
 log = logging.getLogger("envloop.worker")
+_T = TypeVar("_T")
 _COALESCE_SEC = 0.003
 FETCH_DELAYS_SEC = (0.5, 2.0)
 """Pauses between the tries of one run to fetch a task archive from the artifact store."""
@@ -51,7 +54,7 @@ class _HandedBack(Exception):
 
 @dataclass
 class WorkerConfig:
-    capacity: int = field(default_factory=lambda: max(2, os.cpu_count() or 2))
+    capacity: int = field(default_factory=default_capacity)
     lease_ttl: float = 30.0
     idle_poll: float = 0.1
     idle_exit: float | None = None
@@ -88,25 +91,6 @@ def _watch_children_with_pidfds() -> None:
     asyncio.set_child_watcher(watcher)
 
 
-@dataclass
-class _JobInfo:
-    runner: str
-    agent_timeout_sec: float | None
-    verifier_timeout_sec: float | None
-    max_steps: int | None
-    dataset_id: str
-    scorer: str | None
-    """Set for JSONL datasets, whose trials carry their row instead of a task directory."""
-    environment: EnvironmentChoice | None = None
-
-
-@dataclass
-class _ProfileInfo:
-    ref: str
-    params: dict[str, str]
-    secrets: tuple[str, ...]
-
-
 class Worker:
     def __init__(
         self, ctx: Context, config: WorkerConfig | None = None, executor: Executor | None = None
@@ -116,9 +100,7 @@ class Worker:
         self.executor = executor or LocalExecutor()
         self.id = new_id("wrk")
         self._running: dict[str, tuple[ClaimedTrial, asyncio.Task[TrialOutcome]]] = {}
-        self._jobs: dict[str, _JobInfo] = {}
-        self._profiles: dict[str, _ProfileInfo] = {}
-        self._rows: dict[str, dict[str, dict[str, Any]]] = {}
+        self._specs = TrialSpecs(ctx, self.config.environment)
         self._stopping = False
         self._unpublished: dict[str, str] = {}
         """Recorded runs whose files the artifact store could not take yet: run id → trial id."""
@@ -128,38 +110,45 @@ class Worker:
         self._stopping = True
 
     async def run(self, until: Callable[[], bool] | None = None) -> None:
-        """Run until stopped, until `until()` holds, or (with idle_exit) until the queue stays empty."""
+        """Run until stopped, until `until()` holds, or (with idle_exit) until the queue stays empty.
+
+        Nothing here touches the store or the disk on the event loop: every call runs in a thread,
+        so a write lock held elsewhere delays only the call waiting for it, never the running
+        trials or the renewal of their leases (its own task, beside this loop)."""
         _watch_children_with_pidfds()
-        self._register()
-        self._settle_dead_runs()
+        await self._off_loop("register", self._register)
+        await self._off_loop("settle dead runs", self._settle_dead_runs)
         await self._sweep_containers()
+        upkeep = asyncio.create_task(self._keep_up(), name="upkeep")
         idle_since = time.monotonic()
-        next_upkeep = 0.0
         finished: list[tuple[ClaimedTrial, TrialOutcome]] = []
         try:
             while not self._stopping and not (until and until()):
-                now = time.monotonic()
-                if now >= next_upkeep:
-                    await self._upkeep()
-                    next_upkeep = now + min(1.0, self.config.lease_ttl / 3)
+                if upkeep.done():
+                    upkeep.result()  # upkeep never ends by itself: raise what ended it
                 free = self.config.capacity - len(self._running)
                 # Results of the last wake-up and the next claims share one write transaction.
-                recorded, claimed = queue.settle(
-                    self.ctx.store, self.id, finished, free, self.config.lease_ttl
+                recorded, claimed = await self._off_loop(
+                    "record and claim",
+                    queue.settle,
+                    self.ctx.store,
+                    self.id,
+                    finished,
+                    free,
+                    self.config.lease_ttl,
                 )
-                if self.ctx.artifacts.remote is not None:  # uploads stay off the event loop
-                    await asyncio.to_thread(self._count, finished, recorded)
-                else:
-                    self._count(finished, recorded)
+                await self._off_loop("publish", self._count, finished, recorded)
                 finished = []
                 for trial in claimed:
                     self._start(trial)
                 if self._running:
                     idle_since = time.monotonic()
                     done = await self._wait_for_finished()
-                    finished = [item for task in done if (item := self._collect(task)) is not None]
+                    finished, handed_back = self._collect(done)
+                    if handed_back:
+                        await self._off_loop("hand back", self._hand_back_runs, handed_back)
                     continue
-                if queue.has_open_trials(self.ctx.store):
+                if await self._off_loop("look for work", queue.has_open_trials, self.ctx.store):
                     idle_since = time.monotonic()
                 elif (
                     self.config.idle_exit is not None
@@ -168,9 +157,36 @@ class Worker:
                     break
                 await asyncio.sleep(self.config.idle_poll)
         finally:
+            upkeep.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await upkeep
             if finished:
-                self._count(finished, queue.settle(self.ctx.store, self.id, finished, 0, 0.0)[0])
+                recorded, _ = await self._off_loop(
+                    "record", queue.settle, self.ctx.store, self.id, finished, 0, 0.0
+                )
+                await self._off_loop("publish", self._count, finished, recorded)
             await self._shutdown()
+
+    async def _off_loop(self, what: str, call: Callable[..., _T], *args: Any) -> _T:
+        """Run a store (or disk) call in a thread. A wait for a lock that timed out changed nothing:
+        it is tried again, with backoff, for as long as it takes; every other error is raised."""
+        delay = 0.05
+        while True:
+            try:
+                return await asyncio.to_thread(call, *args)
+            except OperationalError as exc:
+                if not is_lock_timeout(exc):
+                    raise
+                log.warning("%s: the store stayed locked; trying again in %.2f s", what, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    async def _keep_up(self) -> None:
+        """Upkeep at a steady pace for the worker's whole life, whatever the main loop waits for."""
+        interval = min(1.0, self.config.lease_ttl / 3)
+        while True:
+            await self._upkeep()
+            await asyncio.sleep(interval)
 
     async def _wait_for_finished(self) -> set[asyncio.Task[TrialOutcome]]:
         """The trials that finished, waiting a moment for another when only one did: recording
@@ -185,20 +201,15 @@ class Worker:
         return done
 
     def _start(self, claimed: ClaimedTrial) -> None:
-        try:
-            spec = self._spec(claimed)
-        except Exception as exc:  # a broken task archive must not take the worker down
-            log.exception("could not prepare trial %s", claimed.trial_id)
-            outcome = TrialOutcome(
-                status="failed",
-                error=TrialError(type="infrastructure_error", message=_preparation_problem(exc)),
-            )
-            queue.finish(self.ctx.store, claimed, outcome)
-            return
-        task = asyncio.create_task(self._execute(claimed, spec), name=claimed.trial_id)
+        task = asyncio.create_task(self._execute(claimed), name=claimed.trial_id)
         self._running[claimed.trial_id] = (claimed, task)
 
-    async def _execute(self, claimed: ClaimedTrial, spec: TrialSpec) -> TrialOutcome:
+    async def _execute(self, claimed: ClaimedTrial) -> TrialOutcome:
+        try:
+            spec = await self._off_loop("prepare", self._specs.build, claimed, _run_id(claimed))
+        except Exception as exc:  # a broken task archive must not take the worker down
+            log.exception("could not prepare trial %s", claimed.trial_id)
+            return _infrastructure_error(_preparation_problem(exc))
         if spec.task_dir is None and spec.row is None:
             try:
                 spec = spec.model_copy(update={"task_dir": await self._task_dir(claimed)})
@@ -224,7 +235,7 @@ class Worker:
     async def _hand_back(self, claimed: ClaimedTrial, exc: Exception, failure: str) -> TrialOutcome:
         """Hand the trial back to the queue for a new run, or, once it has had its share of runs,
         fail it with `failure` (formatted with `runs` and `exc`)."""
-        runs = await asyncio.to_thread(self._runs_of, claimed.trial_id)
+        runs = await self._off_loop("count runs", self._runs_of, claimed.trial_id)
         if runs < HAND_BACK_RUNS:
             log.warning("trial %s: %s; handed back to the queue", claimed.trial_id, exc)
             raise _HandedBack from exc
@@ -233,9 +244,6 @@ class Worker:
     async def _task_dir(self, claimed: ClaimedTrial) -> Path:
         """The unpacked task, fetched through the artifact store (off the event loop) unless this
         machine already has it; a few tries before the store is taken to be unavailable."""
-        cached = self.ctx.artifacts.cached_task_dir(claimed.task_digest)
-        if cached is not None:
-            return cached
         for delay in (*FETCH_DELAYS_SEC, None):
             try:
                 return await asyncio.to_thread(self.ctx.artifacts.task_dir, claimed.task_digest)
@@ -249,16 +257,30 @@ class Worker:
         with self.ctx.store.read() as session:
             return session.scalar(select(Trial.runs).where(Trial.id == trial_id)) or 0
 
-    def _collect(self, task: asyncio.Task[TrialOutcome]) -> tuple[ClaimedTrial, TrialOutcome] | None:
-        """The finished trial and its outcome; None for one handed back to the queue."""
-        claimed, _ = self._running.pop(task.get_name())
-        if task.cancelled():
-            return claimed, TrialOutcome(status="cancelled")
-        if isinstance(task.exception(), _HandedBack):
-            queue.release(self.ctx.store, [claimed])
-            self.ctx.artifacts.discard(_run_id(claimed))
-            return None
-        return claimed, task.result()
+    def _collect(
+        self, done: set[asyncio.Task[TrialOutcome]]
+    ) -> tuple[list[tuple[ClaimedTrial, TrialOutcome]], list[ClaimedTrial]]:
+        """The finished trials with their outcomes, and the trials to hand back to the queue. A task
+        upkeep already took away (its lease was lost) is no longer this worker's to report."""
+        finished: list[tuple[ClaimedTrial, TrialOutcome]] = []
+        handed_back: list[ClaimedTrial] = []
+        for task in done:
+            entry = self._running.get(task.get_name())
+            if entry is None or entry[1] is not task:
+                continue
+            claimed, _ = self._running.pop(task.get_name())
+            if task.cancelled():
+                finished.append((claimed, TrialOutcome(status="cancelled")))
+            elif isinstance(task.exception(), _HandedBack):
+                handed_back.append(claimed)
+            else:
+                finished.append((claimed, task.result()))
+        return finished, handed_back
+
+    def _hand_back_runs(self, claimed: list[ClaimedTrial]) -> None:
+        queue.release(self.ctx.store, claimed)
+        for trial in claimed:
+            self.ctx.artifacts.discard(_run_id(trial))
 
     def _publish(self, run_id: str, trial_id: str) -> None:
         """Publish a recorded run's files; when the artifact store cannot take them now, they stay
@@ -284,92 +306,30 @@ class Worker:
 
     async def _upkeep(self) -> None:
         """Renew leases, stop cancelled or lost trials, reap dead workers' trials, heartbeat."""
-        held = [claimed for claimed, _ in self._running.values()]
-        lost = queue.renew(self.ctx.store, self.id, held, self.config.lease_ttl)
-        cancelled = queue.cancel_requested(self.ctx.store, self._running)
-        for trial_id in lost | cancelled:
+        held = {claimed.trial_id: claimed for claimed, _ in self._running.values()}
+        lost = await self._off_loop(
+            "renew leases", queue.renew, self.ctx.store, self.id, held.values(), self.config.lease_ttl
+        )
+        cancelled = await self._off_loop("read cancellations", queue.cancel_requested, self.ctx.store, held)
+        # Trials that finished meanwhile are the main loop's now (their results may be recorded).
+        still = {tid for tid, (claimed, _) in self._running.items() if held.get(tid) is claimed}
+        lost &= still
+        for trial_id in lost | (cancelled & still):
             self._running[trial_id][1].cancel()
-        if lost:
-            for trial_id in lost:
-                claimed, task = self._running.pop(trial_id)
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-                self.ctx.artifacts.discard(_run_id(claimed))
-        queue.reap_expired(self.ctx.store)
+        for trial_id in lost:
+            log.warning("trial %s: lease lost (taken over after it expired); its run is stopped", trial_id)
+            claimed, task = self._running.pop(trial_id)
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await self._off_loop("discard", self.ctx.artifacts.discard, _run_id(claimed))
+        await self._off_loop("reap expired leases", queue.reap_expired, self.ctx.store)
         for run_id, trial_id in list(self._unpublished.items()):
             await asyncio.to_thread(self._publish, run_id, trial_id)
+        await self._off_loop("heartbeat", self._heartbeat)
+
+    def _heartbeat(self) -> None:
         with self.ctx.store.write() as session:
             session.execute(update(WorkerRow).where(WorkerRow.id == self.id).values(heartbeat_at=time.time()))
-
-    def _spec(self, claimed: ClaimedTrial) -> TrialSpec:
-        job = self._job(claimed.job_id)
-        profile = self._profile(claimed.profile_id)
-        artifacts_dir = self.ctx.artifacts.staging_dir(_run_id(claimed))
-        if artifacts_dir.exists():  # left over from a worker that died before this run started
-            shutil.rmtree(artifacts_dir)
-        artifacts_dir.mkdir(parents=True)
-        self.ctx.instances_dir.mkdir(parents=True, exist_ok=True)
-        chat = job.scorer is not None
-        return TrialSpec(
-            job_id=claimed.job_id,
-            trial_id=claimed.trial_id,
-            task_name=claimed.task_name,
-            attempt=claimed.attempt,
-            profile_ref=profile.ref,
-            runner=job.runner,
-            params=profile.params,
-            secret_values=profile.secrets,
-            task_dir=None,  # fetched by the trial's task, off the event loop
-            row=self._dataset_rows(job.dataset_id)[claimed.task_name] if chat else None,
-            scorer=job.scorer,
-            instance_root=self.ctx.instances_dir,
-            artifacts_dir=artifacts_dir,
-            agent_timeout_sec=job.agent_timeout_sec,
-            verifier_timeout_sec=job.verifier_timeout_sec,
-            max_steps=job.max_steps,
-            run=claimed.lease_token,
-            environment=job.environment or self.config.environment,
-            builds_dir=self.ctx.artifacts.root / "builds",
-        )
-
-    def _job(self, job_id: str) -> _JobInfo:
-        if job_id not in self._jobs:
-            with self.ctx.store.read() as session:
-                job = session.get(Job, job_id)
-                assert job is not None
-                dataset = session.get(Dataset, job.dataset_id)
-                assert dataset is not None
-                self._jobs[job_id] = _JobInfo(
-                    job.runner,
-                    job.agent_timeout_sec,
-                    job.verifier_timeout_sec,
-                    job.max_steps,
-                    dataset.id,
-                    dataset.scorer if dataset.kind == "jsonl" else None,
-                    job.environment,
-                )
-        return self._jobs[job_id]
-
-    def _dataset_rows(self, dataset_id: str) -> dict[str, dict[str, Any]]:
-        """A JSONL revision's rows by member name, read once per worker (revisions never change)."""
-        if dataset_id not in self._rows:
-            with self.ctx.store.read() as session:
-                query = select(DatasetMember.name, DatasetMember.row)
-                members = session.execute(query.where(DatasetMember.dataset_id == dataset_id)).all()
-            self._rows[dataset_id] = {name: row for name, row in members if row is not None}
-        return self._rows[dataset_id]
-
-    def _profile(self, profile_id: str) -> _ProfileInfo:
-        if profile_id not in self._profiles:
-            with self.ctx.store.read() as session:
-                profile = session.scalar(select(Profile).where(Profile.id == profile_id))
-                assert profile is not None
-                params = resolved_params(session, profile, self.ctx.home)
-                secrets = tuple(params[name] for name in profile.secret_names if params.get(name))
-                self._profiles[profile_id] = _ProfileInfo(
-                    f"{profile.name}@{profile.version}", params, secrets
-                )
-        return self._profiles[profile_id]
 
     async def _sweep_containers(self) -> None:
         """Remove the trial containers of workers on this host that died (they could not remove
@@ -421,13 +381,19 @@ class Worker:
     async def _shutdown(self) -> None:
         """Stop what still runs and hand it back to the queue (or record it cancelled), then deregister."""
         held = [claimed for claimed, _ in self._running.values()]
-        cancelled = queue.cancel_requested(self.ctx.store, self._running)
+        cancelled = await self._off_loop(
+            "read cancellations", queue.cancel_requested, self.ctx.store, list(self._running)
+        )
         for _, task in self._running.values():
             task.cancel()
         for _, task in list(self._running.values()):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._running.clear()
+        await self._off_loop("hand back", self._settle_held, held, cancelled)
+        await close_clients()  # model connections belong to this event loop, which ends with the worker
+
+    def _settle_held(self, held: list[ClaimedTrial], cancelled: set[str]) -> None:
         for claimed in held:
             if claimed.trial_id in cancelled:
                 recorded = queue.finish(self.ctx.store, claimed, TrialOutcome(status="cancelled"))
@@ -437,4 +403,3 @@ class Worker:
         queue.release(self.ctx.store, [c for c in held if c.trial_id not in cancelled])
         with self.ctx.store.write() as session:
             session.execute(delete(WorkerRow).where(WorkerRow.id == self.id))
-        await close_clients()  # model connections belong to this event loop, which ends with the worker

@@ -5,7 +5,7 @@ import json
 from typing import Literal, get_args
 
 from pydantic import ValidationError
-from sqlalchemy import func, insert, select
+from sqlalchemy import and_, func, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -19,10 +19,27 @@ from envloop.services.refs import dataset_ref
 from envloop.services.unsupported import unsupported_tasks
 from envloop.store import queue
 from envloop.store.tables import Dataset, DatasetMember, Job, JobProfile, Profile, Trial
-from envloop.wire.jobs import JOB_CONFIG_SCHEMA, MAX_ATTEMPTS, JobRequest, JobView, SkippedTask, SubmitResult
+from envloop.wire.jobs import (
+    JOB_CONFIG_SCHEMA,
+    MAX_ATTEMPTS,
+    TRIAL_STATUSES,
+    JobProgress,
+    JobRequest,
+    JobView,
+    SkippedTask,
+    SubmitResult,
+)
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
-__all__ = ["JOB_CONFIG_SCHEMA", "MAX_ATTEMPTS", "JobRequest", "JobView", "SubmitResult"]
+__all__ = [
+    "JOB_CONFIG_SCHEMA",
+    "MAX_ATTEMPTS",
+    "TRIAL_STATUSES",
+    "JobProgress",
+    "JobRequest",
+    "JobView",
+    "SubmitResult",
+]
 
 
 def parse_job_config(raw: str, source: str) -> JobRequest:
@@ -287,41 +304,91 @@ def job_profiles(session: Session, job_id: str) -> list[Profile]:
     )
 
 
+def _views(session: Session, page: list[Job]) -> list[JobView]:
+    """Views of a page of jobs in a fixed number of queries, whatever the page's size: datasets,
+    trial counts and profiles are each read for the whole page at once."""
+    if not page:
+        return []
+    ids = [job.id for job in page]
+    dataset_refs = {
+        row.id: dataset_ref(row.name, row.version)
+        for row in session.execute(
+            select(Dataset.id, Dataset.name, Dataset.version).where(
+                Dataset.id.in_({job.dataset_id for job in page})
+            )
+        )
+    }
+    counts: dict[str, dict[str, int]] = {job_id: {} for job_id in ids}
+    for job_id, status, count in session.execute(
+        select(Trial.job_id, Trial.status, func.count())
+        .where(Trial.job_id.in_(ids))
+        .group_by(Trial.job_id, Trial.status)
+    ):
+        counts[job_id][status] = count
+    refs: dict[str, list[str]] = {job_id: [] for job_id in ids}
+    for job_id, name, version in session.execute(
+        select(JobProfile.job_id, Profile.name, Profile.version)
+        .join(Profile, Profile.id == JobProfile.profile_id)
+        .where(JobProfile.job_id.in_(ids))
+        .order_by(JobProfile.job_id, JobProfile.position)
+    ):
+        refs[job_id].append(f"{name}@{version}")
+    return [
+        JobView(
+            id=job.id,
+            status=job.status,
+            dataset=dataset_refs[job.dataset_id],
+            runner=job.runner,
+            profiles=refs[job.id],
+            attempts=job.attempts,
+            tasks=list(job.tasks),
+            concurrency=job.concurrency,
+            max_steps=job.max_steps,
+            agent_timeout_sec=job.agent_timeout_sec,
+            verifier_timeout_sec=job.verifier_timeout_sec,
+            environment=job.environment,
+            skip_unsupported=job.skip_unsupported,
+            skipped=[SkippedTask.model_validate(item) for item in job.skipped or []],
+            tags=dict(job.tags),
+            request_id=job.request_id,
+            cancel_requested=job.cancel_requested,
+            counts={s: counts[job.id].get(s, 0) for s in TRIAL_STATUSES},
+            created_at=job.created_at,
+            finished_at=job.finished_at,
+        )
+        for job in page
+    ]
+
+
 def _view(session: Session, job: Job) -> JobView:
-    dataset = session.get(Dataset, job.dataset_id)
-    assert dataset is not None
-    counts = dict(
-        session.execute(
-            select(Trial.status, func.count()).where(Trial.job_id == job.id).group_by(Trial.status)
-        ).all()
-    )
-    return JobView(
-        id=job.id,
-        status=job.status,
-        dataset=dataset_ref(dataset.name, dataset.version),
-        runner=job.runner,
-        profiles=[f"{p.name}@{p.version}" for p in job_profiles(session, job.id)],
-        attempts=job.attempts,
-        tasks=list(job.tasks),
-        concurrency=job.concurrency,
-        max_steps=job.max_steps,
-        agent_timeout_sec=job.agent_timeout_sec,
-        verifier_timeout_sec=job.verifier_timeout_sec,
-        environment=job.environment,
-        skip_unsupported=job.skip_unsupported,
-        skipped=[SkippedTask.model_validate(item) for item in job.skipped or []],
-        tags=dict(job.tags),
-        request_id=job.request_id,
-        cancel_requested=job.cancel_requested,
-        counts={s: counts.get(s, 0) for s in ("pending", "running", "completed", "failed", "cancelled")},
-        created_at=job.created_at,
-        finished_at=job.finished_at,
-    )
+    return _views(session, [job])[0]
 
 
 def get_job(ctx: Context, job_id: str) -> JobView:
     with ctx.store.read() as session:
         return _view(session, load_job(session, ctx.project_id, job_id))
+
+
+def job_progress(ctx: Context, job_id: str) -> JobProgress:
+    """One query: the job's status and its trials counted by status (what a follower needs)."""
+    query = (
+        select(Job.status, Job.cancel_requested, Trial.status.label("trial_status"), func.count(Trial.id))
+        .select_from(Job)
+        .outerjoin(Trial, Trial.job_id == Job.id)
+        .where(Job.id == job_id, Job.project_id == ctx.project_id)
+        .group_by(Job.status, Job.cancel_requested, Trial.status)
+    )
+    with ctx.store.read() as session:
+        rows = session.execute(query).all()
+    if not rows:
+        raise NotFoundError(f"unknown job {job_id!r}")
+    counts = {row.trial_status: row[3] for row in rows if row.trial_status is not None}
+    return JobProgress(
+        id=job_id,
+        status=rows[0].status,
+        cancel_requested=rows[0].cancel_requested,
+        counts={s: counts.get(s, 0) for s in TRIAL_STATUSES},
+    )
 
 
 def check_status(kind: Literal["job", "trial"], status: str) -> str:
@@ -332,19 +399,41 @@ def check_status(kind: Literal["job", "trial"], status: str) -> str:
     return status
 
 
+MAX_PAGE = 1000
+
+
 def list_jobs(
-    ctx: Context, status: str | None = None, tags: dict[str, str] | None = None, limit: int = 50
+    ctx: Context,
+    status: str | None = None,
+    tags: dict[str, str] | None = None,
+    limit: int = 50,
+    before: str | None = None,
 ) -> list[JobView]:
+    """One page of jobs, newest first: filtered (status, every tag), ordered and cut in the database,
+    so a page costs the same few queries however long the project's history. The next page is the
+    one `before` the last job of this one."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise UserError(f"limit {limit}: expected 1 to {MAX_PAGE}")
+    query = select(Job).where(Job.project_id == ctx.project_id)
+    if status is not None:
+        query = query.where(Job.status == check_status("job", status))
+    for key, value in (tags or {}).items():
+        query = query.where(Job.tags[key].as_string() == value)
     with ctx.store.read() as session:
-        query = (
-            select(Job).where(Job.project_id == ctx.project_id).order_by(Job.created_at.desc(), Job.id.desc())
-        )
-        if status is not None:
-            query = query.where(Job.status == check_status("job", status))
-        jobs = list(session.scalars(query))
-        if tags:
-            jobs = [j for j in jobs if all(j.tags.get(k) == v for k, v in tags.items())]
-        return [_view(session, j) for j in jobs[:limit]]
+        if before is not None:
+            cursor = session.execute(
+                select(Job.created_at, Job.id).where(Job.id == before, Job.project_id == ctx.project_id)
+            ).first()
+            if cursor is None:
+                raise NotFoundError(f"unknown job {before!r} (--before)")
+            query = query.where(
+                or_(
+                    Job.created_at < cursor.created_at,
+                    and_(Job.created_at == cursor.created_at, Job.id < cursor.id),
+                )
+            )
+        page = list(session.scalars(query.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)))
+        return _views(session, page)
 
 
 def cancel_job(ctx: Context, job_id: str) -> JobView:

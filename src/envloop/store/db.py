@@ -2,8 +2,18 @@
 
 SQLite gets WAL (readers never block the writer) and `BEGIN IMMEDIATE` for write transactions, so
 two workers that both read-then-write serialize on the lock instead of failing with SQLITE_BUSY.
+
+No single wait for a lock lasts longer than LOCK_WAIT_SEC, well inside a worker's 30 s lease: a
+worker stuck behind someone else's long write must get back to renewing its leases. On SQLite a
+write transaction that could not start in that time is tried again, with backoff, until
+WRITE_PATIENCE_SEC have passed (so a command still waits for a long write as it always did); on
+PostgreSQL a statement that waited that long for a row or table lock fails with SQLSTATE 55P03,
+which the queue's writers try again (`is_lock_timeout`).
 """
 
+import logging
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,13 +25,43 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from envloop.store.tables import Project
 
+log = logging.getLogger("envloop.store")
+LOCK_WAIT_SEC = 5.0
+WRITE_PATIENCE_SEC = 60.0
+_LOCK_NOT_AVAILABLE = "55P03"
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 HEAD_REVISION = "0006"
 DEFAULT_PROJECT = "default"
 
 
+def is_lock_timeout(exc: BaseException) -> bool:
+    """A wait for a lock that gave up after LOCK_WAIT_SEC (SQLite busy, PostgreSQL lock_timeout):
+    nothing was changed, and the same work may be tried again."""
+    orig = getattr(exc, "orig", exc)
+    if isinstance(orig, sqlite3.OperationalError):
+        return "locked" in str(orig) or "busy" in str(orig)
+    return getattr(orig, "sqlstate", None) == _LOCK_NOT_AVAILABLE
+
+
+def _begin_immediate(driver_connection: sqlite3.Connection) -> None:
+    """Take SQLite's write lock, each wait at most LOCK_WAIT_SEC, retried with backoff up to
+    WRITE_PATIENCE_SEC; past that the lock timeout is raised for the caller to handle."""
+    deadline = time.monotonic() + WRITE_PATIENCE_SEC
+    delay = 0.01
+    while True:
+        try:
+            driver_connection.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_lock_timeout(exc) or time.monotonic() + delay >= deadline:
+                raise
+            log.warning("the store's write lock is held elsewhere; trying again in %.2f s", delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
 def _sqlite_engine(url: str) -> Engine:
-    engine = create_engine(url, connect_args={"isolation_level": None, "timeout": 60}, pool_size=8)
+    engine = create_engine(url, connect_args={"isolation_level": None, "timeout": LOCK_WAIT_SEC}, pool_size=8)
 
     @event.listens_for(engine, "connect")
     def _pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -29,13 +69,16 @@ def _sqlite_engine(url: str) -> Engine:
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA busy_timeout=60000")
+        cursor.execute(f"PRAGMA busy_timeout={int(LOCK_WAIT_SEC * 1000)}")
         cursor.close()
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Any) -> None:
-        immediate = conn.get_execution_options().get("sqlite_immediate", False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        if conn.get_execution_options().get("sqlite_immediate", False):
+            # On the driver's connection: a failed BEGIN leaves no half-begun state to undo.
+            _begin_immediate(conn.connection.driver_connection)
+        else:
+            conn.exec_driver_sql("BEGIN")
 
     return engine
 
@@ -46,7 +89,10 @@ def make_engine(url: str) -> Engine:
     scheme, sep, rest = url.partition("://")
     if sep and scheme in ("postgresql", "postgres"):
         url = f"postgresql+psycopg://{rest}"  # the driver envloop installs (psycopg 3)
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    connect_args: dict[str, Any] = {}
+    if url.startswith("postgresql"):
+        connect_args["options"] = f"-c lock_timeout={int(LOCK_WAIT_SEC * 1000)}"
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args=connect_args)
 
 
 def _migrate(engine: Engine) -> None:
@@ -67,6 +113,8 @@ def _migrate(engine: Engine) -> None:
         if conn.dialect.name == "postgresql":
             # A server and its workers may open a new database at once: one migrates, the others
             # wait here and then find nothing left to do.
+            # Schema changes wait as long as they must (never LOCK_WAIT_SEC).
+            conn.execute(text("SET LOCAL lock_timeout = 0"))
             conn.execute(text("SELECT pg_advisory_xact_lock(726157)"))
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")

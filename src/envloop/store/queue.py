@@ -25,8 +25,9 @@ from envloop.store.tables import Job, Trial
 
 ACTIVE_JOB_STATUSES = ("pending", "running")
 OPEN_TRIAL_STATUSES = ("pending", "running")
-# PostgreSQL aborts one of two transactions that wait on each other (deadlock, serialization).
-_RETRYABLE_SQLSTATES = ("40P01", "40001")
+# PostgreSQL aborts one of two transactions that wait on each other (deadlock, serialization), and
+# a statement that waited LOCK_WAIT_SEC for a lock (lock_timeout): each changed nothing.
+_RETRYABLE_SQLSTATES = ("40P01", "40001", "55P03")
 _T = TypeVar("_T")
 
 # The hot-path statements are built once: building a statement costs more than running it.
@@ -205,7 +206,8 @@ def _finish(conn: Connection, trial: ClaimedTrial, outcome: TrialOutcome) -> boo
 
 def _retrying(work: Callable[[], _T]) -> _T:
     """Run a write transaction again when PostgreSQL aborted it for a deadlock with another one
-    (workers lock job rows in no fixed order); the aborted attempt changed nothing."""
+    (workers lock job rows in no fixed order) or a lock wait that timed out; the aborted attempt
+    changed nothing."""
     for attempt in range(8):
         try:
             return work()

@@ -11,7 +11,16 @@ from envloop.wire.access import ApiKeyView, CreatedKey, CreatedShare, ShareView
 from envloop.wire.compare import Comparison, DimensionComparison, Excluded, Side
 from envloop.wire.datasets import ENVIRONMENTS, DatasetView, EnvironmentName, MemberView, TaskFeature
 from envloop.wire.diagnosis import FailureGroup, FailureKind, JobDiagnosis, NotRunGroup, WarningGroup
-from envloop.wire.jobs import JOB_CONFIG_SCHEMA, MAX_ATTEMPTS, JobRequest, JobView, SkippedTask, SubmitResult
+from envloop.wire.jobs import (
+    JOB_CONFIG_SCHEMA,
+    MAX_ATTEMPTS,
+    TRIAL_STATUSES,
+    JobProgress,
+    JobRequest,
+    JobView,
+    SkippedTask,
+    SubmitResult,
+)
 from envloop.wire.leaderboard import BoardEntry, BoardRow, RunSummary
 from envloop.wire.planning import Plan, PlanOption
 from envloop.wire.profiles import PROFILE_SCHEMA, ProfileDocument, ProfileSpec, ProfileView
@@ -27,6 +36,7 @@ __all__ = [
     "LOG_PAGE_BYTES",
     "MAX_ATTEMPTS",
     "PROFILE_SCHEMA",
+    "TRIAL_STATUSES",
     "ApiKeyView",
     "ArtifactInfo",
     "BoardEntry",
@@ -43,6 +53,7 @@ __all__ = [
     "FailureKind",
     "JobDiagnosis",
     "JobEvent",
+    "JobProgress",
     "JobRequest",
     "JobResult",
     "JobView",

@@ -73,6 +73,22 @@ class JobView(LazyModel):
     finished_at: datetime | None
 
 
+class JobProgress(LazyModel):
+    """How far a job is: its status and trial counts, without its configuration or result."""
+
+    id: str
+    status: JobStatus
+    cancel_requested: bool
+    counts: dict[TrialStatus, int] = Field(description="trials by status")
+
+    @property
+    def done(self) -> int:
+        return self.counts["completed"] + self.counts["failed"] + self.counts["cancelled"]
+
+
+TRIAL_STATUSES: tuple[TrialStatus, ...] = ("pending", "running", "completed", "failed", "cancelled")
+
+
 class SubmitResult(LazyModel):
     job: JobView
     warnings: list[str]

@@ -50,10 +50,18 @@ def list_jobs(
     ctx: ProjectContext,
     status: JobStatus | None = None,
     tag: Annotated[list[TagFilter] | None, Query(description="key=value; repeat to require several")] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    limit: Annotated[int, Query(ge=1, le=jobs.MAX_PAGE, description="jobs per page")] = 50,
+    before: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            description="a job ID: the page of jobs created before it (pass the last ID of a page to "
+            "get the next one)",
+        ),
+    ] = None,
 ) -> list[JobView]:
-    """Jobs, newest first."""
-    return jobs.list_jobs(ctx, status=status, tags=parse_tags(tag or []), limit=limit)
+    """Jobs, newest first, one page at a time (filtered, ordered and paged in the database)."""
+    return jobs.list_jobs(ctx, status=status, tags=parse_tags(tag or []), limit=limit, before=before)
 
 
 @router.get("/{job_id}")
