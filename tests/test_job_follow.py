@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from sqlalchemy import event, update
 
-from envloop.cli.backend import Embedded
 from envloop.cli.progress import follow
+from envloop.local import LocalClient
 from envloop.services import datasets, jobs, profiles
 from envloop.services.context import Context, open_context
 from envloop.services.errors import NotFoundError
@@ -59,7 +59,7 @@ def test_following_reads_only_counts_and_looks_less_often_while_nothing_changes(
     event.listen(ctx.store.engine, "before_cursor_execute", record)
     canceller = _cancel_later(home, job_id, after_sec=3.0)
     try:
-        final = follow(Embedded(ctx), job_id)
+        final = follow(LocalClient.on_context(ctx), job_id)
     finally:
         canceller.join()
         event.remove(ctx.store.engine, "before_cursor_execute", record)

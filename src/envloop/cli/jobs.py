@@ -14,8 +14,8 @@ from envloop.cli.output import emit_json, note, out, table, warn, when
 from envloop.cli.progress import follow
 from envloop.cli.render import result_view
 from envloop.cli.state import context
+from envloop.core.capacity import CAPACITY_ENV, default_capacity
 from envloop.core.status import TrialStatus
-from envloop.scheduling.capacity import CAPACITY_ENV, default_capacity
 from envloop.services.errors import UserError
 from envloop.wire import JobView, ShareView
 

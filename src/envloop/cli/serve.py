@@ -20,7 +20,7 @@ import typer
 
 from envloop.cli.output import note
 from envloop.cli.state import context
-from envloop.scheduling.capacity import CAPACITY_ENV
+from envloop.core.capacity import CAPACITY_ENV
 from envloop.services.errors import UserError
 
 if TYPE_CHECKING:

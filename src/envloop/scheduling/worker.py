@@ -20,13 +20,13 @@ from typing import Any, TypeVar
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import OperationalError
 
+from envloop.core.capacity import default_capacity
 from envloop.core.ids import new_id
 from envloop.core.status import TERMINAL
 from envloop.core.trial import EnvironmentChoice, TrialError, TrialOutcome
 from envloop.environments.docker import DockerError, sweep_orphans
 from envloop.environments.instance import instances_under, remove_instance
 from envloop.models import close_clients
-from envloop.scheduling.capacity import default_capacity
 from envloop.scheduling.executor import Executor, LocalExecutor, RunLost
 from envloop.scheduling.trial_specs import TrialSpecs
 from envloop.services.context import Context
