@@ -388,7 +388,8 @@ def test_a_claude_code_request_is_answered_as_a_stream_whose_usage_matches_the_c
     assert set(kinds[1:-2]) <= {"content_block_start", "content_block_delta", "content_block_stop"}
     delta = next(e for e in events if e["type"] == "message_delta")
     assert delta["delta"]["stop_reason"] in ("max_tokens", "tool_use", "end_turn")
-    assert delta["usage"]["input_tokens"] == count_tokens(server, claude_code_body())
+    counted = count_tokens(server, claude_code_body())
+    assert events[0]["message"]["usage"]["input_tokens"] == delta["usage"]["input_tokens"] == counted
     assert not any(block.get("type") == "thinking" for e in events for block in [e.get("content_block", {})])
 
 

@@ -217,8 +217,11 @@ def error_event(status: int, detail: str) -> str:
     return _event("error", {"error": body["error"]})
 
 
-def message_events(model: str, pieces: Iterator[str | Generation | Waiting]) -> Iterator[str]:
-    """Server-sent events in the protocol's order: message_start, a text block grown by deltas,
+def message_events(
+    model: str, pieces: Iterator[str | Generation | Waiting], prompt_tokens: int
+) -> Iterator[str]:
+    """Server-sent events in the protocol's order: message_start (with the prompt's tokens, where
+    clients such as Claude Code read a call's input tokens), a text block grown by deltas,
     each tool_use block with its input as one JSON delta, message_delta (stop reason, usage),
     message_stop; a `ping` for each WAITING."""
     start: dict[str, Any] = {
@@ -229,7 +232,7 @@ def message_events(model: str, pieces: Iterator[str | Generation | Waiting]) -> 
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
-        "usage": {"input_tokens": 0, "output_tokens": 0},
+        "usage": {"input_tokens": prompt_tokens, "output_tokens": 0},
     }
     yield _event("message_start", {"message": start})
     text_open = False

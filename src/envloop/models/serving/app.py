@@ -75,15 +75,13 @@ async def streamed(
 ) -> StreamingResponse:
     """Events as the model writes; a caller that goes away stops the generation. Without
     `keep_alive` the response starts once the first piece is ready, so a refusal is still a plain
-    HTTP error. With it (Messages), the request is admitted first (a refusal is then a plain
-    HTTP error too), the stream starts at once and `render` gets WAITING every few seconds while
+    HTTP error. With it (Messages, whose caller admits the request first, so a refusal is a
+    plain HTTP error there too), the stream starts at once and `render` gets WAITING every few seconds while
     the model reads a long prompt, which it sends as a ping: clients give up on a silent
     stream after a while (Claude Code after 5 minutes), and a 135M model on two cores reads
     Claude Code's 9,000-token prompt for about that long. A failure after the start is the
     stream's last event, given by `keep_alive`."""
     wait_sec = _KEEP_ALIVE_SEC if keep_alive else None
-    if keep_alive:
-        await run_in_threadpool(engine.admit, model, call)
     producer = Producer(engine.stream(model, call))
     first = WAITING if keep_alive else await run_in_threadpool(producer.get)
 
@@ -166,11 +164,12 @@ def create_model_app(engine: Engine, authenticate: Authenticate) -> FastAPI:
         engine.alias(body.model)
         call = anthropic_wire.chat_call(body)
         if body.stream:
+            prompt_tokens = await run_in_threadpool(engine.admit, body.model, call)
             return await streamed(
                 engine,
                 body.model,
                 call,
-                lambda pieces: anthropic_wire.message_events(body.model, pieces),
+                lambda pieces: anthropic_wire.message_events(body.model, pieces, prompt_tokens),
                 keep_alive=lambda exc: anthropic_wire.error_event(exc.status, exc.detail),
             )
         generation = await run_in_threadpool(engine.generate, body.model, call)
