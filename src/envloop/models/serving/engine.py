@@ -4,10 +4,11 @@ context size, each used by one request at a time (a llama.cpp context is not thr
 Both protocols come here with a `ChatCall` in the Chat Completions message shape llama.cpp takes.
 The `chatml-function-calling` format renders no tool results, so a tool's result reaches the model
 as a user turn that names the tool. Tool calls come from grammar-constrained generation: a named
-tool is always called; `auto` first lets the model choose between a call and a message (a message
-then continues that same prompt, so the model writes it knowing its tools, and the prompt already
-evaluated is reused rather than evaluated again); `required` calls the first tool when the model
-chose a message.
+tool is always called; `auto` first lets the model choose between a call and a message (either then
+continues that same prompt, so the model writes it knowing its tools, and the prompt already
+evaluated is reused rather than evaluated again; an answer holds at most one call); `required`
+calls the first tool when the model chose a message. `max_tokens` bounds messages and a call's
+arguments alike.
 
 A prompt that does not fit the alias's context is refused before anything is evaluated, in the
 words the Messages protocol uses ("prompt is too long: N tokens > M maximum"); nothing is cut.
@@ -15,6 +16,7 @@ words the Messages protocol uses ("prompt is too long: N tokens > M maximum"); n
 
 import contextlib
 import dataclasses
+import json
 import queue
 import threading
 from collections.abc import Generator, Iterator
@@ -242,17 +244,37 @@ class Engine:
 
     def _tool_call(self, llama: Any, arguments: dict[str, Any], call: ChatCall) -> Generation | None:
         """The call the model makes, or None when it answers with a message instead."""
-        if not call.tools or call.tool_mode == "none":
+        if not self._with_tools(call):
             return None
         names = [tool["function"]["name"] for tool in call.tools]
-        name = call.tool_name if call.tool_mode == "named" else None
+        name = (
+            call.tool_name if call.tool_mode == "named" else self._chosen_tool(llama, arguments, call, names)
+        )
         if name is None:
-            chosen = self._complete(llama, {**arguments, "tools": call.tools, "tool_choice": "auto"})
-            if chosen.tool_calls or call.tool_mode == "auto":
-                return chosen if chosen.tool_calls else None
+            if call.tool_mode == "auto":
+                return None
             name = names[0]
         choice = {"type": "function", "function": {"name": name}}
         return self._complete(llama, {**arguments, "tools": call.tools, "tool_choice": choice})
+
+    def _chosen_tool(
+        self, llama: Any, arguments: dict[str, Any], call: ChatCall, names: list[str]
+    ) -> str | None:
+        """The tool the model chooses to call, or None for a message: one grammar-constrained
+        choice at temperature 0, written as the chat format's `auto` would. The call itself is
+        then generated as a named one, which keeps to `max_tokens` (the format's `auto` writes a
+        call's arguments without any limit) and continues the prompt evaluated here."""
+        from llama_cpp.llama_grammar import LlamaGrammar  # noqa: PLC0415  (optional extra, loaded only to serve)
+
+        options = " | ".join(json.dumps(f"functions.{name}:") for name in names)
+        grammar = LlamaGrammar.from_string(
+            f'root ::= functions | "message:"\nfunctions ::= {options}\n', verbose=False
+        )
+        prompt = self._prompt(arguments, call)
+        chosen = llama.create_completion(prompt=prompt, temperature=0, max_tokens=None, grammar=grammar)
+        text = str(chosen["choices"][0]["text"])
+        name = text.removeprefix("functions.").removesuffix(":")
+        return name if text.startswith("functions.") and name in names else None
 
     @staticmethod
     def _complete(llama: Any, arguments: dict[str, Any]) -> Generation:
