@@ -1,7 +1,9 @@
 """`el model serve`: named aliases of local models over the Chat Completions and Messages protocols,
 behind a key of the project. These tests start the real command on a loopback port; the model is
-loaded but none of them generates text (the generating tests are in test_before_after.py)."""
+loaded, and only one request generates (a single token; the generating tests are in
+test_before_after.py)."""
 
+import json
 import os
 import signal
 import subprocess
@@ -36,6 +38,15 @@ class ModelServer:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout=60)
+
+
+def refusal(path: str, status: int, detail: str) -> dict[str, object]:
+    """The body of a refusal: `detail` on every route; the Messages routes also give it in that
+    protocol's error shape, which the Anthropic SDK and Claude Code read."""
+    if not path.startswith("/v1/messages"):
+        return {"detail": detail}
+    kinds = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error"}
+    return {"type": "error", "error": {"type": kinds[status], "message": detail}, "detail": detail}
 
 
 def start_model_server(el: El, *args: str) -> ModelServer:
@@ -156,16 +167,16 @@ def test_only_a_live_key_of_the_project_is_accepted(served: tuple[ModelServer, E
     for path in ("/v1/chat/completions", "/v1/messages"):
         missing = httpx.post(root + path, json=body, timeout=60)
         assert missing.status_code == 401
-        assert missing.json() == {
-            "detail": "missing credentials: send Authorization: Bearer KEY or x-api-key: KEY"
-        }
+        assert missing.json() == refusal(
+            path, 401, "missing credentials: send Authorization: Bearer KEY or x-api-key: KEY"
+        )
         for wrong in ("elk_not-a-key", other_project, revoked["key"]):
             for headers in ({"Authorization": f"Bearer {wrong}"}, {"x-api-key": wrong}):
                 refused = httpx.post(root + path, json=body, headers=headers, timeout=60)
                 assert refused.status_code == 401, (path, headers)
-                assert refused.json() == {
-                    "detail": "unknown, revoked or expired key, or a key of another project"
-                }
+                assert refused.json() == refusal(
+                    path, 401, "unknown, revoked or expired key, or a key of another project"
+                )
     assert httpx.get(f"{root}/v1/models", timeout=60).status_code == 401
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(base_url=server.openai_url, api_key=other_project, max_retries=0).models.list()
@@ -184,7 +195,7 @@ def test_an_unknown_alias_is_404_with_one_line_in_both_protocols(served: tuple[M
             client.messages.create(
                 model="smollm2/rl", max_tokens=8, messages=[{"role": "user", "content": "hi"}], stream=True
             )
-        assert missing_a.value.response.json() == {"detail": expected}
+        assert missing_a.value.response.json() == refusal("/v1/messages", 404, expected)
 
 
 @pytest.mark.parametrize(
@@ -247,6 +258,21 @@ def test_an_unknown_alias_is_404_with_one_line_in_both_protocols(served: tuple[M
             },
             "temperature: Input should be less than or equal to 1",
         ),
+        (
+            "/v1/messages",
+            {
+                "model": "smollm2/base",
+                "max_tokens": 8,
+                "messages": [{"role": "user", "content": "hi"}],
+                "thinking": {"type": "always"},
+            },
+            "thinking.type: Input should be 'enabled', 'disabled' or 'adaptive'",
+        ),
+        (
+            "/v1/messages/count_tokens",
+            {"model": "smollm2/base", "messages": [{"role": "robot", "content": "hi"}]},
+            "messages.0.role: Input should be 'user', 'assistant' or 'system'",
+        ),
     ],
 )
 def test_a_bad_request_is_400_with_one_line(
@@ -260,4 +286,143 @@ def test_a_bad_request_is_400_with_one_line(
     else:
         refused = httpx.post(url, json=body, headers=headers, timeout=60)
     assert refused.status_code == 400
-    assert refused.json() == {"detail": detail}
+    assert refused.json() == refusal(path, 400, detail)
+
+
+# What Claude Code 2.1.285 sends (read from its requests), cut down to one tool: system blocks with
+# cache_control, a mid-conversation system turn, thinking, context management, an effort level,
+# metadata, `?beta=true` and the anthropic-beta header.
+CLAUDE_CODE_HEADERS = {
+    "anthropic-version": "2023-06-01",
+    "anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27",
+    "x-app": "cli",
+}
+
+
+def claude_code_body(mid_conversation_system: bool = True) -> dict[str, object]:
+    system_turn = {"role": "system", "content": [{"type": "text", "text": "# Environment\nPlatform: linux"}]}
+    return {
+        "model": "smollm2/base",
+        "system": [
+            {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.285;"},
+            {"type": "text", "text": "You are an agent.", "cache_control": {"type": "ephemeral"}},
+        ],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Create a file named done."}]},
+            *([system_turn] if mid_conversation_system else []),
+        ],
+        "tools": [
+            {
+                "name": "Bash",
+                "description": "Executes a bash command and returns its output.",
+                "input_schema": {
+                    "$schema": "https://json-schema.org/draft/2020-12/schema",
+                    "type": "object",
+                    "properties": {"command": {"type": "string"}},
+                    "required": ["command"],
+                    "additionalProperties": False,
+                },
+            }
+        ],
+        "thinking": {"type": "adaptive"},
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+        "output_config": {"effort": "high"},
+        "metadata": {"user_id": '{"session_id": "s"}'},
+    }
+
+
+def count_tokens(server: ModelServer, body: dict[str, object]) -> int:
+    counted = httpx.post(
+        f"{server.anthropic_url}/v1/messages/count_tokens?beta=true",
+        json=body,
+        headers={"x-api-key": server.key, **CLAUDE_CODE_HEADERS},
+        timeout=60,
+    )
+    assert counted.status_code == 200, counted.text
+    assert list(counted.json()) == ["input_tokens"]
+    tokens: int = counted.json()["input_tokens"]
+    return tokens
+
+
+def test_count_tokens_counts_the_prompt_the_model_reads_tools_and_system_turns_included(
+    served: tuple[ModelServer, El],
+) -> None:
+    server, _ = served
+    with anthropic.Anthropic(base_url=server.anthropic_url, api_key=server.key, max_retries=0) as client:
+        short = client.messages.count_tokens(
+            model="smollm2/base", messages=[{"role": "user", "content": "hi"}]
+        )
+        longer = client.messages.count_tokens(
+            model="smollm2/base", messages=[{"role": "user", "content": "hi" + " hi" * 50}]
+        )
+        with pytest.raises(anthropic.NotFoundError):
+            client.messages.count_tokens(model="smollm2/rl", messages=[{"role": "user", "content": "hi"}])
+    assert short.input_tokens > 0 and longer.input_tokens == short.input_tokens + 50
+    with_system_turn = count_tokens(server, claude_code_body())
+    without = count_tokens(server, claude_code_body(mid_conversation_system=False))
+    without_tools = count_tokens(server, {**claude_code_body(False), "tools": []})
+    assert with_system_turn > without > without_tools > short.input_tokens
+    refused = httpx.post(
+        f"{server.anthropic_url}/v1/messages/count_tokens", json=claude_code_body(), timeout=60
+    )
+    assert refused.status_code == 401
+
+
+def test_a_claude_code_request_is_answered_as_a_stream_whose_usage_matches_the_count(
+    served: tuple[ModelServer, El],
+) -> None:
+    server, _ = served
+    body = {**claude_code_body(), "max_tokens": 1, "stream": True, "temperature": 0}
+    with httpx.stream(
+        "POST",
+        f"{server.anthropic_url}/v1/messages?beta=true",
+        json=body,
+        headers={"x-api-key": server.key, **CLAUDE_CODE_HEADERS},
+        timeout=120,
+    ) as response:
+        assert response.status_code == 200
+        lines = [line for line in response.iter_lines() if line.startswith("data: ")]
+    events = [json.loads(line.removeprefix("data: ")) for line in lines]
+    kinds = [e["type"] for e in events if e["type"] != "ping"]
+    assert kinds[0] == "message_start" and kinds[-2:] == ["message_delta", "message_stop"]
+    assert set(kinds[1:-2]) <= {"content_block_start", "content_block_delta", "content_block_stop"}
+    delta = next(e for e in events if e["type"] == "message_delta")
+    assert delta["delta"]["stop_reason"] in ("max_tokens", "tool_use", "end_turn")
+    counted = count_tokens(server, claude_code_body())
+    assert events[0]["message"]["usage"]["input_tokens"] == delta["usage"]["input_tokens"] == counted
+    assert not any(block.get("type") == "thinking" for e in events for block in [e.get("content_block", {})])
+
+
+def test_a_prompt_beyond_the_context_is_refused_in_the_protocols_shape_never_cut(
+    served: tuple[ModelServer, El],
+) -> None:
+    server, _ = served
+    body = {"model": "smollm2/base", "messages": [{"role": "user", "content": "word " * 3000}]}
+    tokens = count_tokens(server, body)
+    assert tokens > 2048
+    detail = (
+        f"prompt is too long: {tokens} tokens > 2047 maximum (the context of smollm2/base is 2048 "
+        "tokens; serve it with a larger base.context_tokens)"
+    )
+    headers = {"x-api-key": server.key}
+    for stream in (False, True):
+        refused = httpx.post(
+            f"{server.anthropic_url}/v1/messages",
+            json={**body, "max_tokens": 8, "stream": stream},
+            headers=headers,
+            timeout=60,
+        )
+        assert refused.status_code == 400
+        assert refused.json() == refusal("/v1/messages", 400, detail)
+    chat = httpx.post(
+        f"{server.openai_url}/chat/completions",
+        json={**body, "max_tokens": 8},
+        headers={"Authorization": f"Bearer {server.key}"},
+        timeout=60,
+    )
+    assert chat.status_code == 400 and chat.json() == {"detail": detail}
+    client = anthropic.Anthropic(base_url=server.anthropic_url, api_key=server.key, max_retries=0)
+    with client, pytest.raises(anthropic.BadRequestError, match="prompt is too long"):
+        client.messages.create(
+            model="smollm2/base", max_tokens=8, messages=[{"role": "user", "content": "word " * 3000}]
+        )

@@ -3,6 +3,14 @@
 A conversation becomes the engine's Chat Completions shape: `system` leads, an assistant's
 `tool_use` blocks become its tool calls, a user turn's `tool_result` blocks become tool messages
 (before the turn's own text), and the answer goes back as `text` and `tool_use` blocks.
+
+What Claude Code sends besides is taken as follows. A `system` turn inside `messages` (its
+mid-conversation system beta) reaches the model as a user turn: the chat format would repeat every
+tool's definition after each system turn. `thinking` is accepted and ignored (this model writes no
+thinking blocks, which the protocol allows for `adaptive` and which clients take as no thinking);
+`metadata`, `context_management`, `output_config`, `cache_control` and the `anthropic-beta` header
+change nothing here and are ignored. `POST /v1/messages/count_tokens` takes the same request without
+`max_tokens` and counts the prompt the model would read.
 """
 
 import json
@@ -12,9 +20,22 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from envloop.models.serving.engine import ChatCall, Generation, ToolMode
+from envloop.models.serving.engine import ChatCall, Generation, ToolMode, Waiting
 
 _STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    413: "request_too_large",
+}
+
+
+def error_body(status: int, detail: str) -> dict[str, Any]:
+    """A refusal in the protocol's shape, which the SDK and Claude Code read (and show) its
+    message from; `detail` carries the same line as on every other route of the endpoint."""
+    kind = _ERROR_TYPES.get(status, "api_error")
+    return {"type": "error", "error": {"type": kind, "message": detail}, "detail": detail}
 
 
 class TextBlock(BaseModel):
@@ -40,7 +61,7 @@ Block = Annotated[TextBlock | ToolUseBlock | ToolResultBlock, Field(discriminato
 
 
 class Message(BaseModel):
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "system"]
     content: str | list[Block]
 
 
@@ -55,9 +76,15 @@ class ToolChoice(BaseModel):
     name: str | None = None
 
 
-class MessagesRequest(BaseModel):
+class Thinking(BaseModel):
+    type: Literal["enabled", "disabled", "adaptive"]
+    budget_tokens: int | None = Field(default=None, ge=0)
+
+
+class CountTokensRequest(BaseModel):
+    """A Messages request as `count_tokens` takes it: no `max_tokens`, no `stream`."""
+
     model: str
-    max_tokens: int = Field(ge=1)
     messages: list[Message] = Field(min_length=1)
     system: str | list[TextBlock] | None = None
     temperature: float | None = Field(default=None, ge=0, le=1)
@@ -65,6 +92,11 @@ class MessagesRequest(BaseModel):
     stop_sequences: list[str] | None = None
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
+    thinking: Thinking | None = None
+
+
+class MessagesRequest(CountTokensRequest):
+    max_tokens: int = Field(ge=1)
     stream: bool = False
 
 
@@ -74,7 +106,7 @@ def _joined(content: str | list[TextBlock] | None) -> str:
     return "".join(block.text for block in content)
 
 
-def _chat_messages(request: MessagesRequest) -> list[dict[str, Any]]:
+def _chat_messages(request: CountTokensRequest) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     if request.system:
         messages.append({"role": "system", "content": _joined(request.system)})
@@ -85,6 +117,9 @@ def _chat_messages(request: MessagesRequest) -> list[dict[str, Any]]:
             else message.content
         )
         text = "".join(b.text for b in blocks if isinstance(b, TextBlock))
+        if message.role == "system":
+            messages.append({"role": "user", "content": text})
+            continue
         if message.role == "assistant":
             calls = [
                 {
@@ -108,7 +143,7 @@ def _chat_messages(request: MessagesRequest) -> list[dict[str, Any]]:
     return messages
 
 
-def chat_call(request: MessagesRequest) -> ChatCall:
+def chat_call(request: CountTokensRequest) -> ChatCall:
     choice = request.tool_choice
     modes: dict[str, ToolMode] = {"auto": "auto", "any": "required", "tool": "named", "none": "none"}
     return ChatCall(
@@ -128,7 +163,7 @@ def chat_call(request: MessagesRequest) -> ChatCall:
         tool_name=choice.name if choice and choice.type == "tool" else None,
         temperature=request.temperature,
         top_p=request.top_p,
-        max_tokens=request.max_tokens,
+        max_tokens=request.max_tokens if isinstance(request, MessagesRequest) else None,
         stop=list(request.stop_sequences or []),
     )
 
@@ -176,10 +211,19 @@ def _event(name: str, data: dict[str, Any]) -> str:
     return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n"
 
 
-def message_events(model: str, pieces: Iterator[str | Generation]) -> Iterator[str]:
-    """Server-sent events in the protocol's order: message_start, a text block grown by deltas,
+def error_event(status: int, detail: str) -> str:
+    """A failure after the stream started, as the protocol's `error` event."""
+    body = error_body(status, detail)
+    return _event("error", {"error": body["error"]})
+
+
+def message_events(
+    model: str, pieces: Iterator[str | Generation | Waiting], prompt_tokens: int
+) -> Iterator[str]:
+    """Server-sent events in the protocol's order: message_start (with the prompt's tokens, where
+    clients such as Claude Code read a call's input tokens), a text block grown by deltas,
     each tool_use block with its input as one JSON delta, message_delta (stop reason, usage),
-    message_stop."""
+    message_stop; a `ping` for each WAITING."""
     start: dict[str, Any] = {
         "id": f"msg_{uuid.uuid4().hex[:24]}",
         "type": "message",
@@ -188,11 +232,14 @@ def message_events(model: str, pieces: Iterator[str | Generation]) -> Iterator[s
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
-        "usage": {"input_tokens": 0, "output_tokens": 0},
+        "usage": {"input_tokens": prompt_tokens, "output_tokens": 0},
     }
     yield _event("message_start", {"message": start})
     text_open = False
     for piece in pieces:
+        if isinstance(piece, Waiting):
+            yield _event("ping", {})
+            continue
         if isinstance(piece, str):
             if not text_open:
                 text_open = True

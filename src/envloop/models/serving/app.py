@@ -2,8 +2,10 @@
 (`/v1/messages`) for every alias, behind a key of the project.
 
 A key travels as `Authorization: Bearer KEY` (OpenAI SDK) or `x-api-key: KEY` (Anthropic SDK).
-Every refusal is one line, `{"detail": "…"}`: 400 for a request the protocol does not allow, 401
-without a valid key of the project, 404 for a model the endpoint does not serve."""
+Every refusal is one line, `{"detail": "…"}`: 400 for a request the protocol does not allow (or a
+prompt beyond the alias's context), 401 without a valid key of the project, 404 for a model the
+endpoint does not serve. The Messages routes give the same line in the Messages protocol's error
+shape as well (`{"type": "error", "error": {"type": …, "message": …}}`)."""
 
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -15,13 +17,22 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from envloop.models.serving import anthropic_wire, openai_wire
-from envloop.models.serving.engine import ChatCall, Engine, Generation, Producer, ServingError
+from envloop.models.serving.engine import (
+    WAITING,
+    ChatCall,
+    Engine,
+    Generation,
+    Producer,
+    ServingError,
+    Waiting,
+)
 
 Authenticate = Callable[[str], bool]
 """Whether a presented key may use the endpoint."""
 
 Body = TypeVar("Body", bound=BaseModel)
 _MAX_BODY_BYTES = 8 * 1024 * 1024
+_KEEP_ALIVE_SEC = 10.0
 
 
 async def read_body(request: Request, model: type[Body]) -> Body:
@@ -55,13 +66,59 @@ def _model_entry(model_id: str) -> dict[str, Any]:
     }
 
 
+async def streamed(
+    engine: Engine,
+    model: str,
+    call: ChatCall,
+    render: Callable[[Iterator[str | Generation | Waiting]], Iterator[str]],
+    keep_alive: Callable[[ServingError], str] | None = None,
+) -> StreamingResponse:
+    """Events as the model writes; a caller that goes away stops the generation. Without
+    `keep_alive` the response starts once the first piece is ready, so a refusal is still a plain
+    HTTP error. With it (Messages, whose caller admits the request first, so a refusal is a
+    plain HTTP error there too), the stream starts at once and `render` gets WAITING every few seconds while
+    the model reads a long prompt, which it sends as a ping: clients give up on a silent
+    stream after a while (Claude Code after 5 minutes), and a 135M model on two cores reads
+    Claude Code's 9,000-token prompt for about that long. A failure after the start is the
+    stream's last event, given by `keep_alive`."""
+    wait_sec = _KEEP_ALIVE_SEC if keep_alive else None
+    producer = Producer(engine.stream(model, call))
+    first = WAITING if keep_alive else await run_in_threadpool(producer.get)
+
+    def pieces() -> Iterator[str | Generation | Waiting]:
+        item = first
+        while item is not None:
+            yield item
+            item = producer.get(wait_sec)
+
+    events = render(pieces())
+
+    async def body() -> AsyncIterator[str]:
+        try:
+            while (event := await run_in_threadpool(next, events, None)) is not None:
+                yield event
+        except ServingError as exc:
+            if keep_alive is None:
+                raise
+            yield keep_alive(exc)
+        finally:
+            producer.cancel()
+
+    return StreamingResponse(body(), media_type="text/event-stream")
+
+
 def create_model_app(engine: Engine, authenticate: Authenticate) -> FastAPI:
     app = FastAPI(title="envloop local models", openapi_url=None, docs_url=None, redoc_url=None)
 
     @app.exception_handler(ServingError)
     async def refused(request: Request, exc: ServingError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=headers)
+        body = (
+            anthropic_wire.error_body(exc.status, exc.detail)
+            if request.url.path.startswith("/v1/messages")
+            else {"detail": exc.detail}
+        )
+        return JSONResponse(body, status_code=exc.status, headers=headers)
 
     def key_of_the_project(request: Request) -> None:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -74,31 +131,6 @@ def create_model_app(engine: Engine, authenticate: Authenticate) -> FastAPI:
             raise ServingError(401, "unknown, revoked or expired key, or a key of another project")
 
     guarded = [Depends(key_of_the_project)]
-
-    async def streamed(
-        model: str, call: ChatCall, render: Callable[[Iterator[str | Generation]], Iterator[str]]
-    ) -> StreamingResponse:
-        """Events as the model writes; the response starts once the first piece is ready, so a
-        refusal is still a plain HTTP error, and a caller that goes away stops the generation."""
-        producer = Producer(engine.stream(model, call))
-        first = await run_in_threadpool(producer.get)
-
-        def pieces() -> Iterator[str | Generation]:
-            item = first
-            while item is not None:
-                yield item
-                item = producer.get()
-
-        events = render(pieces())
-
-        async def body() -> AsyncIterator[str]:
-            try:
-                while (event := await run_in_threadpool(next, events, None)) is not None:
-                    yield event
-            finally:
-                producer.cancel()
-
-        return StreamingResponse(body(), media_type="text/event-stream")
 
     @app.get("/health", include_in_schema=False)
     def health() -> dict[str, str]:
@@ -118,7 +150,10 @@ def create_model_app(engine: Engine, authenticate: Authenticate) -> FastAPI:
         if body.stream:
             usage = body.stream_options is not None and body.stream_options.include_usage
             return await streamed(
-                body.model, call, lambda pieces: openai_wire.completion_events(body.model, pieces, usage)
+                engine,
+                body.model,
+                call,
+                lambda pieces: openai_wire.completion_events(body.model, pieces, usage),
             )
         generation = await run_in_threadpool(engine.generate, body.model, call)
         return JSONResponse(openai_wire.completion(body.model, generation))
@@ -129,10 +164,22 @@ def create_model_app(engine: Engine, authenticate: Authenticate) -> FastAPI:
         engine.alias(body.model)
         call = anthropic_wire.chat_call(body)
         if body.stream:
+            prompt_tokens = await run_in_threadpool(engine.admit, body.model, call)
             return await streamed(
-                body.model, call, lambda pieces: anthropic_wire.message_events(body.model, pieces)
+                engine,
+                body.model,
+                call,
+                lambda pieces: anthropic_wire.message_events(body.model, pieces, prompt_tokens),
+                keep_alive=lambda exc: anthropic_wire.error_event(exc.status, exc.detail),
             )
         generation = await run_in_threadpool(engine.generate, body.model, call)
         return JSONResponse(anthropic_wire.message(body.model, generation))
+
+    @app.post("/v1/messages/count_tokens", dependencies=guarded)
+    async def count_tokens(request: Request) -> dict[str, int]:
+        body = await read_body(request, anthropic_wire.CountTokensRequest)
+        engine.alias(body.model)
+        call = anthropic_wire.chat_call(body)
+        return {"input_tokens": await run_in_threadpool(engine.count_tokens, body.model, call)}
 
     return app

@@ -4,12 +4,19 @@ context size, each used by one request at a time (a llama.cpp context is not thr
 Both protocols come here with a `ChatCall` in the Chat Completions message shape llama.cpp takes.
 The `chatml-function-calling` format renders no tool results, so a tool's result reaches the model
 as a user turn that names the tool. Tool calls come from grammar-constrained generation: a named
-tool is always called; `auto` first lets the model choose between a call and a message (a message is
-then generated without the tool grammar); `required` calls the first tool when the model chose a
-message.
+tool is always called; `auto` first lets the model choose between a call and a message (either then
+continues that same prompt, so the model writes it knowing its tools, and the prompt already
+evaluated is reused rather than evaluated again; an answer holds at most one call); `required`
+calls the first tool when the model chose a message. `max_tokens` bounds messages and a call's
+arguments alike.
+
+A prompt that does not fit the alias's context is refused before anything is evaluated, in the
+words the Messages protocol uses ("prompt is too long: N tokens > M maximum"); nothing is cut.
 """
 
 import contextlib
+import dataclasses
+import json
 import queue
 import threading
 from collections.abc import Generator, Iterator
@@ -19,6 +26,7 @@ from typing import Any, Literal
 
 from envloop.models.local import CHAT_FORMAT, LocalModelError, bundled_model_path, server_installed
 from envloop.models.serving.aliases import ServedAlias
+from envloop.models.serving.prompt import render_prompt
 
 Finish = Literal["stop", "length", "tool_calls"]
 ToolMode = Literal["auto", "none", "required", "named"]
@@ -171,43 +179,102 @@ class Engine:
             arguments["seed"] = seed
         return arguments
 
+    def count_tokens(self, model_id: str, call: ChatCall) -> int:
+        """How many tokens the model reads for this request (its prompt, tools included), counted
+        with the model's own tokenizer; nothing is evaluated, so no turn of the weights is taken."""
+        alias = self.alias(model_id)
+        return len(self._prompt_tokens(self._weights_of(alias).llama, self._arguments(alias, call), call))
+
     def generate(self, model_id: str, call: ChatCall) -> Generation:
         """The whole answer at once."""
+        *_, whole = self.stream(model_id, call)
+        assert isinstance(whole, Generation)
+        return whole
+
+    def admit(self, model_id: str, call: ChatCall) -> int:
+        """The prompt's size in tokens, once the request is known to be answerable: a served model,
+        a `tool_choice` among the tools, a prompt that fits the alias's context. Nothing is
+        evaluated, so a caller learns of a refusal at once, even while another request runs."""
         alias = self.alias(model_id)
+        names = [tool["function"]["name"] for tool in call.tools]
+        if call.tool_mode == "named" and call.tool_name not in names:
+            raise ServingError(
+                400, f"tool_choice names {(call.tool_name or '')[:100]!r}, which is not among the tools"
+            )
         weights = self._weights_of(alias)
-        arguments = self._arguments(alias, call)
-        with weights.lock, _context_errors():
-            called = self._tool_call(weights.llama, arguments, call)
-            return called or self._complete(weights.llama, arguments)
+        tokens = len(self._prompt_tokens(weights.llama, self._arguments(alias, call), call))
+        context = int(weights.llama.n_ctx())
+        if tokens >= context:
+            raise ServingError(
+                400,
+                f"prompt is too long: {tokens} tokens > {context - 1} maximum (the context of "
+                f"{model_id} is {context} tokens; serve it with a larger {alias.name}.context_tokens)",
+            )
+        return tokens
 
     def stream(self, model_id: str, call: ChatCall) -> Iterator[str | Generation]:
         """Text pieces as the model writes them, then the whole `Generation` (tool calls arrive only
         in it: they are generated under a grammar and sent once complete)."""
+        tokens = self.admit(model_id, call)
         alias = self.alias(model_id)
         weights = self._weights_of(alias)
         arguments = self._arguments(alias, call)
         with weights.lock, _context_errors():
             called = self._tool_call(weights.llama, arguments, call)
             if called is not None:
-                yield called
-                return
-            yield from self._text(weights.llama, arguments)
+                # The call's generation read the prompt plus the tool's name the model chose: the
+                # request's input is the prompt alone, as count_tokens says.
+                yield dataclasses.replace(called, prompt_tokens=tokens)
+            elif self._with_tools(call):
+                prompt = self._prompt(arguments, call) + "message:\n"
+                yield from self._continued(weights.llama, prompt, arguments, tokens)
+            else:
+                yield from self._text(weights.llama, arguments, tokens)
+
+    @staticmethod
+    def _with_tools(call: ChatCall) -> bool:
+        return bool(call.tools) and call.tool_mode != "none"
+
+    def _prompt(self, arguments: dict[str, Any], call: ChatCall) -> str:
+        return render_prompt(arguments["messages"], call.tools if self._with_tools(call) else [])
+
+    def _prompt_tokens(self, llama: Any, arguments: dict[str, Any], call: ChatCall) -> list[int]:
+        tokens: list[int] = llama.tokenize(self._prompt(arguments, call).encode(), add_bos=True, special=True)
+        return tokens
 
     def _tool_call(self, llama: Any, arguments: dict[str, Any], call: ChatCall) -> Generation | None:
         """The call the model makes, or None when it answers with a message instead."""
-        if not call.tools or call.tool_mode == "none":
+        if not self._with_tools(call):
             return None
         names = [tool["function"]["name"] for tool in call.tools]
-        name = call.tool_name if call.tool_mode == "named" else None
-        if name is not None and name not in names:
-            raise ServingError(400, f"tool_choice names {name[:100]!r}, which is not among the tools")
+        name = (
+            call.tool_name if call.tool_mode == "named" else self._chosen_tool(llama, arguments, call, names)
+        )
         if name is None:
-            chosen = self._complete(llama, {**arguments, "tools": call.tools, "tool_choice": "auto"})
-            if chosen.tool_calls or call.tool_mode == "auto":
-                return chosen if chosen.tool_calls else None
+            if call.tool_mode == "auto":
+                return None
             name = names[0]
         choice = {"type": "function", "function": {"name": name}}
         return self._complete(llama, {**arguments, "tools": call.tools, "tool_choice": choice})
+
+    def _chosen_tool(
+        self, llama: Any, arguments: dict[str, Any], call: ChatCall, names: list[str]
+    ) -> str | None:
+        """The tool the model chooses to call, or None for a message: one grammar-constrained
+        choice at temperature 0, written as the chat format's `auto` would. The call itself is
+        then generated as a named one, which keeps to `max_tokens` (the format's `auto` writes a
+        call's arguments without any limit) and continues the prompt evaluated here."""
+        from llama_cpp.llama_grammar import LlamaGrammar  # noqa: PLC0415  (optional extra, loaded only to serve)
+
+        options = " | ".join(json.dumps(f"functions.{name}:") for name in names)
+        grammar = LlamaGrammar.from_string(
+            f'root ::= functions | "message:"\nfunctions ::= {options}\n', verbose=False
+        )
+        prompt = self._prompt(arguments, call)
+        chosen = llama.create_completion(prompt=prompt, temperature=0, max_tokens=None, grammar=grammar)
+        text = str(chosen["choices"][0]["text"])
+        name = text.removeprefix("functions.").removesuffix(":")
+        return name if text.startswith("functions.") and name in names else None
 
     @staticmethod
     def _complete(llama: Any, arguments: dict[str, Any]) -> Generation:
@@ -231,7 +298,7 @@ class Engine:
         )
 
     @staticmethod
-    def _text(llama: Any, arguments: dict[str, Any]) -> Iterator[str | Generation]:
+    def _text(llama: Any, arguments: dict[str, Any], prompt_tokens: int) -> Iterator[str | Generation]:
         pieces: list[str] = []
         finish: Finish = "stop"
         for chunk in llama.create_chat_completion(**arguments, stream=True):
@@ -242,16 +309,45 @@ class Engine:
                 yield piece
             if choice.get("finish_reason") == "length":
                 finish = "length"
-        # A streamed completion reports no usage: each piece is one token, the rest of the context
-        # (as llama.cpp left it) is the prompt.
-        output_tokens = len(pieces)
+        # A streamed completion reports no usage: each piece is one token.
         yield Generation(
             text="".join(pieces),
             tool_calls=[],
             finish=finish,
-            prompt_tokens=max(int(llama.n_tokens) - output_tokens, 0),
-            completion_tokens=output_tokens,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=len(pieces),
         )
+
+    @staticmethod
+    def _continued(
+        llama: Any, prompt: str, arguments: dict[str, Any], prompt_tokens: int
+    ) -> Iterator[str | Generation]:
+        """A message written as the continuation of `prompt` (the chat format's end of turn ends it)."""
+        pieces: list[str] = []
+        finish: Finish = "stop"
+        options = {k: v for k, v in arguments.items() if k not in ("messages", "stop")}
+        stop = [*(arguments["stop"] or []), "<|im_end|>"]
+        for chunk in llama.create_completion(prompt=prompt, stop=stop, stream=True, **options):
+            choice = chunk["choices"][0]
+            if choice.get("text"):
+                pieces.append(choice["text"])
+                yield choice["text"]
+            if choice.get("finish_reason") == "length":
+                finish = "length"
+        yield Generation(
+            text="".join(pieces),
+            tool_calls=[],
+            finish=finish,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=len(pieces),
+        )
+
+
+class Waiting:
+    """No piece yet: the model is still reading the prompt (or thinking of the next token)."""
+
+
+WAITING = Waiting()
 
 
 class Producer:
@@ -278,9 +374,13 @@ class Producer:
                 self._pieces.close()
             self._queue.put(None)
 
-    def get(self) -> str | Generation | None:
-        """The next piece, None after the last; raises what the generation raised."""
-        item = self._queue.get()
+    def get(self, wait_sec: float | None = None) -> str | Generation | Waiting | None:
+        """The next piece, None after the last, WAITING when `wait_sec` passed without one;
+        raises what the generation raised."""
+        try:
+            item = self._queue.get(timeout=wait_sec)
+        except queue.Empty:
+            return WAITING
         if isinstance(item, BaseException):
             raise item
         return item

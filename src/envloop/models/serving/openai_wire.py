@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from envloop.models.serving.engine import ChatCall, Generation, ToolMode
+from envloop.models.serving.engine import ChatCall, Generation, ToolMode, Waiting
 
 _FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls"}
 
@@ -144,9 +144,12 @@ def completion(model: str, generation: Generation) -> dict[str, Any]:
     }
 
 
-def completion_events(model: str, pieces: Iterator[str | Generation], include_usage: bool) -> Iterator[str]:
+def completion_events(
+    model: str, pieces: Iterator[str | Generation | Waiting], include_usage: bool
+) -> Iterator[str]:
     """Server-sent events: chunks with the text as it comes, the tool calls whole, the finish
-    reason, the usage when asked for, then `[DONE]`."""
+    reason, the usage when asked for, then `[DONE]`; a WAITING is an SSE comment, which clients
+    skip."""
     base = {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion.chunk",
@@ -159,6 +162,9 @@ def completion_events(model: str, pieces: Iterator[str | Generation], include_us
 
     yield chunk({"role": "assistant", "content": ""})
     for piece in pieces:
+        if isinstance(piece, Waiting):
+            yield ": waiting\n\n"
+            continue
         if isinstance(piece, str):
             yield chunk({"content": piece})
             continue
