@@ -45,9 +45,11 @@ def test_the_peers_benchmark_prints_envloops_figures_and_says_inspect_did_not_ru
 
 @pytest.mark.slow
 def test_the_trials_benchmark_prints_the_cli_figure_beside_the_in_process_one_and_the_floors() -> None:
-    out = _bench("trials.py", "--trials", "3")
+    out = _bench("trials.py", "--trials", "3", "--rounds", "2")
     assert "CLI, distinct tasks" in out and "in-process, 1 task" in out
     assert "CLI × floor" in out
     for mode in ("plain", "bwrap"):
-        assert any(line.startswith(mode) for line in out.splitlines()), mode
+        rounds = [line.split()[0] for line in out.splitlines() if line.split()[1:2] == [mode]]
+        assert rounds == ["1", "2"], (mode, out)
+        assert f"median of 2 rounds, {mode}: CLI " in out
     assert "one-trial job end to end" in out
