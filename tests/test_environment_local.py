@@ -210,6 +210,11 @@ def test_daemons_and_the_instance_directory_are_gone_after_teardown(
         # In a sandbox the daemon dies with its command's pid namespace (the kernel kills it as the
         # namespace's first process exits); in plain mode it lives on until teardown.
         if mode == "plain":
+            # The daemon may be between two execs (setsid, nohup, sleep) at the first look.
+            for _ in range(200):
+                if env.instance_pids():  # type: ignore[attr-defined]
+                    break
+                await asyncio.sleep(0.01)
             assert env.instance_pids() != []  # type: ignore[attr-defined]
         else:
             for _ in range(200):

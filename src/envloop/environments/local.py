@@ -342,10 +342,23 @@ class LocalEnvironment:
                     return [f"processes {self._cgroups.pids()} survived teardown"]
                 await asyncio.sleep(0.005)
             return []
-        stragglers = self.instance_pids()
-        kill_pids(stragglers)
-        left = await wait_gone(stragglers, timeout=_TEARDOWN_KILL_SEC)
-        return [f"process {pid} survived teardown" for pid in left]
+        # A scan by uid or marker misses a process caught in the middle of an exec (its environment
+        # is unreadable for that moment): only two empty scans in a row mean nothing is left.
+        deadline = asyncio.get_running_loop().time() + _TEARDOWN_KILL_SEC
+        empty_scans = 0
+        while empty_scans < 2:
+            stragglers = self.instance_pids()
+            if not stragglers:
+                empty_scans += 1
+                continue
+            if asyncio.get_running_loop().time() > deadline:
+                return [f"process {pid} survived teardown" for pid in stragglers]
+            empty_scans = 0
+            kill_pids(stragglers)
+            left = await wait_gone(stragglers, timeout=_TEARDOWN_KILL_SEC)
+            if left:
+                return [f"process {pid} survived teardown" for pid in left]
+        return []
 
     async def stop(self) -> None:
         """Kill whatever the run still has (a daemon an agent left behind) before the verifier
