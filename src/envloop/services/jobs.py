@@ -2,14 +2,16 @@
 
 import hashlib
 import json
-from typing import Literal, get_args
+from datetime import UTC, datetime
+from itertools import islice
+from typing import Literal, cast, get_args
 
 from pydantic import ValidationError
-from sqlalchemy import and_, func, insert, or_, select
+from sqlalchemy import JSON, Insert, Table, and_, func, insert, literal_column, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from envloop.core.ids import new_id
+from envloop.core.ids import new_id, new_ids
 from envloop.core.status import JobStatus, TrialStatus
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, member_features, resolve_dataset
@@ -259,31 +261,53 @@ def _create(
     session.add_all(JobProfile(job_id=job.id, position=i, profile_id=p.id) for i, p in enumerate(profiles))
     session.flush()
     members = {m.name: m for m in dataset_members(session, dataset.id)}
-    rows = [
-        {
-            "id": new_id("trl"),
-            "job_id": job.id,
-            "profile_id": profile.id,
-            "task_name": name,
-            "task_digest": members[name].digest,
-            "member_position": members[name].position,
-            "attempt": attempt,
-            "status": "pending",
-            "dimensions": {},
-            "warnings": [],
-            "phases": [],
-            "lease_token": 0,
-            "usage": {},
-            "structured_result": False,
-            "runs": 0,
-            "invalidated": False,
-        }
-        for profile in profiles
-        for name in tasks
-        for attempt in range(1, request.attempts + 1)
-    ]
-    session.execute(insert(Trial), rows)
+    attempts = range(1, request.attempts + 1)
+    slots = (
+        (profile.id, members[name], attempt) for profile in profiles for name in tasks for attempt in attempts
+    )
+    statement = _new_trials(job.id)
+    while batch := list(islice(slots, _TRIAL_BATCH)):
+        ids = new_ids("trl", len(batch))
+        rows = [
+            {
+                "id": trial_id,
+                "profile_id": profile_id,
+                "task_name": member.name,
+                "task_digest": member.digest,
+                "member_position": member.position,
+                "attempt": attempt,
+            }
+            for trial_id, (profile_id, member, attempt) in zip(ids, batch, strict=True)
+        ]
+        session.execute(statement, rows)
     return job
+
+
+_TRIAL_BATCH = 5_000
+"""Trials inserted per statement: a job of 100,000 trials never holds all their rows at once."""
+_TRIALS = cast(Table, Trial.__table__)
+"""The table itself: an insert of the mapped class would take the ORM's bulk path, row by row."""
+_EMPTY_OBJECT = literal_column("'{}'", JSON)
+_EMPTY_LIST = literal_column("'[]'", JSON)
+
+
+def _new_trials(job_id: str) -> Insert:
+    """The insert of a job's pending trials. What every new trial shares is part of the statement,
+    written once, so each row carries only its own six values (no per-row JSON encoding or
+    defaults, which cost more than the insert itself)."""
+    return insert(_TRIALS).values(
+        job_id=job_id,
+        status="pending",
+        dimensions=_EMPTY_OBJECT,
+        warnings=_EMPTY_LIST,
+        phases=_EMPTY_LIST,
+        usage=_EMPTY_OBJECT,
+        lease_token=0,
+        structured_result=False,
+        runs=0,
+        invalidated=False,
+        created_at=datetime.now(UTC),
+    )
 
 
 def load_job(session: Session, project_id: str, job_id: str) -> Job:
