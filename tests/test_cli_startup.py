@@ -72,8 +72,18 @@ def test_el_help_loads_no_command_module_and_not_even_pydantic(tmp_path: Path) -
     assert not [m for m in modules if m.startswith("envloop.cli.") and m not in LIGHT_CLI]
 
 
-GROUPS = ["dataset", "profile", "runner", "job", "trial", "leaderboard", "key", "secret"]
-COMMANDS = ["plan", "serve", "worker", "job result", "job list", "job submit", "dataset build", "trial logs"]
+GROUPS = ["dataset", "profile", "runner", "job", "trial", "leaderboard", "key", "secret", "model"]
+COMMANDS = [
+    "plan",
+    "serve",
+    "worker",
+    "job result",
+    "job list",
+    "job submit",
+    "dataset build",
+    "trial logs",
+    "model serve",
+]
 
 
 @pytest.mark.parametrize("args", GROUPS + COMMANDS)

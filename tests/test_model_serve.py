@@ -17,7 +17,7 @@ import httpx
 import openai
 import pytest
 
-from envloop.models.serving import AliasSettings, parse_models
+from envloop.models.serving.aliases import AliasSettings, parse_models
 from envloop.services.errors import UserError
 from tests.conftest import El
 

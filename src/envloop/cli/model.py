@@ -10,8 +10,7 @@ import typer
 from envloop.cli.output import emit_json, note, warn
 from envloop.cli.state import context
 from envloop.models.local import DEFAULT_PORT, LocalModelError
-from envloop.models.serving import Engine, create_model_app, parse_models
-from envloop.models.serving.aliases import DEFAULT_NAME, check_endpoint_name
+from envloop.models.serving.aliases import DEFAULT_NAME, check_endpoint_name, parse_models
 from envloop.services.errors import UserError
 
 if TYPE_CHECKING:
@@ -72,7 +71,10 @@ def serve(
     """Serve local models over the OpenAI Chat Completions and Anthropic Messages protocols until
     interrupted. Callers send a key of the project (el key create). The first line of stdout is the
     OpenAI base URL (MODEL_BASE_URL with MODEL_PROTOCOL=openai); the Anthropic one is its root."""
-    from envloop.services import keys  # noqa: PLC0415 - the store loads only when a model is served
+    # The store, the engine and the web stack load only when a model is served.
+    from envloop.models.serving.app import create_model_app  # noqa: PLC0415
+    from envloop.models.serving.engine import Engine  # noqa: PLC0415
+    from envloop.services import keys  # noqa: PLC0415
 
     signal.signal(signal.SIGTERM, _stop)
     endpoint = check_endpoint_name(name)
