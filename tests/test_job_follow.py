@@ -32,12 +32,18 @@ def _big_half_done_job(ctx: Context, tmp_path: Path) -> str:
     return job.id
 
 
-def _cancel_later(home: Path, job_id: str, after_sec: float) -> threading.Thread:
+def _cancel_later(
+    home: Path, job_id: str, after_sec: float, done: list[float] | None = None
+) -> threading.Thread:
+    """Cancel the job after `after_sec`; the moment the cancel is committed goes into `done`."""
+
     def cancel() -> None:
         time.sleep(after_sec)
         other = open_context(home)  # its own engine: its statements are not the follower's
         try:
             jobs.cancel_job(other, job_id)
+            if done is not None:
+                done.append(time.monotonic())
         finally:
             other.close()
 
@@ -46,27 +52,37 @@ def _cancel_later(home: Path, job_id: str, after_sec: float) -> threading.Thread
     return thread
 
 
-def test_following_reads_only_counts_and_looks_less_often_while_nothing_changes(
+def test_following_reads_only_counts_looks_ever_less_often_and_sees_the_end_soon(
     ctx: Context, home: Path, tmp_path: Path
 ) -> None:
     job_id = _big_half_done_job(ctx, tmp_path)
+    looks: list[float] = []
     selects: list[str] = []
 
     def record(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
         if statement.lstrip().upper().startswith("SELECT"):
             selects.append(statement)
+            looks.append(time.monotonic())
 
     event.listen(ctx.store.engine, "before_cursor_execute", record)
-    canceller = _cancel_later(home, job_id, after_sec=3.0)
+    start = time.monotonic()
+    cancelled: list[float] = []
+    canceller = _cancel_later(home, job_id, after_sec=4.3, done=cancelled)
     try:
         final = follow(LocalClient.on_context(ctx), job_id)
+        seen = time.monotonic()
     finally:
         canceller.join()
         event.remove(ctx.store.engine, "before_cursor_execute", record)
     assert final.status == "cancelled"
     assert final.counts["completed"] == 500 and final.counts["cancelled"] == 500
-    # Polling every 0.2 s for ~3 s would be 15 looks or more; with backoff it is about 7.
-    assert len(selects) <= 10, len(selects)
+    # The gaps between looks grow with the time followed (a tenth of it): from 2 s to 4 s that is
+    # about 7 looks, where polling every 0.1 s would make 20; the first half holds the rest.
+    halfway = start + 2.0
+    early, late = sum(t < halfway for t in looks), sum(t >= halfway for t in looks)
+    assert late <= 10 and late < early, (early, late)
+    # The end is seen within a tenth of the time followed (plus a query), not seconds later.
+    assert seen - cancelled[0] < 1.0, seen - cancelled[0]
     # The result (rewards, per-task rows) is never built while following.
     assert not [s for s in selects if "reward" in s], selects
 

@@ -2,8 +2,10 @@
 
 Following must cost little next to the job it follows, whatever its size: the bar reads only the
 job's status and trial counts (one query embedded; against a server, the counts its event stream
-already carries), never the job's result, which the caller builds once at the end. Embedded, a
-job whose counts stop changing is looked at less and less often.
+already carries), never the job's result, which the caller builds once at the end. Embedded, the
+wait between two looks is a tenth of the time followed so far (at least 50 ms, at most 2 s): a
+short job's end is seen within a few tens of milliseconds, and a long job is looked at a number of
+times that grows with the logarithm of its length, not with its length or size.
 """
 
 import time
@@ -15,9 +17,11 @@ from envloop.cli.backend import Operations, remote
 from envloop.cli.output import err
 from envloop.wire import JobEvent, JobProgress
 
-POLL_MIN_SEC = 0.2
+POLL_MIN_SEC = 0.05
 POLL_MAX_SEC = 2.0
-BACKOFF = 1.5
+POLL_SHARE = 0.1
+"""The wait between looks, as a share of the time followed so far: the end is seen at most 10 %
+late."""
 TERMINAL = ("completed", "failed", "cancelled")
 
 
@@ -28,15 +32,12 @@ def _describe(progress: JobProgress) -> str:
 
 
 def _polled(ops: Operations, job_id: str) -> Iterator[JobProgress]:
-    """The job's progress, read again soon after a change and ever later while nothing changes."""
-    delay = POLL_MIN_SEC
-    last: JobProgress | None = None
+    """The job's progress, looked at less often the longer it has been followed."""
+    start = time.monotonic()
     while True:
-        progress = ops.job_progress(job_id)
-        yield progress
-        delay = POLL_MIN_SEC if progress != last else min(delay * BACKOFF, POLL_MAX_SEC)
-        last = progress
-        time.sleep(delay)
+        yield ops.job_progress(job_id)
+        followed = time.monotonic() - start
+        time.sleep(min(max(followed * POLL_SHARE, POLL_MIN_SEC), POLL_MAX_SEC))
 
 
 def _updates(ops: Operations, job_id: str) -> Iterator[JobProgress]:
