@@ -12,7 +12,7 @@ import pytest
 from envloop.core.ids import new_id
 from envloop.core.trajectory import StateStep, ToolStep, Trajectory, UserStep, VerifierStep
 from envloop.core.trial import TrialOutcome, TrialSpec
-from envloop.environments import LocalEnvironmentProvider
+from envloop.environments import LocalEnvironmentProvider, bwrap
 from envloop.environments.bwrap import bwrap_executable
 from envloop.runners import ShellRunner
 from envloop.runners.params import check_params, unread_params
@@ -190,3 +190,25 @@ def test_el_trial_get_steps_prints_the_trajectory(el: El, tmp_path: Path) -> Non
     data = el.ok("trial", "get", trial["id"], "--steps", "--json").json()
     assert [s["kind"] for s in data["trajectory"]["steps"]] == ["user", "tool", "verifier"]
     assert json.dumps(data).count("solving") >= 1
+
+
+@needs_bwrap
+def test_a_network_pasta_cannot_give_is_an_environment_error_naming_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tun device the trial's uid cannot open would end every networked command at once, read as
+    the agent failing; the trial is an environment_error that names the device instead."""
+    device = tmp_path / "tun"
+    device.write_text("")
+    device.chmod(0o600)
+    monkeypatch.setattr(bwrap, "TUN_DEVICE", str(device))
+    bwrap.pasta_executable.cache_clear()
+    try:
+        params = {"AGENT_NAME": "command", "AGENT_COMMAND": "echo ran", "NETWORK": "host"}
+        params["MODEL_BASE_URL"] = "http://127.0.0.1:9/v1"
+        outcome = run(tmp_path / "trial", params, "bwrap")
+    finally:
+        bwrap.pasta_executable.cache_clear()
+    assert outcome.error is not None and outcome.error.type == "environment_error", outcome.error
+    assert "tun" in outcome.error.message and "mode 600" in outcome.error.message
+    assert outcome.reward is None

@@ -27,6 +27,8 @@ from envloop.environments.identity import can_switch_user, setpriv_prefix
 
 SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc")
 LAUNCH_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
+TUN_DEVICE = "/dev/net/tun"
+"""pasta opens it inside the trial's network namespace, as the trial's own unprivileged uid."""
 """The only variable a host-side launcher (shell, setpriv, pasta, bwrap) ever sees."""
 SANDBOX_HOSTNAME = "sandbox"
 _PROBE_TIMEOUT_SEC = 15
@@ -83,10 +85,31 @@ def pasta_prefix(executable: str, forward_ports: Sequence[int] = ()) -> list[str
 
 @functools.cache
 def pasta_executable() -> tuple[str | None, str]:
+    """(path, "") when pasta can give a trial a network here, else (None, why not): a pasta that
+    cannot open the tun device would end every networked command at once, read as the agent's
+    failure."""
     path = shutil.which("pasta")
     if path is None:
         return None, "pasta (Debian package passt) is not installed"
+    problem = _tun_problem()
+    if problem:
+        return None, problem
     return path, ""
+
+
+def _tun_problem() -> str:
+    try:
+        mode = Path(TUN_DEVICE).stat().st_mode
+    except OSError:
+        return f"{TUN_DEVICE} does not exist here (pasta needs the tun device)"
+    # A root worker runs pasta as the instance's own uid, which only the "other" bits can let in.
+    usable = (mode & 0o006) == 0o006 if can_switch_user() else os.access(TUN_DEVICE, os.R_OK | os.W_OK)
+    if not usable:
+        return (
+            f"{TUN_DEVICE} is not usable by the trial's uid (mode {mode & 0o777:o}); give it mode 666, "
+            "as Debian's udev does (scripts/setup does so)"
+        )
+    return ""
 
 
 @functools.cache
