@@ -99,9 +99,9 @@ class LocalClient:
 
     def _start_worker(self, status: str) -> None:
         if self.run_trials and status not in TERMINAL:
-            from envloop.scheduling.background import ensure_background_worker  # noqa: PLC0415
+            from envloop.scheduling.background import start_background_worker  # noqa: PLC0415
 
-            ensure_background_worker(self._ctx)
+            start_background_worker(self._ctx.home)
 
     # -- datasets, profiles, runners ----------------------------------------------------------------
 

@@ -13,11 +13,11 @@ from envloop.cli.diagnosis_view import diagnosis_view
 from envloop.cli.output import emit_json, note, out, table, warn, when
 from envloop.cli.progress import follow
 from envloop.cli.render import result_view
-from envloop.cli.state import context
 from envloop.core.capacity import CAPACITY_ENV, default_capacity
 from envloop.core.status import TrialStatus
+from envloop.home import envloop_home
 from envloop.services.errors import UserError
-from envloop.wire import JobView, ShareView
+from envloop.wire import JobRequest, JobView, ShareView
 
 app = typer.Typer(help="Evaluation jobs: a dataset revision x profiles x attempts.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
@@ -98,45 +98,45 @@ def submit(
     json_: JsonOpt = False,
 ) -> None:
     """Validate everything, create all trials pending, and start execution."""
-    from envloop.services import jobs  # noqa: PLC0415 - imported when a job is submitted, not for --help
+    from envloop.scheduling.background import start_background_worker, stop_started_worker  # noqa: PLC0415
 
-    base: dict[str, object] = {}
-    if config is not None:
-        try:
-            raw = config.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"{config}: {exc.strerror}") from None
-        base = jobs.parse_job_config(raw, str(config)).model_dump(exclude_unset=True)
-    overrides = {
-        "dataset": dataset,
-        "profiles": profile or None,
-        "attempts": attempts,
-        "tasks": task or None,
-        "max_steps": max_steps,
-        "concurrency": concurrency,
-        "agent_timeout_sec": agent_timeout,
-        "verifier_timeout_sec": verifier_timeout,
-        "environment": environment,
-        "skip_unsupported": skip_unsupported or None,
-        "request_id": request_id,
-        "tags": _tags(tag) if tag else None,
-    }
-    base.update({k: v for k, v in overrides.items() if v is not None})
-    if "dataset" not in base:
-        raise UserError("missing --dataset (or --config)")
-    if "profiles" not in base:
-        raise UserError("missing --profile (or --config)")
-    request = jobs.parse_job_config_dict(base)
-    ops = operations()
-    submitted = ops.submit_job(request)
+    embedded = remote() is None
+    # Embedded, the background worker starts first, so its start-up overlaps this command's own; it
+    # is stopped again if the submission is refused. With --config its capacity is known only later.
+    early = None
+    if embedded and config is None:
+        early = start_background_worker(envloop_home(), _worker_capacity(capacity, concurrency))
+    try:
+        overrides: dict[str, object] = {
+            "dataset": dataset,
+            "profiles": profile or None,
+            "attempts": attempts,
+            "tasks": task or None,
+            "max_steps": max_steps,
+            "concurrency": concurrency,
+            "agent_timeout_sec": agent_timeout,
+            "verifier_timeout_sec": verifier_timeout,
+            "environment": environment,
+            "skip_unsupported": skip_unsupported or None,
+            "request_id": request_id,
+            "tags": _tags(tag) if tag else None,
+        }
+        request = _job_request(config, overrides)
+        ops = operations()
+        submitted = ops.submit_job(request)
+    except BaseException:
+        if early is not None:
+            stop_started_worker(early)
+        raise
     for message in submitted.warnings:
         warn(message)
     job = submitted.job
-    if remote() is None and job.status not in ("completed", "failed", "cancelled"):
-        from envloop.scheduling.background import ensure_background_worker  # noqa: PLC0415
-
-        started = ensure_background_worker(context(), _worker_capacity(capacity, request.concurrency))
-        if not started and capacity is not None:
+    if embedded and job.status in _JOB_ENDED:
+        if early is not None:
+            stop_started_worker(early)
+    elif embedded and early is None:
+        started = start_background_worker(envloop_home(), _worker_capacity(capacity, request.concurrency))
+        if started is None and capacity is not None:
             note("a background worker is already running for this store; --capacity applies to the next")
     shape = f"{job.dataset} × {len(job.profiles)} profiles × {job.attempts} attempts"
     if submitted.existing:
@@ -154,6 +154,28 @@ def submit(
         out.print(job.id)
     if wait:
         _exit_unless_completed(job)
+
+
+_JOB_ENDED = ("completed", "failed", "cancelled")
+
+
+def _job_request(config: Path | None, overrides: dict[str, object]) -> JobRequest:
+    """The job to submit: the --config file's settings, overridden by the options given."""
+    from envloop.services import jobs  # noqa: PLC0415 - imported when a job is submitted, not for --help
+
+    base: dict[str, object] = {}
+    if config is not None:
+        try:
+            raw = config.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"{config}: {exc.strerror}") from None
+        base = jobs.parse_job_config(raw, str(config)).model_dump(exclude_unset=True)
+    base.update({k: v for k, v in overrides.items() if v is not None})
+    if "dataset" not in base:
+        raise UserError("missing --dataset (or --config)")
+    if "profiles" not in base:
+        raise UserError("missing --profile (or --config)")
+    return jobs.parse_job_config_dict(base)
 
 
 def _worker_capacity(capacity: int | None, concurrency: int | None) -> int | None:

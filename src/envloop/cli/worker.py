@@ -52,7 +52,7 @@ def worker(
     chosen, suggested = choose_executor(executor, ray_address)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     ctx = context()
-    lock = try_hold_lock(ctx) if background else None
+    lock = try_hold_lock(ctx.home) if background else None
     if background and lock is None:
         note("a background worker is already running for this store")
         return

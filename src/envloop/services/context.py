@@ -4,13 +4,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from envloop.home import envloop_home
 from envloop.services.secrets import seal_plaintext
 from envloop.store.artifacts import ArtifactStore, open_artifact_store
 from envloop.store.db import Store
 
-
-def envloop_home() -> Path:
-    return Path(os.environ.get("ENVLOOP_HOME") or Path.home() / ".envloop").expanduser()
+__all__ = ["Context", "envloop_home", "open_context"]
 
 
 @dataclass

@@ -95,27 +95,33 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args=connect_args)
 
 
+def _version(conn: Connection) -> str | None:
+    if not inspect(conn).has_table("alembic_version"):
+        return None
+    return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
 def _migrate(engine: Engine) -> None:
     with engine.connect() as conn:
-        has_version = inspect(conn).has_table("alembic_version")
-        current = (
-            conn.execute(text("SELECT version_num FROM alembic_version")).scalar() if has_version else None
-        )
-    if current == HEAD_REVISION:
-        return
+        if _version(conn) == HEAD_REVISION:
+            return
     # Alembic is imported only when there is something to migrate: it costs every CLI call ~0.1 s.
     from alembic import command  # noqa: PLC0415
     from alembic.config import Config  # noqa: PLC0415
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with engine.begin() as conn:
+    # Several processes may open a new store at once (el job submit and the worker it starts, a
+    # server and its workers): one migrates while the others wait, then find nothing left to do.
+    # SQLite: the transaction holds the write lock from its BEGIN IMMEDIATE.
+    migrating = engine.execution_options(sqlite_immediate=True) if engine.dialect.name == "sqlite" else engine
+    with migrating.begin() as conn:
         if conn.dialect.name == "postgresql":
-            # A server and its workers may open a new database at once: one migrates, the others
-            # wait here and then find nothing left to do.
             # Schema changes wait as long as they must (never LOCK_WAIT_SEC).
             conn.execute(text("SET LOCAL lock_timeout = 0"))
             conn.execute(text("SELECT pg_advisory_xact_lock(726157)"))
+        if _version(conn) == HEAD_REVISION:
+            return
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
 
