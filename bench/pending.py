@@ -3,8 +3,9 @@
 For each size, on a fresh `ENVLOOP_HOME` (SQLite): `el job submit` of TASKS distinct trivial tasks
 x SIZE/TASKS attempts, with the background worker it starts. Printed per size: the submitting
 process's wall, CPU and peak memory; the time from the start of `el job submit` to the first trial
-started and to the first trial finished; the worker's trials per second over its first RUN trials
-and its resident memory after them (current and peak). A scheduler that scales shows the same
+started and to the first trial finished; the worker's trials per second and CPU per trial (its
+own and its sandboxes') over its first RUN trials, and its resident memory after them (current and
+peak). A scheduler that scales shows the same
 worker figures for 1,000 and for 100,000 pending trials.
 
     .venv/bin/python bench/pending.py [--sizes 1000,100000] [--tasks 100] [--run 1000]
@@ -40,6 +41,7 @@ class Figures:
     first_started: float
     first_finished: float
     trials_per_sec: float
+    worker_cpu_ms: float
     worker_rss_mib: float
     worker_peak_mib: float
 
@@ -50,6 +52,12 @@ def _memory_mib(pid: int) -> tuple[float, float]:
         line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
     )
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+
+def _cpu_sec(pid: int) -> float:
+    """CPU seconds of a live process and of the children it has waited for (its sandboxes)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def _count(db: sqlite3.Connection, job_id: str, statuses: tuple[str, ...]) -> int:
@@ -101,9 +109,11 @@ def measure(root: Path, source: Path, profile: Path, size: int, args: argparse.N
             lambda: _count(db, job_id, ("running", *done)) > 0, 120, "the first trial to start"
         )
         first_finished = _wait_for(lambda: _count(db, job_id, done) > 0, 120, "the first trial to finish")
+        cpu_at_first = _cpu_sec(worker_pid)
         run = min(args.run, attempts * args.tasks)
         finished_run = _wait_for(lambda: _count(db, job_id, done) >= run, 1800, f"{run} trials")
         rss, peak = _memory_mib(worker_pid)
+        cpu_over_run = _cpu_sec(worker_pid) - cpu_at_first
     finally:
         db.close()
     cli_runs.measured(
@@ -122,6 +132,7 @@ def measure(root: Path, source: Path, profile: Path, size: int, args: argparse.N
         first_started=first_started - start,
         first_finished=first_finished - start,
         trials_per_sec=(run - 1) / max(finished_run - first_finished, 1e-9),
+        worker_cpu_ms=1000 * cpu_over_run / max(run - 1, 1),
         worker_rss_mib=rss,
         worker_peak_mib=peak,
     )
@@ -132,6 +143,7 @@ def _row(size: int, figures: Figures) -> str:
         f"{size:>7} pending | submit {figures.submit_wall:6.2f} s wall {figures.submit_cpu:6.2f} s CPU "
         f"{figures.submit_mib:6.0f} MiB | first trial started {figures.first_started:5.2f} s, "
         f"finished {figures.first_finished:5.2f} s | worker {figures.trials_per_sec:6.1f} trials/s, "
+        f"{figures.worker_cpu_ms:5.2f} ms CPU per trial, "
         f"RSS {figures.worker_rss_mib:5.0f} MiB (peak {figures.worker_peak_mib:5.0f})"
     )
 

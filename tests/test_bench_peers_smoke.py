@@ -53,3 +53,13 @@ def test_the_trials_benchmark_prints_the_cli_figure_beside_the_in_process_one_an
         assert rounds == ["1", "2"], (mode, out)
         assert f"median of 2 rounds, {mode}: CLI " in out
     assert "one-trial job end to end" in out
+
+
+@pytest.mark.slow
+def test_the_pending_benchmark_prints_each_size_per_round_and_the_medians() -> None:
+    out = _bench("pending.py", "--sizes", "20,40", "--tasks", "10", "--run", "10", "--rounds", "2")
+    for size in ("20", "40"):
+        rows = [line for line in out.splitlines() if line.startswith("round") and f" {size} pending" in line]
+        assert len(rows) == 2, out
+        assert all("ms CPU per trial" in row and "RSS" in row for row in rows), rows
+    assert out.count("median of 2 rounds:") == 2, out
