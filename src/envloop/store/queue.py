@@ -53,9 +53,14 @@ _PENDING_OF_JOB = (
     .limit(bindparam("count"))
     .with_for_update(skip_locked=True)
 )
+# The claimed trials are still pending (they were read under the same write lock), and the update
+# says so again. Written as a plain equality, that guard lets SQLite's planner (which has no
+# statistics) answer it from the status index, walking every pending trial of every job, ~2 ms per
+# claim with 100,000 pending; as an expression no index serves, the few ids are looked up by key.
+_STILL_PENDING = func.coalesce(Trial.status, "") == "pending"
 _START = (
     update(Trial)
-    .where(Trial.id.in_(bindparam("ids", expanding=True)), Trial.status == "pending")
+    .where(Trial.id.in_(bindparam("ids", expanding=True)), _STILL_PENDING)
     .values(
         status="running",
         lease_owner=bindparam("owner"),
