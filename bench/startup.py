@@ -2,9 +2,10 @@
 
 Each command runs in a fresh process (as a user's shell starts it) against one small store: a
 one-task job run to its end during set-up, read directly and through `el serve` (ENVLOOP_URL, the
-server running this tree). Variants alternate command by command (baseline, this tree, baseline,
-this tree, …) so machine noise hits both alike; each figure is the median over the rounds, wall
-and CPU (user + system, from wait4) in seconds.
+server running this tree). Each round also runs a one-task job end to end on a fresh home per
+variant (`el job submit --wait` and the background worker it starts). Variants alternate command
+by command (baseline, this tree, baseline, this tree, …) so machine noise hits both alike; each
+figure is the median over the rounds, wall and CPU (user + system, from wait4) in seconds.
 
     .venv/bin/python bench/startup.py --baseline 9e0fad4 --rounds 9   # before the lazy imports
 
@@ -38,6 +39,8 @@ COMMANDS = [
     (["job", "result", "{job}"], True),
 ]
 """Each command, and whether it runs against the server (ENVLOOP_URL) instead of the store."""
+ONE_TASK = len(COMMANDS)
+"""The index under which the one-task job's figures are kept."""
 
 
 def run(src: Path, home: Path, argv: list[str], server: dict[str, str] | None = None) -> tuple[float, float]:
@@ -64,39 +67,56 @@ def run(src: Path, home: Path, argv: list[str], server: dict[str, str] | None = 
     return wall, usage.ru_utime + usage.ru_stime
 
 
-def one_task_job(src: Path, home: Path, work: Path) -> str:
-    """Push one task, create a profile, run a job to its end; its id."""
+def one_task_setup(src: Path, home: Path, work: Path) -> None:
+    """Push one task (made under `work` once) and create a profile for it on `home`."""
     task = work / "tasks" / "hello"
-    (task / "tests").mkdir(parents=True)
-    (task / "solution").mkdir()
-    (task / "environment").mkdir()
-    (task / "task.toml").write_text('version = "1.0"\n')
-    (task / "instruction.md").write_text("Create done.\n")
-    (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
-    solve = '#!/usr/bin/env bash\ntouch "${ENVLOOP_APP_DIR:-/app}/done"\n'
-    (task / "solution" / "solve.sh").write_text(solve)
-    (task / "tests" / "test.sh").write_text(
-        '#!/usr/bin/env bash\nif [ -f "${ENVLOOP_APP_DIR:-/app}/done" ]; then r=1; else r=0; fi\n'
-        'echo $r > "${ENVLOOP_LOGS_DIR:-/logs}/verifier/reward.txt"\n'
-    )
-    profile = work / "oracle.json"
-    profile.write_text(
-        json.dumps({"schema_version": "envplatform.profile/v2", "spec": {"params": {"AGENT_NAME": "oracle"}}})
-    )
+    if not task.exists():
+        (task / "tests").mkdir(parents=True)
+        (task / "solution").mkdir()
+        (task / "environment").mkdir()
+        (task / "task.toml").write_text('version = "1.0"\n')
+        (task / "instruction.md").write_text("Create done.\n")
+        (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+        solve = '#!/usr/bin/env bash\ntouch "${ENVLOOP_APP_DIR:-/app}/done"\n'
+        (task / "solution" / "solve.sh").write_text(solve)
+        (task / "tests" / "test.sh").write_text(
+            '#!/usr/bin/env bash\nif [ -f "${ENVLOOP_APP_DIR:-/app}/done" ]; then r=1; else r=0; fi\n'
+            'echo $r > "${ENVLOOP_LOGS_DIR:-/logs}/verifier/reward.txt"\n'
+        )
+        (work / "oracle.json").write_text(
+            json.dumps(
+                {"schema_version": "envplatform.profile/v2", "spec": {"params": {"AGENT_NAME": "oracle"}}}
+            )
+        )
     env = {**os.environ, "PYTHONPATH": str(src), "ENVLOOP_HOME": str(home)}
     el = [sys.executable, "-m", "envloop"]
-    subprocess.run([*el, "dataset", "push", str(work / "tasks"), "--name", "hello"], env=env, check=True)
-    create = [*el, "profile", "create", "team/oracle", "1", "--file", str(profile)]
-    subprocess.run(create, env=env, check=True)
+    push = [*el, "dataset", "push", str(work / "tasks"), "--name", "hello"]
+    subprocess.run(push, env=env, check=True, stdout=subprocess.DEVNULL)
+    create = [*el, "profile", "create", "team/oracle", "1", "--file", str(work / "oracle.json")]
+    subprocess.run(create, env=env, check=True, stdout=subprocess.DEVNULL)
+
+
+SUBMIT = ["job", "submit", "--dataset", "hello@1", "--profile", "team/oracle@1", "--wait", "--json"]
+
+
+def one_task_job(src: Path, home: Path, work: Path) -> str:
+    """Push one task, create a profile, run a job to its end; its id."""
+    one_task_setup(src, home, work)
+    env = {**os.environ, "PYTHONPATH": str(src), "ENVLOOP_HOME": str(home)}
     done = subprocess.run(
-        [*el, "job", "submit", "--dataset", "hello@1", "--profile", "team/oracle@1", "--wait", "--json"],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
+        [sys.executable, "-m", "envloop", *SUBMIT], env=env, check=True, capture_output=True, text=True
     )
     stop_background_worker(home)
     return str(json.loads(done.stdout)["id"])
+
+
+def one_task_run(src: Path, home: Path, work: Path) -> tuple[float, float]:
+    """A one-task job end to end on a fresh home, as a user meets it cold: `el job submit --wait`
+    and the background worker it starts (wall; CPU of the submitting process)."""
+    one_task_setup(src, home, work)
+    measured = run(src, home, SUBMIT)
+    stop_background_worker(home)
+    return measured
 
 
 def stop_background_worker(home: Path) -> None:
@@ -168,23 +188,30 @@ def main() -> None:
                 for argv, env in commands:
                     run(src, home, argv, env)
             times: dict[tuple[str, int], list[tuple[float, float]]] = {}
-            for _ in range(args.rounds):
+            for number in range(args.rounds):
                 for index, (argv, env) in enumerate(commands):
                     for name, src in variants.items():
                         times.setdefault((name, index), []).append(run(src, home, argv, env))
+                for variant, (name, src) in enumerate(variants.items()):
+                    fresh = work / f"one-task-{variant}-{number}"
+                    times.setdefault((name, ONE_TASK), []).append(one_task_run(src, fresh, work))
         finally:
             server.terminate()
             server.wait()
         load = os.getloadavg()[0]
     print(f"cold start-up of `el`, median of {args.rounds} interleaved rounds (load average {load:.1f})")
     print(f"{'command':<28}" + "".join(f"{name:>30}" for name in variants))
-    for index, (argv, remote) in enumerate(COMMANDS):
+    rows = [
+        ("el " + " ".join(argv).replace("{job}", "JOB") + (" (server)" if remote else ""), index)
+        for index, (argv, remote) in enumerate(COMMANDS)
+    ]
+    for shown, index in [*rows, ("one-task job, cold", ONE_TASK)]:
         cells = []
         for name in variants:
             walls, cpus = zip(*times[(name, index)], strict=True)
             cells.append(f"{statistics.median(walls):7.3f} s wall {statistics.median(cpus):6.3f} s CPU")
-        shown = "el " + " ".join(argv).replace("{job}", "JOB") + (" (server)" if remote else "")
         print(f"{shown:<28}" + "".join(f"{cell:>30}" for cell in cells))
+    print("one-task job, cold: el job submit --wait on a fresh home and the worker it starts (CPU: el only)")
 
 
 if __name__ == "__main__":
