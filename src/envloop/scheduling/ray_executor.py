@@ -119,7 +119,7 @@ def _owner_alive(run_dir: Path) -> bool:
 
 def _sweep_dead_runs(base: Path) -> None:
     """Runs on this machine whose Ray worker died with its node leave their instance behind (a quota
-    file system included): the next run on the machine removes them."""
+    file system included): the next run on the machine removes them, when it starts and ends."""
     for run_dir in base.glob("*/runs/*"):
         if _owner_alive(run_dir):
             continue
@@ -157,6 +157,9 @@ def run_on_node(spec_json: str, task_key: str | None, task_archive: bytes | None
         return outcome.model_dump_json(), _pack_kept(kept)
     finally:
         shutil.rmtree(run_dir, ignore_errors=True)
+        # Again at the end: a node's Ray worker may still be dying when the next run starts (the
+        # new run can follow its loss within a second), and its leftovers wait for no later run.
+        _sweep_dead_runs(base)
 
 
 def _unpack_kept(kept: bytes, target: Path) -> None:
