@@ -1,10 +1,14 @@
 """The trial queue in the store: leases, exactly-once results, fairness, concurrency, cancellation."""
 
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import select, update
+from sqlalchemy.exc import DBAPIError
 
 from envloop.core.trial import TrialOutcome
 from envloop.services import datasets, jobs, profiles
@@ -136,3 +140,33 @@ def test_job_status_rolls_up_from_its_trials(
     queue.finish(ctx.store, claimed[1], TrialOutcome(status=outcomes[1]))  # type: ignore[arg-type]
     view = jobs.get_job(ctx, job_id)
     assert view.status == expected and view.finished_at is not None
+
+
+class _Deadlock(Exception):
+    sqlstate = "40P01"
+
+
+def test_renewing_and_handing_back_are_tried_again_after_a_deadlock(
+    ctx: Context, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker renews its leases while another of its threads records results: on PostgreSQL the
+    two transactions can deadlock, and the one aborted changed nothing, so it is run again rather
+    than ending the worker."""
+    _job(ctx, tmp_path, tasks=2, attempts=1)
+    held = queue.claim(ctx.store, "w1", 10, lease_ttl=30)
+    real = type(ctx.store).write_connection
+    aborted: list[str] = []
+
+    @contextlib.contextmanager
+    def once_aborted(store: Any) -> Iterator[Any]:
+        if len(aborted) < 2:
+            aborted.append("deadlock")
+            raise DBAPIError("UPDATE trials …", {}, _Deadlock())
+        with real(store) as conn:
+            yield conn
+
+    monkeypatch.setattr(type(ctx.store), "write_connection", once_aborted)
+    assert queue.renew(ctx.store, "w1", held, lease_ttl=60) == set()
+    queue.release(ctx.store, held)
+    assert aborted == ["deadlock", "deadlock"]
+    assert {_status(ctx, c.trial_id) for c in held} == {"pending"}

@@ -263,20 +263,26 @@ def renew(store: Store, worker_id: str, held: Iterable[ClaimedTrial], lease_ttl:
     if not held:
         return set()
     ids = [c.trial_id for c in held]
-    with store.write_connection() as conn:
-        conn.execute(
-            update(Trial)
-            .where(Trial.lease_owner == worker_id, Trial.status == "running", Trial.id.in_(ids))
-            .values(lease_expires_at=time.time() + lease_ttl)
-        )
-        current = {
-            (row.id, row.lease_token)
-            for row in conn.execute(
-                select(Trial.id, Trial.lease_token).where(
-                    Trial.id.in_(ids), Trial.status == "running", Trial.lease_owner == worker_id
-                )
+
+    def work() -> set[tuple[str, int]]:
+        # The worker renews while it records results in another thread: on PostgreSQL the two
+        # transactions can lock the same trial rows in opposite orders, and one is aborted.
+        with store.write_connection() as conn:
+            conn.execute(
+                update(Trial)
+                .where(Trial.lease_owner == worker_id, Trial.status == "running", Trial.id.in_(ids))
+                .values(lease_expires_at=time.time() + lease_ttl)
             )
-        }
+            return {
+                (row.id, row.lease_token)
+                for row in conn.execute(
+                    select(Trial.id, Trial.lease_token).where(
+                        Trial.id.in_(ids), Trial.status == "running", Trial.lease_owner == worker_id
+                    )
+                )
+            }
+
+    current = _retrying(work)
     return {c.trial_id for c in held if (c.trial_id, c.lease_token) not in current}
 
 
@@ -356,14 +362,19 @@ def has_open_trials(store: Store) -> bool:
 
 def release(store: Store, held: Iterable[ClaimedTrial]) -> None:
     """A worker that stops hands its trials back at once instead of letting their leases lapse."""
-    with store.write_connection() as conn:
-        for trial in held:
-            conn.execute(
-                update(Trial)
-                .where(
-                    Trial.id == trial.trial_id,
-                    Trial.status == "running",
-                    Trial.lease_token == trial.lease_token,
+    held = list(held)
+
+    def work() -> None:
+        with store.write_connection() as conn:
+            for trial in held:
+                conn.execute(
+                    update(Trial)
+                    .where(
+                        Trial.id == trial.trial_id,
+                        Trial.status == "running",
+                        Trial.lease_token == trial.lease_token,
+                    )
+                    .values(status="pending", lease_owner=None, lease_expires_at=None)
                 )
-                .values(status="pending", lease_owner=None, lease_expires_at=None)
-            )
+
+    _retrying(work)
