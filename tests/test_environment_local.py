@@ -203,19 +203,26 @@ def test_daemons_and_the_instance_directory_are_gone_after_teardown(
 
     async def body(env: Environment) -> None:
         seen.append(env)
-        result = await env.exec(
-            ["bash", "-c", "setsid nohup sleep 1000 >/dev/null 2>&1 & disown; echo started"]
+        # The command returns only once the daemon is in a session of its own (it has written its
+        # pid), so whether it outlives the command never depends on how fast the daemon started.
+        daemon = (
+            "setsid bash -c 'echo $$ > daemon.pid; exec sleep 1000' >/dev/null 2>&1 & disown; "
+            "for _ in $(seq 500); do [ -s daemon.pid ] && break; sleep 0.01; done; "
+            "cat daemon.pid 2>/dev/null || echo 'the daemon never started'"
         )
-        assert result.stdout == "started\n"
+        result = await env.exec(["bash", "-c", daemon])
+        assert result.stdout.strip().isdigit(), (result.stdout, result.stderr)
         # In a sandbox the daemon dies with its command's pid namespace (the kernel kills it as the
         # namespace's first process exits); in plain mode it lives on until teardown.
         if mode == "plain":
-            # The daemon may be between two execs (setsid, nohup, sleep) at the first look.
+            daemon_pid = int(result.stdout)
+            # The daemon may be between two execs (bash, sleep) at the first look.
             for _ in range(200):
-                if env.instance_pids():  # type: ignore[attr-defined]
+                if daemon_pid in env.instance_pids():  # type: ignore[attr-defined]
                     break
                 await asyncio.sleep(0.01)
-            assert env.instance_pids() != []  # type: ignore[attr-defined]
+            alive = Path(f"/proc/{daemon_pid}").exists()
+            assert daemon_pid in env.instance_pids(), f"daemon {daemon_pid} alive: {alive}"  # type: ignore[attr-defined]
         else:
             for _ in range(200):
                 if not env.instance_pids():  # type: ignore[attr-defined]
