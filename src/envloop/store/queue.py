@@ -28,6 +28,7 @@ OPEN_TRIAL_STATUSES = ("pending", "running")
 # PostgreSQL aborts one of two transactions that wait on each other (deadlock, serialization), and
 # a statement that waited LOCK_WAIT_SEC for a lock (lock_timeout): each changed nothing.
 _RETRYABLE_SQLSTATES = ("40P01", "40001", "55P03")
+_DEADLOCK_SQLSTATES = ("40P01", "40001")
 _T = TypeVar("_T")
 
 # The hot-path statements are built once: building a statement costs more than running it.
@@ -209,15 +210,15 @@ def _finish(conn: Connection, trial: ClaimedTrial, outcome: TrialOutcome) -> boo
     return True
 
 
-def _retrying(work: Callable[[], _T]) -> _T:
+def _retrying(work: Callable[[], _T], sqlstates: tuple[str, ...] = _RETRYABLE_SQLSTATES) -> _T:
     """Run a write transaction again when PostgreSQL aborted it for a deadlock with another one
-    (workers lock job rows in no fixed order) or a lock wait that timed out; the aborted attempt
-    changed nothing."""
+    (workers lock job rows in no fixed order) or, unless `sqlstates` leaves it out, a lock wait that
+    timed out; the aborted attempt changed nothing."""
     for attempt in range(8):
         try:
             return work()
         except DBAPIError as exc:
-            if getattr(exc.orig, "sqlstate", None) not in _RETRYABLE_SQLSTATES or attempt == 7:
+            if getattr(exc.orig, "sqlstate", None) not in sqlstates or attempt == 7:
                 raise
             time.sleep(0.01 * (attempt + 1))
     raise AssertionError("unreachable")
@@ -282,7 +283,9 @@ def renew(store: Store, worker_id: str, held: Iterable[ClaimedTrial], lease_ttl:
                 )
             }
 
-    current = _retrying(work)
+    # A lock wait that timed out goes to the caller, which waits it out for as long as it takes
+    # and says so (the worker's store calls); only an aborted deadlock is run again here.
+    current = _retrying(work, _DEADLOCK_SQLSTATES)
     return {c.trial_id for c in held if (c.trial_id, c.lease_token) not in current}
 
 
@@ -377,4 +380,4 @@ def release(store: Store, held: Iterable[ClaimedTrial]) -> None:
                     .values(status="pending", lease_owner=None, lease_expires_at=None)
                 )
 
-    _retrying(work)
+    _retrying(work, _DEADLOCK_SQLSTATES)
