@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from envloop.scheduling.ray_executor import _sweep_dead_runs
 from envloop.services import datasets, jobs, profiles, trials
 from envloop.services.context import Context
 from envloop.store.tables import Trial
@@ -162,7 +164,13 @@ def test_a_ray_node_dying_mid_trial_costs_a_new_run_recorded_once(
     assert (trial.status, trial.reward, trial.error_type, trial.runs) == ("completed", 1.0, None, 2)
     assert marker.read_text().splitlines() == ["run", "run"]
     assert "lost" in log.read_text() and "handed back to the queue" in log.read_text()
-    # The new run removed what the lost one left on the machine (its instance's file system).
+    # What the lost run left on the machine (its instance's file system) is removed by a run on the
+    # machine once the lost run's Ray worker is gone; the replacement may have run while it was
+    # still dying, so the sweep a later run makes is made here once the worker has surely died.
+    deadline = time.monotonic() + 30
+    while f"{trial.id}.r1" in Path("/proc/mounts").read_text() and time.monotonic() < deadline:
+        _sweep_dead_runs(Path(tempfile.gettempdir()) / "envloop-ray")
+        time.sleep(0.5)
     assert f"{trial.id}.r1" not in Path("/proc/mounts").read_text()
     assert [p["name"] for p in trial.phases][:3] == ["setup", "agent", "verifier"]
 
