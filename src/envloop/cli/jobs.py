@@ -14,7 +14,7 @@ from envloop.cli.output import emit_json, note, out, table, warn, when
 from envloop.cli.progress import follow
 from envloop.cli.render import result_view
 from envloop.core.capacity import CAPACITY_ENV, default_capacity
-from envloop.core.status import TrialStatus
+from envloop.core.status import TERMINAL, TrialStatus
 from envloop.home import envloop_home
 from envloop.services.errors import UserError
 from envloop.wire import JobRequest, JobView, ShareView
@@ -131,7 +131,7 @@ def submit(
     for message in submitted.warnings:
         warn(message)
     job = submitted.job
-    if embedded and job.status in _JOB_ENDED:
+    if embedded and job.status in TERMINAL:
         if early is not None:
             stop_started_worker(early)
     elif embedded and early is None:
@@ -154,9 +154,6 @@ def submit(
         out.print(job.id)
     if wait:
         _exit_unless_completed(job)
-
-
-_JOB_ENDED = ("completed", "failed", "cancelled")
 
 
 def _job_request(config: Path | None, overrides: dict[str, object]) -> JobRequest:

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from envloop.cli.backend import Operations, remote
 from envloop.cli.output import err
+from envloop.core.status import TERMINAL
 from envloop.wire import JobEvent, JobProgress
 
 POLL_MIN_SEC = 0.05
@@ -22,7 +23,6 @@ POLL_MAX_SEC = 2.0
 POLL_SHARE = 0.1
 """The wait between looks, as a share of the time followed so far: the end is seen at most 10 %
 late."""
-TERMINAL = ("completed", "failed", "cancelled")
 
 
 def _describe(progress: JobProgress) -> str:
