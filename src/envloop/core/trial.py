@@ -8,8 +8,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import ConfigDict, Field, StringConstraints
 
+from envloop.core.lazy import LazyModel
 from envloop.core.status import ErrorType
 
 TrialEndStatus = Literal["completed", "failed", "cancelled"]
@@ -21,7 +22,7 @@ task's image), `auto` (a container when the task's Dockerfile needs one and a Do
 answers), or the name of an installed environment plugin."""
 
 
-class TrialSpec(BaseModel):
+class TrialSpec(LazyModel):
     model_config = ConfigDict(frozen=True)
 
     job_id: str
@@ -65,13 +66,13 @@ class TrialSpec(BaseModel):
         return f"{self.trial_id}.r{self.run}"
 
 
-class TrialError(BaseModel):
+class TrialError(LazyModel):
     type: ErrorType
     message: str
     exit_code: int | None = None
 
 
-class PhaseRecord(BaseModel):
+class PhaseRecord(LazyModel):
     name: Literal["setup", "agent", "verifier", "artifacts", "teardown"]
     started_at: datetime
     ended_at: datetime
@@ -79,7 +80,7 @@ class PhaseRecord(BaseModel):
     timed_out: bool = False
 
 
-class TrialOutcome(BaseModel):
+class TrialOutcome(LazyModel):
     status: TrialEndStatus
     error: TrialError | None = None
     reward: float | None = None

@@ -23,14 +23,17 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from pydantic import BaseModel
 from sqlalchemy import select, update
 
 from envloop.services.errors import UserError
 from envloop.store.db import Store
 from envloop.store.tables import ProfileSecret
+
+if TYPE_CHECKING:
+    from cryptography.fernet import MultiFernet
 
 PREFIX = "fernet:"
 KEY_ENV = "ENVLOOP_SECRET_KEY"
@@ -50,7 +53,9 @@ class Keyring:
     file: Path | None
     """The key file, or None when the keys come from ENVLOOP_SECRET_KEY."""
 
-    def _fernet(self) -> MultiFernet:
+    def _fernet(self) -> "MultiFernet":
+        from cryptography.fernet import Fernet, MultiFernet  # noqa: PLC0415 - only when secrets are used
+
         try:
             return MultiFernet([Fernet(key) for key in self.keys])
         except ValueError:
@@ -64,6 +69,8 @@ class Keyring:
         """The plain value of a stored secret (one stored before encryption is returned as is)."""
         if not stored.startswith(PREFIX):
             return stored
+        from cryptography.fernet import InvalidToken  # noqa: PLC0415
+
         try:
             return self._fernet().decrypt(stored.removeprefix(PREFIX).encode()).decode()
         except InvalidToken:
@@ -75,6 +82,12 @@ class Keyring:
     def reseal(self, stored: str) -> str:
         """The same value encrypted with the newest key."""
         return self.seal(self.open(stored))
+
+
+def _new_key() -> bytes:
+    from cryptography.fernet import Fernet  # noqa: PLC0415
+
+    return Fernet.generate_key()
 
 
 def _source(ring: Keyring) -> str:
@@ -95,7 +108,7 @@ def keyring(home: Path) -> Keyring:
     try:
         text = path.read_text(encoding="ascii")
     except FileNotFoundError:
-        _write_keys(path, [Fernet.generate_key()], exclusive=True)
+        _write_keys(path, [_new_key()], exclusive=True)
         text = path.read_text(encoding="ascii")
     except (OSError, UnicodeDecodeError) as exc:
         raise SecretKeyError(f"cannot read the secret key file {path.name}: {exc}") from None
@@ -164,7 +177,7 @@ def rotate_secret_key(store: Store, home: Path) -> Rotation:
     ENVLOOP_SECRET_KEY, then forget the old keys; crash-safe at every step (module docstring)."""
     current = keyring(home)
     if current.file is not None:
-        ring = Keyring((Fernet.generate_key(), *current.keys), current.file)
+        ring = Keyring((_new_key(), *current.keys), current.file)
         _write_keys(current.file, list(ring.keys))
     else:
         ring = current

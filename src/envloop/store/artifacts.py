@@ -19,8 +19,6 @@ import tempfile
 from pathlib import Path, PurePosixPath
 
 from envloop.store.remote_files import ArtifactStoreUnavailableError, RemoteFolder, is_remote_url
-from envloop.tasks.archive import pack_task, safe_extract
-from envloop.tasks.digest import task_digest
 from envloop.wire.trials import ArtifactInfo
 
 STRUCTURED_RESULT = "verifier/result.json"
@@ -91,6 +89,8 @@ class ArtifactStore:
         return self.root / "tasks" / f"{_hex(digest)}.tar.gz"
 
     def put_task(self, digest: str, source: Path) -> None:
+        from envloop.tasks.archive import pack_task  # noqa: PLC0415 - the task parsers: not for reads
+
         target = self.task_archive(digest)
         if not target.exists():
             fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".part")
@@ -115,6 +115,9 @@ class ArtifactStore:
         target = self.root / "task-cache" / _hex(digest)
         if target.is_dir():
             return target
+        from envloop.tasks.archive import safe_extract  # noqa: PLC0415
+        from envloop.tasks.digest import task_digest  # noqa: PLC0415
+
         archive = self._local_archive(digest)
         staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".unpack-"))
         try:
