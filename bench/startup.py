@@ -171,6 +171,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--baseline", required=True, help="git revision to compare this tree with")
     args = parser.parse_args()
+    # As a user's shell runs `el`: with its bytecode cached (a variable set in some shells stops that).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so the server below is stopped too
     baseline = args.baseline
     with tempfile.TemporaryDirectory(prefix="envloop-startup-") as tmp:

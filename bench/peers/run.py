@@ -264,6 +264,8 @@ def main() -> None:
     parser.add_argument("--inspect-venv", type=Path, default=default_venv())
     parser.add_argument("--dir", type=Path, default=None, help="parent of the run's files")
     args = parser.parse_args()
+    # As a user's shell runs `el`: with its bytecode cached (a variable set in some shells stops that).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     workloads = set(args.workloads.split(","))
     if args.tasks < 2:
         parser.error("--tasks must be at least 2 (the marginal cost subtracts a one-task run)")
