@@ -4,6 +4,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 from sqlalchemy import func, select
@@ -16,14 +17,10 @@ from envloop.services.context import Context
 from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.services.refs import check_name, dataset_ref, parse_dataset_ref
 from envloop.store.tables import Dataset, DatasetMember
-from envloop.tasks.archive import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES
-from envloop.tasks.digest import task_entries
-from envloop.tasks.discover import load_tasks
-from envloop.tasks.jsonl import load_jsonl, row_digest
-from envloop.tasks.model import HarborTask, TaskFormatError
-from envloop.tasks.scorers import validate_scorer
-from envloop.tasks.variables import referenced_variables
 from envloop.wire.datasets import DatasetView, MemberView, TaskFeature
+
+if TYPE_CHECKING:
+    from envloop.tasks.model import HarborTask
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
 __all__ = ["DatasetView", "MemberView"]
@@ -112,8 +109,12 @@ def push_dataset(
     ctx: Context, path: Path, name: str, runner: str | None = None, scorer: str | None = None
 ) -> DatasetView:
     """Freeze every task under `path`; identical content returns the existing revision."""
-    # Finding a task's features reads the sandbox's policy: only a push pays for importing it.
+    # Reading task directories and rows (and the sandbox's policy, for a task's features) is for
+    # pushes alone: commands that only read datasets and jobs do not pay for importing it.
     from envloop.environments.features import task_features  # noqa: PLC0415
+    from envloop.tasks.discover import load_tasks  # noqa: PLC0415
+    from envloop.tasks.model import TaskFormatError  # noqa: PLC0415
+    from envloop.tasks.variables import referenced_variables  # noqa: PLC0415
 
     check_name("dataset", name)
     if not path.exists():
@@ -155,9 +156,12 @@ def push_dataset(
     raise ConflictError(f"could not record a revision of {name}: too many concurrent pushes")
 
 
-def _check_archive_limits(task: HarborTask) -> None:
+def _check_archive_limits(task: "HarborTask") -> None:
     """A task is stored as an archive that every trial unpacks within the archive limits: one over
     them would be accepted here and then fail every trial, so it is refused now, naming the limit."""
+    from envloop.tasks.archive import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES  # noqa: PLC0415
+    from envloop.tasks.digest import task_entries  # noqa: PLC0415
+
     entries = task_entries(task.root)
     directories = {str(PurePosixPath(e.path).parent) for e in entries} - {"."}
     count = len(entries) + len(directories)
@@ -175,6 +179,9 @@ def _check_archive_limits(task: HarborTask) -> None:
 
 
 def _jsonl_members(path: Path, scorer: str) -> list[_Member]:
+    from envloop.tasks.jsonl import load_jsonl, row_digest  # noqa: PLC0415
+    from envloop.tasks.scorers import validate_scorer  # noqa: PLC0415
+
     rows = load_jsonl(path)
     for number, row in enumerate(rows, start=1):
         if deeper_than(row.model_dump(mode="python")):
