@@ -94,9 +94,13 @@ def test_the_same_server_is_reached_once_its_certificate_is_trusted(
         client.get_job("x")
 
 
-def test_a_plain_http_client_trusts_no_certificate(tls_server: tuple[str, Path]) -> None:
-    """An http client never loads the roots; were it ever to speak TLS, it must fail closed."""
-    url, _ = tls_server
+def test_a_plain_http_client_trusts_no_certificate(
+    tls_server: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An http client never loads the roots; were it ever to speak TLS, it must fail closed, even to
+    a certificate the environment says to trust (the https client above reaches this server then)."""
+    url, cert = tls_server
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
     http_url = url.replace("https://", "http://")
     with Client(http_url, api_key="k") as client, pytest.raises(ServerError, match="cannot reach"):
         client._send("GET", f"{url}/v1/jobs/x")
