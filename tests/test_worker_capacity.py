@@ -22,7 +22,8 @@ def _slow_dataset(el: El, tmp_path: Path, tasks: int) -> None:
 
 
 def _most_running_and_capacity(home: Path, job_id: str, timeout: float = 60.0) -> tuple[int, set[int]]:
-    """The most trials seen running at once, and the capacities of the workers seen, until the job ends."""
+    """The most trials seen running at once, and the total capacities of the workers (all processes
+    of the started worker) seen, until the job ends."""
     ctx = open_context(home)
     most, capacities = 0, set()
     try:
@@ -32,7 +33,8 @@ def _most_running_and_capacity(home: Path, job_id: str, timeout: float = 60.0) -
                 running = session.scalar(
                     select(func.count()).where(Trial.job_id == job_id, Trial.status == "running")
                 )
-                capacities |= set(session.scalars(select(WorkerRow.capacity)))
+                total = session.scalar(select(func.sum(WorkerRow.capacity)))
+                capacities |= {total} if total else set()
                 status = session.scalar(select(Job.status).where(Job.id == job_id))
             most = max(most, running or 0)
             if status in ("completed", "failed", "cancelled"):
@@ -71,7 +73,8 @@ def test_a_job_concurrency_above_the_default_capacity_is_reachable(
     )
     assert submitted.code == 0, submitted.stderr
     most, capacities = _most_running_and_capacity(home, submitted.json()["id"])
-    assert capacities == {4} and most == 4
+    # On 2 cores that worker is two processes of two (registering one after the other).
+    assert max(capacities) == 4 and most == 4
 
 
 @pytest.mark.parametrize(

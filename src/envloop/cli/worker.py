@@ -3,14 +3,26 @@
 import asyncio
 import contextlib
 import logging
+import os
 import signal
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from envloop.cli.output import note
 from envloop.cli.state import context
-from envloop.core.capacity import CAPACITY_ENV
+from envloop.core.capacity import (
+    CAPACITY_ENV,
+    PROCESSES_ENV,
+    default_capacity,
+    default_processes,
+    split_capacity,
+)
+from envloop.services.errors import UserError
+
+if TYPE_CHECKING:
+    from envloop.scheduling.pool import WorkerPool
+    from envloop.services.context import Context
 
 
 def worker(
@@ -18,6 +30,16 @@ def worker(
         int | None,
         typer.Option(
             "--capacity", min=1, envvar=CAPACITY_ENV, help="Trials at once (default: max(2, cores))."
+        ),
+    ] = None,
+    processes: Annotated[
+        int | None,
+        typer.Option(
+            "--processes",
+            min=1,
+            envvar=PROCESSES_ENV,
+            help="Worker processes sharing the capacity, each with its own interpreter (local executor; "
+            "default: one per core, each running at least two trials).",
         ),
     ] = None,
     idle_exit: Annotated[
@@ -41,6 +63,7 @@ def worker(
         typer.Option("--ray-address", help="The Ray cluster (host:port; default RAY_ADDRESS, else auto)."),
     ] = None,
     background: Annotated[bool, typer.Option("--background", hidden=True)] = False,
+    in_group: Annotated[bool, typer.Option("--in-group", hidden=True)] = False,
 ) -> None:
     """Run a worker in the foreground on the store: claim trials from the queue and run them."""
     # The scheduler, the runners and the sandbox load when a worker starts, not for --help.
@@ -49,26 +72,30 @@ def worker(
     from envloop.scheduling.worker import Worker, WorkerConfig  # noqa: PLC0415
     from envloop.services.components import check_environment  # noqa: PLC0415
 
+    if processes is not None and processes > 1 and executor != "local":
+        raise UserError("--processes applies to --executor local (a Ray cluster spreads trials itself)")
     chosen, suggested = choose_executor(executor, ray_address)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     ctx = context()
-    lock = try_hold_lock(ctx.home) if background else None
-    if background and lock is None:
+    # A process of a group runs under the lock its group's first process holds.
+    lock = try_hold_lock(ctx.home) if background and not in_group else None
+    if background and not in_group and lock is None:
         note("a background worker is already running for this store")
         return
     check_environment(environment)
+    total = capacity or suggested or default_capacity()
+    shares = [total] if executor != "local" else split_capacity(total, processes or default_processes(total))
     config = WorkerConfig(
+        capacity=shares[0],
         idle_exit=idle_exit,
         background=background,
         lease_ttl=lease_ttl,
         environment=environment,
     )
-    if capacity is not None:
-        config.capacity = capacity
-    if capacity is None and suggested is not None:
-        config.capacity = suggested
+    group = _start_group(ctx, shares[1:], lease_ttl, environment)
     runner = Worker(ctx, config, executor=chosen)
-    note(f"worker {runner.id} on {ctx.store.url} (capacity {config.capacity})")
+    more = f"; {len(shares) - 1} more process(es), {total} trials at once in all" if len(shares) > 1 else ""
+    note(f"worker {runner.id} on {ctx.store.url} (capacity {config.capacity}{more})")
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -76,6 +103,26 @@ def worker(
             loop.add_signal_handler(sig, runner.stop)
         await runner.run()
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(main())
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(main())
+    finally:
+        if group is not None:
+            group.stop()
     note(f"worker {runner.id} stopped after {runner.completed} trials")
+
+
+def _start_group(
+    ctx: "Context", shares: list[int], lease_ttl: float, environment: str
+) -> "WorkerPool | None":
+    """The other processes of this worker, one per share of its capacity: each an `el worker` of
+    its own on the same store, stopped with this one (and by the kernel if this one is killed)."""
+    from envloop.scheduling.pool import WorkerPool  # noqa: PLC0415
+
+    if not shares:
+        return None
+    args = ["--in-group", "--processes", "1", "--lease-ttl", str(lease_ttl), "--environment", environment]
+    env = dict(os.environ, ENVLOOP_HOME=str(ctx.home), ENVLOOP_DATABASE_URL=ctx.store.url)
+    pool = WorkerPool([[*args, "--capacity", str(share)] for share in shares], env, None)
+    pool.start()
+    return pool

@@ -1,0 +1,175 @@
+"""A local worker shares its capacity among processes: each runs its share, and none outlives the
+first, however that one ends."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from envloop.core import capacity
+from envloop.core.capacity import default_processes, split_capacity
+from envloop.services import datasets, jobs, profiles
+from envloop.services.context import Context
+from envloop.store.tables import Trial
+from envloop.store.tables import Worker as WorkerRow
+from tests.conftest import El, make_task, write_profile
+
+
+@pytest.mark.parametrize(
+    ("total", "processes", "shares"),
+    [(4, 2, [2, 2]), (5, 2, [3, 2]), (3, 2, [2, 1]), (2, 4, [1, 1]), (1, 3, [1]), (7, 1, [7])],
+)
+def test_capacity_is_split_as_evenly_as_it_goes_and_no_process_is_left_empty(
+    total: int, processes: int, shares: list[int]
+) -> None:
+    assert split_capacity(total, processes) == shares
+
+
+@pytest.mark.parametrize(
+    ("cores", "total", "expected"),
+    [(2, 2, 1), (2, 3, 1), (2, 4, 2), (2, 16, 2), (8, 4, 2), (8, 16, 8), (1, 4, 1), (16, 1, 1)],
+)
+def test_by_default_one_process_per_core_each_running_at_least_two_trials(
+    monkeypatch: pytest.MonkeyPatch, cores: int, total: int, expected: int
+) -> None:
+    monkeypatch.setattr(capacity.os, "cpu_count", lambda: cores)
+    assert default_processes(total) == expected
+
+
+def test_processes_are_refused_with_the_ray_executor_before_any_cluster_is_reached(el: El) -> None:
+    result = el("worker", "--executor", "ray", "--ray-address", "127.0.0.2:1", "--processes", "2")
+    assert result.code == 2
+    assert "--processes applies to --executor local" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_a_process_count_that_is_not_a_positive_integer_is_refused(el: El, value: str) -> None:
+    result = el("worker", "--idle-exit", "0.1", env={"ENVLOOP_WORKER_PROCESSES": value})
+    assert result.code == 2
+    assert "Traceback" not in result.stderr
+
+
+def _sleepers(ctx: Context, tmp_path: Path, tasks: int) -> str:
+    src = tmp_path / "src"
+    for number in range(tasks):
+        make_task(src, f"t{number}")
+    ref = datasets.push_dataset(ctx, src, "slow").ref
+    doc = profiles.read_profile_file(
+        write_profile(tmp_path / "p.json", {"AGENT_NAME": "command", "AGENT_COMMAND": "sleep 30"})
+    )
+    profiles.create_profile(ctx, "sleeper", "1", doc)
+    return jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["sleeper@1"])).job.id
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.05)
+
+
+def _workers(ctx: Context) -> list[WorkerRow]:
+    with ctx.store.read() as session:
+        return list(session.scalars(select(WorkerRow)))
+
+
+def _statuses(ctx: Context, job_id: str) -> dict[str, list[str]]:
+    """Trial statuses by the worker (pid) that holds them; pending ones under ''."""
+    with ctx.store.read() as session:
+        rows = session.execute(select(Trial.status, Trial.lease_owner).where(Trial.job_id == job_id)).all()
+        pids = {row.id: row.pid for row in session.execute(select(WorkerRow.id, WorkerRow.pid))}
+    found: dict[str, list[str]] = {}
+    for status, owner in rows:
+        key = str(pids.get(owner, "")) if status == "running" else ""
+        found.setdefault(key, []).append(status)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    return state != "Z"
+
+
+@pytest.fixture
+def group(ctx: Context, home: Path, tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A worker of capacity 4 in two processes, running a job of four 30-second trials."""
+    job_id = _sleepers(ctx, tmp_path, tasks=4)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "envloop", "worker", "--capacity", "4", "--processes", "2"],
+        env=dict(os.environ, ENVLOOP_HOME=str(home)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for(lambda: len(_workers(ctx)) == 2 and _statuses(ctx, job_id).get("") is None)
+        yield job_id, first
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+        for row in _workers(ctx):
+            if row.pid != first.pid and _alive(row.pid):
+                os.kill(row.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_each_process_runs_its_share_and_together_they_run_the_whole_capacity(
+    ctx: Context, group: tuple[str, subprocess.Popen[bytes]]
+) -> None:
+    job_id, first = group
+    rows = _workers(ctx)
+    assert sorted(row.capacity for row in rows) == [2, 2]
+    assert len({row.pid for row in rows}) == 2 and first.pid in {row.pid for row in rows}
+    running = _statuses(ctx, job_id)
+    assert sorted(len(v) for k, v in running.items() if k) == [2, 2]
+
+
+@pytest.mark.slow
+def test_stopping_the_first_process_stops_the_group_and_hands_every_trial_back(
+    ctx: Context, group: tuple[str, subprocess.Popen[bytes]]
+) -> None:
+    job_id, first = group
+    others = [row.pid for row in _workers(ctx) if row.pid != first.pid]
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(timeout=60) == 0
+    assert not any(_alive(pid) for pid in others)
+    assert _workers(ctx) == []
+    assert _statuses(ctx, job_id) == {"": ["pending"] * 4}
+
+
+@pytest.mark.slow
+def test_a_killed_first_process_takes_the_others_with_it_and_they_hand_their_trials_back(
+    ctx: Context, group: tuple[str, subprocess.Popen[bytes]]
+) -> None:
+    job_id, first = group
+    others = [row.pid for row in _workers(ctx) if row.pid != first.pid]
+    first.kill()
+    first.wait()
+    _wait_for(lambda: not any(_alive(pid) for pid in others), timeout=30)
+    statuses = _statuses(ctx, job_id)
+    # The killed process's own trials wait for their leases to lapse; the others' are back already.
+    assert statuses[""] == ["pending", "pending"]
+    assert sorted(statuses) == ["", str(first.pid)]
+
+
+@pytest.mark.slow
+def test_a_crashed_process_of_the_group_is_started_again(
+    ctx: Context, group: tuple[str, subprocess.Popen[bytes]]
+) -> None:
+    _, first = group
+    (other,) = [row.pid for row in _workers(ctx) if row.pid != first.pid]
+    os.kill(other, signal.SIGKILL)
+    _wait_for(lambda: any(row.pid not in (first.pid, other) for row in _workers(ctx)), timeout=30)
+    assert first.poll() is None
