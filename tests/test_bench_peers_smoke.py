@@ -24,12 +24,15 @@ def _bench(script: str, *args: str) -> str:
 
 @pytest.mark.slow
 def test_the_peers_benchmark_prints_envloops_figures_and_says_inspect_did_not_run() -> None:
-    out = _bench("peers/run.py", "--tasks", "2", "--rounds", "1", "--envloop-only")
+    out = _bench("peers/run.py", "--tasks", "2", "--rounds", "1", "--envloop-only", "--one-process")
     assert "Inspect AI NOT RUN (--envloop-only)" in out
     assert "FAILED" not in out
     for row in (
         "envloop, bubblewrap",
         "envloop, plain",
+        "envloop, plain, one worker process",
+        "envloop, bubblewrap, one worker process",
+        "envloop/chat@1, scripted endpoint, one worker process",
         "floor: processes directly",
         "floor: processes in bwrap",
         "envloop/chat@1, scripted endpoint",

@@ -1,7 +1,8 @@
 """envloop beside Inspect AI on the same work, interleaved in one run, at equal concurrency.
 
     .venv/bin/python bench/peers/run.py [--tasks 1000] [--concurrency 4] [--rounds 3]
-                                        [--workloads w1,w2,startup] [--envloop-only] [--dir DIR]
+                                        [--workloads w1,w2,startup] [--envloop-only] [--one-process]
+                                        [--dir DIR]
 
 W1: N distinct sandboxed trivial tasks (agent `true`, a verifier that yields 1). envloop through
 its CLI on a fresh home (`el dataset push`, `el profile create`, `el job submit --wait`) in
@@ -15,7 +16,9 @@ Each round runs every variant once on 1 task and once on N (or twice, for envloo
 Inspect alternating, so other load on the machine hits both alike. Marginal figures per trial are
 (run of N - run of 1) / (N - 1) within a round; the table shows the median over rounds. Inspect is
 installed by `bench/peers/setup_inspect.py` into a venv of its own (never envloop's); with
-`--envloop-only` it is not run at all, and the output says so.
+`--envloop-only` it is not run at all, and the output says so. With `--one-process`, envloop's
+variants also run with their worker in a single process (by default it is one per core), so the run
+shows what the extra processes bring; the peak memory column is the largest single process.
 """
 
 import argparse
@@ -38,6 +41,7 @@ import floors  # noqa: E402
 from inspect_side import CHEAPEST_LOG, DEFAULT_LOG, InspectWork, inspect_eval  # noqa: E402
 from setup_inspect import default_venv, ensure_inspect_venv  # noqa: E402
 
+ONE = "one worker process"
 TARGETS_SEC = {"el --help": 0.3, "el job get": 0.3, "el job result": 0.5, "one-task run": 1.5}
 
 
@@ -95,11 +99,11 @@ class Bench:
         assert self.endpoint.stdout is not None
         self.url = self.endpoint.stdout.readline().strip()
 
-    def envloop_w1(self, sandbox: str) -> Callable[[int], cli_runs.Usage]:
+    def envloop_w1(self, sandbox: str, processes: str | None = None) -> Callable[[int], cli_runs.Usage]:
         def run(n: int) -> cli_runs.Usage:
             profile = cli_runs.profile_file(self.root / "true.json", cli_runs.TRUE_AGENT)
             home = self.fresh(f"el-{sandbox}-{n}")
-            env = {"ENVLOOP_SANDBOX": sandbox}
+            env = {"ENVLOOP_SANDBOX": sandbox} | _processes_env(processes)
             done = cli_runs.job_through_cli(
                 home, self.tasks(n), profile, capacity=self.args.concurrency, env_extra=env
             )
@@ -107,14 +111,22 @@ class Bench:
 
         return run
 
-    def envloop_w2(self, n: int) -> cli_runs.Usage:
-        params = cli_runs.chat_params(self.url + "/v1", self.args.concurrency)
-        profile = cli_runs.profile_file(self.root / "chat.json", params, secret=("MODEL_API_KEY",))
-        home = self.fresh(f"el-chat-{n}")
-        done = cli_runs.job_through_cli(
-            home, self.rows(n), profile, capacity=self.args.concurrency, push_args=("--scorer", "exact")
-        )
-        return done.run
+    def envloop_w2(self, processes: str | None = None) -> Callable[[int], cli_runs.Usage]:
+        def run(n: int) -> cli_runs.Usage:
+            params = cli_runs.chat_params(self.url + "/v1", self.args.concurrency)
+            profile = cli_runs.profile_file(self.root / "chat.json", params, secret=("MODEL_API_KEY",))
+            home = self.fresh(f"el-chat-{n}")
+            done = cli_runs.job_through_cli(
+                home,
+                self.rows(n),
+                profile,
+                capacity=self.args.concurrency,
+                env_extra=_processes_env(processes),
+                push_args=("--scorer", "exact"),
+            )
+            return done.run
+
+        return run
 
     def inspect(self, work: InspectWork) -> Callable[[int], cli_runs.Usage]:
         def run(n: int) -> cli_runs.Usage:
@@ -134,6 +146,11 @@ class Bench:
         return run
 
 
+def _processes_env(processes: str | None) -> dict[str, str]:
+    """The background worker's process count (`ENVLOOP_WORKER_PROCESSES`); None: its default."""
+    return {} if processes is None else {"ENVLOOP_WORKER_PROCESSES": processes}
+
+
 def _row_line(i: int) -> str:
     return f'{{"id": "q{i}", "prompt": "q: {i} + {i}?", "answer": "{2 * i}"}}\n'
 
@@ -144,14 +161,19 @@ def _variants(bench: Bench, workloads: set[str], with_inspect: bool) -> list[Var
     openai_api = "openai-api/scripted/bench-model"
     w1_default = InspectWork("sandboxed", "mockllm/model", DEFAULT_LOG, 1.0)
     w1_cheap = InspectWork("sandboxed", "mockllm/model", CHEAPEST_LOG, 1.0)
+    single = bench.args.one_process
     out: list[Variant] = []
     if "w1" in workloads:
         out.append(Variant("W1", "envloop, bubblewrap", bench.envloop_w1("bwrap")))
         if with_inspect:
             out.append(Variant("W1", f"Inspect {local}, default log", bench.inspect(w1_default)))
+        if single:
+            out.append(Variant("W1", f"envloop, bubblewrap, {ONE}", bench.envloop_w1("bwrap", "1")))
         out.append(Variant("W1", "envloop, plain", bench.envloop_w1("plain")))
         if with_inspect:
             out.append(Variant("W1", f"Inspect {local}, cheapest log", bench.inspect(w1_cheap)))
+        if single:
+            out.append(Variant("W1", f"envloop, plain, {ONE}", bench.envloop_w1("plain", "1")))
         out.append(Variant("W1", "floor: processes directly", bench.floor("plain"), floor=True))
         out.append(Variant("W1", "floor: processes in bwrap", bench.floor("bwrap"), floor=True))
     if "w2" in workloads:
@@ -163,12 +185,17 @@ def _variants(bench: Bench, workloads: set[str], with_inspect: bool) -> list[Var
             (f"{mock}, cheapest log", InspectWork("prompts", "mockllm/model", CHEAPEST_LOG, 1.0, in_process)),
             (f"{mock}, default log", InspectWork("prompts", "mockllm/model", DEFAULT_LOG, 1.0, in_process)),
         ]
-        envloop = Variant("W2", "envloop/chat@1, scripted endpoint", bench.envloop_w2)
+        envloop = Variant("W2", "envloop/chat@1, scripted endpoint", bench.envloop_w2())
+        one = Variant("W2", f"envloop/chat@1, scripted endpoint, {ONE}", bench.envloop_w2("1"))
         out.append(envloop)
         for number, (label, work) in enumerate(inspect_w2 if with_inspect else []):
             out.append(Variant("W2", label, bench.inspect(work)))
+            if number == 0 and single:
+                out.append(one)
             if number == 1:
                 out.append(envloop)  # the second of its two runs this round, between Inspect's
+        if single and not with_inspect:
+            out.append(one)
     return out
 
 
@@ -261,6 +288,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workloads", default="w1,w2,startup")
     parser.add_argument("--envloop-only", action="store_true", help="do not install or run Inspect")
+    parser.add_argument(
+        "--one-process",
+        action="store_true",
+        help="also run envloop's variants with the worker in one process (ENVLOOP_WORKER_PROCESSES=1)",
+    )
     parser.add_argument("--inspect-venv", type=Path, default=default_venv())
     parser.add_argument("--dir", type=Path, default=None, help="parent of the run's files")
     args = parser.parse_args()
