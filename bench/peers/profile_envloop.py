@@ -8,7 +8,7 @@ py-spy is a tool, not a dependency of envloop: install it anywhere (for instance
 `python -m venv ~/.cache/envloop-bench/tools && ~/.cache/envloop-bench/tools/bin/pip install
 py-spy==0.4.1`, the default path here). Only the thread holding the GIL is sampled (`--gil`), so each
 share below is a share of the Python CPU of that process (its children's CPU is not in it), not of
-the wall clock.
+the wall clock. The worker runs as one process (`--processes 1`) so that py-spy sees all of it.
 """
 
 import argparse
@@ -137,6 +137,8 @@ def main() -> None:
             "300",
             "--capacity",
             str(args.capacity),
+            "--processes",
+            "1",  # py-spy samples one process: the whole capacity runs in it
         ]
         worker = _record(args.py_spy, root / "worker.raw", worker_command, env)
         deadline = time.monotonic() + 180
