@@ -56,8 +56,18 @@ command -v npm >/dev/null || { echo "npm is not installed in the environment" >&
 echo "installing $CLAUDE_CODE_PACKAGE@$want" >&2
 # --prefix moves npm's global config too; keep the machine's (registry, proxy, certificates).
 globalconfig="$(npm config get globalconfig)"
-npm install --global --prefix "$CLAUDE_CODE_PREFIX" --globalconfig "$globalconfig" --no-audit --no-fund \
-  --update-notifier=false --loglevel=error "$CLAUDE_CODE_PACKAGE@$want" >&2 || exit $?
+install() {
+  npm install --global --prefix "$CLAUDE_CODE_PREFIX" --globalconfig "$globalconfig" --no-audit --no-fund \
+    --update-notifier=false --loglevel=error "$CLAUDE_CODE_PACKAGE@$want" >&2
+}
+install || exit $?
+# npm leaves out an optional dependency it could not fetch and still succeeds; Claude Code's native
+# binary is one. A CLI that does not start is installed once more, from nothing.
+if ! "$CLAUDE_CODE_PREFIX/bin/claude" --version >/dev/null 2>&1; then
+  echo "the installed claude does not start; installing it again" >&2
+  rm -rf "$CLAUDE_CODE_PREFIX"
+  install || exit $?
+fi
 "$CLAUDE_CODE_PREFIX/bin/claude" --version >&2 || exit $?
 echo "$CLAUDE_CODE_PREFIX/bin/claude"
 """
