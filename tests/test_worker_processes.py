@@ -45,7 +45,7 @@ def test_by_default_one_process_per_core_each_running_at_least_two_trials(
 def test_processes_are_refused_with_the_ray_executor_before_any_cluster_is_reached(el: El) -> None:
     result = el("worker", "--executor", "ray", "--ray-address", "127.0.0.2:1", "--processes", "2")
     assert result.code == 2
-    assert "--processes applies to --executor local" in result.stderr
+    assert "--processes (or ENVLOOP_WORKER_PROCESSES) applies to --executor local" in result.stderr
     assert "Traceback" not in result.stderr
 
 

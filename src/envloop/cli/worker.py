@@ -73,7 +73,9 @@ def worker(
     from envloop.services.components import check_environment  # noqa: PLC0415
 
     if processes is not None and processes > 1 and executor != "local":
-        raise UserError("--processes applies to --executor local (a Ray cluster spreads trials itself)")
+        raise UserError(
+            f"--processes (or {PROCESSES_ENV}) applies to --executor local: Ray spreads trials itself"
+        )
     chosen, suggested = choose_executor(executor, ray_address)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     ctx = context()
