@@ -6,6 +6,7 @@ crashes takes nothing else with it (its trials go back to the queue when their l
 is started again. None outlives the process that started it, even when that one is killed outright.
 """
 
+import contextlib
 import ctypes
 import logging
 import signal
@@ -43,28 +44,18 @@ class WorkerPool:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._supervise, name="worker-pool", daemon=True)
 
-    @property
-    def pids(self) -> list[int]:
-        return [proc.pid for proc in self._procs]
-
     def _spawn(self, index: int) -> "subprocess.Popen[bytes]":
-        preexec = _die_with_parent if sys.platform == "linux" else None
-        if self._log_file is None:
-            return subprocess.Popen(
-                self._commands[index],
-                env=self._env,
-                stdin=subprocess.DEVNULL,
-                preexec_fn=preexec,  # noqa: PLW1509
-            )
-        self._log_file.parent.mkdir(parents=True, exist_ok=True)
-        with self._log_file.open("ab") as out:
+        if self._log_file is not None:
+            self._log_file.parent.mkdir(parents=True, exist_ok=True)
+        # stdout=None: the child writes where this process does.
+        with self._log_file.open("ab") if self._log_file else contextlib.nullcontext() as out:
             return subprocess.Popen(
                 self._commands[index],
                 env=self._env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=out,
-                preexec_fn=preexec,  # noqa: PLW1509
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
             )
 
     def start(self) -> None:
