@@ -13,6 +13,7 @@ named after the remote object's version, so a replaced file is never served stal
 Remote layout: `tasks/<hex>.tar.gz` and `trials/<trial id>/<kept path>`.
 """
 
+import fcntl
 import os
 import shutil
 import tempfile
@@ -167,6 +168,21 @@ class ArtifactStore:
         remote store the staged files stay until they are uploaded (ArtifactStoreUnavailableError
         otherwise), so a later call can publish them."""
         staged = self.staging_dir(run_id)
+        try:
+            handle = os.open(staged, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            return  # published already, by another worker on this machine
+        # Two workers on this machine may publish one run at once (the one that recorded it, and
+        # one starting up that finds it staged and recorded). A lock on the staged directory
+        # itself orders them, and the second then finds it gone and leaves the first's work alone.
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            if staged.exists():
+                self._publish_staged(staged, trial_id, run_id)
+        finally:
+            os.close(handle)
+
+    def _publish_staged(self, staged: Path, trial_id: str, run_id: str) -> None:
         if self.remote is not None:
             self._upload(staged, trial_id)
             shutil.rmtree(staged, ignore_errors=True)
@@ -176,8 +192,7 @@ class ArtifactStore:
             old = self.root / "staging" / f".replaced-{run_id}"
             target.rename(old)
             shutil.rmtree(old, ignore_errors=True)
-        if staged.exists():
-            staged.rename(target)
+        staged.rename(target)
 
     def _upload(self, staged: Path, trial_id: str) -> None:
         assert self.remote is not None
