@@ -16,7 +16,6 @@ import typer
 from envloop.cli.output import note
 from envloop.cli.state import context
 from envloop.core.capacity import CAPACITY_ENV
-from envloop.scheduling.pool import WorkerPool
 from envloop.services.errors import UserError
 
 
@@ -70,6 +69,7 @@ def serve(
 
     from envloop.api import create_app  # noqa: PLC0415
     from envloop.scheduling.executor import check_executor  # noqa: PLC0415
+    from envloop.scheduling.pool import WorkerPool  # noqa: PLC0415
     from envloop.services.keys import has_active_key  # noqa: PLC0415
 
     check_executor(executor, ray_address)

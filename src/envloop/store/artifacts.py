@@ -169,7 +169,7 @@ class ArtifactStore:
         otherwise), so a later call can publish them."""
         staged = self.staging_dir(run_id)
         try:
-            handle = os.open(staged, os.O_RDONLY | os.O_DIRECTORY)
+            handle = os.open(staged, os.O_RDONLY)  # a directory, as a rule; whatever it is, it moves
         except FileNotFoundError:
             return  # published already, by another worker on this machine
         # Two workers on this machine may publish one run at once (the one that recorded it, and
