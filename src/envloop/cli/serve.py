@@ -7,7 +7,6 @@ expire. A worker that exits unexpectedly is started again.
 """
 
 import ipaddress
-import os
 import signal
 from typing import Annotated
 
@@ -69,7 +68,7 @@ def serve(
 
     from envloop.api import create_app  # noqa: PLC0415
     from envloop.scheduling.executor import check_executor  # noqa: PLC0415
-    from envloop.scheduling.pool import WorkerPool  # noqa: PLC0415
+    from envloop.scheduling.pool import WorkerPool, worker_env  # noqa: PLC0415
     from envloop.services.keys import has_active_key  # noqa: PLC0415
 
     check_executor(executor, ray_address)
@@ -82,8 +81,7 @@ def serve(
     args += (["--capacity", str(capacity)] if capacity else []) + (
         ["--ray-address", ray_address] if ray_address else []
     )
-    env = dict(os.environ, ENVLOOP_HOME=str(ctx.home), ENVLOOP_DATABASE_URL=ctx.store.url)
-    pool = WorkerPool([args] * workers, env, ctx.logs_dir / "serve-workers.log")
+    pool = WorkerPool([args] * workers, worker_env(ctx), ctx.logs_dir / "serve-workers.log")
     # uvicorn re-raises the SIGTERM it handled once it has shut down; this makes that an exit that
     # still runs the `finally` below (stopping the workers) instead of killing the process outright.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)

@@ -3,7 +3,6 @@
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 from typing import TYPE_CHECKING, Annotated
 
@@ -119,12 +118,11 @@ def _start_group(
 ) -> "WorkerPool | None":
     """The other processes of this worker, one per share of its capacity: each an `el worker` of
     its own on the same store, stopped with this one (and by the kernel if this one is killed)."""
-    from envloop.scheduling.pool import WorkerPool  # noqa: PLC0415
+    from envloop.scheduling.pool import WorkerPool, worker_env  # noqa: PLC0415
 
     if not shares:
         return None
     args = ["--in-group", "--processes", "1", "--lease-ttl", str(lease_ttl), "--environment", environment]
-    env = dict(os.environ, ENVLOOP_HOME=str(ctx.home), ENVLOOP_DATABASE_URL=ctx.store.url)
-    pool = WorkerPool([[*args, "--capacity", str(share)] for share in shares], env, None)
+    pool = WorkerPool([[*args, "--capacity", str(share)] for share in shares], worker_env(ctx), None)
     pool.start()
     return pool

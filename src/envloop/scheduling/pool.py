@@ -9,18 +9,28 @@ is started again. None outlives the process that started it, even when that one 
 import contextlib
 import ctypes
 import logging
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from envloop.services.context import Context
 
 RESTART_DELAY_SEC = 2.0
 STOP_TIMEOUT_SEC = 60.0
 _PR_SET_PDEATHSIG = 1
 
 log = logging.getLogger("envloop.worker")
+
+
+def worker_env(ctx: "Context") -> dict[str, str]:
+    """The environment of a worker process started on `ctx`'s home and store."""
+    return dict(os.environ, ENVLOOP_HOME=str(ctx.home), ENVLOOP_DATABASE_URL=ctx.store.url)
 
 
 def _die_with_parent() -> None:
