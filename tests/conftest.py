@@ -7,7 +7,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -163,3 +164,27 @@ def make_task(root: Path, name: str, solve: str = "", test: str | None = None, t
         "#!/usr/bin/env bash\n" + (test if test is not None else default_test)
     )
     return task
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 60) -> None:
+    """Wait until `condition()` holds; fail the test if it has not within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)
+
+
+def submit_command_job(ctx: Context, tmp_path: Path, command: str, tasks: int = 1, attempts: int = 1) -> str:
+    """Push `tasks` small tasks as dataset `ds`, publish profile `cmd@1` (the command agent running
+    `command`) and submit the job; its id."""
+    from envloop.services import datasets, jobs, profiles  # noqa: PLC0415 - only the tests that submit
+
+    src = tmp_path / "src"
+    for number in range(tasks):
+        make_task(src, f"t{number}")
+    ref = datasets.push_dataset(ctx, src, "ds").ref
+    document = profiles.read_profile_file(
+        write_profile(tmp_path / "p.json", {"AGENT_NAME": "command", "AGENT_COMMAND": command})
+    )
+    profiles.create_profile(ctx, "cmd", "1", document)
+    return jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["cmd@1"], attempts=attempts)).job.id

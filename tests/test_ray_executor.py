@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ from envloop.scheduling.ray_executor import _sweep_dead_runs
 from envloop.services import datasets, jobs, profiles, trials
 from envloop.services.context import Context
 from envloop.store.tables import Trial
-from tests.conftest import El, make_task, write_profile
+from tests.conftest import El, make_task, wait_for, write_profile
 from tests.ray_cluster import RayCluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -72,13 +72,6 @@ def _ray_worker(cluster: RayCluster, home: Path, log: Path, *args: str) -> subpr
 def _trials(ctx: Context, job_id: str) -> dict[str, Trial]:
     with ctx.store.read() as session:
         return {t.task_name: t for t in session.scalars(select(Trial).where(Trial.job_id == job_id))}
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.1)
 
 
 def _trial_processes(trial_ids: set[str]) -> list[int]:
@@ -151,7 +144,7 @@ def test_a_ray_node_dying_mid_trial_costs_a_new_run_recorded_once(
     worker = _ray_worker(cluster, home, log, "--idle-exit", "3", "--lease-ttl", "10")
     trial_ids = set()
     try:
-        _wait_for(marker.exists, timeout=120)
+        wait_for(marker.exists, timeout=120)
         trial_ids = {t.id for t in _trials(ctx, job_id).values()}
         cluster.add_node("127.0.0.4")  # where the new run can go
         cluster.kill_node("127.0.0.3")  # the node running the first run dies
@@ -186,11 +179,11 @@ def test_cancelling_a_job_stops_its_trial_on_the_ray_node_and_tears_it_down(
     worker = _ray_worker(cluster, home, log, "--idle-exit", "3")
     trial_ids: set[str] = set()
     try:
-        _wait_for(marker.exists, timeout=120)
+        wait_for(marker.exists, timeout=120)
         trial_ids = {t.id for t in _trials(ctx, job_id).values()}
         jobs.cancel_job(ctx, job_id)
         assert worker.wait(timeout=120) == 0, log.read_text()[-3000:]
-        _wait_for(lambda: not _trial_processes(trial_ids), timeout=30)  # the runner's teardown on the node
+        wait_for(lambda: not _trial_processes(trial_ids), timeout=30)  # the runner's teardown on the node
     finally:
         if worker.poll() is None:
             worker.kill()

@@ -8,14 +8,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
 import pytest
 from sqlalchemy import select
 
-from envloop.services import datasets, jobs, profiles
+from envloop.services import jobs
 from envloop.services.context import Context, open_context
 from envloop.store.artifacts import (
     ArtifactIntegrityError,
@@ -27,7 +27,7 @@ from envloop.store.tables import Trial
 from envloop.tasks.archive import pack_task
 from envloop.tasks.digest import task_digest
 from tests import s3
-from tests.conftest import El, make_task, write_profile
+from tests.conftest import El, make_task, submit_command_job, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -151,18 +151,6 @@ def test_files_the_store_cannot_take_stay_staged_until_a_later_publish(
     assert reachable.trial_file("trl_a", "agent/stdout.txt").read_text() == "kept"
 
 
-def _submit(ctx: Context, tmp_path: Path, command: str, tasks: int = 1) -> str:
-    src = tmp_path / "src"
-    for i in range(tasks):
-        make_task(src, f"t{i}")
-    ref = datasets.push_dataset(ctx, src, "ds").ref
-    doc = profiles.read_profile_file(
-        write_profile(tmp_path / "p.json", {"AGENT_NAME": "command", "AGENT_COMMAND": command})
-    )
-    profiles.create_profile(ctx, "cmd", "1", doc)
-    return jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["cmd@1"])).job.id
-
-
 def _worker(home: Path, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen(
@@ -171,13 +159,6 @@ def _worker(home: Path, log: Path, env: dict[str, str] | None = None) -> subproc
             stdout=out,
             stderr=out,
         )
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.1)
 
 
 def _trials(ctx: Context, job_id: str) -> list[Trial]:
@@ -193,7 +174,9 @@ def test_a_worker_with_its_own_home_runs_a_job_pushed_elsewhere(
     """Two machines share only the PostgreSQL store and the bucket: nothing on the pusher's disk."""
     pusher = open_context(home)
     try:
-        job_id = _submit(pusher, tmp_path, "echo ran-on-the-other-machine; touch $ENVLOOP_APP_DIR/done", 3)
+        job_id = submit_command_job(
+            pusher, tmp_path, "echo ran-on-the-other-machine; touch $ENVLOOP_APP_DIR/done", tasks=3
+        )
         other_home = tmp_path / "other-machine"
         worker = _worker(other_home, tmp_path / "worker.log")
         assert worker.wait(timeout=180) == 0, (tmp_path / "worker.log").read_text()[-2000:]
@@ -224,14 +207,16 @@ def test_a_worker_that_cannot_fetch_an_archive_hands_the_trial_back_for_another_
     monkeypatch.setenv("ENVLOOP_DATABASE_URL", store_url)  # the SQLite file both "machines" share
     ctx = open_context(home)
     try:
-        job_id = _submit(ctx, tmp_path, "touch $ENVLOOP_APP_DIR/done")
+        job_id = submit_command_job(ctx, tmp_path, "touch $ENVLOOP_APP_DIR/done")
         cut_off = _worker(
             tmp_path / "cut-off",
             tmp_path / "cut-off.log",
             {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}"},
         )
         try:
-            _wait_for(lambda: "handed back to the queue" in (tmp_path / "cut-off.log").read_text())
+            wait_for(
+                lambda: "handed back to the queue" in (tmp_path / "cut-off.log").read_text(), timeout=120
+            )
         finally:
             cut_off.send_signal(signal.SIGTERM)
             cut_off.wait(timeout=60)
@@ -252,7 +237,7 @@ def test_an_archive_no_worker_can_fetch_fails_its_trial_with_a_retryable_reason(
     monkeypatch.setenv("ENVLOOP_DATABASE_URL", store_url)
     ctx = open_context(home)
     try:
-        job_id = _submit(ctx, tmp_path, "touch $ENVLOOP_APP_DIR/done")
+        job_id = submit_command_job(ctx, tmp_path, "touch $ENVLOOP_APP_DIR/done")
         worker = _worker(tmp_path / "elsewhere", tmp_path / "w.log", {"ENVLOOP_ARTIFACTS": s3_url + "-empty"})
         assert worker.wait(timeout=120) == 0
         (trial,) = _trials(ctx, job_id)

@@ -15,28 +15,15 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
 from envloop.scheduling.worker import Worker, WorkerConfig
-from envloop.services import datasets, jobs, profiles
 from envloop.services.context import Context
 from envloop.store.db import LOCK_WAIT_SEC
 from envloop.store.tables import Job, Trial
-from tests.conftest import make_task, write_profile
+from tests.conftest import submit_command_job
 from tests.pg import BACKENDS
 
 LEASE_SEC = LOCK_WAIT_SEC + 1
 HOLD_SEC = LEASE_SEC + 2
 """The lock outlasts one lock wait and the lease: renewing and recording must wait it out."""
-
-
-def _submit(ctx: Context, tmp_path: Path, tasks: int) -> str:
-    src = tmp_path / "src"
-    for number in range(tasks):
-        make_task(src, f"t{number}")
-    ref = datasets.push_dataset(ctx, src, "ds").ref
-    document = profiles.read_profile_file(
-        write_profile(tmp_path / "p.json", {"AGENT_NAME": "command", "AGENT_COMMAND": "sleep 2"})
-    )
-    profiles.create_profile(ctx, "cmd", "1", document)
-    return jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["cmd@1"])).job.id
 
 
 def _hold_write_lock(url: str, seconds: float, taken: threading.Event) -> None:
@@ -91,7 +78,7 @@ async def _run(ctx: Context, job_id: str, store_url: str, total: int) -> tuple[W
 def test_a_write_lock_held_longer_than_a_lease_stalls_nothing_and_loses_no_trial(
     ctx: Context, tmp_path: Path, store_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    job_id = _submit(ctx, tmp_path, tasks=5)
+    job_id = submit_command_job(ctx, tmp_path, "sleep 2", tasks=5)
     with caplog.at_level(logging.WARNING, logger="envloop"):
         worker, longest_gap, held = asyncio.run(_run(ctx, job_id, store_url, total=5))
     assert held >= HOLD_SEC - 0.1 > LEASE_SEC > LOCK_WAIT_SEC

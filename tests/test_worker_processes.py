@@ -5,8 +5,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,11 +13,10 @@ from sqlalchemy import select
 
 from envloop.core import capacity
 from envloop.core.capacity import default_processes, split_capacity
-from envloop.services import datasets, jobs, profiles
 from envloop.services.context import Context
 from envloop.store.tables import Trial
 from envloop.store.tables import Worker as WorkerRow
-from tests.conftest import El, make_task, write_profile
+from tests.conftest import El, submit_command_job, wait_for
 
 
 @pytest.mark.parametrize(
@@ -56,26 +54,6 @@ def test_a_process_count_that_is_not_a_positive_integer_is_refused(el: El, value
     assert "Traceback" not in result.stderr
 
 
-def _sleepers(ctx: Context, tmp_path: Path, tasks: int) -> str:
-    src = tmp_path / "src"
-    for number in range(tasks):
-        make_task(src, f"t{number}")
-    ref = datasets.push_dataset(ctx, src, "slow").ref
-    doc = profiles.read_profile_file(
-        write_profile(tmp_path / "p.json", {"AGENT_NAME": "command", "AGENT_COMMAND": "sleep 30"})
-    )
-    profiles.create_profile(ctx, "sleeper", "1", doc)
-    return jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["sleeper@1"])).job.id
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.05)
-
-
 def _workers(ctx: Context) -> list[WorkerRow]:
     with ctx.store.read() as session:
         return list(session.scalars(select(WorkerRow)))
@@ -93,6 +71,11 @@ def _statuses(ctx: Context, job_id: str) -> dict[str, list[str]]:
     return found
 
 
+def _others(ctx: Context, first: subprocess.Popen[bytes]) -> list[int]:
+    """The pids of the group's processes other than the first."""
+    return [row.pid for row in _workers(ctx) if row.pid != first.pid]
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -105,7 +88,7 @@ def _alive(pid: int) -> bool:
 @pytest.fixture
 def group(ctx: Context, home: Path, tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A worker of capacity 4 in two processes, running a job of four 30-second trials."""
-    job_id = _sleepers(ctx, tmp_path, tasks=4)
+    job_id = submit_command_job(ctx, tmp_path, "sleep 30", tasks=4)
     first = subprocess.Popen(
         [sys.executable, "-m", "envloop", "worker", "--capacity", "4", "--processes", "2"],
         env=dict(os.environ, ENVLOOP_HOME=str(home)),
@@ -113,7 +96,7 @@ def group(ctx: Context, home: Path, tmp_path: Path) -> Iterator[tuple[str, subpr
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait_for(lambda: len(_workers(ctx)) == 2 and _statuses(ctx, job_id).get("") is None)
+        wait_for(lambda: len(_workers(ctx)) == 2 and _statuses(ctx, job_id).get("") is None)
         yield job_id, first
     finally:
         if first.poll() is None:
@@ -141,7 +124,7 @@ def test_stopping_the_first_process_stops_the_group_and_hands_every_trial_back(
     ctx: Context, group: tuple[str, subprocess.Popen[bytes]]
 ) -> None:
     job_id, first = group
-    others = [row.pid for row in _workers(ctx) if row.pid != first.pid]
+    others = _others(ctx, first)
     first.send_signal(signal.SIGTERM)
     assert first.wait(timeout=60) == 0
     assert not any(_alive(pid) for pid in others)
@@ -154,10 +137,10 @@ def test_a_killed_first_process_takes_the_others_with_it_and_they_hand_their_tri
     ctx: Context, group: tuple[str, subprocess.Popen[bytes]]
 ) -> None:
     job_id, first = group
-    others = [row.pid for row in _workers(ctx) if row.pid != first.pid]
+    others = _others(ctx, first)
     first.kill()
     first.wait()
-    _wait_for(lambda: not any(_alive(pid) for pid in others), timeout=30)
+    wait_for(lambda: not any(_alive(pid) for pid in others), timeout=30)
     statuses = _statuses(ctx, job_id)
     # The killed process's own trials wait for their leases to lapse; the others' are back already.
     assert statuses[""] == ["pending", "pending"]
@@ -169,7 +152,7 @@ def test_a_crashed_process_of_the_group_is_started_again(
     ctx: Context, group: tuple[str, subprocess.Popen[bytes]]
 ) -> None:
     _, first = group
-    (other,) = [row.pid for row in _workers(ctx) if row.pid != first.pid]
+    (other,) = _others(ctx, first)
     os.kill(other, signal.SIGKILL)
-    _wait_for(lambda: any(row.pid not in (first.pid, other) for row in _workers(ctx)), timeout=30)
+    wait_for(lambda: any(row.pid not in (first.pid, other) for row in _workers(ctx)), timeout=30)
     assert first.poll() is None

@@ -4,31 +4,17 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
-from envloop.services import datasets, jobs, profiles
+from envloop.services import jobs
 from envloop.services.context import Context
 from envloop.store.tables import Trial
-from tests.conftest import make_task, write_profile
+from tests.conftest import submit_command_job, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def _submit(ctx: Context, tmp_path: Path, command: str, tasks: int = 1, attempts: int = 1) -> str:
-    src = tmp_path / "src"
-    for i in range(tasks):
-        make_task(src, f"t{i}")
-    ref = datasets.push_dataset(ctx, src, "ds").ref
-    doc = profiles.read_profile_file(
-        write_profile(tmp_path / "p.json", {"AGENT_NAME": "command", "AGENT_COMMAND": command})
-    )
-    profiles.create_profile(ctx, "cmd", "1", doc)
-    return jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["cmd@1"], attempts=attempts)).job.id
 
 
 def _worker(home: Path, *args: str) -> subprocess.Popen[bytes]:
@@ -38,14 +24,6 @@ def _worker(home: Path, *args: str) -> subprocess.Popen[bytes]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.05)
 
 
 def _trials(ctx: Context, job_id: str) -> list[Trial]:
@@ -71,10 +49,10 @@ def _processes_of(trial_ids: set[str]) -> list[int]:
 def test_several_workers_share_the_queue_and_run_each_trial_once(
     ctx: Context, home: Path, tmp_path: Path
 ) -> None:
-    job_id = _submit(ctx, tmp_path, "touch $ENVLOOP_APP_DIR/done", tasks=10, attempts=3)
+    job_id = submit_command_job(ctx, tmp_path, "touch $ENVLOOP_APP_DIR/done", tasks=10, attempts=3)
     workers = [_worker(home, "--capacity", "2", "--idle-exit", "2") for _ in range(3)]
     try:
-        _wait_for(lambda: jobs.get_job(ctx, job_id).status == "completed", timeout=120)
+        wait_for(lambda: jobs.get_job(ctx, job_id).status == "completed", timeout=120)
     finally:
         for proc in workers:
             proc.wait(timeout=60)
@@ -84,16 +62,16 @@ def test_several_workers_share_the_queue_and_run_each_trial_once(
 
 
 def test_a_killed_workers_trial_is_rerun_and_recorded_once(ctx: Context, home: Path, tmp_path: Path) -> None:
-    job_id = _submit(ctx, tmp_path, "sleep 2; touch $ENVLOOP_APP_DIR/done")
+    job_id = submit_command_job(ctx, tmp_path, "sleep 2; touch $ENVLOOP_APP_DIR/done")
     first = _worker(home, "--capacity", "1", "--lease-ttl", "2")
-    _wait_for(lambda: _trials(ctx, job_id)[0].status == "running")
+    wait_for(lambda: _trials(ctx, job_id)[0].status == "running")
     first.send_signal(signal.SIGKILL)
     first.wait()
     (trial,) = _trials(ctx, job_id)
-    _wait_for(lambda: not _processes_of({trial.id}), timeout=10)  # the sandbox died with its worker
+    wait_for(lambda: not _processes_of({trial.id}), timeout=10)  # the sandbox died with its worker
     second = _worker(home, "--capacity", "1", "--lease-ttl", "2", "--idle-exit", "1")
     try:
-        _wait_for(lambda: jobs.get_job(ctx, job_id).status == "completed", timeout=60)
+        wait_for(lambda: jobs.get_job(ctx, job_id).status == "completed", timeout=60)
     finally:
         second.wait(timeout=60)
     (trial,) = _trials(ctx, job_id)
@@ -101,14 +79,14 @@ def test_a_killed_workers_trial_is_rerun_and_recorded_once(ctx: Context, home: P
 
 
 def test_cancel_leaves_no_process_and_no_instance_directory(ctx: Context, home: Path, tmp_path: Path) -> None:
-    job_id = _submit(ctx, tmp_path, "setsid sleep 1000 & sleep 1000", tasks=2, attempts=2)
+    job_id = submit_command_job(ctx, tmp_path, "setsid sleep 1000 & sleep 1000", tasks=2, attempts=2)
     worker = _worker(home, "--capacity", "2")
     try:
-        _wait_for(lambda: sum(t.status == "running" for t in _trials(ctx, job_id)) == 2)
+        wait_for(lambda: sum(t.status == "running" for t in _trials(ctx, job_id)) == 2)
         running = {t.id for t in _trials(ctx, job_id) if t.status == "running"}
-        _wait_for(lambda: len(_processes_of(running)) >= 2)
+        wait_for(lambda: len(_processes_of(running)) >= 2)
         jobs.cancel_job(ctx, job_id)
-        _wait_for(lambda: jobs.get_job(ctx, job_id).status == "cancelled", timeout=30)
+        wait_for(lambda: jobs.get_job(ctx, job_id).status == "cancelled", timeout=30)
         assert all(t.status == "cancelled" for t in _trials(ctx, job_id))
         assert _processes_of(running) == []
         assert not any(ctx.instances_dir.iterdir())
@@ -118,9 +96,9 @@ def test_cancel_leaves_no_process_and_no_instance_directory(ctx: Context, home: 
 
 
 def test_a_stopped_worker_hands_its_trials_back(ctx: Context, home: Path, tmp_path: Path) -> None:
-    job_id = _submit(ctx, tmp_path, "sleep 1000")
+    job_id = submit_command_job(ctx, tmp_path, "sleep 1000")
     worker = _worker(home, "--capacity", "1")
-    _wait_for(lambda: _trials(ctx, job_id)[0].status == "running")
+    wait_for(lambda: _trials(ctx, job_id)[0].status == "running")
     worker.send_signal(signal.SIGTERM)
     worker.wait(timeout=30)
     (trial,) = _trials(ctx, job_id)
