@@ -253,14 +253,16 @@ def test_a_trial_with_internet_cannot_reach_the_hosts_own_services(tmp_path: Pat
     seen = verifier_stdout(tmp_path)
     assert "REACHED" not in seen
     assert int(seen.split()[0]) >= 2, "no route: the trial got no network at all"
-    assert outcome.sandbox_note is not None and "own network (pasta)" in outcome.sandbox_note
+    assert (
+        outcome.sandbox_note is not None and "network: agent public, verifier public" in outcome.sandbox_note
+    )
 
 
 def test_the_operator_can_close_every_trials_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENVLOOP_TRIAL_NETWORK", "none")
     task = write_task(tmp_path / "closed", toml='[environment]\nnetwork_mode = "public"\n')
     outcome = run(spec_for(tmp_path, task, "true"))
-    assert outcome.sandbox_note is not None and "loopback-only network" in outcome.sandbox_note
+    assert outcome.sandbox_note is not None and "network: agent no-network" in outcome.sandbox_note
     assert any("ENVLOOP_TRIAL_NETWORK=none" in warning for warning in outcome.warnings)
 
 
@@ -485,9 +487,9 @@ def test_an_agent_can_neither_signal_host_processes_nor_write_host_files(tmp_pat
 @pytest.mark.parametrize(
     ("toml", "file", "reason"),
     [
-        ("[environment]\ngpus = 1\n", None, "asks for 1 GPU(s) and this worker has 0"),
-        ("", "docker-compose.yaml", "sidecar services are not supported"),
-        ('[verifier]\nenvironment_mode = "separate"\n', None, "separate verifier environment"),
+        ("[environment]\ngpus = 1\n", None, "gpus = 1: no environment of envloop honours it"),
+        ("", "docker-compose.yaml", "(sidecar services): only the docker environment honours it"),
+        ('[verifier]\nenvironment_mode = "separate"\n', None, "environment_mode = separate: only the docker"),
     ],
 )
 def test_a_feature_the_environment_cannot_honour_is_refused_not_scored(

@@ -143,7 +143,7 @@ class ClaudeCodeAgent:
         ctx.recorder.trajectory.protocol = "anthropic"
         ctx.recorder.add(UserStep(text=ctx.task.instruction))
         environment = ctx.environment
-        if environment.mode != "plain" and not environment.limits.network:
+        if environment.mode != "plain" and environment.network.mode == "no-network":
             return AgentResult(
                 exit_code=None,
                 error="claude-code needs network to install the CLI and reach MODEL_BASE_URL, and this "

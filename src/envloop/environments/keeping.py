@@ -1,4 +1,7 @@
-"""Keeping a trial's logs: copy them out of the instance, masking secret values on the way.
+"""Keeping a trial's files: copy them out of the instance, masking secret values on the way.
+
+Every environment hands what leaves it through here (environments/sandbox.py), so no provider can
+forget to mask.
 
 Secrets are masked in every kept file, not only in ones that look like text: a leaked key in a
 binary log is still leaked, and in file names too. Files are streamed in chunks, so large logs
@@ -23,53 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from envloop.core.trial import TrialOutcome
+from envloop.core.masking import MASK, mask_text
 from envloop.environments.instance import walk_tree
 
-MASK = b"***"
 _CHUNK = 1024 * 1024
-
-
-def mask_text(text: str, secrets: Iterable[str]) -> str:
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
-        text = text.replace(secret, MASK.decode())
-    return text
-
-
-def mask_outcome(outcome: TrialOutcome, secrets: Iterable[str]) -> TrialOutcome:
-    """The outcome with secret values masked in every field that can carry trial output: the
-    error message, the reward note (a verifier may write `score for $JUDGE_KEY`), dimension names
-    (a secret used as a reward.json key), warnings, the sandbox note and the stop reason. Two
-    dimension names that mask alike are kept apart by a suffix rather than merged."""
-    secrets = [s for s in secrets if s]
-    if not secrets:
-        return outcome
-
-    def masked(text: str | None) -> str | None:
-        return None if text is None else mask_text(text, secrets)
-
-    dimensions: dict[str, float] = {}
-    for name, value in outcome.dimensions.items():
-        key = mask_text(name, secrets)
-        if key != name:
-            base, number = key, 1
-            while key in dimensions or key in outcome.dimensions:
-                number += 1
-                key = f"{base} ({number})"
-        dimensions[key] = value
-    error = outcome.error
-    return outcome.model_copy(
-        update={
-            "error": None
-            if error is None
-            else error.model_copy(update={"message": mask_text(error.message, secrets)}),
-            "reward_note": masked(outcome.reward_note),
-            "dimensions": dimensions,
-            "warnings": [mask_text(w, secrets) for w in outcome.warnings],
-            "sandbox_note": masked(outcome.sandbox_note),
-            "stop_reason": masked(outcome.stop_reason),
-        }
-    )
 
 
 MAX_KEPT_FILE_BYTES = 32 * 1024 * 1024
@@ -80,6 +40,11 @@ def _mask_bytes(data: bytes, secrets: list[bytes]) -> bytes:
     for secret in secrets:
         data = data.replace(secret, MASK)
     return data
+
+
+def mask_bytes(data: bytes, secrets: Iterable[str]) -> bytes:
+    """`data` with every secret masked, longest first (as `mask_text` does for text)."""
+    return _mask_bytes(data, sorted({s.encode() for s in secrets if s}, key=len, reverse=True))
 
 
 def _overlap(data: bytes, secrets: list[bytes], *, at_start: bool) -> int:

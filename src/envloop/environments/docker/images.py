@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from envloop.environments.docker.base_images import honoured_images
 from envloop.environments.docker.cli import docker, docker_binary, first_line, image_id
@@ -169,6 +169,10 @@ class BuildSettings(BaseModel):
     """How long the build may take; capped by ENVLOOP_DOCKER_BUILD_TIMEOUT_SEC."""
     docker_image: str | None = None
     """A prebuilt image to use instead of building the Dockerfile (it must be on this machine)."""
+    dockerfile: str = "Dockerfile"
+    """The Dockerfile's path in the build context (a compose service's `build.dockerfile`)."""
+    build_args: dict[str, str] = Field(default_factory=dict)
+    """`--build-arg` values (a compose service's `build.args`)."""
     problem: str | None = None
     """Why the fields cannot be used, when they are malformed."""
 
@@ -225,12 +229,22 @@ def _failure_reason(log: str) -> str:
 
 
 async def _run_build(
-    context: Path, image: str, digest: str, network: BuildNetwork, log_path: Path, timeout: float
+    context: Path,
+    image: str,
+    digest: str,
+    network: BuildNetwork,
+    log_path: Path,
+    timeout: float,
+    settings: BuildSettings,
 ) -> tuple[bool, str | None]:
     """(succeeded, reason if not): `docker build` with its whole output in `log_path`."""
     args = [docker_binary(), "build", "--progress", "plain", "--label", f"{TASK_LABEL}={digest}", "-t", image]
     if network != "default":
         args += ["--network", network]
+    if settings.dockerfile != "Dockerfile":
+        args += ["--file", str(context / settings.dockerfile)]
+    for name, value in settings.build_args.items():
+        args += ["--build-arg", f"{name}={value}"]
     args.append(str(context))
     with log_path.open("wb") as log:
         proc = await asyncio.create_subprocess_exec(
@@ -342,7 +356,7 @@ async def _build(
         return False, settings.problem
     if settings.docker_image is not None:
         return await _use_prebuilt(settings.docker_image, image, log_path)
-    dockerfile = environment_dir / "Dockerfile"
+    dockerfile = environment_dir / settings.dockerfile
     if not dockerfile.is_file():
         log_path.write_text("environment/Dockerfile: missing\n")
         return (
@@ -361,7 +375,7 @@ async def _build(
         log_path.write_text(reason + "\n")
         return False, reason
     timeout = min(build_timeout(), settings.build_timeout_sec or math.inf)
-    return await _run_build(environment_dir, image, digest, network, log_path, timeout)
+    return await _run_build(environment_dir, image, digest, network, log_path, timeout, settings)
 
 
 async def _use_prebuilt(prebuilt: str, image: str, log_path: Path) -> tuple[bool, str | None]:
