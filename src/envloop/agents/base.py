@@ -49,6 +49,7 @@ class AgentInfo(BaseModel):
     records_steps: bool = Field(
         default=False, description="writes its own model and tool steps into the trial's trajectory"
     )
+    speaks_mcp: bool = Field(default=False, description="uses the task's MCP servers (agents/mcp.py)")
 
 
 class AgentResult(BaseModel):

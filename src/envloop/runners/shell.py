@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from envloop.agents import AGENTS, Agent, AgentContext, find_agent
 from envloop.agents.base import AgentResult
+from envloop.agents.mcp import unspoken
 from envloop.core.masking import mask_outcome, mask_text
 from envloop.core.params import ComponentParams, ParamReader, param, params_schema
 from envloop.core.trajectory import (
@@ -291,6 +292,9 @@ class ShellRunner:
             variables["ENVLOOP_INSTRUCTION"] = task.instruction
         if spec.max_steps is not None:
             variables["ENVLOOP_MAX_STEPS"] = str(spec.max_steps)
+        unused = None if agent.info.speaks_mcp else unspoken(task, agent.info.name)
+        if unused is not None and unused not in environment.warnings:
+            environment.warnings.append(unused)
         recording = None
         if not agent.info.records_steps:
             recorder.add(UserStep(text=task.instruction))
