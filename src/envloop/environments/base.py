@@ -23,7 +23,10 @@ if TYPE_CHECKING:
     from envloop.tasks.phases import NetworkPolicy
     from envloop.trajectories.workspace import Snapshot
 
-Mount = Literal["tests", "solution", "verifier_logs"]
+Mount = Literal["tests", "solution", "verifier_logs", "fresh_home"]
+"""What a command is shown fresh: the task's tests or solution (read-only), an empty verifier log
+directory, or an empty HOME of its own (`fresh_home`: nothing an agent left in its HOME, such as a
+Python user site, a shell start-up file or a git configuration, runs as part of the verifier)."""
 Mounts = frozenset[Mount]
 NO_MOUNTS: Mounts = frozenset()
 

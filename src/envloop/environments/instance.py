@@ -43,6 +43,7 @@ class InstancePaths(BaseModel):
     tmp: Path
     home: Path
     verifier_logs: Path
+    verifier_home: Path
 
     @property
     def agent_logs(self) -> Path:
@@ -88,6 +89,7 @@ def instance_paths(root: Path) -> InstancePaths:
         tmp=root / "tmp",
         home=root / "tmp" / "home",
         verifier_logs=root / "verifier",
+        verifier_home=root / "verifier-home",
     )
 
 

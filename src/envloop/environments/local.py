@@ -162,7 +162,11 @@ class LocalEnvironmentProvider:
             # Plain commands name host paths: the verifier writes where $ENVLOOP_LOGS_DIR says.
             paths = paths.model_copy(update={"verifier_logs": paths.logs / "verifier"})
             visible = VisiblePaths(
-                **{k: str(v) for k, v in paths.model_dump().items() if k not in ("root", "verifier_logs")}
+                **{
+                    k: str(v)
+                    for k, v in paths.model_dump().items()
+                    if k not in ("root", "verifier_logs", "verifier_home")
+                }
             )
         note = _note(
             executable is not None, limits, cgroups, quota_mounted, host_uid, warnings, cgroup_limits

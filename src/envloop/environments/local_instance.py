@@ -106,6 +106,7 @@ class LocalEnvironment(EnvironmentBase):
             warnings=warnings,
             defaults=defaults,
             network=network,
+            fresh_home="/verifier-home" if mode == "bwrap" else str(paths.verifier_home),
         )
         self.mode: SandboxMode = mode
         self.paths = paths
@@ -132,6 +133,7 @@ class LocalEnvironment(EnvironmentBase):
         refused)."""
         normal = posixpath.normpath(path)
         pairs = [
+            (self.fresh_home, self.paths.verifier_home),
             (self.visible.verifier_logs, self.paths.verifier_logs),
             (self.visible.home, self.paths.home),
             (self.visible.tmp, self.paths.tmp),
@@ -202,7 +204,8 @@ class LocalEnvironment(EnvironmentBase):
             if self.host_uid is not None:
                 os.chown(host, self.host_uid, self.host_uid)
             if self.mode == "bwrap":
-                files.empty_directory(self.paths.logs / "verifier")
+                if path == self.visible.verifier_logs:
+                    files.empty_directory(self.paths.logs / "verifier")
                 self._binds[path] = ["--bind", str(host), path]
             return
         if not (path == self.visible.tests and self._unseen_tests):

@@ -72,6 +72,7 @@ class EnvironmentBase(ABC):
         warnings: list[str],
         defaults: Mapping[str, str],
         network: NetworkPolicy = NO_NETWORK,
+        fresh_home: str = "/verifier-home",
     ) -> None:
         self.visible = visible
         self.limits = limits
@@ -89,6 +90,8 @@ class EnvironmentBase(ABC):
             }
         )
         self._shown: set[Mount] = set()
+        self.fresh_home = fresh_home
+        """Where a command shown `fresh_home` finds its empty HOME."""
         self._network_log: list[str] = []
         """Each phase's policy, in order (`agent public`), for the note."""
 
@@ -183,6 +186,8 @@ class EnvironmentBase(ABC):
     ) -> ExecResult:
         await self._show(mounts)
         variables = checked_env({**self._variables, **self.network_variables(), **(env or {})})
+        if "fresh_home" in mounts:
+            variables["HOME"] = self.fresh_home
         started = time.monotonic()
         with _capture(stdout_path) as out, _capture(stderr_path) as err:
             ran = await self._run(
@@ -218,15 +223,20 @@ class EnvironmentBase(ABC):
                 await self._place(self.visible.solution, [self._task.solution_dir])
             if "verifier_logs" in mounts:
                 await self._place(self.visible.verifier_logs, None)
+            if "fresh_home" in mounts:
+                await self._place(self.fresh_home, None)
         except OSError as exc:
             reason = exc.strerror or str(exc)
             raise EnvironmentSetupError(f"could not prepare {', '.join(sorted(mounts))}: {reason}") from None
         self._shown |= {mount for mount in mounts if mount != "verifier_logs"}
 
     def _mount_path(self, mount: Mount) -> str:
-        return {"tests": self.visible.tests, "solution": self.visible.solution}.get(
-            mount, self.visible.verifier_logs
-        )
+        paths = {
+            "tests": self.visible.tests,
+            "solution": self.visible.solution,
+            "fresh_home": self.fresh_home,
+        }
+        return paths.get(mount, self.visible.verifier_logs)
 
     async def write_file(self, path: str, data: bytes) -> None:
         await self._write(_checked_path(path), data)

@@ -30,7 +30,7 @@ from envloop.tasks.model import HarborTask, TaskStep
 from envloop.tasks.phases import phase_networks, verifier_mode
 
 _REWARD_READ_LIMIT = 1024 * 1024
-SHARED_MOUNTS: Mounts = frozenset({"tests", "verifier_logs"})
+SHARED_MOUNTS: Mounts = frozenset({"tests", "verifier_logs", "fresh_home"})
 SEPARATE_MOUNTS: Mounts = frozenset({"verifier_logs"})
 """A separate verifier's image holds its own tests (Harbor does not copy them in)."""
 

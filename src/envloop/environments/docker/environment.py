@@ -66,6 +66,7 @@ class DockerEnvironment(EnvironmentBase):
             note=note,
             warnings=warnings,
             defaults=defaults or {},
+            fresh_home="/tmp/envloop-verifier-home",
         )
         self.container = container
         self._networks = networks
