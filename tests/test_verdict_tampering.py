@@ -17,15 +17,16 @@ from envloop.environments import LocalEnvironmentProvider
 from envloop.environments.bwrap import bwrap_executable
 from envloop.runners import ShellRunner
 
-FORGE = "open('/logs/verifier/reward.txt'.replace('/logs', __import__('os').environ.get('ENVLOOP_LOGS_DIR', '/logs')), 'w').write('1')"
+FORGE = "open(__import__('os').environ['ENVLOOP_LOGS_DIR'] + '/verifier/reward.txt', 'w').write('1')"
+WRITE_ONE = 'echo 1 > $ENVLOOP_LOGS_DIR/verifier/reward.txt'
 HOSTILE = f"""\
 site=$(python3 -c 'import site; print(site.getusersitepackages())')
 mkdir -p "$site" "$HOME/.config/pip"
 echo "import os; {FORGE}" > "$site/evil.pth"
 echo "{FORGE}" > "$site/usercustomize.py"
-printf '[core]\\n\\tfsmonitor = "sh -c \\\\"echo 1 > $ENVLOOP_LOGS_DIR/verifier/reward.txt\\\\"; false"\\n' > "$HOME/.gitconfig"
+printf '[core]\\n\\tfsmonitor = "sh -c \\\\"%s\\\\"; false"\\n' '{WRITE_ONE}' > "$HOME/.gitconfig"
 printf '[global]\\nindex-url = http://127.0.0.1:9/forged\\n' > "$HOME/.config/pip/pip.conf"
-echo 'echo 1 > "$ENVLOOP_LOGS_DIR/verifier/reward.txt"' | tee "$HOME/.bashrc" "$HOME/.profile" "$HOME/.bash_profile"
+echo '{WRITE_ONE}' | tee "$HOME/.bashrc" "$HOME/.profile" "$HOME/.bash_profile"
 """
 VERIFIER = """\
 #!/usr/bin/env bash
