@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from envloop.core.trial import VerifierEnvironment
 from envloop.environments.base import EnvironmentSetupError
 from envloop.tasks.model import EnvironmentSection, HarborTask
 
@@ -21,6 +22,7 @@ MAX_CPUS_VARIABLE = "ENVLOOP_MAX_CPUS"
 MAX_DISK_VARIABLE = "ENVLOOP_MAX_DISK_MB"
 MAX_TIMEOUT_VARIABLE = "ENVLOOP_MAX_TIMEOUT_SEC"
 NETWORK_VARIABLE = "ENVLOOP_TRIAL_NETWORK"
+VERIFIER_VARIABLE = "ENVLOOP_VERIFIER_ENVIRONMENT"
 
 DEFAULT_MEMORY_MB = 4096
 DEFAULT_DISK_MB = 10240
@@ -43,6 +45,9 @@ class OperatorPolicy(BaseModel):
     max_disk_mb: int = Field(default=DEFAULT_DISK_MB, gt=0)
     max_timeout_sec: float = Field(default=4 * 3600.0, gt=0)
     network: TrialNetworkPolicy = "task"
+    verifier_environment: VerifierEnvironment = "task"
+    """`separate`: every verifier of this worker's trials runs in a fresh environment, whatever
+    the job asked."""
 
 
 def _number(environ: Mapping[str, str], name: str, kind: type[int] | type[float]) -> float | None:
@@ -59,7 +64,8 @@ def _number(environ: Mapping[str, str], name: str, kind: type[int] | type[float]
 
 
 def operator_policy(environ: Mapping[str, str] | None = None) -> OperatorPolicy:
-    """The ceilings from ENVLOOP_MAX_* and ENVLOOP_TRIAL_NETWORK; a bad value fails the trial's
+    """The ceilings from ENVLOOP_MAX_*, ENVLOOP_TRIAL_NETWORK and ENVLOOP_VERIFIER_ENVIRONMENT; a bad
+    value fails the trial's
     setup with a message naming the variable rather than running it unbounded."""
     env = os.environ if environ is None else environ
     values: dict[str, object] = {}
@@ -79,6 +85,10 @@ def operator_policy(environ: Mapping[str, str] | None = None) -> OperatorPolicy:
     if network not in ("task", "none"):
         raise EnvironmentSetupError(f"{NETWORK_VARIABLE}={network[:40]!r}: expected task or none")
     values["network"] = network
+    verifier = env.get(VERIFIER_VARIABLE, "").strip() or "task"
+    if verifier not in ("task", "separate"):
+        raise EnvironmentSetupError(f"{VERIFIER_VARIABLE}={verifier[:40]!r}: expected task or separate")
+    values["verifier_environment"] = verifier
     return OperatorPolicy.model_validate(values)
 
 

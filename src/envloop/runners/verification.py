@@ -13,6 +13,7 @@ artifacts are kept (handoff.py). Then the verifier runs where the task says (tas
 The reward is read from the verifier's log directory as the verifier left it, never through a link.
 """
 
+import shutil
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
@@ -23,6 +24,8 @@ from envloop.core.trial import PhaseRecord, TrialError, TrialSpec
 from envloop.core.verifier_failures import environment_failure
 from envloop.environments import Environment, EnvironmentProvider, EnvironmentSetupError
 from envloop.environments.base import Mounts
+from envloop.environments.policy import operator_policy
+from envloop.environments.tampering import Tampering
 from envloop.runners import handoff
 from envloop.runners.shell_phases import PhasePlan, captures_dir, keep_phase_log
 from envloop.runners.shell_steps import verifier_step
@@ -36,9 +39,16 @@ SEPARATE_MOUNTS: Mounts = frozenset({"verifier_logs"})
 
 
 @runtime_checkable
+class Watched(Protocol):
+    """An environment that can say what an agent changed where a verifier looks (docker)."""
+
+    async def tampering(self) -> list[Tampering]: ...
+
+
+@runtime_checkable
 class VerifierProvider(Protocol):
     def verifier_instance(
-        self, task: HarborTask, spec: TrialSpec, step: TaskStep | None
+        self, task: HarborTask, spec: TrialSpec, step: TaskStep | None, *, task_image: bool = False
     ) -> AbstractAsyncContextManager[Environment]: ...
 
 
@@ -60,7 +70,12 @@ async def verify(
     recorder: TrajectoryRecorder,
     plan: PhasePlan,
 ) -> tuple[RewardReading, TrialError | None]:
-    """Collect hooks and artifacts, then the verifier where the task says; (reading, error)."""
+    """Collect hooks and artifacts, then the verifier where the task (or the job) says;
+    (reading, error)."""
+    if isinstance(environment, Watched):
+        for found in await environment.tampering():
+            environment.warnings.append(f"tamper: {found.describe()}")
+    log = f"{plan.logs}/handoff".lstrip("/")
     lines = await handoff.run_hooks(
         environment, handoff.hooks(task, step), captures_dir(spec) / plan.logs / "collect"
     )
@@ -68,13 +83,19 @@ async def verify(
         environment, handoff.declared(task, step), spec.artifacts_dir / plan.logs / "artifacts"
     )
     lines += [f"artifact {source}" for source, _ in kept.kept] + kept.notes
-    if lines:
-        keep_phase_log(spec, f"{plan.logs}/handoff".lstrip("/"), "\n".join(lines) + "\n")
     networks = phase_networks(task.config, step.config if step else None)
-    if verifier_mode(task.config, step.config if step else None) == "shared":
+    opener = provider if isinstance(provider, VerifierProvider) else None
+    separate = verifier_mode(task.config, step.config if step else None) == "separate"
+    apart = not separate and "separate" in (spec.verifier_environment, operator_policy().verifier_environment)
+    if apart and opener is None:
+        lines.append("verifier environment separate: this environment has none, so the verifier ran in the "
+                     "agent's environment (from a HOME of its own)")  # fmt: skip
+        apart = False
+    if lines:
+        keep_phase_log(spec, log, "\n".join(lines) + "\n")
+    if not separate and not apart:
         await environment.set_network(networks.verifier, _phase("verifier", step))
         return await run_verifier(environment, task, spec, phases, recorder, plan, SHARED_MOUNTS)
-    opener = provider if isinstance(provider, VerifierProvider) else None
     started = _now()
     if opener is None:  # submission refuses such jobs; a worker's plugin provider may still lack it
         phases.append(PhaseRecord(name="verifier", started_at=started, ended_at=_now()))
@@ -82,17 +103,23 @@ async def verify(
         return RewardReading(reward=None, note="the verifier did not run"), TrialError(
             type="verifier_error", message=message
         )
+    if apart:
+        # The working directory goes along, as the agent's environment would have shown it.
+        workdir = spec.artifacts_dir / plan.logs / ".workdir"
+        lines += await environment.get_dir(environment.visible.app, workdir)
+        kept.kept.insert(0, (environment.visible.app, workdir))
     try:
-        async with opener.verifier_instance(task, spec, step) as separate:
-            await separate.set_network(networks.verifier, _phase("separate verifier", step))
-            await handoff.hand_over(separate, kept)
-            reading, error = await run_verifier(separate, task, spec, phases, recorder, plan, SEPARATE_MOUNTS)
-            await separate.stop()
-            notes = await separate.get_dir(
-                separate.visible.verifier_logs, spec.artifacts_dir / plan.logs / "verifier"
+        async with opener.verifier_instance(task, spec, step, task_image=apart) as fresh:
+            await fresh.set_network(networks.verifier, _phase("separate verifier", step))
+            await handoff.hand_over(fresh, kept)
+            mounts = SHARED_MOUNTS if apart else SEPARATE_MOUNTS
+            reading, error = await run_verifier(fresh, task, spec, phases, recorder, plan, mounts)
+            await fresh.stop()
+            lines += await fresh.get_dir(
+                fresh.visible.verifier_logs, spec.artifacts_dir / plan.logs / "verifier"
             )
-            if notes:
-                keep_phase_log(spec, f"{plan.logs}/handoff".lstrip("/"), "\n".join(lines + notes) + "\n")
+            lines.append(f"verifier: a fresh environment ({fresh.note})")
+            keep_phase_log(spec, log, "\n".join(lines) + "\n")
             return reading, error
     except EnvironmentSetupError as exc:
         phases.append(PhaseRecord(name="verifier", started_at=started, ended_at=_now()))
@@ -100,6 +127,9 @@ async def verify(
         return reading, TrialError(
             type="verifier_error", message=f"the separate verifier's environment could not start: {exc}"
         )
+    finally:
+        if apart:
+            shutil.rmtree(spec.artifacts_dir / plan.logs / ".workdir", ignore_errors=True)
 
 
 async def _read_reward_file(environment: Environment, path: str) -> str | None:

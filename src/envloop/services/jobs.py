@@ -70,6 +70,8 @@ def _request_digest(request: JobRequest) -> str:
     unset = {"environment"} if request.environment is None else set()
     if not request.skip_unsupported:
         unset.add("skip_unsupported")
+    if request.verifier_environment == "task":
+        unset.add("verifier_environment")
     body = request.model_dump(mode="json", exclude={"request_id", *unset})
     return "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
@@ -251,6 +253,7 @@ def _create(
         verifier_timeout_sec=request.verifier_timeout_sec,
         environment=request.environment,
         skip_unsupported=request.skip_unsupported,
+        verifier_environment=request.verifier_environment,
         skipped=[item.model_dump() for item in skipped] or None,
         tasks=tasks,
         tags=request.tags,
@@ -372,6 +375,7 @@ def _views(session: Session, page: list[Job]) -> list[JobView]:
             verifier_timeout_sec=job.verifier_timeout_sec,
             environment=job.environment,
             skip_unsupported=job.skip_unsupported,
+            verifier_environment=job.verifier_environment,
             skipped=[SkippedTask.model_validate(item) for item in job.skipped or []],
             tags=dict(job.tags),
             request_id=job.request_id,
@@ -485,5 +489,6 @@ def export_job(ctx: Context, job_id: str) -> JobRequest:
         verifier_timeout_sec=view.verifier_timeout_sec,
         environment=view.environment,
         skip_unsupported=view.skip_unsupported,
+        verifier_environment=view.verifier_environment,
         tags=view.tags,
     )

@@ -23,6 +23,7 @@ from envloop.environments.docker.networks import TrialNetworks
 from envloop.environments.docker.workspace import ContainerSnapshots
 from envloop.environments.policy import EffectiveLimits
 from envloop.environments.sandbox import EnvironmentBase, PathKind, RunOutcome
+from envloop.environments.tampering import Tampering, tampering
 from envloop.tasks.model import HarborTask, TaskUser
 from envloop.tasks.phases import NetworkPolicy
 from envloop.trajectories.workspace import Snapshot
@@ -81,6 +82,8 @@ class DockerEnvironment(EnvironmentBase):
         self._oom_seen = 0
         self._oom_pending = False
         self._proxy: dict[str, str] = {}
+        self._clean: dict[str, int] | None = None
+        """The container's diff from its image once set up, before any agent ran."""
 
     async def _run(
         self,
@@ -197,6 +200,23 @@ class DockerEnvironment(EnvironmentBase):
 
     def network_variables(self) -> dict[str, str]:
         return dict(self._proxy)
+
+    async def mark_clean(self) -> None:
+        """Remember the container as set up: what changes after this is the agent's doing."""
+        self._clean = await self.container.changes()
+
+    async def tampering(self) -> list[Tampering]:
+        """What changed since `mark_clean` that a verifier here may run or read (the agent's
+        working directory and log directory are its own to change)."""
+        if self._clean is None:
+            return []
+        try:
+            now = await self.container.changes()
+        except DockerError as exc:
+            self.warnings.append(f"what the agent changed could not be listed: {exc}")
+            return []
+        changed = [path for path, kind in now.items() if self._clean.get(path) != kind]
+        return tampering(changed, ignored=[self.visible.app, self.visible.agent_logs, HOME_DIR])
 
     def service(self, name: str) -> "DockerEnvironment | None":
         """The trial's compose service `name` as an environment of its own (for collect hooks and

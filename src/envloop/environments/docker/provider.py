@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from envloop.core.trial import TrialSpec
 from envloop.environments.base import Environment, EnvironmentSetupError
@@ -67,19 +68,19 @@ class DockerEnvironmentProvider:
         self.build_network = build_network
 
     def instance(self, task: HarborTask, spec: TrialSpec) -> AbstractAsyncContextManager[Environment]:
-        return self._instance(task, spec, None)
+        return self._instance(task, spec, _Role("agent"))
 
     def verifier_instance(
-        self, task: HarborTask, spec: TrialSpec, step: TaskStep | None
+        self, task: HarborTask, spec: TrialSpec, step: TaskStep | None, *, task_image: bool = False
     ) -> AbstractAsyncContextManager[Environment]:
-        """A separate verifier's environment for the task (or one of its steps)."""
-        return self._instance(task, spec, step or _WHOLE_TASK)
+        """A separate verifier's environment for the task (or one of its steps): from the image
+        Harbor's separate mode builds from tests/, or (`task_image`, for jobs that run every
+        verifier apart) a fresh container of the task's own image."""
+        return self._instance(task, spec, _Role("verifier-copy" if task_image else "verifier", step))
 
     @contextlib.asynccontextmanager
-    async def _instance(
-        self, task: HarborTask, spec: TrialSpec, verifier_of: "TaskStep | _Whole | None"
-    ) -> AsyncIterator[Environment]:
-        plan = await self._plan(task, spec, verifier_of)
+    async def _instance(self, task: HarborTask, spec: TrialSpec, role: "_Role") -> AsyncIterator[Environment]:
+        plan = await self._plan(task, spec, role)
         limits, warnings = plan.limits, plan.warnings
         labels = {RUN_LABEL: spec.run_id, JOB_LABEL: spec.job_id}
         run = _Run(TrialNetworks(f"{spec.run_id}-{plan.role}", spec.trial_id))
@@ -144,26 +145,22 @@ class DockerEnvironmentProvider:
             if plan.needs_network:
                 # Started on the internal network so that later phases can be attached to others.
                 await environment.enter_network(plan.baseline)
-            if verifier_of is None:
+            if role.kind == "agent":
                 await _setup(environment, _agent_users(task), verifier=False)
+                await environment.mark_clean()
             else:
-                await _setup(environment, {}, verifier=True)
+                await _setup(environment, {}, verifier=role.kind == "verifier")
             yield environment
         finally:
             problems = await finish_even_if_cancelled(run.teardown())
             if environment is not None:
                 environment.warnings.extend(problems)
 
-    async def _plan(
-        self, task: HarborTask, spec: TrialSpec, verifier_of: "TaskStep | _Whole | None"
-    ) -> "_Plan":
+    async def _plan(self, task: HarborTask, spec: TrialSpec, role: "_Role") -> "_Plan":
         """What one instance is made of: its image, limits, baseline network and sidecars."""
-        step = verifier_of if isinstance(verifier_of, TaskStep) else None
-        section = (
-            task.config.environment
-            if verifier_of is None
-            else verifier_section(task.config, step.config if step else None)
-        )
+        step = role.step.config if role.step is not None else None
+        separate = verifier_section(task.config, step)
+        section = separate if role.kind == "verifier" else task.config.environment
         if section is None:  # the caller asked for a separate verifier the task does not have
             raise EnvironmentSetupError("this verifier runs in the agent's environment")
         limits, warnings = resolve_limits(
@@ -174,33 +171,34 @@ class DockerEnvironmentProvider:
             verifier_timeout_sec=spec.verifier_timeout_sec,
         )
         compose = None
-        if verifier_of is None:
+        networks_of = phase_networks(task.config, step)
+        if role.kind == "verifier":
+            context = verifier_context(task, role.step)
+            relative = context.relative_to(task.root).as_posix()
+            digest = "sha256:" + hashlib.sha256(f"{task.digest}#verifier:{relative}".encode()).hexdigest()
+            image, image_id = await self._image(context, digest, section)
+            baseline = networks_of.verifier_baseline or NO_NETWORK
+            policies = [baseline, networks_of.verifier]
+        else:
             image, image_id = await self._image(task.environment_dir, task.digest, section)
             everything = task_networks(task.config)
             policies = [p for networks in everything for p in (networks.baseline, networks.agent)]
             policies += [n.verifier for n in everything if n.verifier_baseline is None]
-            baseline = phase_networks(task.config).baseline
-            role = "agent"
-            try:
-                compose = read_compose(task.environment_dir)
-            except ComposeError as exc:
-                raise EnvironmentSetupError(str(exc)) from None
-        else:
-            context = verifier_context(task, step)
-            relative = context.relative_to(task.root).as_posix()
-            digest = "sha256:" + hashlib.sha256(f"{task.digest}#verifier:{relative}".encode()).hexdigest()
-            image, image_id = await self._image(context, digest, section)
-            networks_of = phase_networks(task.config, step.config if step else None)
-            baseline = networks_of.verifier_baseline or NO_NETWORK
-            policies = [baseline, networks_of.verifier]
-            role = f"verifier-{step.name}" if step else "verifier"
-        if spec.network and verifier_of is None:
+            baseline = networks_of.baseline
+            if role.kind == "agent":
+                try:
+                    compose = read_compose(task.environment_dir)
+                except ComposeError as exc:
+                    raise EnvironmentSetupError(str(exc)) from None
+            else:
+                baseline, policies = networks_of.verifier, [networks_of.verifier]
+        if spec.network and role.kind == "agent":
             policies.append(NetworkPolicy(mode="public"))
         if not limits.network:
             baseline = NO_NETWORK
         workdir, image_user = await _image_config(image, image_id)
         return _Plan(
-            role=role,
+            role=role.name,
             image=image,
             limits=limits,
             warnings=warnings,
@@ -209,7 +207,7 @@ class DockerEnvironmentProvider:
             needs_network=compose is not None
             or (limits.network and any(p.mode != "no-network" for p in policies)),
             compose=compose,
-            note=_note(image, limits, task, image_user, role),
+            note=_note(image, limits, task, image_user, role.name),
         )
 
     async def _image(self, context: Path, digest: str, section: EnvironmentSection) -> tuple[str, str | None]:
@@ -230,11 +228,17 @@ class DockerEnvironmentProvider:
         return outcome.image, outcome.image_id
 
 
-class _Whole:
-    """A separate verifier of the whole task (not of one step)."""
+@dataclass(frozen=True)
+class _Role:
+    """Whose instance: the agent's, a separate verifier's (Harbor's, from tests/), or a verifier's
+    fresh copy of the task's own image; of the whole task or one step."""
 
+    kind: Literal["agent", "verifier", "verifier-copy"]
+    step: TaskStep | None = None
 
-_WHOLE_TASK = _Whole()
+    @property
+    def name(self) -> str:
+        return self.kind if self.step is None else f"{self.kind}-{self.step.name}"
 
 
 @dataclass
