@@ -213,22 +213,31 @@ class EnvironmentBase(ABC):
     async def _show(self, mounts: Mounts) -> None:
         """Fresh tests, solution or verifier logs for this command; tests and solution a previous
         command was shown go first (a later step's agent never sees an earlier step's tests)."""
-        for mount in sorted(self._shown - set(mounts)):
-            await self._clear(self._mount_path(mount))
-            self._shown.discard(mount)
+        gone = [self._mount_path(mount) for mount in sorted(self._shown - set(mounts))]
+        fresh: list[tuple[str, Sequence[Path] | None]] = []
+        if "tests" in mounts:
+            fresh.append((self.visible.tests, self._task.tests_sources or [self._task.tests_dir]))
+        if "solution" in mounts:
+            fresh.append((self.visible.solution, [self._task.solution_dir]))
+        if "verifier_logs" in mounts:
+            fresh.append((self.visible.verifier_logs, None))
+        if "fresh_home" in mounts:
+            fresh.append((self.fresh_home, None))
+        if not gone and not fresh:
+            return
         try:
-            if "tests" in mounts:
-                await self._place(self.visible.tests, self._task.tests_sources or [self._task.tests_dir])
-            if "solution" in mounts:
-                await self._place(self.visible.solution, [self._task.solution_dir])
-            if "verifier_logs" in mounts:
-                await self._place(self.visible.verifier_logs, None)
-            if "fresh_home" in mounts:
-                await self._place(self.fresh_home, None)
+            await self._prepare(gone, fresh)
         except OSError as exc:
             reason = exc.strerror or str(exc)
             raise EnvironmentSetupError(f"could not prepare {', '.join(sorted(mounts))}: {reason}") from None
-        self._shown |= {mount for mount in mounts if mount != "verifier_logs"}
+        self._shown = {mount for mount in mounts if mount != "verifier_logs"}
+
+    async def _prepare(self, gone: list[str], fresh: list[tuple[str, Sequence[Path] | None]]) -> None:
+        """Clear each of `gone`, then place each of `fresh`; a provider may do it all at once."""
+        for path in gone:
+            await self._clear(path)
+        for path, layers in fresh:
+            await self._place(path, layers)
 
     def _mount_path(self, mount: Mount) -> str:
         paths = {

@@ -299,6 +299,13 @@ class Container:
             archive.write(transfer.pack_bytes(data, top, mode, owner or Owner()))
             await self._extract_into(parent, archive)
 
+    async def make_directories(self, directories: list[tuple[str, int]]) -> None:
+        """Create the absolute `directories` (parents as needed) with their modes, owned by root,
+        in one archive upload."""
+        with tempfile.TemporaryFile() as archive:
+            archive.write(transfer.pack_directories([(path.lstrip("/"), mode) for path, mode in directories]))
+            await self._extract_into("/", archive)
+
     async def _extract_into(self, parent: str, archive: BinaryIO) -> None:
         """Unpack the tar stream `archive` under `parent` (created when missing). Owners are the
         archive's numeric ones: a user only the image has needs no lookup on the host."""

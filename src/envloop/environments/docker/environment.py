@@ -137,6 +137,23 @@ class DockerEnvironment(EnvironmentBase):
     async def _clear(self, path: str) -> None:
         await self._root('rm -rf -- "$1"', path)
 
+    async def _prepare(self, gone: list[str], fresh: list[tuple[str, Sequence[Path] | None]]) -> None:
+        """One root command clears and makes every directory, then the layers go in as archives."""
+        script = ['rm -rf -- "$@"']
+        for index, (_, layers) in enumerate(fresh, start=len(gone) + 1):
+            present = [layer for layer in layers or [] if layer.is_dir()]
+            if layers is None:
+                script.append(f'mkdir -p -- "${{{index}}}" && chmod 777 -- "${{{index}}}"')
+            elif not present:
+                script.append(f'mkdir -p -- "${{{index}}}"')
+        await self._root(" && ".join(script), *gone, *(path for path, _ in fresh))
+        try:
+            for path, layers in fresh:
+                for layer in [layer for layer in layers or [] if layer.is_dir()]:
+                    await self.container.put_dir(layer, path, readable=True)
+        except (DockerError, ValueError) as exc:
+            raise EnvironmentSetupError(f"could not copy the tests or solution in: {exc}") from None
+
     async def _write(self, path: str, data: bytes) -> None:
         try:
             await self.container.put_file(path, data, mode=0o644)

@@ -15,6 +15,7 @@ image built from the task's (or the step's) `tests/` (`verifier_instance`).
   task capped by the operator's ceilings; disk is a largest-file limit only (no quota).
 """
 
+import asyncio
 import contextlib
 import hashlib
 from collections.abc import AsyncIterator
@@ -330,13 +331,28 @@ def _agent_users(task: HarborTask) -> dict[str, str]:
 async def _setup(environment: DockerEnvironment, agent_users: dict[str, str], *, verifier: bool) -> None:
     """The directories every trial has, and a check that each agent user exists in the image
     (before any agent runs, so a later step cannot fail half-way for want of its user). An agent's
-    image never shows tests or a solution of its own; a separate verifier's holds its tests."""
-    await environment._root(
-        'mkdir -p -- "$1" /logs/agent /logs/verifier "$2" && chmod 1777 /logs/agent "$2" '
-        f"&& {'' if verifier else 'rm -rf /tests /solution && '}mkdir -p -m 0700 {PRIVATE_DIR}",
-        environment.visible.app,
-        HOME_DIR,
-    )
+    image never shows tests or a solution of its own; a separate verifier's holds its tests. One
+    archive upload makes the directories; a command runs only when the image has something to take
+    away."""
+    container = environment.container
+    app = environment.visible.app
+    try:
+        app_kind, tests, solution = await asyncio.gather(
+            container.path_kind(app), container.path_kind("/tests"), container.path_kind("/solution")
+        )
+        if app_kind not in (None, "directory"):
+            raise EnvironmentSetupError(f"the working directory {app} is not a directory in the image")
+        directories = [
+            ("/logs/agent", 0o1777),
+            ("/logs/verifier", 0o755),
+            (HOME_DIR, 0o1777),
+            (PRIVATE_DIR, 0o700),
+        ]
+        await container.make_directories(directories + ([(app, 0o755)] if app_kind is None else []))
+    except DockerError as exc:
+        raise EnvironmentSetupError(f"setting up the container failed: {exc}") from None
+    if not verifier and (tests is not None or solution is not None):
+        await environment._root("rm -rf /tests /solution")
     for field, user in agent_users.items():
         check = await environment.container.exec(["true"], user=user, timeout=_SETUP_TIMEOUT_SEC)
         if check.exit_code != 0:
