@@ -277,7 +277,7 @@ class DockerEnvironmentProvider:
             verifier_timeout_sec=spec.verifier_timeout_sec,
             network_requested=spec.network,
         )
-        image, built_id = await self._image(task)
+        image, built_id = await self._image(task, warnings)
         network = await self._network(limits)
         workdir, image_user = await _image_config(image, built_id)
         workdir = task.config.environment.workdir or workdir or DEFAULT_WORKDIR
@@ -340,8 +340,9 @@ class DockerEnvironmentProvider:
             except DockerError as exc:
                 environment.warnings.append(f"the container could not be removed: {exc}")
 
-    async def _image(self, task: HarborTask) -> tuple[str, str | None]:
-        """The task's image name and ID, built or found in the cache."""
+    async def _image(self, task: HarborTask, warnings: list[str]) -> tuple[str, str | None]:
+        """The task's image name and ID, built or found in the cache; each image the operator
+        substituted in it is added to the trial's `warnings`."""
         try:
             outcome = await ensure_task_image(
                 task.environment_dir,
@@ -356,6 +357,7 @@ class DockerEnvironmentProvider:
             raise EnvironmentSetupError(f"the task's image could not be built: {exc}") from None
         if outcome.status == "failed":
             raise EnvironmentSetupError(f"the task's image did not build: {outcome.reason}")
+        warnings += [substitution.describe() for substitution in outcome.substitutions]
         return outcome.image, outcome.image_id
 
     @staticmethod
