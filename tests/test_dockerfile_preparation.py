@@ -117,8 +117,11 @@ def test_the_cache_suffix_changes_with_the_substitutions_that_apply_and_only_tho
 )
 def test_a_standard_frontend_line_is_dropped_and_noted(frontend: str) -> None:
     plan = prepare_dockerfile(f"# syntax={frontend}\n# escape=\\\nFROM debian:bookworm\n", {})
+    alone = prepare_dockerfile(f"# syntax={frontend}\nFROM debian:bookworm\nRUN <<EOF\n", {})
 
+    # The line goes when a directive follows it, else it is blanked so line numbers stay the task's.
     assert plan.text == "# escape=\\\nFROM debian:bookworm\n"
+    assert alone.text == "\nFROM debian:bookworm\nRUN <<EOF\n"
     assert (plan.builtin_frontend, plan.refused_frontend) == (frontend, None)
     assert plan.frontend_note() == (
         f"# syntax={frontend}: built with the daemon's built-in Dockerfile frontend "

@@ -118,7 +118,10 @@ def prepare_dockerfile(dockerfile: str, substitutes: Mapping[str, str]) -> Prepa
     if "syntax" in found.directives:
         line, value = found.directives["syntax"]
         if _STANDARD_FRONTEND.fullmatch(value):
-            builtin, lines[line] = value, ""
+            # A blank line keeps the builder's line numbers those of the task's own file; only
+            # directives after it would stop being directives, so then the line goes instead.
+            later = any(other > line for other, _ in found.directives.values())
+            builtin, lines[line] = value, "" if later else "\n"
         else:
             refused = value
     text = "".join(lines)
