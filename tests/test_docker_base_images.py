@@ -94,6 +94,22 @@ def test_a_versioned_uv_tag_is_made_on_demand_from_that_versions_wheel_and_says_
     assert f"envloop: ghcr.io/astral-sh/uv:0.9.7: made from {wheel}" in records.log_path(digest).read_text()
 
 
+def test_a_uv_version_without_a_wheel_fails_the_build_naming_the_image_and_pips_reason(
+    tmp_path: Path, records: BuildRecords
+) -> None:
+    env = _environment(tmp_path, "FROM debian:bookworm\nCOPY --from=ghcr.io/astral-sh/uv:0.0.999 /uv /bin/\n")
+
+    outcome = _build(env, _digest(), records)
+
+    assert outcome.status == "failed"
+    assert outcome.reason is not None
+    assert outcome.reason.startswith(
+        "COPY --from ghcr.io/astral-sh/uv:0.0.999: could not be made from uv's wheel (pip download "
+        "uv==0.0.999 failed: "
+    )
+    assert "\n" not in outcome.reason
+
+
 def test_a_standard_syntax_line_builds_with_the_built_in_frontend_and_the_log_says_so(
     tmp_path: Path, records: BuildRecords, built: list[str]
 ) -> None:
