@@ -12,7 +12,7 @@ to leave those tasks out. The same detection backs the check every trial makes w
 
 from envloop.environments.base import EnvironmentSetupError
 from envloop.environments.docker.compose import ComposeError, compose_file, read_compose
-from envloop.environments.docker.from_lines import base_images
+from envloop.environments.docker.from_lines import read_images
 from envloop.environments.instance import read_plan
 from envloop.tasks.model import HarborTask
 from envloop.tasks.phases import task_networks, verifier_modes
@@ -88,9 +88,10 @@ def _windows(task: HarborTask) -> str | None:
         return '[environment] os = "windows"'
     dockerfile = task.environment_dir / "Dockerfile"
     try:
-        bases, _ = base_images(dockerfile.read_text(encoding="utf-8", errors="replace"))
+        found = read_images(dockerfile.read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return None
+    bases = [use.image for use in found.uses if use.kind == "FROM"]
     image = next((base for base in bases if base.lower().startswith(_WINDOWS_IMAGES)), None)
     return None if image is None else f"environment/Dockerfile FROM {image[:80]}"
 

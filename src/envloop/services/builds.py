@@ -21,8 +21,11 @@ from envloop.environments.docker.images import (
     BuildRecord,
     BuildRecords,
     build_network,
+    build_plan,
     effective_build_network,
     ensure_task_image,
+    image_key,
+    image_substitutes,
     read_build_settings,
 )
 from envloop.services.context import Context
@@ -39,6 +42,8 @@ class TaskBuildView(BaseModel):
     cache_hit: bool
     duration_sec: float
     reason: str | None = None
+    substitutions: list[str] = []
+    """One line per image the operator substituted (ENVLOOP_IMAGE_SUBSTITUTES)."""
 
 
 class DatasetBuildView(BaseModel):
@@ -58,8 +63,14 @@ def build_records(ctx: Context) -> BuildRecords:
 
 
 def task_build(ctx: Context, digest: str) -> BuildRecord | None:
-    """The last recorded build of a task digest, or None when it was never built here."""
-    return build_records(ctx).read(digest)
+    """The last recorded build of the task's image as it would be built now (under the
+    substitutions that apply to it today), or None when it was never built so here."""
+    substitutes = image_substitutes()
+    key = digest
+    if substitutes:
+        root = ctx.artifacts.task_dir(digest)
+        key = image_key(digest, build_plan(root / "environment", read_build_settings(root), substitutes))
+    return build_records(ctx).read(key)
 
 
 def build_dataset(
@@ -77,6 +88,7 @@ def build_dataset(
     """
     try:
         build_network(network)
+        image_substitutes()
     except BuildConfigError as exc:
         raise UserError(str(exc)) from None
     with ctx.store.read() as session:
@@ -129,6 +141,7 @@ async def _build_all(
             cache_hit=outcome.cache_hit,
             duration_sec=round(outcome.duration_sec, 3),
             reason=outcome.reason,
+            substitutions=[substitution.describe() for substitution in outcome.substitutions],
         )
         views.append(view)
         if on_task is not None:

@@ -16,6 +16,7 @@ from envloop.core.status import JobStatus, TrialStatus
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, member_features, resolve_dataset
 from envloop.services.errors import ConflictError, NotFoundError, UserError
+from envloop.services.missing_images import tasks_missing_images
 from envloop.services.profiles import resolve_profile, resolved_params
 from envloop.services.refs import dataset_ref
 from envloop.services.unsupported import unsupported_tasks
@@ -159,11 +160,15 @@ def _leave_out_unsupported(
     ctx: Context, request: JobRequest, members: list[DatasetMember], tasks: list[str], warnings: list[str]
 ) -> tuple[list[str], list[SkippedTask]]:
     """The tasks left to run and those left out: a task needing a feature the job's environment
-    cannot give, or whose image failed to build, refuses the job unless --skip-unsupported."""
+    cannot give, an image this machine cannot have, or whose image failed to build, refuses the job
+    unless --skip-unsupported."""
     chosen_members = [m for m in members if m.name in set(tasks)]
     skipped = unsupported_tasks(chosen_members, request.environment, request.skip_unsupported, warnings)
     left_out = {s.task for s in skipped}
-    failed = _failed_builds(ctx, [m for m in chosen_members if m.name not in left_out], request)
+    in_containers = _in_containers([m for m in chosen_members if m.name not in left_out], request)
+    skipped += tasks_missing_images(ctx, in_containers, request.skip_unsupported, warnings)
+    left_out = {s.task for s in skipped}
+    failed = _failed_builds(ctx, [m for m in in_containers if m.name not in left_out])
     if failed and request.skip_unsupported:
         skipped += failed
         warnings += [f"task {item.task} not run: {item.reason}" for item in failed]
@@ -173,17 +178,20 @@ def _leave_out_unsupported(
     return [t for t in tasks if t not in left_out], skipped
 
 
-def _failed_builds(ctx: Context, members: list[DatasetMember], request: JobRequest) -> list[SkippedTask]:
-    """Tasks whose image is recorded as failing to build, among those the job would run in a
-    container: all of them with --environment docker, those that need one with auto. Each of their
-    trials could only end in an environment error."""
+def _in_containers(members: list[DatasetMember], request: JobRequest) -> list[DatasetMember]:
+    """The tasks the job would run in a container: all of them with --environment docker, those
+    that need one with auto."""
     if request.environment == "docker":
-        in_containers = members
-    elif request.environment == "auto":
-        in_containers = [
-            m for m in members if any(f.environments == ["docker"] for f in member_features(m) or [])
-        ]
-    else:
+        return members
+    if request.environment == "auto":
+        return [m for m in members if any(f.environments == ["docker"] for f in member_features(m) or [])]
+    return []
+
+
+def _failed_builds(ctx: Context, in_containers: list[DatasetMember]) -> list[SkippedTask]:
+    """Tasks whose image is recorded as failing to build, among those the job would run in a
+    container. Each of their trials could only end in an environment error."""
+    if not in_containers:
         return []
     from envloop.services.builds import task_build  # noqa: PLC0415 - loads the Docker environment
 

@@ -177,11 +177,11 @@ class DockerEnvironmentProvider:
             context = verifier_context(task, role.step)
             relative = context.relative_to(task.root).as_posix()
             digest = "sha256:" + hashlib.sha256(f"{task.digest}#verifier:{relative}".encode()).hexdigest()
-            image, image_id = await self._image(context, digest, section)
+            image, image_id = await self._image(context, digest, section, warnings)
             baseline = networks_of.verifier_baseline or NO_NETWORK
             policies = [baseline, networks_of.verifier]
         else:
-            image, image_id = await self._image(task.environment_dir, task.digest, section)
+            image, image_id = await self._image(task.environment_dir, task.digest, section, warnings)
             everything = task_networks(task.config)
             policies = [p for networks in everything for p in (networks.baseline, networks.agent)]
             policies += [n.verifier for n in everything if n.verifier_baseline is None]
@@ -211,8 +211,11 @@ class DockerEnvironmentProvider:
             note=_note(image, limits, task, image_user, role.name),
         )
 
-    async def _image(self, context: Path, digest: str, section: EnvironmentSection) -> tuple[str, str | None]:
-        """The image built from `context` (or the section's prebuilt image) and its ID."""
+    async def _image(
+        self, context: Path, digest: str, section: EnvironmentSection, warnings: list[str]
+    ) -> tuple[str, str | None]:
+        """The image built from `context` (or the section's prebuilt image) and its ID; each image
+        the operator substituted in it is added to the trial's `warnings`."""
         settings = BuildSettings(
             build_timeout_sec=section.build_timeout_sec, docker_image=section.docker_image
         )
@@ -226,6 +229,7 @@ class DockerEnvironmentProvider:
             raise EnvironmentSetupError(f"the task's image could not be built: {exc}") from None
         if outcome.status == "failed":
             raise EnvironmentSetupError(f"the task's image did not build: {outcome.reason}")
+        warnings += [substitution.describe() for substitution in outcome.substitutions]
         return outcome.image, outcome.image_id
 
 

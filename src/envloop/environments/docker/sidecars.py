@@ -59,7 +59,8 @@ class Sidecars:
         for name in self.compose.startup_order():
             service = self.compose.sidecars[name]
             await self.wait_for(service.depends_on)
-            image = await self._image(name, service, records, build_network)
+            image, substitutions = await self._image(name, service, records, build_network)
+            lines += substitutions
             spec = ContainerSpec(
                 image=image,
                 trial_id=self._trial_id,
@@ -88,21 +89,22 @@ class Sidecars:
 
     async def _image(
         self, name: str, service: Service, records: BuildRecords, build_network: BuildNetwork | None
-    ) -> str:
+    ) -> tuple[str, list[str]]:
+        """The sidecar's image, and a line per image the operator substituted in it."""
         if service.build is None:
             assert service.image is not None
             if await image_id(service.image) is None:
                 raise EnvironmentSetupError(
                     f"sidecar {name!r}: image {service.image} is not on this machine (nothing can be pulled)"
                 )
-            return service.image
+            return service.image, []
         digest = "sha256:" + hashlib.sha256(f"{self._task.digest}#sidecar:{name}".encode()).hexdigest()
         context = self._task.environment_dir / service.build.context
         settings = BuildSettings(dockerfile=service.build.dockerfile, build_args=service.build.args)
         outcome = await ensure_task_image(context, digest, records, network=build_network, settings=settings)
         if outcome.status == "failed":
             raise EnvironmentSetupError(f"sidecar {name!r}: its image did not build: {outcome.reason}")
-        return outcome.image
+        return outcome.image, [f"sidecar {name}: {s.describe()}" for s in outcome.substitutions]
 
     async def wait_for(self, dependencies: dict[str, Dependency]) -> None:
         """Wait until each dependency meets its condition; EnvironmentSetupError when one cannot."""
