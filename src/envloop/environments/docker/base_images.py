@@ -26,6 +26,7 @@ what is absent and tags the aliases.
 """
 
 import argparse
+import asyncio
 import os
 import subprocess
 import sys
@@ -190,7 +191,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-ubuntu", action="store_true", help="without the Ubuntu 24.04 image")
     parser.add_argument("--no-trixie", action="store_true", help="without Debian 13 (and Python 3.13)")
     parser.add_argument("--no-uv", action="store_true", help="without ghcr.io/astral-sh/uv:latest")
+    parser.add_argument(
+        "--no-egress", action="store_true", help="without the allowlist proxy's image (made on first use)"
+    )
     args = parser.parse_args(argv)
+
+    from envloop.environments.base import EnvironmentSetupError  # noqa: PLC0415 (the script alone)
+    from envloop.environments.docker.egress import EGRESS_IMAGE, ensure_egress_image  # noqa: PLC0415
 
     def log(message: str) -> None:
         print(f"base-images: {message}", file=sys.stderr)
@@ -203,7 +210,10 @@ def main(argv: list[str] | None = None) -> int:
             uv=not args.no_uv,
             log=log,
         )
-    except (DockerError, OSError) as exc:
+        if not args.no_egress:
+            log(f"making {EGRESS_IMAGE} (network allowlists) when absent")
+            ready.append(asyncio.run(ensure_egress_image()))
+    except (DockerError, OSError, EnvironmentSetupError) as exc:
         log(f"error: {exc}")
         return 1
     log("ready: " + ", ".join(ready))
