@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -502,3 +503,33 @@ def test_a_feature_the_environment_cannot_honour_is_refused_not_scored(
     assert outcome.reward is None
     assert outcome.error is not None and outcome.error.type == "environment_error"
     assert reason in outcome.error.message
+
+
+@as_root
+def test_another_local_user_cannot_read_a_running_trials_hidden_tests(tmp_path: Path) -> None:
+    task = write_task(tmp_path / "hidden", test_sh="# HIDDEN-TEST-CONTENT\n" + REWARD_ZERO)
+    spec = spec_for(tmp_path, task, "sleep 4")
+    running = threading.Thread(target=run, args=(spec,))
+    running.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not [p for p in instances_under(spec.instance_root) if (p / "tests" / "test.sh").exists()]:
+            assert time.monotonic() < deadline, "the trial never made its instance"
+            time.sleep(0.05)
+        root = next(p for p in instances_under(spec.instance_root) if (p / "tests" / "test.sh").exists())
+        peek = subprocess.run(
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "cat",
+                str(root / "tests" / "test.sh"),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert peek.returncode != 0 and "HIDDEN-TEST-CONTENT" not in peek.stdout
+    finally:
+        running.join()
