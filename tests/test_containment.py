@@ -533,3 +533,29 @@ def test_another_local_user_cannot_read_a_running_trials_hidden_tests(tmp_path: 
         assert peek.returncode != 0 and "HIDDEN-TEST-CONTENT" not in peek.stdout
     finally:
         running.join()
+
+
+@as_root
+def test_what_a_trial_keeps_counts_against_its_disk_quota(tmp_path: Path) -> None:
+    """Output well over a 64 MB quota, printed and left in log files, keeps at most the quota."""
+    task = write_task(tmp_path / "flood", toml="[environment]\nstorage_mb = 64\n")
+    logs = "${ENVLOOP_LOGS_DIR:-/logs}/agent"
+    command = (
+        "head -c 150000000 /dev/zero | tr '\\0' x; "
+        f"for n in 1 2 3; do head -c 40000000 /dev/zero > {logs}/big-$n.log; done; true"
+    )
+    outcome = run(spec_for(tmp_path, task, command))
+    kept = sum(path.stat().st_size for path in (tmp_path / "artifacts").rglob("*") if path.is_file())
+    assert kept <= 64 * 1024 * 1024 + 1024 * 1024, kept  # the quota, and the trial's own records
+    assert any("disk quota" in warning for warning in outcome.warnings), outcome.warnings
+
+
+def test_two_hundred_thousand_log_files_are_kept_only_to_the_cap(tmp_path: Path) -> None:
+    task = write_task(tmp_path / "many")
+    logs = "${ENVLOOP_LOGS_DIR:-/logs}/agent"
+    command = f"mkdir -p {logs}/many && cd {logs}/many && seq 1 200000 | xargs touch"
+    outcome = run(spec_for(tmp_path, task, command))
+    kept = [path for path in (tmp_path / "artifacts" / "agent").rglob("*") if path.is_file()]
+    assert len(kept) <= 10_000
+    assert any("were not kept" in warning for warning in outcome.warnings), outcome.warnings
+    assert outcome.error is None, outcome.error

@@ -28,7 +28,7 @@ from envloop.environments.base import EnvironmentSetupError, VisiblePaths
 from envloop.environments.cgroup2 import UnifiedCgroup
 from envloop.environments.identity import HOST_UIDS
 from envloop.environments.instance import InstancePaths
-from envloop.environments.keeping import copy_tree_masked, move_plain_tree
+from envloop.environments.keeping import KeepBudget, copy_tree_masked, move_plain_tree
 from envloop.environments.launch import LAUNCH_CWD, LAUNCH_ENV, Launcher, open_capture, read_inside
 from envloop.environments.limits import InstanceCgroups
 from envloop.environments.policy import EffectiveLimits
@@ -243,7 +243,7 @@ class LocalEnvironment(EnvironmentBase):
         else:
             shutil.copy(source, target)
 
-    async def _copy_out(self, path: str, target: Path) -> list[str]:
+    async def _copy_out(self, path: str, target: Path, budget: KeepBudget) -> list[str]:
         """Only once the instance is stopped (nothing can plant a link or grow a file any more): a
         small plain tree is moved at once (one rename); anything else is copied on a thread so the
         event loop keeps serving other trials."""
@@ -256,9 +256,9 @@ class LocalEnvironment(EnvironmentBase):
         if not self._stopped:
             # A running command could swap a directory for a link between the walk and the open.
             raise EnvironmentSetupError("the local environment copies files out only after stop()")
-        if move_plain_tree(source, target, (), _INLINE_COPY_ENTRIES):
+        if move_plain_tree(source, target, (), _INLINE_COPY_ENTRIES, budget):
             return []
-        kept = await asyncio.to_thread(copy_tree_masked, source, target, ())
+        kept = await asyncio.to_thread(copy_tree_masked, source, target, (), budget)
         return kept.notes
 
     async def snapshot(self, previous: Snapshot | None = None) -> Snapshot:

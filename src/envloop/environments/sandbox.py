@@ -17,6 +17,7 @@ Paths are always those of the inside; no caller learns a host path of the instan
 
 import asyncio
 import contextlib
+import os
 import tempfile
 import time
 from abc import ABC, abstractmethod
@@ -36,7 +37,13 @@ from envloop.environments.base import (
     Mounts,
     VisiblePaths,
 )
-from envloop.environments.keeping import MAX_KEPT_FILE_BYTES, keep_tree, mask_bytes
+from envloop.environments.keeping import (
+    MAX_KEPT_FILE_BYTES,
+    MAX_KEPT_FILES,
+    KeepBudget,
+    keep_tree,
+    mask_bytes,
+)
 from envloop.environments.policy import NETWORK_VARIABLE, EffectiveLimits
 from envloop.environments.procs import read_tail
 from envloop.environments.variables import checked_env, trial_variables
@@ -90,6 +97,9 @@ class EnvironmentBase(ABC):
             }
         )
         self._shown: set[Mount] = set()
+        self.kept = KeepBudget(files=MAX_KEPT_FILES, bytes=limits.disk_mb << 20)
+        """What the trial may still keep: captured output and copied files count against its disk
+        quota, and against a cap on the number of files."""
         self.fresh_home = fresh_home
         """Where a command shown `fresh_home` finds its empty HOME."""
         self._network_log: list[str] = []
@@ -130,10 +140,10 @@ class EnvironmentBase(ABC):
         it cannot be read. Never through a link."""
 
     @abstractmethod
-    async def _copy_out(self, path: str, target: Path) -> list[str]:
+    async def _copy_out(self, path: str, target: Path, budget: KeepBudget) -> list[str]:
         """Copy the directory `path` to the new worker directory `target`: directories and regular
-        files only, never through a link. A missing `path` copies nothing. One note per entry
-        left out. The base class masks what arrives."""
+        files only, never through a link, no more than `budget` allows (charging it). A missing
+        `path` copies nothing. One note per entry left out. The base class masks what arrives."""
 
     @abstractmethod
     async def _kind(self, path: str) -> PathKind | None:
@@ -199,6 +209,7 @@ class EnvironmentBase(ABC):
                 stdout=out,
                 stderr=err,
             )
+            self._charge(*(c for c, named in ((out, stdout_path), (err, stderr_path)) if named is not None))
             (stdout, stdout_whole), (stderr, stderr_whole) = read_tail(out), read_tail(err)
         return ExecResult(
             exit_code=ran.exit_code,
@@ -209,6 +220,22 @@ class EnvironmentBase(ABC):
             stdout_whole=stdout_whole,
             stderr_whole=stderr_whole,
         )
+
+    def _charge(self, *captures: BinaryIO) -> None:
+        """Charge a command's captured output (files the caller keeps) to what the trial may keep;
+        output beyond it is cut off (and the trial says so once)."""
+        for capture in captures:
+            capture.flush()
+            size = os.fstat(capture.fileno()).st_size
+            allowed = min(size, self.kept.bytes)
+            self.kept.bytes -= allowed
+            self.kept.files = max(0, self.kept.files - 1)
+            if allowed < size:
+                capture.truncate(allowed)
+                self.kept.refused_bytes += size - allowed
+                note = "captured output beyond the trial's disk quota was cut off"
+                if note not in self.warnings:
+                    self.warnings.append(note)
 
     async def _show(self, mounts: Mounts) -> None:
         """Fresh tests, solution or verifier logs for this command; tests and solution a previous
@@ -264,9 +291,14 @@ class EnvironmentBase(ABC):
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=".copy-out-") as scratch:
             raw = Path(scratch) / "tree"
-            notes = [f"{path}: {note}" for note in await self._copy_out(_checked_path(path), raw)]
+            notes = [f"{path}: {note}" for note in await self._copy_out(_checked_path(path), raw, self.kept)]
             if raw.is_dir():
                 notes += await asyncio.to_thread(keep_tree, raw, target, self._secrets)
+        refused = self.kept.note()
+        if refused is not None:
+            notes.append(refused)
+            if not any("were not kept" in warning for warning in self.warnings):
+                self.warnings.append(f"{refused} (the collection log lists what was cut)")
         return [mask_text(note, self._secrets) for note in notes]
 
     async def get_path(self, path: str, target: Path) -> list[str]:
@@ -282,6 +314,10 @@ class EnvironmentBase(ABC):
         data = await self._read(path, MAX_KEPT_FILE_BYTES + 1)
         if data is None:
             return []
+        if not self.kept.take(min(len(data), MAX_KEPT_FILE_BYTES)):
+            return [
+                mask_text(f"{path}: not kept, the trial's cap on what it keeps was used up", self._secrets)
+            ]
         notes = []
         if len(data) > MAX_KEPT_FILE_BYTES:
             data = data[:MAX_KEPT_FILE_BYTES]

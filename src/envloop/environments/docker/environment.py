@@ -21,6 +21,7 @@ from envloop.environments.docker.containers import Container
 from envloop.environments.docker.egress import EgressProxies
 from envloop.environments.docker.networks import TrialNetworks
 from envloop.environments.docker.workspace import ContainerSnapshots
+from envloop.environments.keeping import KeepBudget
 from envloop.environments.policy import EffectiveLimits
 from envloop.environments.sandbox import EnvironmentBase, PathKind, RunOutcome
 from envloop.environments.tampering import Tampering, tampering
@@ -183,13 +184,17 @@ class DockerEnvironment(EnvironmentBase):
         except (DockerError, ValueError) as exc:
             raise EnvironmentSetupError(f"could not copy {path} in: {exc}") from None
 
-    async def _copy_out(self, path: str, target: Path) -> list[str]:
+    async def _copy_out(self, path: str, target: Path, budget: KeepBudget) -> list[str]:
         try:
-            report = await self.container.get_dir(path, target)
+            report = await self.container.get_dir(
+                path, target, max_bytes=budget.bytes, max_entries=budget.files
+            )
         except FileNotFoundError:
             return []
         except DockerError as exc:
             return [f"could not be copied out: {exc}"]
+        budget.files -= report.files
+        budget.bytes -= report.bytes
         return report.skipped
 
     async def _apply_network(self, policy: NetworkPolicy) -> None:
