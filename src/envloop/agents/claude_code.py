@@ -154,7 +154,9 @@ class ClaudeCodeAgent:
             )
         claude, problem = await self._install(ctx, version)
         if claude is None:
-            return AgentResult(exit_code=None, error=f"could not install Claude Code {version}: {problem}")
+            return AgentResult(
+                exit_code=None, error=f"could not install Claude Code {version}: {problem}", attempted=False
+            )
         return await self._run(ctx, params, claude)
 
     async def _install(self, ctx: AgentContext, version: str) -> tuple[str | None, str]:
