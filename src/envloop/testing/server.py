@@ -1,5 +1,6 @@
 """The scripted endpoint: a real HTTP server on 127.0.0.1 that speaks Chat Completions
-(`POST /v1/chat/completions`) and Messages (`POST /v1/messages`), answers from a script, and records
+(`POST /v1/chat/completions`), the Responses API (`POST /v1/responses`, function calls as
+`function_call` items) and Messages (`POST /v1/messages`), answers from a script, and records
 every request it received.
 
     with ScriptedServer([Reply(text="4"), Reply(status=429, headers={"Retry-After": "0"})]) as server:
@@ -26,7 +27,11 @@ from typing import Any
 from envloop.testing.script import Received, Reply, Responder, WireProtocol
 from envloop.testing.wire import error_body, response_body, stream_events
 
-_ROUTES: dict[str, WireProtocol] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
+_ROUTES: dict[str, WireProtocol] = {
+    "/v1/chat/completions": "openai",
+    "/v1/responses": "openai-responses",
+    "/v1/messages": "anthropic",
+}
 
 
 class _Handler(BaseHTTPRequestHandler):
