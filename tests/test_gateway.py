@@ -14,9 +14,10 @@ import httpx
 import openai
 import pytest
 
-from envloop.core.trajectory import ModelStep
+from envloop.core.trajectory import ModelStep, Trajectory
 from envloop.gateway import GatewaySession, Upstream
 from envloop.testing import Reply, ScriptedServer, ScriptedToolCall
+from envloop.trajectories.atif import to_atif
 from tests.gateway_support import GatewayThread, RawUpstream, running_gateway, sse_head
 
 KEY = "sk-upstream-real-key-7f3a9c"
@@ -331,3 +332,21 @@ def test_listeners_added_at_runtime_serve_sessions_and_a_trial_listener_serves_o
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{url}/models", headers={"Authorization": f"Bearer {mine.token}"})
     assert len(upstream.received) == 2
+
+
+def test_a_gateway_step_carries_its_status_and_requested_model_into_atif_and_old_steps_still_load(
+    gateway: GatewayThread, upstream: ScriptedServer
+) -> None:
+    upstream.add(Reply(text="ok"))
+    session = openai_session(gateway, upstream, model="team/sft")
+    openai.OpenAI(base_url=session.base_url, api_key=session.token, max_retries=0).chat.completions.create(
+        model="gpt-cheap", messages=[{"role": "user", "content": "hi"}]
+    )
+    [step] = steps(gateway, session)
+    trajectory = Trajectory(trial_id="trl_x", runner="envloop/shell@1", agent="command", started_at=step.at)
+    trajectory.steps.append(step)
+    [agent] = to_atif(trajectory)["steps"]
+    assert (agent["extra"]["http_status"], agent["extra"]["requested_model"]) == (200, "gpt-cheap")
+    stored = step.model_dump(mode="json", exclude={"http_status", "requested_model", "truncated"})
+    old = ModelStep.model_validate(stored)  # a step written before these fields existed
+    assert (old.http_status, old.requested_model, old.truncated) == (None, None, False)

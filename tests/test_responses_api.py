@@ -12,8 +12,7 @@ import openai
 import pytest
 
 from envloop.testing import Reply, ScriptedServer, ScriptedToolCall
-from tests.conftest import El
-from tests.test_model_serve import ModelServer, start_model_server
+from tests.test_model_serve import ModelServer, serving_base
 
 BASH = {
     "type": "function",
@@ -122,10 +121,8 @@ def test_a_scripted_error_is_the_openai_error_shape_the_sdk_raises() -> None:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServer]:
-    root = tmp_path_factory.mktemp("responses-serve")
-    server = start_model_server(El(home=root / "home", cwd=root), "--model", "base")
-    yield server
-    assert server.stop() == 0
+    with serving_base(tmp_path_factory.mktemp("responses-serve")) as server:
+        yield server
 
 
 def test_el_model_serve_answers_a_whole_response_with_its_usage(served: ModelServer) -> None:

@@ -161,6 +161,7 @@ class Exchange:
             recorder_for(self.route, self.limits.max_recorded_chars) if self.call is not None else None
         )
         self.response: web.StreamResponse | None = None
+        self.skipped = False  # an event too long to read passed through unrecorded
 
     async def run(self) -> web.StreamResponse:
         method = self.route.method
@@ -178,8 +179,6 @@ class Exchange:
                 )
                 if upstream.headers.get("content-type", "").startswith("text/event-stream"):
                     await self._relay_events(upstream)
-                    if self.recorder is not None and not self.recorder.ended:
-                        raise _BrokeOff("the stream ended before its last event")
                 else:
                     await self._relay_body(upstream)
                 await self._send(b"", end=True)
@@ -233,6 +232,9 @@ class Exchange:
                 self._record(upstream.status, None)
             await self._send(bytes(out))
         await self._send(splitter.flush())
+        self.skipped = splitter.skipped
+        if self.recorder is not None and not self.recorder.ended and not splitter.skipped:
+            raise _BrokeOff("the stream ended before its last event")
 
     async def _relay_body(self, upstream: aiohttp.ClientResponse) -> None:
         """The body as it comes, masked; the step is recorded before its end is sent."""
@@ -302,7 +304,7 @@ class Exchange:
         if call is None or call.step is not None:
             return
         answer: ModelResponse | None = self.recorder.response() if self.recorder is not None else None
-        cut = bool(self.recorder and self.recorder.cut)
+        cut = self.skipped or bool(self.recorder and self.recorder.cut)
         stream_error = self.recorder.stream_error if self.recorder is not None else None
         if error is None and stream_error is not None and finish is None:
             error = f"the model endpoint's stream reported an error: {stream_error}"

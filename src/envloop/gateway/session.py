@@ -2,9 +2,10 @@
 key, the upstream it unlocks, and the calls made with it, recorded as model steps in the order
 they began.
 
-Closing a session revokes its token at once (later calls get 401) and ends the calls still in
-progress: each is recorded as it stood, with `finish_reason` `session_closed` and no error (the
-trial ended, the model did not fail), so `steps()` right after `close()` is the whole record.
+A session belongs to the gateway's event loop: open, close and read it there. Closing it revokes
+its token at once (later calls get 401) and ends the calls still in progress: each is recorded as
+it stood, with `finish_reason` `session_closed` and no error (the trial ended, the model did not
+fail), so `steps()` right after `close()` is the whole record.
 """
 
 import asyncio

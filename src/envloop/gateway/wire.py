@@ -87,6 +87,8 @@ class EventSplitter:
         self._limit = limit
         self._buffer = b""
         self._oversized = False
+        self.skipped = False
+        """Whether an event was passed on unparsed (too long to read)."""
 
     def feed(self, chunk: bytes) -> list[tuple[bytes, bool]]:
         """(masked bytes, whether they are one whole event) pairs, in order."""
@@ -104,7 +106,7 @@ class EventSplitter:
                 out.append((self._masker.mask(raw), True))
         self._buffer = self._buffer[start:]
         if len(self._buffer) > self._limit:
-            self._oversized = True
+            self._oversized = self.skipped = True
             out.append((self._masker.feed(self._buffer), False))
             self._buffer = b""
         return out
