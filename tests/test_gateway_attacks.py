@@ -410,4 +410,10 @@ def test_an_upstream_url_that_could_carry_more_than_an_address_is_refused(
 ) -> None:
     with pytest.raises(ValueError, match=message) as refused:
         Upstream(protocol="openai", base_url=base_url, api_key=KEY)
-    assert KEY not in str(refused.value).replace(base_url, "")
+    assert KEY not in str(refused.value)
+
+
+def test_a_key_that_could_inject_headers_upstream_is_refused_without_being_shown() -> None:
+    with pytest.raises(ValueError, match="a character a header cannot carry") as refused:
+        Upstream(protocol="openai", base_url="https://api.example.com/v1", api_key=f"{KEY}\r\nX-Evil: 1")
+    assert KEY not in str(refused.value)

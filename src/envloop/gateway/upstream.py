@@ -26,7 +26,8 @@ class UpstreamRefused(ValueError):
 
 
 class Upstream(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    # A refusal never repeats what it was given: a key, or a URL with one in it.
+    model_config = ConfigDict(frozen=True, hide_input_in_errors=True)
 
     protocol: ModelProtocol
     base_url: HttpUrlText = Field(description="openai: the URL ending in /v1; anthropic: the root URL")
@@ -44,6 +45,13 @@ class Upstream(BaseModel):
         if parts.query or parts.fragment:
             raise ValueError("a base URL with a query or fragment is refused")
         return url.rstrip("/")
+
+    @field_validator("api_key")
+    @classmethod
+    def _header_safe_key(cls, key: SecretStr | None) -> SecretStr | None:
+        if key is not None and not key.get_secret_value().isprintable():
+            raise ValueError("the key holds a character a header cannot carry (a control character)")
+        return key
 
     @property
     def host(self) -> str:
