@@ -102,7 +102,7 @@ def test_a_bad_upload_is_refused_with_one_line_naming_the_task(server: Server, t
     (src / "stray").mkdir()
     with pytest.raises(UserError) as refused:
         client.push_dataset(src, "broken")
-    assert str(refused.value) == "tasks/stray: not a task directory (no task.toml)"
+    assert str(refused.value) == "tasks/stray: not a task directory (no task.toml) and no task below it"
     assert client.list_datasets() == []
 
 
