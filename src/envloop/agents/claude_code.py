@@ -3,15 +3,17 @@ the profile's Messages endpoint.
 
 Install: unless `claude` at the profile's AGENT_VERSION (default 2.1.285) is already on the
 environment's PATH, `npm install` puts `@anthropic-ai/claude-code@AGENT_VERSION` (the npm package
-and its native binary) under the instance's home. That needs network, as does the endpoint, even
-one on the host's loopback: in the bubblewrap sandbox the profile must set `NETWORK=host` (or the
-task allow internet access); the agent refuses to start otherwise, saying so.
+and its native binary) under the instance's home. That needs network: the profile sets
+`NETWORK=public` (or the task allows internet access); the agent refuses to start otherwise, saying
+so. The model needs none: the CLI reaches it through the worker's model gateway
+(runners/model_route.py), with a token of the trial's own in place of the key.
 
 Run: `claude -p` reads the instruction on stdin, with `--output-format stream-json --verbose
 --include-partial-messages`, permission prompts skipped (the sandbox is the boundary) and
 `--max-turns` from the step budget. The endpoint comes from MODEL_BASE_URL (the root URL, as the
-Messages protocol takes it), MODEL_NAME (every model role the CLI knows is pointed at it, so no
-request names a model the endpoint lacks) and MODEL_API_KEY; CLAUDE_CODE_MAX_OUTPUT_TOKENS and
+Messages protocol takes it: the gateway's, which forwards to the profile's), MODEL_NAME (every
+model role the CLI knows is pointed at it, so no request names a model the endpoint lacks) and
+MODEL_API_KEY (the gateway's token); CLAUDE_CODE_MAX_OUTPUT_TOKENS and
 CLAUDE_CODE_EFFORT_LEVEL are passed through. Telemetry, error reporting, auto-update and other
 non-essential traffic are switched off.
 
@@ -135,6 +137,7 @@ class ClaudeCodeAgent:
         description="the Claude Code CLI, installed in the environment, against the profile's endpoint",
         records_steps=True,
         speaks_mcp=True,
+        calls_model_inside="anthropic",
     )
     params_model = ClaudeCodeParams
 
@@ -149,8 +152,8 @@ class ClaudeCodeAgent:
         if environment.mode != "plain" and environment.network.mode == "no-network":
             return AgentResult(
                 exit_code=None,
-                error="claude-code needs network to install the CLI and reach MODEL_BASE_URL, and this "
-                f"{environment.mode} environment has none: set NETWORK=host in the profile",
+                error="claude-code needs network to install the CLI, and this "
+                f"{environment.mode} environment has none: set NETWORK=public in the profile",
             )
         claude, problem = await self._install(ctx, version)
         if claude is None:
@@ -211,7 +214,7 @@ class ClaudeCodeAgent:
             messages=1,
             params=settings,
         )
-        translator = StreamTranslator(ctx.recorder, summary, environment)
+        translator = StreamTranslator(ctx.recorder, summary, environment, model_steps=not ctx.model_gateway)
         await translator.start()
         variables = self._variables(ctx, params)
         servers = ctx.task.config.environment.mcp_servers

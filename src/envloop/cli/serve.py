@@ -67,6 +67,7 @@ def serve(
     from sqlalchemy.engine import make_url  # noqa: PLC0415
 
     from envloop.api import create_app  # noqa: PLC0415
+    from envloop.runners.model_route import PRIVATE_UPSTREAM_VARIABLE  # noqa: PLC0415
     from envloop.scheduling.executor import check_executor  # noqa: PLC0415
     from envloop.scheduling.pool import WorkerPool, worker_env  # noqa: PLC0415
     from envloop.services.keys import has_active_key  # noqa: PLC0415
@@ -81,7 +82,12 @@ def serve(
     args += (["--capacity", str(capacity)] if capacity else []) + (
         ["--ray-address", ray_address] if ray_address else []
     )
-    pool = WorkerPool([args] * workers, worker_env(ctx), ctx.logs_dir / "serve-workers.log")
+    env = worker_env(ctx)
+    if not is_loopback(host):
+        # Served to others, a profile may not turn the workers' model gateway into a way into
+        # their own network, unless the operator says so.
+        env.setdefault(PRIVATE_UPSTREAM_VARIABLE, "deny")
+    pool = WorkerPool([args] * workers, env, ctx.logs_dir / "serve-workers.log")
     # uvicorn re-raises the SIGTERM it handled once it has shut down; this makes that an exit that
     # still runs the `finally` below (stopping the workers) instead of killing the process outright.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)

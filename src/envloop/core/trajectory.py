@@ -24,6 +24,7 @@ envloop keeps its own shape because ATIF folds tool results into the calling ste
 viewer needs each tool result and the environment state after it as steps of their own.
 """
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -218,6 +219,20 @@ class TrajectoryRecorder:
         if isinstance(step, ModelStep):
             self.trajectory.usage = self.trajectory.usage + step.usage
         return step
+
+    def merge(self, steps: Sequence[Step], since: int) -> None:
+        """Add steps recorded elsewhere (the model gateway's calls) among those from `since` on,
+        in the order they began, and number them all again."""
+        if not steps:
+            return
+        tail = sorted([*self.trajectory.steps[since:], *steps], key=lambda step: step.at)
+        del self.trajectory.steps[since:]
+        for step in tail:
+            step.index = len(self.trajectory.steps)
+            self.trajectory.steps.append(step)
+        for step in steps:
+            if isinstance(step, ModelStep):
+                self.trajectory.usage = self.trajectory.usage + step.usage
 
     def finish(self, stop_reason: StopReason | None) -> Trajectory:
         self.trajectory.stop_reason = stop_reason

@@ -49,9 +49,6 @@ class TrialSpec(LazyModel):
     verifier_timeout_sec: float | None = None
     max_steps: int | None = None
     network: bool = False
-    forward_ports: tuple[int, ...] = Field(
-        default=(), description="host loopback ports the sandbox may reach (the agent's model endpoint)"
-    )
     run: int = Field(
         default=1, ge=1, description="which run of the trial this is (its lease); each run has its own files"
     )
