@@ -12,7 +12,7 @@ import httpx
 import pytest
 from sqlalchemy import update
 
-from envloop.core.display import coverage_line, format_score
+from envloop.core.display import coverage_line, format_difference, format_score, plural
 from envloop.services.context import open_context
 from envloop.services.jobs import JobRequest, cancel_job, submit_job
 from envloop.services.results import ProfileResult
@@ -389,8 +389,12 @@ def test_a_job_of_two_profiles_shows_their_paired_comparison(
         grid = http.get(f"/jobs/{job}/grid").text
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
     assert "Paired comparison between profiles" in text
-    assert f"over {compared['n_tasks']} tasks both scored" in text
-    assert "team/twin@1 − team/shell@1" in text
+    assert f"on {plural(compared['n_tasks'], 'task')} both scored" in text
+    assert "B team/twin@1 against A team/shell@1" in text
+    # One unit on every surface: the CLI's and the API's difference, in percentage points.
+    assert compared["unit"] == "points"
+    assert f"B − A {format_difference(compared['difference'], 'points')}" in text
+    assert f"{compared['improved']} improved · {compared['regressed']} regressed" in text
     assert grid.count('class="cell-group"') == 6 and "spread across profiles" in grid
 
 

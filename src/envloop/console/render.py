@@ -16,7 +16,13 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from envloop import __version__
 from envloop.console.access import Viewer
-from envloop.core.display import MISSING, format_score
+from envloop.core.display import (
+    MISSING,
+    format_difference,
+    format_difference_interval,
+    format_score,
+    plural,
+)
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -105,8 +111,10 @@ environment.filters.update(
     interval=_interval,
     size=_size,
     reward_class=_reward_class,
+    difference=format_difference,
+    difference_interval=format_difference_interval,
 )
-environment.globals.update(between=_between, version=__version__, MISSING=MISSING)
+environment.globals.update(between=_between, version=__version__, MISSING=MISSING, plural=plural)
 
 
 def render(template: str, **values: Any) -> str:

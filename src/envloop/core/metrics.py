@@ -187,17 +187,15 @@ class PairedTasks(LazyModel):
     only_b: list[str] = Field(description="tasks only B measured (left out, never zeroed)")
 
 
-def paired_tasks(
-    a: Mapping[str, float], b: Mapping[str, float], *, rates: bool = False, binary: bool = False
-) -> PairedTasks:
+def paired_tasks(a: Mapping[str, float], b: Mapping[str, float], *, rates: bool = False) -> PairedTasks:
     """Pair per-task values by task name, in A's order; a task measured on one side only is left out.
 
-    `rates` / `binary` say what the values are (see `paired_difference`): rates keep the interval
-    of their difference within [-1, 1], pass rates of binary rewards also get a paired score interval.
+    `rates` says the values lie in [0, 1], which keeps the interval of their difference within
+    [-1, 1] (see `paired_difference`).
     """
     pairs = [TaskDifference(task=t, a=x, b=b[t], difference=b[t] - x) for t, x in a.items() if t in b]
     return PairedTasks(
-        difference=paired_difference([p.b for p in pairs], [p.a for p in pairs], rates=rates, binary=binary),
+        difference=paired_difference([p.b for p in pairs], [p.a for p in pairs], rates=rates),
         tasks=pairs,
         only_a=[t for t in a if t not in b],
         only_b=[t for t in b if t not in a],
@@ -219,12 +217,11 @@ def rewards_are_rates(m: ProfileMetrics) -> bool:
 def compare_metrics(a: ProfileMetrics, b: ProfileMetrics, exclude: Collection[str] = ()) -> PairedTasks:
     """B - A task by task over tasks both sides scored, except `exclude`; a task missing a score
     on either side is left out, never zeroed. When both sides' rewards are rates the interval stays
-    within [-1, 1]; when both are binary it is also a paired score interval."""
+    within [-1, 1]."""
     return paired_tasks(
         {t: v for t, v in task_means(a).items() if t not in exclude},
         {t: v for t, v in task_means(b).items() if t not in exclude},
         rates=rewards_are_rates(a) and rewards_are_rates(b),
-        binary=a.pass_ is not None and b.pass_ is not None,
     )
 
 
