@@ -148,6 +148,7 @@ def job_page(request: Request, viewer: Viewer, job_id: str) -> Response:
         "blocks": blocks,
         "failures": found.failures,
         "diagnosis": found,
+        "status_note": found.status_note,
         "comparisons": _comparisons(viewer, job),
         "shares": [] if viewer.read_only else shares.list_shares(viewer.ctx, job_id),
         "view": "metrics",
@@ -175,6 +176,12 @@ def grid_page(request: Request, viewer: Viewer, job_id: str, sort: str, offset: 
         page_size=GRID_PAGE,
         pages=(grid.total_tasks + GRID_PAGE - 1) // GRID_PAGE,
     )
+
+
+def progress_fragment(viewer: Viewer, job_id: str) -> Response:
+    """The job's progress bar and counts, re-rendered when its live feed reports a change."""
+    viewer.check_job(job_id)
+    return fragment("_progress.html", job=jobs.get_job(viewer.ctx, job_id))
 
 
 def tools_fragment(viewer: Viewer, job_id: str) -> Response:
@@ -209,6 +216,11 @@ def grid_session(
     return grid_page(request, v, job_id, sort, offset)
 
 
+@router.get("/jobs/{job_id}/progress", response_class=HTMLResponse)
+def progress_session(job_id: str, v: SessionViewer) -> Response:
+    return progress_fragment(v, job_id)
+
+
 @router.get("/jobs/{job_id}/tools", response_class=HTMLResponse)
 def tools_session(job_id: str, v: SessionViewer) -> Response:
     return tools_fragment(v, job_id)
@@ -234,6 +246,12 @@ def job_shared(request: Request, v: ShareViewer) -> Response:
 def grid_shared(request: Request, v: ShareViewer, sort: str = "task", offset: Offset = 0) -> Response:
     assert v.shared_job is not None
     return grid_page(request, v, v.shared_job, sort, offset)
+
+
+@shared.get("/progress", response_class=HTMLResponse)
+def progress_shared(v: ShareViewer) -> Response:
+    assert v.shared_job is not None
+    return progress_fragment(v, v.shared_job)
 
 
 @shared.get("/tools", response_class=HTMLResponse)

@@ -87,6 +87,22 @@ def _size(value: int | None) -> str:
     return f"{scaled:.1f} {unit}"
 
 
+PROGRESS_PARTS = ("completed", "failed", "cancelled", "running")
+"""The coloured parts of a progress bar, left to right; what is left of the track is pending."""
+
+
+def _progress_parts(counts: dict[str, int]) -> list[tuple[str, float, float]]:
+    """(status, x, width) of each coloured part of a progress bar 100 units wide, so a job with 43
+    of 50 attempts cancelled shows mostly cancelled, not one colour for everything that ended."""
+    total = sum(counts.values())
+    parts, x = [], 0.0
+    for status in PROGRESS_PARTS:
+        width = 100.0 * counts.get(status, 0) / total if total else 0.0
+        parts.append((status, round(x, 3), round(width, 3)))
+        x += width
+    return parts
+
+
 def _reward_class(value: float | None) -> str:
     """A colour bucket for a reward in [0, 1] (r0 … r10); other scales get a neutral colour."""
     if value is None:
@@ -114,7 +130,13 @@ environment.filters.update(
     difference=format_difference,
     difference_interval=format_difference_interval,
 )
-environment.globals.update(between=_between, version=__version__, MISSING=MISSING, plural=plural)
+environment.globals.update(
+    between=_between,
+    version=__version__,
+    MISSING=MISSING,
+    plural=plural,
+    progress_parts=_progress_parts,
+)
 
 
 def render(template: str, **values: Any) -> str:

@@ -60,7 +60,9 @@ def step_item(step: Step) -> StepItem:
         elif step.timed_out:
             title += "  → timed out"
         elif step.error:
-            title += "  → could not run"
+            # A command cut off by the end of the agent's phase ran: it was interrupted, not refused.
+            ran = step.command is not None and step.exit_code is None
+            title += "  → interrupted" if ran else "  → could not run"
         changes = len(step.changes)
     elif isinstance(step, StateStep):
         changes = len(step.changes)

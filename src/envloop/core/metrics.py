@@ -24,8 +24,8 @@ from envloop.core.stats import (
     t_interval,
 )
 
-SlotState = Literal["scored", "waiting", "invalid", "invalidated", "undispatched"]
-MissingState = Literal["waiting", "invalid", "invalidated", "undispatched"]
+SlotState = Literal["scored", "waiting", "invalid", "cancelled", "invalidated", "undispatched"]
+MissingState = Literal["waiting", "invalid", "cancelled", "invalidated", "undispatched"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +33,9 @@ class AttemptSlot:
     """One requested attempt of one task.
 
     scored: a counted numeric reward (a failed trial can still be scored); waiting: pending or
-    running; invalid: terminal without a reward; invalidated: excluded by a user (the excluded
-    reward may be kept for display but never counts); undispatched: never started. A plain
+    running; invalid: finished (completed or failed) without a reward; cancelled: stopped by a
+    cancellation before it had a reward; invalidated: excluded by a user (the excluded reward may
+    be kept for display but never counts); undispatched: no trial was ever made for it. A plain
     dataclass, checked where the grid is read (attempt in 1..k, a finite reward only where the
     state allows one): a job of a million attempts builds a million of these per result.
     """
@@ -52,7 +53,10 @@ class ScoreCounts(LazyModel):
     total: int = Field(description="members x k, including undispatched slots")
     scored: int = Field(description="attempts with a counted reward")
     missing: int = Field(description="requested attempts without a counted reward")
-    invalid: int = Field(description="terminal attempts without a reward (part of missing)")
+    invalid: int = Field(description="attempts that finished without a reward (part of missing)")
+    cancelled: int = Field(
+        default=0, description="attempts cancelled before they had a reward (part of missing)"
+    )
     invalidated: int = Field(description="attempts excluded by a user (part of missing)")
     total_members: int
     complete_members: int = Field(description="members with all k attempts scored")
@@ -130,6 +134,7 @@ def compute_metrics(members: Sequence[str], k: int, slots: Iterable[AttemptSlot]
         scored=scored,
         missing=len(states),
         invalid=states.count("invalid"),
+        cancelled=states.count("cancelled"),
         invalidated=states.count("invalidated"),
         total_members=len(members),
         complete_members=len(complete),

@@ -130,7 +130,6 @@ def task_grid(
                     Trial.reward,
                     Trial.invalidated,
                     Trial.error_type,
-                    Trial.started_at.is_not(None),
                 ).where(Trial.job_id == job.id, Trial.task_name.in_([tasks[p] for p in page]))
             )
             .all()
@@ -164,7 +163,7 @@ def task_grid(
                         trial_id=row.id,
                         mark=_mark(row.status, row.reward, row.invalidated),
                         reward=row.reward,
-                        counted=slot_state(row.status, row.reward, row.invalidated, row[8]) == "scored",
+                        counted=slot_state(row.status, row.reward, row.invalidated) == "scored",
                         state=state,
                         error_type=row.error_type,
                     )

@@ -1,12 +1,14 @@
 """Which tools a job's agents called, how often, and how often a call went wrong, per profile.
 
-Read from the trials' kept trajectories (the tool steps). A call "went wrong" in one of three
-distinct ways, kept apart because they mean different things: the tool could not run at all
-(`errors`: an unknown tool, bad arguments), it ran past its time limit (`timeouts`), or it ran and
-exited non-zero (`nonzero_exits`, which is often the agent's own business, e.g. a grep with no match).
+Read from the trials' kept trajectories (the tool steps). A call "went wrong" in one of four
+distinct ways (`core.tool_outcomes`), kept apart because they mean different things: the tool could
+not run at all (`errors`: an unknown tool, bad arguments), it ran past its own time limit or the
+agent's (`timeouts`), it was cut off by a cancellation (`cut_off`), or it ran and exited non-zero
+(`nonzero_exits`, which is often the agent's own business, e.g. a grep with no match).
 
-A finished job's usage is kept in memory until its result changes, like its result: reading every
-trajectory of a big job on each page view would cost far more than the page.
+A finished job's usage is kept in memory until its result changes, like its result (once every
+trajectory could be read): reading every trajectory of a big job on each page view would cost far
+more than the page.
 """
 
 import threading
@@ -16,6 +18,7 @@ from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy import select
 
 from envloop.core.status import TERMINAL
+from envloop.core.tool_outcomes import tool_outcomes
 from envloop.core.trajectory import TRAJECTORY_FILE, ToolStep
 from envloop.services.context import Context
 from envloop.services.jobs import job_profiles, load_job
@@ -29,7 +32,8 @@ class ToolStat(BaseModel):
     calls: int
     trials: int = Field(description="trials that called it at least once")
     errors: int = Field(description="calls the tool could not run (unknown tool, bad arguments)")
-    timeouts: int
+    timeouts: int = Field(description="calls that ran past their own time limit or the agent's")
+    cut_off: int = Field(default=0, description="calls still running when the trial was cancelled")
     nonzero_exits: int
 
 
@@ -72,7 +76,10 @@ def tool_usage(ctx: Context, job_id: str) -> ToolUsage:
             for p in profiles
         },
     )
-    if finished:
+    # A trial's files are published just after its result is recorded: a job read in that moment
+    # lacks some trajectories, and keeping that reading would hide them until the result changes.
+    complete = all(p.with_trajectory == p.trials for p in usage.profiles.values())
+    if finished and complete:
         with _lock:
             _cache[key] = usage
             while len(_cache) > _CACHE_SIZE:
@@ -90,6 +97,7 @@ def _profile_usage(ctx: Context, trial_ids: list[str]) -> ProfileToolUsage:
             continue
         readable += 1
         seen: set[str] = set()
+        outcomes = tool_outcomes(trajectory)
         for step in trajectory.steps:
             if not isinstance(step, ToolStep):
                 continue
@@ -102,11 +110,14 @@ def _profile_usage(ctx: Context, trial_ids: list[str]) -> ProfileToolUsage:
             if step.tool not in seen:
                 seen.add(step.tool)
                 stat.trials += 1
-            if step.error is not None:
+            outcome = outcomes[step.index]
+            if outcome == "could_not_run":
                 stat.errors += 1
-            elif step.timed_out:
+            elif outcome == "timed_out":
                 stat.timeouts += 1
-            elif step.exit_code not in (None, 0):
+            elif outcome == "cut_off":
+                stat.cut_off += 1
+            elif outcome == "nonzero_exit":
                 stat.nonzero_exits += 1
     tools = sorted(stats.values(), key=lambda s: (-s.calls, s.tool))
     return ProfileToolUsage(trials=len(trial_ids), with_trajectory=readable, tools=tools)

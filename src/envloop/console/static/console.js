@@ -50,17 +50,13 @@ function liveJobPage() {
   const head = document.getElementById("job-head");
   if (!head || !head.dataset.eventsUrl || !window.EventSource) return;
   const source = new EventSource(head.dataset.eventsUrl);
-  source.addEventListener("job", (event) => {
+  source.addEventListener("job", async (event) => {
     const job = JSON.parse(event.data).job;
-    const counts = job.counts;
-    const total = Object.values(counts).reduce((a, b) => a + b, 0);
-    const done = counts.completed + counts.failed + counts.cancelled;
-    const bar = document.querySelector("#job-progress progress");
-    const text = document.querySelector("#job-progress .progress-text");
-    if (bar) { bar.max = total; bar.value = done; }
-    if (text) text.textContent = `${done}/${total} finished` + (counts.running ? `, ${counts.running} running` : "");
     const badge = head.querySelector("h1 .status");
     if (badge) { badge.textContent = job.status; badge.className = "status s-" + job.status; }
+    const holder = document.getElementById("job-progress");
+    const response = await fetch(head.dataset.progressUrl, { headers: { Accept: "text/html" } });
+    if (holder && response.ok) holder.innerHTML = await response.text();
   });
   source.addEventListener("end", () => { source.close(); window.location.reload(); });
 }
