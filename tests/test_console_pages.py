@@ -12,7 +12,8 @@ import httpx
 import pytest
 from sqlalchemy import update
 
-from envloop.core.display import coverage_line, format_difference, format_score, plural
+from envloop.core.display import coverage_line, format_difference, format_score
+from envloop.core.words import plural
 from envloop.services.context import open_context
 from envloop.services.jobs import JobRequest, cancel_job, submit_job
 from envloop.services.results import ProfileResult

@@ -9,7 +9,8 @@ from rich.text import Text
 
 from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, out, table, warn
-from envloop.core.display import format_difference, format_difference_interval, format_score, plural
+from envloop.core.display import format_difference, format_difference_interval, format_score
+from envloop.core.words import plural
 from envloop.wire import Comparison
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
@@ -141,7 +142,7 @@ def plan(
                 "attempts",
                 "tasks needed",
                 "attempts per run",
-                f"fits the dataset ({result.dataset_tasks} tasks)",
+                f"fits the dataset ({plural(result.dataset_tasks, 'task')})",
             ],
             [
                 [o.attempts, o.tasks, o.total_attempts, "yes" if o.fits_dataset else "no"]
@@ -149,9 +150,9 @@ def plan(
             ],
         ),
         Text(
-            f"with all {result.dataset_tasks} tasks: "
+            f"with all {plural(result.dataset_tasks, 'task')}: "
             + (
-                f"{result.attempts_with_all_tasks} attempts per task"
+                f"{plural(result.attempts_with_all_tasks, 'attempt')} per task"
                 if result.attempts_with_all_tasks is not None
                 else "no number of attempts is enough; it needs more tasks"
             )

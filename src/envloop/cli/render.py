@@ -8,6 +8,7 @@ from envloop.cli.output import table
 from envloop.core.display import coverage_line, format_score
 from envloop.core.metrics import ProfileMetrics, null_reasons
 from envloop.core.structured import Aggregate, StructuredSummary
+from envloop.core.words import plural
 from envloop.wire import JobResult
 
 
@@ -71,7 +72,7 @@ def _aggregate(value: Aggregate) -> str:
     interval = ""
     if value.ci95 is not None:
         interval = f" (95% CI {value.ci95[0]:.4g} – {value.ci95[1]:.4g})"
-    return f"{value.mean:.4g}{interval} over {value.trials} trials, {value.tasks} tasks"
+    return f"{value.mean:.4g}{interval} over {plural(value.trials, 'trial')}, {plural(value.tasks, 'task')}"
 
 
 def structured_lines(summary: StructuredSummary) -> list[Text]:
@@ -79,7 +80,7 @@ def structured_lines(summary: StructuredSummary) -> list[Text]:
     if not summary.trials and not summary.invalid:
         return []
     invalid = f", {summary.invalid} invalid (kept raw in their artifacts)" if summary.invalid else ""
-    lines = [Text(f"structured results: {summary.trials} trials{invalid}")]
+    lines = [Text(f"structured results: {plural(summary.trials, 'trial')}{invalid}")]
     if summary.composite is not None:
         lines.append(Text(f"  composite  {_aggregate(summary.composite)}"))
     for name, dimension in sorted(summary.dimensions.items()):

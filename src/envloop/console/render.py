@@ -21,8 +21,8 @@ from envloop.core.display import (
     format_difference,
     format_difference_interval,
     format_score,
-    plural,
 )
+from envloop.core.words import plural
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (

@@ -16,6 +16,7 @@ from envloop.core.trajectory import (
     UserStep,
     VerifierStep,
 )
+from envloop.core.words import plural
 
 TITLE_CHARS = 100
 
@@ -66,7 +67,7 @@ def step_item(step: Step) -> StepItem:
         changes = len(step.changes)
     elif isinstance(step, StateStep):
         changes = len(step.changes)
-        title = _line(step.note or "") or f"{changes} files changed"
+        title = _line(step.note or "") or f"{plural(changes, 'file')} changed"
     elif isinstance(step, ScoreStep):
         problem = step.reward is None
         title = f"{step.scorer}: reward {format_score(step.reward)}"

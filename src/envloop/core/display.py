@@ -65,10 +65,5 @@ def format_difference_interval(ci95: tuple[float, float] | None, unit: Differenc
     return f"{low:+.4g} to {high:+.4g}"
 
 
-def plural(count: int, singular: str, several: str | None = None) -> str:
-    """`1 profile`, `2 profiles`, `0 profiles`: a count with its noun in the right number."""
-    return f"{count} {singular if count == 1 else several or singular + 's'}"
-
-
 def _trim(number: str) -> str:
     return number.rstrip("0").rstrip(".") if "." in number else number

@@ -11,7 +11,7 @@ from collections import Counter
 
 from sqlalchemy import select
 
-from envloop.core.display import plural
+from envloop.core.words import plural
 from envloop.services.context import Context
 from envloop.services.failures import EXAMPLES, failure_summary
 from envloop.services.jobs import load_job

@@ -66,8 +66,9 @@ def parse_job_config_dict(data: dict[str, object], source: str = "request") -> J
 
 
 def _request_digest(request: JobRequest) -> str:
-    # A request that names no environment (or skips nothing) digests as it did before jobs could.
-    unset = {"environment"} if request.environment is None else set()
+    # A request that names no environment, name or note (or skips nothing) digests as it did before
+    # jobs could have them.
+    unset = {field for field in ("environment", "name", "note") if getattr(request, field) is None}
     if not request.skip_unsupported:
         unset.add("skip_unsupported")
     body = request.model_dump(mode="json", exclude={"request_id", *unset})
@@ -254,6 +255,8 @@ def _create(
         skipped=[item.model_dump() for item in skipped] or None,
         tasks=tasks,
         tags=request.tags,
+        name=request.name,
+        note=request.note,
         request_id=request.request_id,
         request_digest=digest,
     )
@@ -374,6 +377,8 @@ def _views(session: Session, page: list[Job]) -> list[JobView]:
             skip_unsupported=job.skip_unsupported,
             skipped=[SkippedTask.model_validate(item) for item in job.skipped or []],
             tags=dict(job.tags),
+            name=job.name,
+            note=job.note,
             request_id=job.request_id,
             cancel_requested=job.cancel_requested,
             counts={s: counts[job.id].get(s, 0) for s in TRIAL_STATUSES},
@@ -486,4 +491,6 @@ def export_job(ctx: Context, job_id: str) -> JobRequest:
         environment=view.environment,
         skip_unsupported=view.skip_unsupported,
         tags=view.tags,
+        name=view.name,
+        note=view.note,
     )

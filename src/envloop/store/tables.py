@@ -138,6 +138,10 @@ class Job(Base):
     tasks: Mapped[list[Any]] = mapped_column(JSON)
     """Selected member names, in dataset order."""
     tags: Mapped[dict[str, Any]] = mapped_column(JSON)
+    name: Mapped[str | None] = mapped_column(String(200), default=None)
+    """What the submitter calls the run (`--name`), shown beside its ID in lists."""
+    note: Mapped[str | None] = mapped_column(Text, default=None)
+    """Why the run was made or what changed (`--note`)."""
     request_id: Mapped[str | None] = mapped_column(String(200))
     request_digest: Mapped[str | None] = mapped_column(String(80))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
