@@ -21,7 +21,17 @@ from envloop.console.render import SECURITY_HEADERS, fragment, page
 from envloop.console.routing import ConsoleRoute
 from envloop.core.metrics import null_reasons
 from envloop.core.status import TERMINAL, JobStatus
-from envloop.services import compare, diagnosis, jobs, leaderboard, results, shares, task_grid, tool_usage
+from envloop.services import (
+    compare,
+    diagnosis,
+    jobs,
+    leaderboard,
+    profiles,
+    results,
+    shares,
+    task_grid,
+    tool_usage,
+)
 from envloop.services.compare import Comparison
 from envloop.services.distribution import reward_histogram
 from envloop.services.errors import UserError
@@ -151,6 +161,8 @@ def job_page(request: Request, viewer: Viewer, job_id: str) -> Response:
         "status_note": found.status_note,
         "comparisons": _comparisons(viewer, job),
         "shares": [] if viewer.read_only else shares.list_shares(viewer.ctx, job_id),
+        "profile_params": {ref: profiles.get_profile(viewer.ctx, ref) for ref in job.profiles},
+        "comparable": [] if viewer.read_only else compare.comparable_jobs(viewer.ctx, job_id),
         "view": "metrics",
         "live": job.status not in TERMINAL,
     }

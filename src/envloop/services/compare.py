@@ -15,6 +15,8 @@ otherwise that dimension is refused with the reason.
 
 from dataclasses import dataclass
 
+from sqlalchemy import select
+
 from envloop.core.display import DifferenceUnit
 from envloop.core.leaderboard import RunKey, key_differences
 from envloop.core.metrics import compare_metrics, paired_tasks, rewards_are_rates
@@ -22,10 +24,10 @@ from envloop.core.status import TERMINAL
 from envloop.core.structured import Collected, definition_conflict
 from envloop.services.context import Context
 from envloop.services.errors import UserError
-from envloop.services.jobs import job_profiles, load_job
+from envloop.services.jobs import JobView, job_profiles, job_views, load_job
 from envloop.services.leaderboard import pick_profile, run_key, run_summary
 from envloop.services.results import ProfileResult, job_result_detail
-from envloop.store.tables import Profile
+from envloop.store.tables import Job, Profile
 from envloop.wire.compare import Comparison, DimensionComparison, Excluded, Side
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
@@ -112,6 +114,24 @@ def compare_runs(
         tasks=paired.tasks,
         dimensions=_dimensions(a.structured, b.structured),
     )
+
+
+def comparable_jobs(ctx: Context, job_id: str, limit: int = 50) -> list[JobView]:
+    """Other jobs this one can be compared with (same dataset revision and runner), newest first."""
+    with ctx.store.read() as session:
+        job = load_job(session, ctx.project_id, job_id)
+        query = (
+            select(Job)
+            .where(
+                Job.project_id == ctx.project_id,
+                Job.dataset_id == job.dataset_id,
+                Job.runner == job.runner,
+                Job.id != job.id,
+            )
+            .order_by(Job.created_at.desc(), Job.id.desc())
+            .limit(limit)
+        )
+        return job_views(session, list(session.scalars(query)))
 
 
 def _refuse_incomparable(a: RunKey, b: RunKey) -> None:

@@ -331,7 +331,7 @@ def job_profiles(session: Session, job_id: str) -> list[Profile]:
     )
 
 
-def _views(session: Session, page: list[Job]) -> list[JobView]:
+def job_views(session: Session, page: list[Job]) -> list[JobView]:
     """Views of a page of jobs in a fixed number of queries, whatever the page's size: datasets,
     trial counts and profiles are each read for the whole page at once."""
     if not page:
@@ -390,7 +390,7 @@ def _views(session: Session, page: list[Job]) -> list[JobView]:
 
 
 def _view(session: Session, job: Job) -> JobView:
-    return _views(session, [job])[0]
+    return job_views(session, [job])[0]
 
 
 def get_job(ctx: Context, job_id: str) -> JobView:
@@ -462,7 +462,7 @@ def list_jobs(
                 )
             )
         page = list(session.scalars(query.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)))
-        return _views(session, page)
+        return job_views(session, page)
 
 
 def cancel_job(ctx: Context, job_id: str) -> JobView:

@@ -72,7 +72,25 @@ async function loadFragments() {
   }
 }
 
+function compareSelection() {
+  const button = document.getElementById("compare-selected");
+  const hint = document.getElementById("compare-hint");
+  if (!button || !hint) return;
+  const update = () => {
+    const picked = document.querySelectorAll("input.pick:checked").length;
+    button.disabled = picked !== 2;
+    hint.textContent = picked === 2
+      ? "Ready: the older job is A (the reference), the newer B."
+      : `Tick two jobs of one dataset revision (${picked} ticked): the older is A, the newer B.`;
+  };
+  document.addEventListener("change", (event) => {
+    if (event.target.matches("input.pick")) update();
+  });
+  update();
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  compareSelection();
   liveJobsList();
   liveJobPage();
   loadFragments();
