@@ -50,6 +50,8 @@ from envloop.wire import (
     RolloutRequest,
     RolloutView,
     RunnerInfo,
+    SamplePage,
+    SampleQuery,
     ShareView,
     SubmitResult,
     TrialEvent,
@@ -263,6 +265,10 @@ class Client:
 
     def job_diagnosis(self, job_id: str) -> JobDiagnosis:
         return self._get(f"/v1/jobs/{quote(job_id)}/diagnosis", JobDiagnosis)
+
+    def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:
+        params = (query or SampleQuery()).model_dump(exclude_defaults=True)
+        return self._get(f"/v1/jobs/{quote(job_id)}/samples", SamplePage, **params)
 
     def cancel_job(self, job_id: str) -> JobView:
         return self._post(f"/v1/jobs/{quote(job_id)}/cancel", JobView)

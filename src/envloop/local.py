@@ -31,6 +31,7 @@ from envloop.services import (
     profiles,
     results,
     rollouts,
+    samples,
     shares,
     trials,
 )
@@ -57,6 +58,8 @@ from envloop.wire import (
     RolloutRequest,
     RolloutView,
     RunnerInfo,
+    SamplePage,
+    SampleQuery,
     ShareView,
     SubmitResult,
     TrialView,
@@ -157,6 +160,9 @@ class LocalClient:
 
     def job_diagnosis(self, job_id: str) -> JobDiagnosis:
         return diagnosis.job_diagnosis(self._ctx, job_id)
+
+    def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:
+        return samples.job_samples(self._ctx, job_id, query or SampleQuery())
 
     def cancel_job(self, job_id: str) -> JobView:
         return jobs.cancel_job(self._ctx, job_id)

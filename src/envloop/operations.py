@@ -34,6 +34,8 @@ from envloop.wire import (
     RolloutRequest,
     RolloutView,
     RunnerInfo,
+    SamplePage,
+    SampleQuery,
     ShareView,
     SubmitResult,
     TrialView,
@@ -80,6 +82,10 @@ class Operations(Protocol):
 
     def job_result(self, job_id: str) -> JobResult: ...
     def job_diagnosis(self, job_id: str) -> JobDiagnosis: ...
+    def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:
+        """One row per attempt with its input, target and output: filtered, searched, sorted, paged."""
+        ...
+
     def cancel_job(self, job_id: str) -> JobView: ...
     def export_job(self, job_id: str) -> JobRequest: ...
     def watch_job(self, job_id: str) -> Iterator[ProgressEvent]:

@@ -27,6 +27,7 @@ from envloop.wire.profiles import PROFILE_SCHEMA, ProfileDocument, ProfileSpec, 
 from envloop.wire.results import JobResult, ProfileResult
 from envloop.wire.rollouts import JobEvent, ProgressEvent, RolloutRequest, RolloutView, TrialEvent
 from envloop.wire.runners import ComponentInfo, Origin, RunnerInfo, TaskKind
+from envloop.wire.samples import Sample, SamplePage, SampleQuery
 from envloop.wire.trials import LOG_FILES, LOG_PAGE_BYTES, ArtifactInfo, LogPhase, TrialView
 
 __all__ = [
@@ -72,6 +73,9 @@ __all__ = [
     "RolloutView",
     "RunSummary",
     "RunnerInfo",
+    "Sample",
+    "SamplePage",
+    "SampleQuery",
     "ShareView",
     "Side",
     "SkippedTask",

@@ -10,12 +10,13 @@ from envloop.api.auth import JobReader, ProjectContext
 from envloop.api.events import SSE_RESPONSE, event_stream
 from envloop.api.schemas import ERRORS
 from envloop.core.status import JobStatus, TrialStatus
-from envloop.services import diagnosis, jobs, results, trials
+from envloop.services import diagnosis, jobs, results, samples, trials
 from envloop.services.diagnosis import JobDiagnosis
 from envloop.services.errors import UserError
 from envloop.services.jobs import JobRequest, JobView, SubmitResult
 from envloop.services.results import JobResult
 from envloop.services.rollouts import ProgressFeed
+from envloop.services.samples import SamplePage, SampleQuery
 from envloop.services.trials import TrialView
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERRORS)
@@ -104,6 +105,13 @@ def list_trials(
 ) -> list[TrialView]:
     """The job's trials by profile, task and attempt; `limit` and `offset` page through big jobs."""
     return trials.list_trials(ctx, job_id, status=status, task=task, limit=limit, offset=offset)
+
+
+@router.get("/{job_id}/samples")
+def job_samples(job_id: str, ctx: JobReader, query: Annotated[SampleQuery, Query()]) -> SamplePage:
+    """One row per attempt (input, target, output, reward, status, tokens, duration), filtered,
+    searched (`q`), sorted and paged in the store."""
+    return samples.job_samples(ctx, job_id, query)
 
 
 @router.get("/{job_id}/events", response_class=StreamingResponse, responses=SSE_RESPONSE)
