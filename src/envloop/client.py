@@ -33,6 +33,7 @@ from envloop.wire import (
     ApiKeyView,
     ArtifactInfo,
     BoardRow,
+    Breakdown,
     Comparison,
     CreatedKey,
     CreatedShare,
@@ -265,6 +266,9 @@ class Client:
 
     def job_diagnosis(self, job_id: str) -> JobDiagnosis:
         return self._get(f"/v1/jobs/{quote(job_id)}/diagnosis", JobDiagnosis)
+
+    def job_breakdown(self, job_id: str, by: str) -> Breakdown:
+        return self._get(f"/v1/jobs/{quote(job_id)}/breakdown", Breakdown, by=by)
 
     def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:
         params = (query or SampleQuery()).model_dump(exclude_defaults=True)

@@ -21,6 +21,7 @@ from types import TracebackType
 from envloop.core.status import TERMINAL
 from envloop.core.trajectory import Trajectory
 from envloop.services import (
+    breakdown,
     compare,
     datasets,
     diagnosis,
@@ -42,6 +43,7 @@ from envloop.wire import (
     ApiKeyView,
     ArtifactInfo,
     BoardRow,
+    Breakdown,
     Comparison,
     CreatedKey,
     CreatedShare,
@@ -160,6 +162,9 @@ class LocalClient:
 
     def job_diagnosis(self, job_id: str) -> JobDiagnosis:
         return diagnosis.job_diagnosis(self._ctx, job_id)
+
+    def job_breakdown(self, job_id: str, by: str) -> Breakdown:
+        return breakdown.job_breakdown(self._ctx, job_id, by)
 
     def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:
         return samples.job_samples(self._ctx, job_id, query or SampleQuery())

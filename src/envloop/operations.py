@@ -18,6 +18,7 @@ from envloop.wire import (
     ApiKeyView,
     ArtifactInfo,
     BoardRow,
+    Breakdown,
     Comparison,
     CreatedKey,
     CreatedShare,
@@ -82,6 +83,10 @@ class Operations(Protocol):
 
     def job_result(self, job_id: str) -> JobResult: ...
     def job_diagnosis(self, job_id: str) -> JobDiagnosis: ...
+    def job_breakdown(self, job_id: str, by: str) -> Breakdown:
+        """Score and coverage per value of a metadata field of the job's tasks, per profile."""
+        ...
+
     def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:
         """One row per attempt with its input, target and output: filtered, searched, sorted, paged."""
         ...

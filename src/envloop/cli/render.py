@@ -9,7 +9,7 @@ from envloop.core.display import coverage_line, format_score
 from envloop.core.metrics import ProfileMetrics, null_reasons
 from envloop.core.structured import Aggregate, StructuredSummary
 from envloop.core.words import plural
-from envloop.wire import JobResult
+from envloop.wire import Breakdown, JobResult
 
 
 def _attempt(value: float | str) -> str:
@@ -90,6 +90,28 @@ def structured_lines(summary: StructuredSummary) -> list[Text]:
             shown = f"not aggregated: {dimension.conflict or 'no values'}"
         lines.append(Text(f"  {name}  {shown}"))
     return lines
+
+
+def breakdown_view(found: Breakdown) -> Group:
+    """One table per profile: each group's score with its coverage and interval."""
+    parts: list[Text | Table] = [Text(f"By {found.by}", style="bold")]
+    if found.multi_valued:
+        parts.append(
+            Text(
+                f"{found.by} is a list for some tasks: such a task counts in the group of each of its "
+                "values, so the groups overlap"
+            )
+        )
+    profiles = list(found.groups[0].profiles) if found.groups else []
+    for ref in profiles:
+        rows = []
+        for group in found.groups:
+            metrics = group.profiles[ref]
+            interval = "—" if metrics.ci95 is None else " – ".join(format_score(v) for v in metrics.ci95)
+            name = group.value if group.value is not None else f"(no {found.by})"
+            rows.append([name, len(group.tasks), metrics.coverage, interval])
+        parts.append(table([found.by, "tasks", f"{ref}: score and coverage", "95% CI"], rows))
+    return Group(*parts)
 
 
 def result_view(result: JobResult) -> Group:

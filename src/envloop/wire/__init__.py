@@ -8,6 +8,7 @@ The service modules re-export the models they return, so `envloop.services.jobs.
 """
 
 from envloop.wire.access import ApiKeyView, CreatedKey, CreatedShare, ShareView
+from envloop.wire.breakdown import Breakdown, BreakdownGroup, GroupMetrics
 from envloop.wire.compare import Comparison, DimensionComparison, Excluded, Side
 from envloop.wire.datasets import ENVIRONMENTS, DatasetView, EnvironmentName, MemberView, TaskFeature
 from envloop.wire.diagnosis import FailureGroup, FailureKind, JobDiagnosis, NotRunGroup, WarningGroup
@@ -42,6 +43,8 @@ __all__ = [
     "ArtifactInfo",
     "BoardEntry",
     "BoardRow",
+    "Breakdown",
+    "BreakdownGroup",
     "Comparison",
     "ComponentInfo",
     "CreatedKey",
@@ -52,6 +55,7 @@ __all__ = [
     "Excluded",
     "FailureGroup",
     "FailureKind",
+    "GroupMetrics",
     "JobDiagnosis",
     "JobEvent",
     "JobProgress",

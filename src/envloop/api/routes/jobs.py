@@ -10,7 +10,8 @@ from envloop.api.auth import JobReader, ProjectContext
 from envloop.api.events import SSE_RESPONSE, event_stream
 from envloop.api.schemas import ERRORS
 from envloop.core.status import JobStatus, TrialStatus
-from envloop.services import diagnosis, jobs, results, samples, trials
+from envloop.services import breakdown, diagnosis, jobs, results, samples, trials
+from envloop.services.breakdown import Breakdown
 from envloop.services.diagnosis import JobDiagnosis
 from envloop.services.errors import UserError
 from envloop.services.jobs import JobRequest, JobView, SubmitResult
@@ -105,6 +106,16 @@ def list_trials(
 ) -> list[TrialView]:
     """The job's trials by profile, task and attempt; `limit` and `offset` page through big jobs."""
     return trials.list_trials(ctx, job_id, status=status, task=task, limit=limit, offset=offset)
+
+
+@router.get("/{job_id}/breakdown")
+def job_breakdown(
+    job_id: str,
+    ctx: JobReader,
+    by: Annotated[str, Query(min_length=1, max_length=200, description="a metadata field of the tasks")],
+) -> Breakdown:
+    """Score and coverage per group of tasks sharing a value of a metadata field, per profile."""
+    return breakdown.job_breakdown(ctx, job_id, by)
 
 
 @router.get("/{job_id}/samples")
