@@ -43,6 +43,7 @@ from envloop.wire import (
     JobProgress,
     JobRequest,
     JobResult,
+    JobUsage,
     JobView,
     Plan,
     ProfileDocument,
@@ -269,6 +270,9 @@ class Client:
 
     def job_breakdown(self, job_id: str, by: str) -> Breakdown:
         return self._get(f"/v1/jobs/{quote(job_id)}/breakdown", Breakdown, by=by)
+
+    def job_usage(self, job_id: str) -> JobUsage:
+        return self._get(f"/v1/jobs/{quote(job_id)}/usage", JobUsage)
 
     def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:
         params = (query or SampleQuery()).model_dump(exclude_defaults=True)

@@ -35,6 +35,7 @@ from envloop.services import (
     samples,
     shares,
     trials,
+    usage,
 )
 from envloop.services.context import Context, open_context
 from envloop.services.rollouts import ProgressFeed
@@ -52,6 +53,7 @@ from envloop.wire import (
     JobProgress,
     JobRequest,
     JobResult,
+    JobUsage,
     JobView,
     Plan,
     ProfileDocument,
@@ -165,6 +167,9 @@ class LocalClient:
 
     def job_breakdown(self, job_id: str, by: str) -> Breakdown:
         return breakdown.job_breakdown(self._ctx, job_id, by)
+
+    def job_usage(self, job_id: str) -> JobUsage:
+        return usage.job_usage(self._ctx, job_id)
 
     def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:
         return samples.job_samples(self._ctx, job_id, query or SampleQuery())

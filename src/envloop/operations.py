@@ -27,6 +27,7 @@ from envloop.wire import (
     JobProgress,
     JobRequest,
     JobResult,
+    JobUsage,
     JobView,
     Plan,
     ProfileDocument,
@@ -85,6 +86,10 @@ class Operations(Protocol):
     def job_diagnosis(self, job_id: str) -> JobDiagnosis: ...
     def job_breakdown(self, job_id: str, by: str) -> Breakdown:
         """Score and coverage per value of a metadata field of the job's tasks, per profile."""
+        ...
+
+    def job_usage(self, job_id: str) -> JobUsage:
+        """Model calls, tokens and their cost, and trial durations, per profile and for the job."""
         ...
 
     def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:

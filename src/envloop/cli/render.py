@@ -5,11 +5,11 @@ from rich.table import Table
 from rich.text import Text
 
 from envloop.cli.output import table
-from envloop.core.display import coverage_line, format_score
+from envloop.core.display import coverage_line, format_cost, format_duration, format_score
 from envloop.core.metrics import ProfileMetrics, null_reasons
 from envloop.core.structured import Aggregate, StructuredSummary
 from envloop.core.words import plural
-from envloop.wire import Breakdown, JobResult
+from envloop.wire import Breakdown, JobResult, JobUsage, ProfileUsage
 
 
 def _attempt(value: float | str) -> str:
@@ -112,6 +112,47 @@ def breakdown_view(found: Breakdown) -> Group:
             rows.append([name, len(group.tasks), metrics.coverage, interval])
         parts.append(table([found.by, "tasks", f"{ref}: score and coverage", "95% CI"], rows))
     return Group(*parts)
+
+
+def usage_lines(usage: JobUsage) -> list[Text]:
+    """Per profile, then for the job: model calls and tokens, their cost, how long trials took."""
+    lines = []
+    named = [(ref, u) for ref, u in usage.profiles.items()]
+    if len(named) > 1:
+        named.append(("job", _as_profile(usage)))
+    for ref, found in named:
+        cost = format_cost(found.cost, usage.currency) if found.cost is not None else f"— ({found.cost_note})"
+        latency = found.latency
+        took = (
+            f"median {format_duration(latency.median_sec)}, p90 {format_duration(latency.p90_sec)}, "
+            f"longest {format_duration(latency.max_sec)}"
+            if latency.trials
+            else "—"
+        )
+        lines.append(
+            Text(
+                f"{ref}: {plural(found.calls, 'model call')}, tokens {found.input_tokens:,} in / "
+                f"{found.output_tokens:,} out, cost {cost}, trial time {took}"
+            )
+        )
+    return lines
+
+
+def _as_profile(usage: JobUsage) -> ProfileUsage:
+    """The job's totals in a profile's shape, for one more line."""
+    parts = list(usage.profiles.values())
+    note = next((p.cost_note for p in parts if p.cost is None), None)
+    return ProfileUsage(
+        model=None,
+        trials=sum(p.trials for p in parts),
+        calls=usage.calls,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=sum(p.cache_read_tokens for p in parts),
+        cost=usage.cost,
+        cost_note=note,
+        latency=usage.latency,
+    )
 
 
 def result_view(result: JobResult) -> Group:

@@ -33,6 +33,7 @@ from envloop.services import (
     shares,
     task_grid,
     tool_usage,
+    usage,
 )
 from envloop.services.compare import Comparison
 from envloop.services.distribution import reward_histogram
@@ -161,6 +162,7 @@ def job_page(request: Request, viewer: Viewer, job_id: str, by: str | None = Non
         "failures": found.failures,
         "diagnosis": found,
         "status_note": found.status_note,
+        "usage": usage.job_usage(viewer.ctx, job_id),
         "comparisons": _comparisons(viewer, job),
         "shares": [] if viewer.read_only else shares.list_shares(viewer.ctx, job_id),
         "profile_params": {ref: profiles.get_profile(viewer.ctx, ref) for ref in job.profiles},

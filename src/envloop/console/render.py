@@ -18,8 +18,10 @@ from envloop import __version__
 from envloop.console.access import Viewer
 from envloop.core.display import (
     MISSING,
+    format_cost,
     format_difference,
     format_difference_interval,
+    format_duration,
     format_score,
 )
 from envloop.core.words import plural
@@ -44,20 +46,10 @@ def _when(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return MISSING
-    if value < 1:
-        return f"{value * 1000:.0f} ms"
-    if value < 120:
-        return f"{value:.2f} s"
-    return f"{value / 60:.1f} min"
-
-
 def _between(start: datetime | None, end: datetime | None) -> str:
     if start is None or end is None:
         return MISSING
-    return _seconds((end - start).total_seconds())
+    return format_duration((end - start).total_seconds())
 
 
 def _number(value: float | None) -> str:
@@ -123,7 +115,8 @@ environment.filters.update(
     score=format_score,
     number=_number,
     when=_when,
-    seconds=_seconds,
+    seconds=format_duration,
+    cost=format_cost,
     interval=_interval,
     size=_size,
     reward_class=_reward_class,

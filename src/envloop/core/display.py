@@ -65,5 +65,26 @@ def format_difference_interval(ci95: tuple[float, float] | None, unit: Differenc
     return f"{low:+.4g} to {high:+.4g}"
 
 
+def format_duration(seconds: float | None) -> str:
+    """480 ms, 3.25 s, 4.2 min: one format for every time a person reads."""
+    if seconds is None:
+        return MISSING
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.2f} s"
+    return f"{seconds / 60:.1f} min"
+
+
+def format_cost(amount: float | None, currency: str | None) -> str:
+    """$0.0123, $12.40, 3.50 EUR: small amounts keep four decimals, so a cheap run never reads as 0."""
+    if amount == 0:
+        return "0"  # no tokens, nothing to pay: true in any currency, with or without a price table
+    if amount is None or currency is None:
+        return MISSING
+    number = f"{amount:.4f}" if 0 < amount < 1 else f"{amount:.2f}"
+    return f"${number}" if currency == "USD" else f"{number} {currency}"
+
+
 def _trim(number: str) -> str:
     return number.rstrip("0").rstrip(".") if "." in number else number

@@ -30,6 +30,7 @@ from envloop.wire.rollouts import JobEvent, ProgressEvent, RolloutRequest, Rollo
 from envloop.wire.runners import ComponentInfo, Origin, RunnerInfo, TaskKind
 from envloop.wire.samples import Sample, SamplePage, SampleQuery
 from envloop.wire.trials import LOG_FILES, LOG_PAGE_BYTES, ArtifactInfo, LogPhase, TrialView
+from envloop.wire.usage import JobUsage, Latency, ProfileUsage
 
 __all__ = [
     "ENVIRONMENTS",
@@ -61,7 +62,9 @@ __all__ = [
     "JobProgress",
     "JobRequest",
     "JobResult",
+    "JobUsage",
     "JobView",
+    "Latency",
     "LogPhase",
     "MemberView",
     "NotRunGroup",
@@ -71,6 +74,7 @@ __all__ = [
     "ProfileDocument",
     "ProfileResult",
     "ProfileSpec",
+    "ProfileUsage",
     "ProfileView",
     "ProgressEvent",
     "RolloutRequest",

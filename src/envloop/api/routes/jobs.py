@@ -10,7 +10,7 @@ from envloop.api.auth import JobReader, ProjectContext
 from envloop.api.events import SSE_RESPONSE, event_stream
 from envloop.api.schemas import ERRORS
 from envloop.core.status import JobStatus, TrialStatus
-from envloop.services import breakdown, diagnosis, jobs, results, samples, trials
+from envloop.services import breakdown, diagnosis, jobs, results, samples, trials, usage
 from envloop.services.breakdown import Breakdown
 from envloop.services.diagnosis import JobDiagnosis
 from envloop.services.errors import UserError
@@ -19,6 +19,7 @@ from envloop.services.results import JobResult
 from envloop.services.rollouts import ProgressFeed
 from envloop.services.samples import SamplePage, SampleQuery
 from envloop.services.trials import TrialView
+from envloop.services.usage import JobUsage
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERRORS)
 TagFilter = Annotated[str, StringConstraints(pattern="^[^=]+=")]
@@ -116,6 +117,12 @@ def job_breakdown(
 ) -> Breakdown:
     """Score and coverage per group of tasks sharing a value of a metadata field, per profile."""
     return breakdown.job_breakdown(ctx, job_id, by)
+
+
+@router.get("/{job_id}/usage")
+def job_usage(job_id: str, ctx: JobReader) -> JobUsage:
+    """Model calls and tokens, their cost under the operator's price table, and trial durations."""
+    return usage.job_usage(ctx, job_id)
 
 
 @router.get("/{job_id}/samples")
