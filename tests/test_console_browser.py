@@ -350,6 +350,7 @@ def test_pages_fit_the_screen_and_label_their_controls(
         "jobs": "/",
         "job": f"/jobs/{jobs.seed}",
         "grid": f"/jobs/{jobs.seed}/grid",
+        "samples": f"/jobs/{jobs.seed}/samples",
         "trial-overview": f"/trials/{jobs.agent_trial}",
         "trial-metrics": f"/trials/{jobs.agent_trial}/metrics",
         "trial-logs": f"/trials/{jobs.agent_trial}/logs",
