@@ -18,6 +18,7 @@ from tests.test_console_browser import (
     Browser,
     Page,
     Shots,
+    assert_fits,
     assert_inert,
     browser,  # noqa: F401 - the module's browser fixture
     expect,
@@ -230,7 +231,6 @@ def test_the_new_pages_fit_the_screen_and_label_their_controls(
     page = new_page(browser, viewport)
     watch = Watched(page)
     log_in(page, server)
-    width = viewport["width"]
     paths = {
         "compare": f"/compare?a={jobs.seed}&b={twin}",
         "samples": f"/jobs/{jobs.seed}/samples",
@@ -238,18 +238,5 @@ def test_the_new_pages_fit_the_screen_and_label_their_controls(
         "job-breakdown": f"/jobs/{jobs.seed}?by=category",
         "transcript": f"/trials/{jobs.agent_trial}/trace?view=transcript",
     }
-    for name, path in paths.items():
-        page.goto(server.url + path)
-        page.wait_for_load_state("networkidle")
-        overflow = page.evaluate("document.documentElement.scrollWidth")
-        assert overflow <= width + 1, f"{name} is {overflow}px wide at {width}px"
-        unlabeled = page.evaluate(
-            """[...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
-               .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label'))
-               .map(el => el.name || el.id)"""
-        )
-        assert unlabeled == [], f"{name}: controls without a label: {unlabeled}"
-        assert page.locator("h1").count() == 1, name
-        assert_inert(page)
-        shots(page, f"{name}-{width}")
+    assert_fits(page, server, paths, viewport["width"], shots)
     assert watch.problems == []
