@@ -119,7 +119,14 @@ def test_the_job_page_shows_the_seed_examples_coverage_as_the_api_computes_it(
 
 def test_pages_without_credentials_send_the_browser_to_the_login_form(server: Server, jobs: Jobs) -> None:
     with browser_like(server) as client:
-        for path in ("/", f"/jobs/{jobs.seed}", f"/trials/{jobs.agent_trial}/trace", "/leaderboard"):
+        for path in (
+            "/",
+            f"/jobs/{jobs.seed}",
+            f"/jobs/{jobs.seed}/samples?q=x",
+            f"/compare?a={jobs.seed}&b={jobs.seed}",
+            f"/trials/{jobs.agent_trial}/trace",
+            "/leaderboard",
+        ):
             answer = client.get(path)
             assert answer.status_code == 303, path
             assert answer.headers["location"].startswith("/login?next=")
@@ -195,6 +202,12 @@ def test_a_share_link_reads_its_job_and_trials_only(server: Server, jobs: Jobs) 
         assert anonymous.get(f"{base}/trials/{own_trial}").status_code == 200
         assert anonymous.get(f"{base}/trials/{own_trial}/trace").status_code == 200
         assert anonymous.get(f"{base}/export").status_code == 200
+        samples = anonymous.get(f"{base}/samples", params={"q": "attempt 1 of"})
+        assert samples.status_code == 200 and "3 samples match this query" in _text(samples.text)
+        assert own_trial in samples.text and other_trial not in samples.text
+        assert anonymous.get(f"{base}/breakdown").status_code == 200
+        # Comparing is for the project's keys: a share link reads its one job and nothing else.
+        assert anonymous.get(f"/compare?a={jobs.seed}&b={jobs.seed}").status_code == 303
         for path in (
             f"{base}/trials/{other_trial}",
             f"{base}/trials/{other_trial}/trace",
@@ -399,14 +412,56 @@ def test_a_job_of_two_profiles_shows_their_paired_comparison(
     assert grid.count('class="cell-group"') == 6 and "spread across profiles" in grid
 
 
+def _text(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def test_compare_and_samples_answer_a_bearer_key_and_a_login_session_alike(
+    server: Server, jobs: Jobs, tmp_path: Path
+) -> None:
+    """The acceptance contract: /compare?a=JOB_A&b=JOB_B and /jobs/JOB/samples (?q= searches) take
+    the same credentials as every console page, and the compare page says "N improved" and
+    "M regressed"."""
+    command = 'echo 2 > "${ENVLOOP_APP_DIR:-/app}/attempt"'
+    path = write_profile(tmp_path / "always2.json", {"AGENT_NAME": "command", "AGENT_COMMAND": command})
+    server.el.ok("profile", "create", "team/always2", "1", "--file", str(path))
+    submitted = server.el(
+        *("job", "submit", "--dataset", "seed@1", "--profile", "team/always2@1", "--attempts", "2"),
+        *("--wait", "--json"),
+        timeout=300,
+    )
+    other = submitted.json()["id"]
+    with server.http() as http:
+        api = http.get("/v1/compare", params={"job_a": jobs.seed, "job_b": other}).json()
+        by_bearer = http.get("/compare", params={"a": jobs.seed, "b": other})
+        samples_by_bearer = http.get(f"/jobs/{jobs.seed}/samples", params={"q": "Do the B thing"})
+        refused = http.get("/compare", params={"a": jobs.seed, "b": jobs.agent})
+    with closing(login(server)) as session:
+        by_session = session.get("/compare", params={"a": jobs.seed, "b": other})
+        samples_by_session = session.get(f"/jobs/{jobs.seed}/samples", params={"q": "Do the B thing"})
+    for answer in (by_bearer, by_session, samples_by_bearer, samples_by_session):
+        assert answer.status_code == 200
+    for answer in (by_bearer, by_session):
+        text = _text(answer.text)
+        assert f"{api['improved']} improved" in text and f"{api['regressed']} regressed" in text
+        assert f"B − A {format_difference(api['difference'], api['unit'])}" in text
+    assert (api["improved"], api["regressed"], api["unchanged"]) == (0, 1, 1)
+    for answer in (samples_by_bearer, samples_by_session):
+        assert "2 samples match this query" in _text(answer.text)
+    assert refused.status_code == 400 and "they ran different dataset revisions" in _text(refused.text)
+
+
 def test_a_key_of_another_project_sees_none_of_this_projects_jobs(server: Server, jobs: Jobs) -> None:
     other = server.el.ok("key", "create", "--project", "elsewhere", "--json").json()["key"]
     with server.http(other) as http:
         listed = http.get("/").text
         job_page = http.get(f"/jobs/{jobs.seed}")
         trial_page = http.get(f"/trials/{jobs.agent_trial}/trace")
+        samples = http.get(f"/jobs/{jobs.seed}/samples")
+        compared = http.get("/compare", params={"a": jobs.seed, "b": jobs.agent})
     assert jobs.seed not in listed and jobs.agent not in listed
     assert job_page.status_code == 404 and trial_page.status_code == 404
+    assert samples.status_code == 404 and compared.status_code == 404
 
 
 def test_logging_out_ends_the_session_and_a_revoked_key_ends_it_too(server: Server) -> None:
