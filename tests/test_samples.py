@@ -26,7 +26,8 @@ from envloop.core.trial import TrialError, TrialOutcome
 from envloop.services import datasets, jobs, profiles
 from envloop.services.context import Context
 from envloop.services.errors import UserError
-from envloop.services.samples import PUBLISHING_SEC, SampleQuery, job_samples
+from envloop.services.samples import SampleQuery, job_samples
+from envloop.services.trial_files import PUBLISHING_SEC
 from envloop.store import queue
 from envloop.store.tables import Trial
 from envloop.trajectories.files import write_trajectory

@@ -8,7 +8,7 @@ its kept trajectory (or the agent's own output when it kept none), with its toke
 (`store.tables.TrialSample`). Reading a page is then one query, however large the job.
 """
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,6 +21,7 @@ from envloop.services.errors import UserError
 from envloop.services.jobs import job_profiles, load_job
 from envloop.services.results import countable
 from envloop.services.task_facts import record_task_facts
+from envloop.services.trial_files import surely_published
 from envloop.store.artifacts import ArtifactNotFoundError
 from envloop.store.tables import Job, JobProfile, Profile, TaskFacts, Trial, TrialSample
 from envloop.trajectories.files import read_trajectory
@@ -33,9 +34,6 @@ Rows = Select[*tuple[Any, ...]]
 __all__ = ["Sample", "SamplePage", "SampleQuery"]
 
 _TABLE: Table = TrialSample.__table__  # type: ignore[assignment]
-PUBLISHING_SEC = 60.0
-"""A trial's files are published just after its result is recorded: one that finished this recently
-with no file yet may still get them, so its sample is read again later rather than kept empty."""
 
 
 def job_samples(ctx: Context, job_id: str, query: SampleQuery) -> SamplePage:
@@ -159,13 +157,11 @@ def _record_finished(ctx: Context, job: Job) -> None:
             .outerjoin(TrialSample, TrialSample.trial_id == Trial.id)
             .where(Trial.job_id == job.id, Trial.status.in_(TERMINAL), TrialSample.trial_id.is_(None))
         ).all()
-    now = datetime.now(UTC)
     found = []
     for row in rows:
         output = _output(ctx, row.id)
-        recent = row.finished_at is None or (now - row.finished_at).total_seconds() < PUBLISHING_SEC
-        if output is None and recent:
-            continue
+        if output is None and not surely_published(row.finished_at):
+            continue  # its files may still come: read it again next time rather than keep it empty
         usage = dict(row.usage or {})
         found.append(
             {

@@ -22,6 +22,7 @@ from envloop.core.tool_outcomes import tool_outcomes
 from envloop.core.trajectory import TRAJECTORY_FILE, ToolStep
 from envloop.services.context import Context
 from envloop.services.jobs import job_profiles, load_job
+from envloop.services.trial_files import surely_published
 from envloop.store.artifacts import ArtifactNotFoundError
 from envloop.store.tables import Trial
 from envloop.trajectories.files import read_trajectory
@@ -58,6 +59,7 @@ def tool_usage(ctx: Context, job_id: str) -> ToolUsage:
         job = load_job(session, ctx.project_id, job_id)
         key = (ctx.store.url, job.id, job.result_version)
         finished = job.status in TERMINAL
+        settled = surely_published(job.finished_at)
         profiles = job_profiles(session, job.id)
         if finished:
             with _lock:
@@ -79,7 +81,7 @@ def tool_usage(ctx: Context, job_id: str) -> ToolUsage:
     # A trial's files are published just after its result is recorded: a job read in that moment
     # lacks some trajectories, and keeping that reading would hide them until the result changes.
     complete = all(p.with_trajectory == p.trials for p in usage.profiles.values())
-    if finished and complete:
+    if finished and (complete or settled):
         with _lock:
             _cache[key] = usage
             while len(_cache) > _CACHE_SIZE:
