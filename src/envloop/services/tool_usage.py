@@ -6,12 +6,14 @@ not run at all (`errors`: an unknown tool, bad arguments), it ran past its own t
 agent's (`timeouts`), it was cut off by a cancellation (`cut_off`), or it ran and exited non-zero
 (`nonzero_exits`, which is often the agent's own business, e.g. a grep with no match).
 
-A finished job's usage is kept in memory until its result changes, like its result (once every
-trajectory could be read): reading every trajectory of a big job on each page view would cost far
-more than the page.
+A finished job's usage is kept in memory until its result changes, like its result: reading every
+trajectory of a big job on each page view would cost far more than the page. Just after the job
+ended, a reading that lacks some trajectories is kept a few seconds only, since the trials' files
+may still be on their way.
 """
 
 import threading
+import time
 from collections import OrderedDict
 
 from pydantic import BaseModel, Field, ValidationError
@@ -50,7 +52,10 @@ class ToolUsage(BaseModel):
 
 
 _CACHE_SIZE = 8
-_cache: OrderedDict[tuple[str, str, int], ToolUsage] = OrderedDict()
+RECHECK_SEC = 5.0
+"""How long a reading that lacks some trajectories is kept while the trials' files may still be
+published: long enough that a page refreshed in a loop does not read every trajectory each time."""
+_cache: OrderedDict[tuple[str, str, int], tuple[ToolUsage, float | None]] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -63,9 +68,10 @@ def tool_usage(ctx: Context, job_id: str) -> ToolUsage:
         profiles = job_profiles(session, job.id)
         if finished:
             with _lock:
-                if (found := _cache.get(key)) is not None:
+                found = _cache.get(key)
+                if found is not None and (found[1] is None or time.monotonic() < found[1]):
                     _cache.move_to_end(key)
-                    return found
+                    return found[0]
         rows = session.execute(
             select(Trial.id, Trial.profile_id)
             .where(Trial.job_id == job.id, Trial.status.in_(TERMINAL))
@@ -78,12 +84,13 @@ def tool_usage(ctx: Context, job_id: str) -> ToolUsage:
             for p in profiles
         },
     )
-    # A trial's files are published just after its result is recorded: a job read in that moment
-    # lacks some trajectories, and keeping that reading would hide them until the result changes.
-    complete = all(p.with_trajectory == p.trials for p in usage.profiles.values())
-    if finished and (complete or settled):
+    if finished:
+        # A trial's files are published just after its result is recorded: a reading that lacks
+        # some trajectories is read again a little later, until they are surely all there.
+        complete = all(p.with_trajectory == p.trials for p in usage.profiles.values())
+        recheck = None if complete or settled else time.monotonic() + RECHECK_SEC
         with _lock:
-            _cache[key] = usage
+            _cache[key] = (usage, recheck)
             while len(_cache) > _CACHE_SIZE:
                 _cache.popitem(last=False)
     return usage

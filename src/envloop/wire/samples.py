@@ -32,7 +32,9 @@ class SampleQuery(LazyModel):
     # Built at import, as JobRequest is: FastAPI reads a parameter model as it builds its routes.
     model_config = ConfigDict(extra="forbid", defer_build=False)
 
-    q: str | None = Field(default=None, max_length=200, description="text to search for")
+    q: str | None = Field(
+        default=None, max_length=200, pattern=r"^[^\x00]*$", description="text to search for"
+    )
     status: SampleStatus | None = Field(
         default=None, description="a trial status, or `invalidated` for attempts excluded by a user"
     )
@@ -40,8 +42,12 @@ class SampleQuery(LazyModel):
     reward: RewardFilter = Field(
         default="any", description="counted: attempts whose reward counts; none: attempts without one"
     )
-    min_reward: float | None = Field(default=None, description="counted rewards of at least this")
-    max_reward: float | None = Field(default=None, description="counted rewards of at most this")
+    min_reward: float | None = Field(
+        default=None, allow_inf_nan=False, description="counted rewards of at least this"
+    )
+    max_reward: float | None = Field(
+        default=None, allow_inf_nan=False, description="counted rewards of at most this"
+    )
     sort: SampleSort = Field(
         default="attempt",
         description="attempt: profile, task (dataset order), attempt; a leading - sorts descending; "
