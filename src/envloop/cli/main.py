@@ -79,7 +79,11 @@ ENTRIES = (
         "app",
         "Evaluation jobs: a dataset revision x profiles x attempts.",
         True,
-        (("compare", "compare", "compare"), ("samples", "samples", "samples")),
+        (
+            ("result", "results", "result"),
+            ("compare", "compare", "compare"),
+            ("samples", "samples", "samples"),
+        ),
     ),
     Entry("trial", "trials", "app", "Single attempts: status, reward, logs, artifacts.", True),
     Entry(
