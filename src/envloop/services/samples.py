@@ -46,8 +46,11 @@ def job_samples(ctx: Context, job_id: str, query: SampleQuery) -> SamplePage:
     _record_finished(ctx, job)
     statement = _filtered(job.id, query, refs)
     with ctx.store.read() as session:
-        total = session.scalar(select(func.count()).select_from(statement.subquery())) or 0
         rows = session.execute(_sorted(statement, query).limit(query.limit).offset(query.offset)).all()
+        if rows:
+            total = rows[0].total
+        else:  # past the last page: the count alone
+            total = session.scalar(select(func.count()).select_from(statement.subquery())) or 0
     return SamplePage(job_id=job.id, total=total, offset=query.offset, samples=[_sample(r) for r in rows])
 
 
@@ -73,6 +76,7 @@ def _filtered(job_id: str, query: SampleQuery, refs: dict[str, str]) -> Rows:
             TrialSample.output,
             JobProfile.position,
             Trial.member_position,
+            func.count().over().label("total"),  # every matching row, counted with the page
         )
         .join(Profile, Profile.id == Trial.profile_id)
         .join(JobProfile, and_(JobProfile.job_id == Trial.job_id, JobProfile.profile_id == Trial.profile_id))
