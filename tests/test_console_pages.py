@@ -412,6 +412,17 @@ def test_a_job_of_two_profiles_shows_their_paired_comparison(
     assert grid.count('class="cell-group"') == 6 and "spread across profiles" in grid
 
 
+def test_a_progress_bar_shows_how_attempts_ended_in_parts(server: Server, jobs: Jobs) -> None:
+    """The seed job: 5 of 6 trials completed, 1 failed (its verifier wrote no number)."""
+    with server.http() as http:
+        bar = http.get(f"/jobs/{jobs.seed}/progress").text
+        listed = http.get("/").text
+    widths = dict(re.findall(r'data-part="(\w+)" x="[\d.]+" y="0" width="([\d.]+)"', bar))
+    assert widths == {"completed": "83.333", "failed": "16.667", "cancelled": "0.0", "running": "0.0"}
+    assert "6/6 finished: 5 completed, 1 failed" in _text(bar)
+    assert 'data-part="failed"' in listed
+
+
 def _text(html: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
 
