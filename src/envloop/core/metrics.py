@@ -7,7 +7,7 @@ cannot pass for a result on the whole dataset.
 """
 
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
@@ -219,15 +219,10 @@ def rewards_are_rates(m: ProfileMetrics) -> bool:
     )
 
 
-def compare_metrics(a: ProfileMetrics, b: ProfileMetrics, exclude: Collection[str] = ()) -> PairedTasks:
-    """B - A task by task over tasks both sides scored, except `exclude`; a task missing a score
-    on either side is left out, never zeroed. When both sides' rewards are rates the interval stays
-    within [-1, 1]."""
-    return paired_tasks(
-        {t: v for t, v in task_means(a).items() if t not in exclude},
-        {t: v for t, v in task_means(b).items() if t not in exclude},
-        rates=rewards_are_rates(a) and rewards_are_rates(b),
-    )
+def compare_metrics(a: ProfileMetrics, b: ProfileMetrics) -> PairedTasks:
+    """B - A task by task over tasks both sides scored; a task missing a score on either side is
+    left out, never zeroed. When both sides' rewards are rates the interval stays within [-1, 1]."""
+    return paired_tasks(task_means(a), task_means(b), rates=rewards_are_rates(a) and rewards_are_rates(b))
 
 
 def compare_profiles(a: ProfileMetrics, b: ProfileMetrics) -> PairedDifference:
