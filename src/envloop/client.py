@@ -33,6 +33,7 @@ from envloop.wire import (
     ApiKeyView,
     ArtifactInfo,
     BoardRow,
+    Breakdown,
     Comparison,
     CreatedKey,
     CreatedShare,
@@ -42,6 +43,7 @@ from envloop.wire import (
     JobProgress,
     JobRequest,
     JobResult,
+    JobUsage,
     JobView,
     Plan,
     ProfileDocument,
@@ -50,6 +52,8 @@ from envloop.wire import (
     RolloutRequest,
     RolloutView,
     RunnerInfo,
+    SamplePage,
+    SampleQuery,
     ShareView,
     SubmitResult,
     TrialEvent,
@@ -263,6 +267,16 @@ class Client:
 
     def job_diagnosis(self, job_id: str) -> JobDiagnosis:
         return self._get(f"/v1/jobs/{quote(job_id)}/diagnosis", JobDiagnosis)
+
+    def job_breakdown(self, job_id: str, by: str) -> Breakdown:
+        return self._get(f"/v1/jobs/{quote(job_id)}/breakdown", Breakdown, by=by)
+
+    def job_usage(self, job_id: str) -> JobUsage:
+        return self._get(f"/v1/jobs/{quote(job_id)}/usage", JobUsage)
+
+    def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:
+        params = (query or SampleQuery()).model_dump(exclude_defaults=True)
+        return self._get(f"/v1/jobs/{quote(job_id)}/samples", SamplePage, **params)
 
     def cancel_job(self, job_id: str) -> JobView:
         return self._post(f"/v1/jobs/{quote(job_id)}/cancel", JobView)

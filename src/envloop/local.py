@@ -21,6 +21,7 @@ from types import TracebackType
 from envloop.core.status import TERMINAL
 from envloop.core.trajectory import Trajectory
 from envloop.services import (
+    breakdown,
     compare,
     datasets,
     diagnosis,
@@ -31,8 +32,10 @@ from envloop.services import (
     profiles,
     results,
     rollouts,
+    samples,
     shares,
     trials,
+    usage,
 )
 from envloop.services.context import Context, open_context
 from envloop.services.rollouts import ProgressFeed
@@ -41,6 +44,7 @@ from envloop.wire import (
     ApiKeyView,
     ArtifactInfo,
     BoardRow,
+    Breakdown,
     Comparison,
     CreatedKey,
     CreatedShare,
@@ -49,6 +53,7 @@ from envloop.wire import (
     JobProgress,
     JobRequest,
     JobResult,
+    JobUsage,
     JobView,
     Plan,
     ProfileDocument,
@@ -57,6 +62,8 @@ from envloop.wire import (
     RolloutRequest,
     RolloutView,
     RunnerInfo,
+    SamplePage,
+    SampleQuery,
     ShareView,
     SubmitResult,
     TrialView,
@@ -157,6 +164,15 @@ class LocalClient:
 
     def job_diagnosis(self, job_id: str) -> JobDiagnosis:
         return diagnosis.job_diagnosis(self._ctx, job_id)
+
+    def job_breakdown(self, job_id: str, by: str) -> Breakdown:
+        return breakdown.job_breakdown(self._ctx, job_id, by)
+
+    def job_usage(self, job_id: str) -> JobUsage:
+        return usage.job_usage(self._ctx, job_id)
+
+    def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:
+        return samples.job_samples(self._ctx, job_id, query or SampleQuery())
 
     def cancel_job(self, job_id: str) -> JobView:
         return jobs.cancel_job(self._ctx, job_id)

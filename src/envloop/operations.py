@@ -18,6 +18,7 @@ from envloop.wire import (
     ApiKeyView,
     ArtifactInfo,
     BoardRow,
+    Breakdown,
     Comparison,
     CreatedKey,
     CreatedShare,
@@ -26,6 +27,7 @@ from envloop.wire import (
     JobProgress,
     JobRequest,
     JobResult,
+    JobUsage,
     JobView,
     Plan,
     ProfileDocument,
@@ -34,6 +36,8 @@ from envloop.wire import (
     RolloutRequest,
     RolloutView,
     RunnerInfo,
+    SamplePage,
+    SampleQuery,
     ShareView,
     SubmitResult,
     TrialView,
@@ -80,6 +84,18 @@ class Operations(Protocol):
 
     def job_result(self, job_id: str) -> JobResult: ...
     def job_diagnosis(self, job_id: str) -> JobDiagnosis: ...
+    def job_breakdown(self, job_id: str, by: str) -> Breakdown:
+        """Score and coverage per value of a metadata field of the job's tasks, per profile."""
+        ...
+
+    def job_usage(self, job_id: str) -> JobUsage:
+        """Model calls, tokens and their cost, and trial durations, per profile and for the job."""
+        ...
+
+    def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:
+        """One row per attempt with its input, target and output: filtered, searched, sorted, paged."""
+        ...
+
     def cancel_job(self, job_id: str) -> JobView: ...
     def export_job(self, job_id: str) -> JobRequest: ...
     def watch_job(self, job_id: str) -> Iterator[ProgressEvent]:

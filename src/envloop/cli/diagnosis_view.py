@@ -13,15 +13,24 @@ UNISOLATED = {"plain": "no isolation"}
 def diagnosis_view(diagnosis: JobDiagnosis) -> Group | None:
     """None when there is nothing to say (every attempt scored, sandboxed, without warnings)."""
     parts: list[Text | object] = []
+    if diagnosis.status_note:
+        parts.append(Text(f"Job {diagnosis.status_note}", style="bold"))
     for group in diagnosis.not_run:
         parts.append(Text(f"{group.text}: {', '.join(group.tasks)}", style="bold"))
     if diagnosis.failures:
         parts.append(Text("Why attempts are missing or failed", style="bold"))
         parts.append(
             table(
-                ["kind", "error type", "reason", "attempts", "e.g."],
+                ["kind", "error type", "reason", "attempts", "with a reward", "e.g."],
                 [
-                    [f.kind, f.error_type or "-", f.reason, f.count, " ".join(f.trial_ids[:2])]
+                    [
+                        f.kind.replace("_", " "),
+                        f.error_type or "-",
+                        f.reason,
+                        f.count,
+                        f.rewarded if f.kind == "failed" else "-",
+                        " ".join(f.trial_ids[:2]),
+                    ]
                     for f in diagnosis.failures
                 ],
             )

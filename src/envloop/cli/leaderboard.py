@@ -9,6 +9,7 @@ from rich.text import Text
 from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out
 from envloop.core.display import format_score
+from envloop.core.words import plural
 from envloop.wire import BoardRow
 
 app = typer.Typer(
@@ -90,7 +91,8 @@ def board_view(rows: list[BoardRow]) -> Group:
             lines.append(Text(""))
         lines.append(
             Text(
-                f"{dataset} · {first.runner} · {first.total_members} tasks × {first.attempts} attempts",
+                f"{dataset} · {first.runner} · {plural(first.total_members, 'task')} × "
+                f"{plural(first.attempts, 'attempt')}",
                 style="bold",
             )
         )

@@ -11,6 +11,7 @@ from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out, table, when
 from envloop.core.display import format_score
 from envloop.core.structured import describe_reading
+from envloop.core.words import plural
 from envloop.services.errors import UserError
 from envloop.trajectories.atif import to_atif
 from envloop.trajectories.render import describe_trajectory
@@ -169,7 +170,7 @@ def artifacts(
         emit_json(items)
         return
     if output:
-        note(f"copied {len(items)} files to {output}")
+        note(f"copied {plural(len(items), 'file')} to {output}")
     out.print(table(["path", "bytes"], [[i.path, i.size] for i in items]))
 
 

@@ -16,6 +16,7 @@ from envloop.core.trajectory import (
     UserStep,
     VerifierStep,
 )
+from envloop.core.words import plural
 
 TITLE_CHARS = 100
 
@@ -60,11 +61,13 @@ def step_item(step: Step) -> StepItem:
         elif step.timed_out:
             title += "  → timed out"
         elif step.error:
-            title += "  → could not run"
+            # A command cut off by the end of the agent's phase ran: it was interrupted, not refused.
+            ran = step.command is not None and step.exit_code is None
+            title += "  → interrupted" if ran else "  → could not run"
         changes = len(step.changes)
     elif isinstance(step, StateStep):
         changes = len(step.changes)
-        title = _line(step.note or "") or f"{changes} files changed"
+        title = _line(step.note or "") or f"{plural(changes, 'file')} changed"
     elif isinstance(step, ScoreStep):
         problem = step.reward is None
         title = f"{step.scorer}: reward {format_score(step.reward)}"

@@ -11,17 +11,44 @@ from collections import Counter
 
 from sqlalchemy import select
 
+from envloop.core.words import plural
 from envloop.services.context import Context
 from envloop.services.failures import EXAMPLES, failure_summary
 from envloop.services.jobs import load_job
 from envloop.services.unsupported import not_run_line
 from envloop.store.tables import Trial
-from envloop.wire.diagnosis import JobDiagnosis, NotRunGroup, WarningGroup
+from envloop.wire.diagnosis import FailureGroup, JobDiagnosis, NotRunGroup, WarningGroup
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
 __all__ = ["JobDiagnosis", "NotRunGroup", "WarningGroup"]
 
 WARNING_CHARS = 300
+
+
+def status_note(status: str, failures: list[FailureGroup]) -> str | None:
+    """Why a job reads `failed` or `cancelled`: a job fails when any trial's execution failed, even
+    when its verifier still scored what the agent left, so the status alone can read as a lost run
+    when every attempt has a reward; this sentence says which it is."""
+    if status == "cancelled":
+        cancelled = sum(g.count for g in failures if g.kind == "cancelled")
+        pronoun = "it" if cancelled == 1 else "they"
+        return f"cancelled: {plural(cancelled, 'attempt')} stopped before {pronoun} finished"
+    if status != "failed":
+        return None
+    failed = [g for g in failures if g.kind == "failed"]
+    by_type = Counter[str]()
+    for group in failed:
+        by_type[group.error_type or "unknown error"] += group.count
+    count = sum(by_type.values())
+    rewarded = sum(g.rewarded for g in failed)
+    types = ", ".join(f"{kind} {n}" for kind, n in by_type.most_common())
+    if rewarded == count:
+        scored = "each still has a counted reward (the verifier scored what the agent left)"
+    elif rewarded:
+        scored = f"{rewarded} of them still have a counted reward (the verifier scored what the agent left)"
+    else:
+        scored = "none of them has a counted reward"
+    return f"failed: {plural(count, 'trial')} ended with an error ({types}); {scored}"
 
 
 def job_diagnosis(ctx: Context, job_id: str) -> JobDiagnosis:
@@ -46,12 +73,14 @@ def job_diagnosis(ctx: Context, job_id: str) -> JobDiagnosis:
             group.count += 1
             if len(group.trial_ids) < EXAMPLES:
                 group.trial_ids.append(row.id)
+    failures = failure_summary(ctx, job_id)
     return JobDiagnosis(
+        status_note=status_note(job.status, failures),
         not_run=[
             NotRunGroup(text=not_run_line(len(tasks), reason), reason=reason, tasks=tasks)
             for reason, tasks in skipped.items()
         ],
-        failures=failure_summary(ctx, job_id),
+        failures=failures,
         sandboxes=dict(sandboxes.most_common()),
         warnings=sorted(groups.values(), key=lambda g: -g.count),
     )

@@ -10,6 +10,7 @@ from sqlalchemy import and_, or_, select
 
 from envloop.services.context import Context
 from envloop.services.jobs import load_job
+from envloop.services.results import countable
 from envloop.store.tables import Profile, Trial
 from envloop.wire.diagnosis import EXAMPLES, FailureGroup, FailureKind
 
@@ -74,6 +75,8 @@ def failure_summary(ctx: Context, job_id: str) -> list[FailureGroup]:
                 kind=kind, error_type=error_type, reason=reason, count=0, by_profile={}, trial_ids=[]
             )
         group.count += 1
+        if kind == "failed" and row.reward is not None and countable(row.reward):
+            group.rewarded += 1
         ref = f"{row.name}@{row.version}"
         group.by_profile[ref] = group.by_profile.get(ref, 0) + 1
         if len(group.trial_ids) < EXAMPLES:

@@ -19,7 +19,7 @@ from envloop.wire.results import JobResult, ProfileResult
 __all__ = ["JobResult", "ProfileResult"]
 
 
-def slot_state(status: str, reward: float | None, invalidated: bool, dispatched: bool) -> SlotState:
+def slot_state(status: str, reward: float | None, invalidated: bool) -> SlotState:
     """A missing reward is never a zero: every non-scored slot keeps the reason it has none."""
     if invalidated:
         return "invalidated"
@@ -27,8 +27,8 @@ def slot_state(status: str, reward: float | None, invalidated: bool, dispatched:
         return "scored"
     if status in ("pending", "running"):
         return "waiting"
-    if status == "cancelled" and not dispatched:
-        return "undispatched"
+    if status == "cancelled":
+        return "cancelled"
     return "invalid"
 
 
@@ -81,7 +81,7 @@ def job_result_detail(ctx: Context, job_id: str) -> _Detail:
             return found
         profiles = job_profiles(session, job.id)
         # Plain tuples from the connection: a big job has a row per attempt, and the ORM's per-row
-        # bookkeeping (or parsing a start time only tested for presence) would cost more than the rest.
+        # bookkeeping would cost more than the rest.
         rows = (
             session.connection()
             .execute(
@@ -93,7 +93,6 @@ def job_result_detail(ctx: Context, job_id: str) -> _Detail:
                     Trial.status,
                     Trial.reward,
                     Trial.invalidated,
-                    Trial.started_at.is_not(None),
                     Trial.structured_result,
                 ).where(Trial.job_id == job.id)
             )
@@ -101,8 +100,8 @@ def job_result_detail(ctx: Context, job_id: str) -> _Detail:
         )
     slots: dict[str, list[AttemptSlot]] = {p.id: [] for p in profiles}
     counted: list[tuple[str, str, str]] = []
-    for trial_id, profile_id, task, attempt, status, reward, invalidated, dispatched, declared in rows:
-        state = slot_state(status, reward, invalidated, dispatched)
+    for trial_id, profile_id, task, attempt, status, reward, invalidated, declared in rows:
+        state = slot_state(status, reward, invalidated)
         kept = reward if state in ("scored", "invalidated") else None
         slots[profile_id].append(AttemptSlot(task, attempt, state, kept))
         if declared and counts(status, invalidated):

@@ -140,6 +140,10 @@ class Job(Base):
     tasks: Mapped[list[Any]] = mapped_column(JSON)
     """Selected member names, in dataset order."""
     tags: Mapped[dict[str, Any]] = mapped_column(JSON)
+    name: Mapped[str | None] = mapped_column(String(200), default=None)
+    """What the submitter calls the run (`--name`), shown beside its ID in lists."""
+    note: Mapped[str | None] = mapped_column(Text, default=None)
+    """Why the run was made or what changed (`--note`)."""
     request_id: Mapped[str | None] = mapped_column(String(200))
     request_digest: Mapped[str | None] = mapped_column(String(80))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -201,6 +205,34 @@ class Trial(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class TaskFacts(Base):
+    """What a task asks, expects and is labelled with, by content digest: read once from the frozen
+    task (a JSONL row's prompt, answer and metadata; a Harbor task's instruction and task.toml
+    `[metadata]`), so a job's samples can be searched and its results broken down in the store."""
+
+    __tablename__ = "task_facts"
+    digest: Mapped[str] = mapped_column(String(80), primary_key=True)
+    input: Mapped[str] = mapped_column(Text)
+    """The start of the prompt or instruction."""
+    target: Mapped[str | None] = mapped_column(Text)
+    """The start of the expected answer, where the task has one (JSONL rows)."""
+    labels: Mapped[dict[str, Any]] = mapped_column(JSON)
+    """The task's metadata: a JSONL row's `metadata`, a Harbor task's `[metadata]`."""
+
+
+class TrialSample(Base):
+    """A finished trial's answer, tokens and duration as a job's samples list shows them: read once
+    from its kept trajectory (or its agent's output) the first time the list is read after it ended."""
+
+    __tablename__ = "trial_samples"
+    trial_id: Mapped[str] = mapped_column(ForeignKey("trials.id"), primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    output: Mapped[str | None] = mapped_column(Text)
+    tokens: Mapped[int | None] = mapped_column(Integer)
+    """Input and output tokens of the trial's model calls, for sorting."""
+    duration_sec: Mapped[float | None] = mapped_column(Float)
 
 
 class Worker(Base):

@@ -8,6 +8,7 @@ The service modules re-export the models they return, so `envloop.services.jobs.
 """
 
 from envloop.wire.access import ApiKeyView, CreatedKey, CreatedShare, ShareView
+from envloop.wire.breakdown import Breakdown, BreakdownGroup, GroupMetrics
 from envloop.wire.compare import Comparison, DimensionComparison, Excluded, Side
 from envloop.wire.datasets import ENVIRONMENTS, DatasetView, EnvironmentName, MemberView, TaskFeature
 from envloop.wire.diagnosis import FailureGroup, FailureKind, JobDiagnosis, NotRunGroup, WarningGroup
@@ -27,7 +28,9 @@ from envloop.wire.profiles import PROFILE_SCHEMA, ProfileDocument, ProfileSpec, 
 from envloop.wire.results import JobResult, ProfileResult
 from envloop.wire.rollouts import JobEvent, ProgressEvent, RolloutRequest, RolloutView, TrialEvent
 from envloop.wire.runners import ComponentInfo, Origin, RunnerInfo, TaskKind
+from envloop.wire.samples import Sample, SamplePage, SampleQuery
 from envloop.wire.trials import LOG_FILES, LOG_PAGE_BYTES, ArtifactInfo, LogPhase, TrialView
+from envloop.wire.usage import JobUsage, Latency, ProfileUsage
 
 __all__ = [
     "ENVIRONMENTS",
@@ -41,6 +44,8 @@ __all__ = [
     "ArtifactInfo",
     "BoardEntry",
     "BoardRow",
+    "Breakdown",
+    "BreakdownGroup",
     "Comparison",
     "ComponentInfo",
     "CreatedKey",
@@ -51,12 +56,15 @@ __all__ = [
     "Excluded",
     "FailureGroup",
     "FailureKind",
+    "GroupMetrics",
     "JobDiagnosis",
     "JobEvent",
     "JobProgress",
     "JobRequest",
     "JobResult",
+    "JobUsage",
     "JobView",
+    "Latency",
     "LogPhase",
     "MemberView",
     "NotRunGroup",
@@ -66,12 +74,16 @@ __all__ = [
     "ProfileDocument",
     "ProfileResult",
     "ProfileSpec",
+    "ProfileUsage",
     "ProfileView",
     "ProgressEvent",
     "RolloutRequest",
     "RolloutView",
     "RunSummary",
     "RunnerInfo",
+    "Sample",
+    "SamplePage",
+    "SampleQuery",
     "ShareView",
     "Side",
     "SkippedTask",

@@ -17,6 +17,9 @@ class FailureGroup(LazyModel):
     error_type: ErrorType | None = Field(description="for failed trials, the error type")
     reason: str = Field(description="the first line of the error message, reward note or invalidation reason")
     count: int
+    rewarded: int = Field(
+        default=0, description="of which still have a counted reward (a failed trial the verifier scored)"
+    )
     by_profile: dict[str, int]
     trial_ids: list[str] = Field(description=f"up to {EXAMPLES} of the group's trials, in grid order")
 
@@ -34,6 +37,10 @@ class NotRunGroup(LazyModel):
 
 
 class JobDiagnosis(LazyModel):
+    status_note: str | None = Field(
+        default=None,
+        description="why a finished job reads failed or cancelled, in one sentence (null otherwise)",
+    )
     not_run: list[NotRunGroup] = Field(
         default_factory=list,
         description="tasks the job left out at submission (--skip-unsupported): they have no trials",
