@@ -3,14 +3,14 @@ have neither. Two tables of derived facts, filled when first read: what each tas
 is labelled with (by content digest), and each finished trial's answer, tokens and duration, so a
 job's samples are searched, sorted and paged, and its results broken down, in the store.
 
-Revision ID: 0007
+Revision ID: 0008
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007"
-down_revision = "0006"
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
