@@ -26,6 +26,14 @@ def diagnosis_view(diagnosis: JobDiagnosis) -> Group | None:
                 ],
             )
         )
+    if diagnosis.flags:
+        parts.append(Text("Flagged trials (a flag never changes a reward)", style="bold"))
+        parts.append(
+            table(
+                ["trials", "flag", "detail", "e.g."],
+                [[f.count, f.kind, f.detail, " ".join(f.trial_ids[:2])] for f in diagnosis.flags],
+            )
+        )
     weak = {mode: n for mode, n in diagnosis.sandboxes.items() if mode in UNISOLATED}
     if weak:
         shown = ", ".join(f"{n} in {mode} mode ({UNISOLATED[mode]})" for mode, n in weak.items())

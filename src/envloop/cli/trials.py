@@ -18,6 +18,8 @@ from envloop.wire import LOG_FILES, LOG_PAGE_BYTES
 
 app = typer.Typer(help="Single attempts: status, reward, logs, artifacts.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+FLAG_PATHS_SHOWN = 10
+"""A flag's paths printed by `el trial get`; `--json` has them all."""
 
 
 @app.command("list")
@@ -102,6 +104,10 @@ def get(
     out.print(f"sandbox {v.sandbox or '—'}" + (f" ({v.sandbox_note})" if v.sandbox_note else ""))
     for w in v.warnings:
         out.print(f"warning: {w}")
+    for flag in v.flags:
+        shown = ", ".join(flag.paths[:FLAG_PATHS_SHOWN])
+        more = f" and {len(flag.paths) - FLAG_PATHS_SHOWN} more" if len(flag.paths) > FLAG_PATHS_SHOWN else ""
+        out.print(f"flag {flag.kind}: {flag.detail}" + (f": {shown}{more}" if shown else ""), markup=False)
     out.print(
         table(
             ["phase", "started", "ended", "exit", "timed out"],

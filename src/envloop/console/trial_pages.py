@@ -39,6 +39,7 @@ STEP_WINDOW = 200
 CLIP = 20_000
 TEXT_CHUNK = 200_000
 PREVIEW_BYTES = 64 * 1024
+FLAG_PATHS_SHOWN = 50
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ def _tab(request: Request, viewer: Viewer, trial: TrialView, tab: str, **values:
 def overview(request: Request, viewer: Viewer, trial_id: str) -> Response:
     trial = readable_trial(viewer, trial_id)
     phases = [PhaseRecord.model_validate(p) for p in trial.phases]
-    return _tab(request, viewer, trial, "overview", usage=trial_usage(viewer.ctx, trial_id), phases=phases)
+    usage = trial_usage(viewer.ctx, trial_id)
+    return _tab(request, viewer, trial, "overview", usage=usage, phases=phases, flag_paths=FLAG_PATHS_SHOWN)
 
 
 def metrics(request: Request, viewer: Viewer, trial_id: str) -> Response:

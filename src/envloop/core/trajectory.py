@@ -216,10 +216,13 @@ class TrajectoryRecorder:
 
 
 def usage_totals(trajectory: Trajectory) -> dict[str, int]:
-    """The trial's `usage` record: model calls, HTTP retries and tokens, zero counts left out."""
+    """The trial's `usage` record: model calls, the calls that failed (they carry an error), HTTP
+    retries and tokens, zero counts left out. What the verdict on model failures reads
+    (`core.model_failures`)."""
     calls = [s for s in trajectory.steps if isinstance(s, ModelStep)]
     totals = {
         "calls": len(calls),
+        "failed_calls": sum(1 for s in calls if s.error is not None),
         "retries": sum(s.attempts - 1 for s in calls),
         **trajectory.usage.model_dump(),
     }

@@ -8,6 +8,7 @@ from pydantic import ValidationError
 from sqlalchemy import select, update
 
 from envloop.core.trajectory import TRAJECTORY_FILE, Trajectory
+from envloop.core.trial import TrialFlag
 from envloop.services.context import Context
 from envloop.services.errors import NotFoundError, UserError
 from envloop.services.jobs import check_status, load_job
@@ -45,6 +46,7 @@ def _view(trial: Trial, profile_ref: str) -> TrialView:
         warnings=list(trial.warnings),
         phases=list(trial.phases),
         runs=trial.runs,
+        flags=[TrialFlag.model_validate(flag) for flag in trial.flags or []],
         created_at=trial.created_at,
         started_at=trial.started_at,
         finished_at=trial.finished_at,

@@ -188,6 +188,8 @@ class Trial(Base):
     stop_reason: Mapped[str | None] = mapped_column(String(40))
     structured_result: Mapped[bool] = mapped_column(Boolean, default=False)
     """Whether the kept artifacts hold a result.json, so results read only the trials that have one."""
+    flags: Mapped[list[Any]] = mapped_column(JSON, default=list, server_default="[]")
+    """What a reader of the reward should know (`core.trial.TrialFlag`: kind, detail, paths)."""
     lease_owner: Mapped[str | None] = mapped_column(String(64))
     lease_token: Mapped[int] = mapped_column(Integer, default=0)
     """Incremented by every claim: only the holder of the current token may record the result."""

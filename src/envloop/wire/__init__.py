@@ -10,7 +10,14 @@ The service modules re-export the models they return, so `envloop.services.jobs.
 from envloop.wire.access import ApiKeyView, CreatedKey, CreatedShare, ShareView
 from envloop.wire.compare import Comparison, DimensionComparison, Excluded, Side
 from envloop.wire.datasets import ENVIRONMENTS, DatasetView, EnvironmentName, MemberView, TaskFeature
-from envloop.wire.diagnosis import FailureGroup, FailureKind, JobDiagnosis, NotRunGroup, WarningGroup
+from envloop.wire.diagnosis import (
+    FailureGroup,
+    FailureKind,
+    FlagGroup,
+    JobDiagnosis,
+    NotRunGroup,
+    WarningGroup,
+)
 from envloop.wire.jobs import (
     JOB_CONFIG_SCHEMA,
     MAX_ATTEMPTS,
@@ -51,6 +58,7 @@ __all__ = [
     "Excluded",
     "FailureGroup",
     "FailureKind",
+    "FlagGroup",
     "JobDiagnosis",
     "JobEvent",
     "JobProgress",

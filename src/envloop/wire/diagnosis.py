@@ -27,6 +27,13 @@ class WarningGroup(LazyModel):
     trial_ids: list[str] = Field(description=f"up to {EXAMPLES} of them, in grid order")
 
 
+class FlagGroup(LazyModel):
+    kind: str
+    detail: str
+    count: int = Field(description="trials that carry this flag")
+    trial_ids: list[str] = Field(description=f"up to {EXAMPLES} of them, in grid order")
+
+
 class NotRunGroup(LazyModel):
     text: str = Field(description="N tasks not run: reason")
     reason: str
@@ -41,3 +48,7 @@ class JobDiagnosis(LazyModel):
     failures: list[FailureGroup]
     sandboxes: dict[str, int] = Field(description="finished trials by the sandbox they ran in")
     warnings: list[WarningGroup] = Field(description="the trials' warnings, most frequent first")
+    flags: list[FlagGroup] = Field(
+        default_factory=list,
+        description="the trials' flags by kind and detail, most frequent first (never a change of reward)",
+    )

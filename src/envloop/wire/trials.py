@@ -6,6 +6,7 @@ from typing import Any, Literal
 from envloop.core.lazy import LazyModel
 from envloop.core.status import ErrorType, TrialStatus
 from envloop.core.structured import StructuredReading
+from envloop.core.trial import TrialFlag
 
 LogPhase = Literal["setup", "agent", "verifier", "artifacts"]
 LOG_FILES: dict[LogPhase, tuple[str, ...]] = {
@@ -38,6 +39,9 @@ class TrialView(LazyModel):
     warnings: list[str]
     phases: list[dict[str, Any]]
     runs: int
+    flags: list[TrialFlag] = []
+    """What a reader of the reward should know (files the agent changed that the verifier may run,
+    failed model calls); a flag never changes the reward by itself."""
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
