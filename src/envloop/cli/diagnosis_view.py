@@ -17,11 +17,16 @@ def diagnosis_view(diagnosis: JobDiagnosis) -> Group | None:
         parts.append(Text(f"{group.text}: {', '.join(group.tasks)}", style="bold"))
     if diagnosis.failures:
         parts.append(Text("Why attempts are missing or failed", style="bold"))
+        agents = sum(f.count for f in diagnosis.failures if f.cause == "agent")
+        if agents:
+            parts.append(
+                Text(f"{agents} of them the agent's own doing (a missing reward counts as 0 in ranks)")
+            )
         parts.append(
             table(
-                ["kind", "error type", "reason", "attempts", "e.g."],
+                ["kind", "error type", "reason", "whose", "attempts", "e.g."],
                 [
-                    [f.kind, f.error_type or "-", f.reason, f.count, " ".join(f.trial_ids[:2])]
+                    [f.kind, f.error_type or "-", f.reason, f.cause, f.count, " ".join(f.trial_ids[:2])]
                     for f in diagnosis.failures
                 ],
             )

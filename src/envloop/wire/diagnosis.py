@@ -8,6 +8,8 @@ from envloop.core.lazy import LazyModel
 from envloop.core.status import ErrorType
 
 FailureKind = Literal["failed", "no_reward", "cancelled", "invalidated"]
+Cause = Literal["agent", "model", "verifier", "environment", "infrastructure", "user"]
+"""Whose doing a failure or a missing reward is (`services.failures` says how it is decided)."""
 
 EXAMPLES = 5
 
@@ -16,6 +18,11 @@ class FailureGroup(LazyModel):
     kind: FailureKind
     error_type: ErrorType | None = Field(description="for failed trials, the error type")
     reason: str = Field(description="the first line of the error message, reward note or invalidation reason")
+    cause: Cause = Field(
+        description="whose doing: agent (its own crash, timeout or resource exhaustion, or a verifier "
+        "that failed on its output while it scored other attempts at the task), model, verifier (not "
+        "shown to work for the task), environment, infrastructure, user (cancelled or invalidated)"
+    )
     count: int
     by_profile: dict[str, int]
     trial_ids: list[str] = Field(description=f"up to {EXAMPLES} of the group's trials, in grid order")
