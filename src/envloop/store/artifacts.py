@@ -19,6 +19,7 @@ import shutil
 import tempfile
 from pathlib import Path, PurePosixPath
 
+from envloop.home import private_dir
 from envloop.store.remote_files import ArtifactStoreUnavailableError, RemoteFolder, is_remote_url
 from envloop.wire.trials import ArtifactInfo
 
@@ -77,6 +78,7 @@ class ArtifactStore:
     def __init__(self, root: Path, remote: RemoteFolder | None = None) -> None:
         self.root = root
         self.remote = remote
+        private_dir(root)  # the hidden tests and what agents left: for this user only
         for sub in ("tasks", "task-cache", "trials", "staging", "trial-cache"):
             (root / sub).mkdir(parents=True, exist_ok=True)
 
