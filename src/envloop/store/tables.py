@@ -247,6 +247,17 @@ class ApiKey(Base):
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
+class ConsoleSession(Base):
+    """A console login: the browser's cookie holds a random token, stored here only as its hash.
+    A session lasts until it expires, its user logs out, or its API key is revoked."""
+
+    __tablename__ = "console_sessions"
+    token_hash: Mapped[str] = mapped_column(String(128), primary_key=True)
+    api_key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+
+
 class ShareLink(Base):
     """Read-only access to one job through a token (stored hashed), or publicly."""
 
