@@ -32,12 +32,14 @@ from envloop.services import (
     results,
     rollouts,
     shares,
+    trace,
     trials,
 )
 from envloop.services.context import Context, open_context
 from envloop.services.rollouts import ProgressFeed
 from envloop.wire import (
     LOG_PAGE_BYTES,
+    PAGE_STEPS,
     ApiKeyView,
     ArtifactInfo,
     BoardRow,
@@ -58,6 +60,7 @@ from envloop.wire import (
     RolloutView,
     RunnerInfo,
     ShareView,
+    StepPage,
     SubmitResult,
     TrialView,
 )
@@ -202,7 +205,10 @@ class LocalClient:
         return trials.read_artifact(self._ctx, trial_id, relpath)
 
     def trial_steps(self, trial_id: str) -> Trajectory | None:
-        return trials.trial_steps(self._ctx, trial_id)
+        return trace.trial_steps(self._ctx, trial_id)
+
+    def trial_step_page(self, trial_id: str, offset: int = 0, limit: int = PAGE_STEPS) -> StepPage:
+        return trace.step_page(self._ctx, trial_id, offset, limit)
 
     def list_artifacts(self, trial_id: str) -> list[ArtifactInfo]:
         return trials.list_artifacts(self._ctx, trial_id)

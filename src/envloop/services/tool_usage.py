@@ -11,17 +11,18 @@ trajectory of a big job on each page view would cost far more than the page.
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from envloop.core.status import TERMINAL
-from envloop.core.trajectory import TRAJECTORY_FILE, ToolStep
+from envloop.core.trajectory import TRAJECTORY_FILE, Step, ToolStep
 from envloop.services.context import Context
 from envloop.services.jobs import job_profiles, load_job
 from envloop.store.artifacts import ArtifactNotFoundError
 from envloop.store.tables import Trial
-from envloop.trajectories.files import read_trajectory
+from envloop.trajectories.pages import TrajectoryFormatError, open_outline
 
 
 class ToolStat(BaseModel):
@@ -85,28 +86,38 @@ def _profile_usage(ctx: Context, trial_ids: list[str]) -> ProfileToolUsage:
     readable = 0
     for trial_id in trial_ids:
         try:
-            trajectory = read_trajectory(ctx.artifacts.trial_file(trial_id, TRAJECTORY_FILE))
-        except (ArtifactNotFoundError, ValidationError, OSError):
+            outline = open_outline(ctx.artifacts.trial_file(trial_id, TRAJECTORY_FILE))
+            counted = _trial_counts(outline.iter_steps())
+        except (ArtifactNotFoundError, TrajectoryFormatError, OSError):
             continue
         readable += 1
-        seen: set[str] = set()
-        for step in trajectory.steps:
-            if not isinstance(step, ToolStep):
-                continue
-            stat = stats.get(step.tool)
-            if stat is None:
-                stat = stats[step.tool] = ToolStat(
-                    tool=step.tool, calls=0, trials=0, errors=0, timeouts=0, nonzero_exits=0
-                )
-            stat.calls += 1
-            if step.tool not in seen:
-                seen.add(step.tool)
-                stat.trials += 1
-            if step.error is not None:
-                stat.errors += 1
-            elif step.timed_out:
-                stat.timeouts += 1
-            elif step.exit_code not in (None, 0):
-                stat.nonzero_exits += 1
+        for tool, counts in counted.items():
+            stat = stats.setdefault(
+                tool, ToolStat(tool=tool, calls=0, trials=0, errors=0, timeouts=0, nonzero_exits=0)
+            )
+            stat.trials += 1
+            stat.calls += counts.calls
+            stat.errors += counts.errors
+            stat.timeouts += counts.timeouts
+            stat.nonzero_exits += counts.nonzero_exits
     tools = sorted(stats.values(), key=lambda s: (-s.calls, s.tool))
     return ProfileToolUsage(trials=len(trial_ids), with_trajectory=readable, tools=tools)
+
+
+def _trial_counts(steps: Iterable[Step]) -> dict[str, ToolStat]:
+    """One trial's calls per tool, read a step at a time."""
+    counted: dict[str, ToolStat] = {}
+    for step in steps:
+        if not isinstance(step, ToolStep):
+            continue
+        stat = counted.setdefault(
+            step.tool, ToolStat(tool=step.tool, calls=0, trials=1, errors=0, timeouts=0, nonzero_exits=0)
+        )
+        stat.calls += 1
+        if step.error is not None:
+            stat.errors += 1
+        elif step.timed_out:
+            stat.timeouts += 1
+        elif step.exit_code not in (None, 0):
+            stat.nonzero_exits += 1
+    return counted

@@ -4,10 +4,8 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from pydantic import ValidationError
 from sqlalchemy import select, update
 
-from envloop.core.trajectory import TRAJECTORY_FILE, Trajectory
 from envloop.core.trial import TrialFlag
 from envloop.services.context import Context
 from envloop.services.errors import NotFoundError, UserError
@@ -15,7 +13,6 @@ from envloop.services.jobs import check_status, load_job
 from envloop.services.structured import read_structured
 from envloop.store.artifacts import ArtifactInfo, ArtifactNotFoundError
 from envloop.store.tables import Job, Profile, Trial
-from envloop.trajectories.files import read_trajectory
 from envloop.wire.trials import LOG_FILES, LOG_PAGE_BYTES, LogPhase, TrialView
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
@@ -141,22 +138,6 @@ def read_artifact(ctx: Context, trial_id: str, relpath: str) -> Iterator[bytes]:
                 yield chunk
 
     return chunks()
-
-
-def trial_steps(ctx: Context, trial_id: str) -> Trajectory | None:
-    """The trial's trajectory (its `trajectory.json` artifact); None when its runner kept none."""
-    get_trial(ctx, trial_id)
-    try:
-        path = ctx.artifacts.trial_file(trial_id, TRAJECTORY_FILE)
-    except ArtifactNotFoundError:
-        return None
-    try:
-        return read_trajectory(path)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "document"
-        message = f"trial {trial_id}: {TRAJECTORY_FILE} is not a valid trajectory ({where}: {first['msg']})"
-        raise UserError(message) from None
 
 
 def list_artifacts(ctx: Context, trial_id: str) -> list[ArtifactInfo]:

@@ -34,7 +34,15 @@ from envloop.wire.profiles import PROFILE_SCHEMA, ProfileDocument, ProfileSpec, 
 from envloop.wire.results import JobResult, ProfileResult
 from envloop.wire.rollouts import JobEvent, ProgressEvent, RolloutRequest, RolloutView, TrialEvent
 from envloop.wire.runners import ComponentInfo, Origin, RunnerInfo, TaskKind
-from envloop.wire.trials import LOG_FILES, LOG_PAGE_BYTES, ArtifactInfo, LogPhase, TrialView
+from envloop.wire.trials import (
+    LOG_FILES,
+    LOG_PAGE_BYTES,
+    PAGE_STEPS,
+    ArtifactInfo,
+    LogPhase,
+    StepPage,
+    TrialView,
+)
 
 __all__ = [
     "ENVIRONMENTS",
@@ -42,6 +50,7 @@ __all__ = [
     "LOG_FILES",
     "LOG_PAGE_BYTES",
     "MAX_ATTEMPTS",
+    "PAGE_STEPS",
     "PROFILE_SCHEMA",
     "TRIAL_STATUSES",
     "ApiKeyView",
@@ -83,6 +92,7 @@ __all__ = [
     "ShareView",
     "Side",
     "SkippedTask",
+    "StepPage",
     "SubmitResult",
     "TaskFeature",
     "TaskKind",

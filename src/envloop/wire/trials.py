@@ -6,6 +6,7 @@ from typing import Any, Literal
 from envloop.core.lazy import LazyModel
 from envloop.core.status import ErrorType, TrialStatus
 from envloop.core.structured import StructuredReading
+from envloop.core.trajectory import Step, Trajectory
 from envloop.core.trial import TrialFlag
 
 LogPhase = Literal["setup", "agent", "verifier", "artifacts"]
@@ -58,3 +59,19 @@ streamed whole from its artifact), never loaded into memory at once."""
 class ArtifactInfo(LazyModel):
     path: str
     size: int
+
+
+PAGE_STEPS = 500
+"""The most steps one page of a trajectory has (it also stops at PAGE_BYTES of step JSON)."""
+
+
+class StepPage(LazyModel):
+    """A page of a trial's trajectory: its steps from `offset`, and its other fields."""
+
+    trajectory: Trajectory
+    """The trajectory's own fields (agent, runner, model, usage, stop reason); its `steps` are empty."""
+    total: int
+    offset: int
+    steps: list[Step]
+    next_offset: int | None
+    """Where the next page starts; null after the last step."""
