@@ -106,3 +106,32 @@ def test_the_older_indented_layout_reads_a_step_at_a_time_and_a_huge_step_shows_
     first, *rest = outline.steps(0)
     assert isinstance(first, CutStep) and first.bytes > 3 * 1024 * 1024 and first.at == trajectory.steps[0].at
     assert rest == trajectory.steps[1:]
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_trial_that_kept_twenty_thousand_files_lists_them_a_page_at_a_time(
+    ctx: Context, server: Server, tmp_path: Path
+) -> None:
+    trial_id = _trial(ctx, tmp_path)
+    logs = ctx.artifacts.trial_dir(trial_id) / "agent"
+    for folder in ("a", "a-b", "b"):
+        (logs / folder).mkdir(parents=True)
+        for number in range(9000 if folder != "a-b" else 2000):
+            (logs / folder / f"f{number:05d}.txt").write_text("x")
+    (logs / "a0.txt").write_text("between a/ and a-b/ as paths sort")
+    expected = sorted(str(p.relative_to(logs.parent)) for p in logs.rglob("*") if p.is_file())
+    page = trials.artifact_page(ctx, trial_id, 0, 1000)
+    assert (page.total, page.next_offset) == (len(expected), 1000)
+    listed, offset = [], 0
+    while offset is not None:
+        page = trials.artifact_page(ctx, trial_id, offset, 1000)
+        listed += [item.path for item in page.items]
+        offset = page.next_offset
+    assert listed == expected == [item.path for item in trials.list_artifacts(ctx, trial_id)]
+    with server.http() as http:
+        first = http.get(f"/trials/{trial_id}/artifacts")
+        last = http.get(f"/trials/{trial_id}/artifacts", params={"offset": 20000})
+    assert first.status_code == 200 and len(first.content) < 400_000
+    assert f"Files 1 to 500 of {len(expected)}" in first.text and 'href="?offset=500"' in first.text
+    assert len(expected) == 20_001 and "Files 20001 to 20001 of 20001" in last.text
+    assert 'href="?offset=19500"' in last.text and "next</a>" not in last.text

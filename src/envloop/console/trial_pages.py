@@ -42,6 +42,8 @@ WINDOW_BYTES = 8 * 1024 * 1024
 CLIP = 20_000
 TEXT_CHUNK = 200_000
 PREVIEW_BYTES = 64 * 1024
+ARTIFACTS_SHOWN = 500
+"""Kept files listed on one page of the Artifacts tab (a trial may keep 200,000)."""
 FLAG_PATHS_SHOWN = 50
 
 
@@ -92,19 +94,14 @@ def logs(request: Request, viewer: Viewer, trial_id: str, file: str | None, offs
     return _tab(request, viewer, trial, "logs", logs=items, window=trial_files.WINDOW)
 
 
-def artifacts(request: Request, viewer: Viewer, trial_id: str, preview: str | None) -> Response:
+def artifacts(request: Request, viewer: Viewer, trial_id: str, preview: str | None, offset: int) -> Response:
     trial = readable_trial(viewer, trial_id)
     shown = None
     if preview:
         shown = trial_files.read_window(viewer.ctx, trial_id, preview, 0, PREVIEW_BYTES)
-    return _tab(
-        request,
-        viewer,
-        trial,
-        "artifacts",
-        artifacts=trials.list_artifacts(viewer.ctx, trial_id),
-        preview=shown,
-    )
+    page = trials.artifact_page(viewer.ctx, trial_id, offset, ARTIFACTS_SHOWN)
+    previous = max(0, offset - ARTIFACTS_SHOWN) if offset else None
+    return _tab(request, viewer, trial, "artifacts", page=page, previous_offset=previous, preview=shown)
 
 
 def download(viewer: Viewer, trial_id: str, path: str) -> Response:
@@ -234,9 +231,9 @@ def _register(target: APIRouter, viewer_dependency: Any) -> None:
 
     @target.get("/trials/{trial_id}/artifacts", response_class=HTMLResponse)
     def trial_artifacts(
-        request: Request, trial_id: str, v: ViewerDep, preview: str | None = None
+        request: Request, trial_id: str, v: ViewerDep, preview: str | None = None, offset: Offset = 0
     ) -> Response:
-        return artifacts(request, v, trial_id, preview)
+        return artifacts(request, v, trial_id, preview, offset)
 
     @target.get("/trials/{trial_id}/artifacts/{path:path}")
     def trial_download(trial_id: str, path: str, v: ViewerDep) -> Response:

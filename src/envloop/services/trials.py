@@ -13,10 +13,10 @@ from envloop.services.jobs import check_status, load_job
 from envloop.services.structured import read_structured
 from envloop.store.artifacts import ArtifactInfo, ArtifactNotFoundError
 from envloop.store.tables import Job, Profile, Trial
-from envloop.wire.trials import LOG_FILES, LOG_PAGE_BYTES, LogPhase, TrialView
+from envloop.wire.trials import ARTIFACT_PAGE, LOG_FILES, LOG_PAGE_BYTES, ArtifactPage, LogPhase, TrialView
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
-__all__ = ["LOG_FILES", "LOG_PAGE_BYTES", "LogPhase", "TrialView"]
+__all__ = ["ARTIFACT_PAGE", "LOG_FILES", "LOG_PAGE_BYTES", "ArtifactPage", "LogPhase", "TrialView"]
 
 _CHUNK = 1024 * 1024
 
@@ -143,6 +143,16 @@ def read_artifact(ctx: Context, trial_id: str, relpath: str) -> Iterator[bytes]:
 def list_artifacts(ctx: Context, trial_id: str) -> list[ArtifactInfo]:
     get_trial(ctx, trial_id)
     return ctx.artifacts.list_trial(trial_id)
+
+
+def artifact_page(ctx: Context, trial_id: str, offset: int = 0, limit: int = ARTIFACT_PAGE) -> ArtifactPage:
+    """Up to `limit` of the trial's kept files from `offset`, sorted by path, and how many there are."""
+    if offset < 0 or not 1 <= limit <= ARTIFACT_PAGE:
+        raise UserError(f"offset must be at least 0 and limit between 1 and {ARTIFACT_PAGE}")
+    get_trial(ctx, trial_id)
+    items, total = ctx.artifacts.page_trial(trial_id, offset, limit)
+    end = offset + len(items)
+    return ArtifactPage(total=total, offset=offset, items=items, next_offset=end if end < total else None)
 
 
 def copy_artifacts(ctx: Context, trial_id: str, dest: Path) -> list[ArtifactInfo]:

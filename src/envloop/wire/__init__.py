@@ -35,16 +35,19 @@ from envloop.wire.results import JobResult, ProfileResult
 from envloop.wire.rollouts import JobEvent, ProgressEvent, RolloutRequest, RolloutView, TrialEvent
 from envloop.wire.runners import ComponentInfo, Origin, RunnerInfo, TaskKind
 from envloop.wire.trials import (
+    ARTIFACT_PAGE,
     LOG_FILES,
     LOG_PAGE_BYTES,
     PAGE_STEPS,
     ArtifactInfo,
+    ArtifactPage,
     LogPhase,
     StepPage,
     TrialView,
 )
 
 __all__ = [
+    "ARTIFACT_PAGE",
     "ENVIRONMENTS",
     "JOB_CONFIG_SCHEMA",
     "LOG_FILES",
@@ -55,6 +58,7 @@ __all__ = [
     "TRIAL_STATUSES",
     "ApiKeyView",
     "ArtifactInfo",
+    "ArtifactPage",
     "BoardEntry",
     "BoardRow",
     "Comparison",

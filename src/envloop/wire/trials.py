@@ -3,6 +3,8 @@
 from datetime import datetime
 from typing import Any, Literal
 
+from pydantic import Field
+
 from envloop.core.lazy import LazyModel
 from envloop.core.status import ErrorType, TrialStatus
 from envloop.core.structured import StructuredReading
@@ -59,6 +61,17 @@ streamed whole from its artifact), never loaded into memory at once."""
 class ArtifactInfo(LazyModel):
     path: str
     size: int
+
+
+ARTIFACT_PAGE = 1000
+"""The most kept files one page of a trial's listing has."""
+
+
+class ArtifactPage(LazyModel):
+    total: int = Field(description="kept files of the trial")
+    offset: int
+    items: list[ArtifactInfo] = Field(description="sorted by path")
+    next_offset: int | None = Field(description="where the next page starts; null after the last file")
 
 
 PAGE_STEPS = 500
