@@ -74,6 +74,9 @@ def test_a_flag_is_kept_masked_and_shown_everywhere_without_changing_the_reward(
         "tamper", "python import path", 1, [ids["a"]],
     )  # fmt: skip
     assert "1 trial flagged (tamper 1)" in server.el.ok("job", "result", job_id).stdout
+    [row] = server.el.ok("leaderboard", "add", job_id, "--json").json()
+    assert (row["flagged"], row["flags"], row["lower_bound"]) == (1, {"tamper": 1}, 1.0)
+    assert ", 1 flagged" in server.el.ok("leaderboard", "show").stdout
 
     with server.http() as http:
         assert http.get(f"/v1/trials/{ids['a']}").json()["flags"] == expected
@@ -81,3 +84,9 @@ def test_a_flag_is_kept_masked_and_shown_everywhere_without_changing_the_reward(
         job_page = http.get(f"/jobs/{job_id}").text
     assert "flagged: tamper" in trial_page and masked in trial_page and SECRET not in trial_page
     assert "1 trial flagged (tamper 1)" in job_page and "Flagged trials" in job_page
+    assert '<td class="flagged">1</td>' in http_board(server)
+
+
+def http_board(server: Server) -> str:
+    with server.http() as http:
+        return http.get("/leaderboard").text
