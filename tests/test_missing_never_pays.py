@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from envloop.services import leaderboard
+from envloop.core.trial import TrialError, TrialOutcome
+from envloop.services import jobs, leaderboard
 from envloop.services.context import Context
 from envloop.services.failures import failure_summary
+from envloop.store import queue
 from envloop.store.tables import LeaderboardRow
 from tests.api_server import Server
 from tests.conftest import make_task, write_profile
@@ -87,3 +89,33 @@ def test_rows_saved_before_bounds_existed_get_them_from_their_counts(ctx: Contex
         row.snapshot = {k: v for k, v in row.snapshot.items() if k not in newer}
     [shown] = leaderboard.show_leaderboard(ctx)
     assert (shown.score, shown.lower_bound, shown.upper_bound, shown.flagged) == (1.0, 0.5, 1.0, 0)
+
+
+def test_each_failure_is_charged_to_whoever_caused_it(ctx: Context, tmp_path: Path) -> None:
+    dataset = push_tasks(ctx, tmp_path, "causes", ["t"])
+    profile = make_profile(ctx, tmp_path, "team/agent")
+    outcomes = {
+        1: TrialOutcome(status="completed", reward=1.0),  # shows the verifier of t works
+        2: failed("resource_exhausted", "agent phase: out of memory (the kernel killed 1 process)"),
+        3: failed("verifier_timeout", "the verifier exceeded its 3 s timeout"),
+        4: failed("model_error", "every model call failed (2 of 2 model calls failed)"),
+        5: failed("environment_error", "environment setup failed: no bwrap"),
+        6: failed("infrastructure_error", "the worker was lost"),
+        7: TrialOutcome(status="cancelled"),
+    }
+    job = jobs.submit_job(ctx, jobs.JobRequest(dataset=dataset, profiles=[profile], attempts=7)).job
+    for claimed in queue.claim(ctx.store, "test-worker", 10, 3600):
+        assert queue.finish(ctx.store, claimed, outcomes[claimed.attempt])
+    causes = {group.error_type or group.kind: group.cause for group in failure_summary(ctx, job.id)}
+    assert causes == {
+        "resource_exhausted": "agent",
+        "verifier_timeout": "agent",
+        "model_error": "model",
+        "environment_error": "environment",
+        "infrastructure_error": "infrastructure",
+        "cancelled": "user",
+    }
+
+
+def failed(error_type: str, message: str) -> TrialOutcome:
+    return TrialOutcome(status="failed", error=TrialError(type=error_type, message=message))  # type: ignore[arg-type]
