@@ -29,7 +29,7 @@ def load_outline(ctx: Context, trial_id: str, *, checked: bool = False) -> Outli
     except ArtifactNotFoundError:
         return None
     except TrajectoryFormatError as exc:
-        raise UserError(f"trial {trial_id}: {TRAJECTORY_FILE} cannot be read: {exc}") from None
+        raise UserError(f"trial {trial_id}: {TRAJECTORY_FILE} {exc}") from None
 
 
 def require_outline(ctx: Context, trial_id: str) -> Outline:
@@ -77,4 +77,4 @@ def _read(trial_id: str, work: Callable[[], _T]) -> _T:
     try:
         return work()
     except TrajectoryFormatError as exc:
-        raise UserError(f"trial {trial_id}: {TRAJECTORY_FILE} cannot be read: {exc}") from None
+        raise UserError(f"trial {trial_id}: {TRAJECTORY_FILE} {exc}") from None

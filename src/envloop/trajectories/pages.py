@@ -45,7 +45,8 @@ _EDGE = 16
 
 
 class TrajectoryFormatError(ValueError):
-    """The file is not a trajectory that can be read (the message says why, without its path)."""
+    """The file is not a trajectory that can be read: the message says why, as what follows the
+    file's name ("is not a valid trajectory (…)"), without its path."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class Outline:
         try:
             step = _STEP.validate_json(raw)
         except ValidationError as exc:
-            raise _invalid(exc, f"step {index} is not valid") from None
+            raise _invalid(exc, f"has a step {index} that is not valid") from None
         step.index = index
         return step
 
@@ -144,20 +145,27 @@ def _scan(path: Path, size: int) -> Outline:
     with path.open("rb") as handle:
         first = handle.read(len(b'{"schema_version"'))
         handle.seek(0)
-        if first == b'{"schema_version"':
-            return _scan_lines(handle, path)
-        if first.startswith(b"{\n"):
-            return _scan_indented(handle, path)
+        try:
+            if first == b'{"schema_version"':
+                return _scan_lines(handle, path)
+            if first.startswith(b"{\n"):
+                return _scan_indented(handle, path)
+        except _NotThisLayout:
+            pass
     return _whole(path, size)
+
+
+class _NotThisLayout(Exception):
+    """The file does not follow the layout it seemed to: it is read as one that follows none."""
 
 
 def _head(raw: bytes) -> Trajectory:
     if len(raw) > _HEAD_LIMIT:
-        raise TrajectoryFormatError("its fields other than the steps are too large")
+        raise TrajectoryFormatError("has fields other than its steps too large to read")
     try:
         return Trajectory.model_validate_json(raw)
     except ValidationError as exc:
-        raise _invalid(exc, "not a valid trajectory") from None
+        raise _invalid(exc, "is not a valid trajectory") from None
 
 
 def _invalid(exc: ValidationError, what: str) -> TrajectoryFormatError:
@@ -173,7 +181,7 @@ def _scan_lines(handle: BinaryIO, path: Path, data: bytes | None = None) -> Outl
     for start, end, first, last in _lines(handle):
         if head_end is None:
             if not last.endswith(STEPS_OPENING.encode()):
-                raise TrajectoryFormatError("its first line does not open the steps")
+                raise _NotThisLayout
             head_end = end
         elif first.startswith(STEPS_CLOSING.encode()):
             break
@@ -181,7 +189,7 @@ def _scan_lines(handle: BinaryIO, path: Path, data: bytes | None = None) -> Outl
             starts.append(start)
             ends.append(end - 1 if last.endswith(b",") else end)
     if head_end is None:
-        raise TrajectoryFormatError("it is empty")
+        raise _NotThisLayout
     handle.seek(0)
     head = _head(handle.read(min(head_end, _HEAD_LIMIT + 1)) + STEPS_CLOSING.encode())
     return Outline(head=head, starts=starts, ends=ends, path=path, data=data)
@@ -203,7 +211,7 @@ def _scan_indented(handle: BinaryIO, path: Path) -> Outline:
         elif line.startswith(b" ]"):
             break
     if head_end is None or len(starts) != len(ends):
-        raise TrajectoryFormatError("its steps cannot be found")
+        raise _NotThisLayout
     handle.seek(0)
     head = _head(handle.read(min(head_end, _HEAD_LIMIT + 1)) + b' "steps": []\n}')
     return Outline(head=head, starts=starts, ends=ends, path=path)
@@ -213,11 +221,11 @@ def _whole(path: Path, size: int) -> Outline:
     """A small trajectory in neither layout (written by hand, or by another tool): parsed whole
     once and laid out again in memory."""
     if size > _WHOLE_LIMIT:
-        raise TrajectoryFormatError(f"it is in no layout that can be read a step at a time ({size} bytes)")
+        raise TrajectoryFormatError(f"is in no layout that can be read a step at a time ({size} bytes)")
     try:
         trajectory = Trajectory.model_validate_json(path.read_bytes())
     except ValidationError as exc:
-        raise _invalid(exc, "not a valid trajectory") from None
+        raise _invalid(exc, "is not a valid trajectory") from None
     data = masked_json(trajectory, ()).encode()
     return _scan_lines(io.BytesIO(data), path, data)
 
