@@ -117,6 +117,7 @@ def job_through_cli(
     capacity: int | None,
     env_extra: dict[str, str] | None = None,
     push_args: tuple[str, ...] = (),
+    submit_args: tuple[str, ...] = (),
 ) -> JobRun:
     """Push `source`, publish `profile`, run one attempt of every task with `el job submit --wait`.
 
@@ -141,7 +142,7 @@ def job_through_cli(
     )
     start = time.perf_counter()
     submit = [*EL, "job", "submit", "--dataset", "bench@1", "--profile", "bench/agent@1"]
-    submit += ["--attempts", "1", "--wait", "--json"]
+    submit += ["--attempts", "1", "--wait", "--json", *submit_args]
     if capacity is not None:
         submit += ["--capacity", str(capacity)]
     follower = measured(submit, env, logs / "job.out", logs / "job.err")

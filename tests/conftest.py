@@ -21,6 +21,8 @@ from tests import pg
 REPO = Path(__file__).resolve().parents[1]
 pytest_plugins = ["tests.api_server"]  # the `server` and `busy_server` fixtures (a real `el serve`)
 EXAMPLES = REPO / "examples"
+SHARED = REPO.parent / "shared"
+"""The workplace's shared test data and Harbor's example tasks, beside the checkout."""
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -52,8 +52,8 @@ def solver(command: str) -> Any:
     return respond
 
 
-def run(tmp_path: Path, server: ScriptedServer, **extra: str) -> TrialOutcome:
-    task = make_task(tmp_path / "tasks", "hello", solve="touch done")
+def run(tmp_path: Path, server: ScriptedServer, task: Path | None = None, **extra: str) -> TrialOutcome:
+    task = task or make_task(tmp_path / "tasks", "hello", solve="touch done")
     params = {
         "AGENT_NAME": "claude-code",
         "AGENT_VERSION": DEFAULT_VERSION,
@@ -69,7 +69,7 @@ def run(tmp_path: Path, server: ScriptedServer, **extra: str) -> TrialOutcome:
     spec = TrialSpec(
         job_id="job_cc",
         trial_id=new_id("trl"),
-        task_name="hello",
+        task_name=task.name,
         attempt=1,
         profile_ref="team/cc@1",
         runner="envloop/shell@1",
@@ -158,6 +158,7 @@ def test_a_version_the_registry_lacks_fails_the_trial_with_npms_reason(tmp_path:
     assert outcome.error is not None and outcome.error.type == "agent_error"
     assert outcome.error.message.startswith("could not install Claude Code 0.0.0-no-such-version: npm error")
     assert server.received == []
+    assert outcome.reward is None  # an agent that could not be installed never worked on the task
     install = kept(tmp_path).steps[1]
     assert isinstance(install, ToolStep) and install.tool == "install" and install.exit_code != 0
 
@@ -202,3 +203,59 @@ def test_claude_code_params_are_checked_at_submission() -> None:
         "CLAUDE_CODE_MAX_OUTPUT_TOKENS must be a whole number ≥ 1, not 'lots'",
         "CLAUDE_CODE_EFFORT_LEVEL must be one of low, medium, high, xhigh, max, not 'extreme'",
     ]
+
+
+MCP_SERVER = """\
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    method, ident = message.get("method"), message.get("id")
+    if ident is None:
+        continue
+    if method == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "probe", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "record", "description": "Record that the task is done",
+                             "inputSchema": {"type": "object", "properties": {}}}]}
+    elif method == "tools/call":
+        open("/app/done-by-mcp", "w").write("recorded")
+        result = {"content": [{"type": "text", "text": "recorded"}]}
+    else:
+        error = {"code": -32601, "message": method}
+        print(json.dumps({"jsonrpc": "2.0", "id": ident, "error": error}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": ident, "result": result}), flush=True)
+"""
+
+
+def test_the_tasks_mcp_servers_are_offered_to_claude_code(tmp_path: Path) -> None:
+    """A task's stdio MCP server runs inside the environment and Claude Code calls its tool."""
+    task = make_task(
+        tmp_path / "tasks",
+        "mcp",
+        test="reward=0; [ -f /app/done-by-mcp ] && reward=1; echo $reward > /logs/verifier/reward.txt",
+        toml='[[environment.mcp_servers]]\nname = "probe"\ntransport = "stdio"\ncommand = "python3"\n'
+        'args = ["/app/probe.py"]\n',
+    )
+    (task / "environment" / "probe.py").write_text(MCP_SERVER)
+    (task / "environment" / "Dockerfile").write_text(
+        "FROM debian:12\nWORKDIR /app\nCOPY probe.py /app/probe.py\n"
+    )
+
+    def respond(received: Received) -> Reply:
+        tools = [t.get("name") for t in received.body.get("tools", [])]
+        if "mcp__probe__record" not in tools:
+            return Reply(text="ok")
+        if tool_results(received) == 0:
+            return Reply(
+                text="Recording.", tool_calls=[ScriptedToolCall(name="mcp__probe__record", arguments={})]
+            )
+        return Reply(text="Recorded.")
+
+    with ScriptedServer(default=respond, api_key=SECRET) as server:
+        outcome = run(tmp_path, server, task)
+    assert outcome.error is None, outcome.error
+    assert outcome.reward == 1.0
+    calls = [c.name for s in kept(tmp_path).steps if isinstance(s, ModelStep) for c in s.tool_calls]
+    assert "mcp__probe__record" in calls

@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -28,6 +29,7 @@ from envloop.runners import ShellRunner
 from envloop.store.artifacts import ArtifactStore
 from envloop.tasks.harbor import load_harbor_task
 from envloop.tasks.model import TaskFormatError
+from tests.registries import host_listener
 
 pytestmark = pytest.mark.skipif(
     bwrap_executable()[0] is None, reason="bwrap cannot create a sandbox on this host"
@@ -242,25 +244,28 @@ def host_addresses() -> list[str]:
 )
 def test_a_trial_with_internet_cannot_reach_the_hosts_own_services(tmp_path: Path, toml: str) -> None:
     task = write_task(tmp_path / "net", test_sh=ECHO_OUTPUT + REWARD_ZERO, toml=toml)
-    with listening_on_loopback() as port:
+    with listening_on_loopback() as port, host_listener() as everywhere:
         probes = "; ".join(
-            f"timeout 2 bash -c 'exec 3<>/dev/tcp/{address}/{port}' 2>/dev/null && echo REACHED {address}"
+            f"timeout 2 bash -c 'exec 3<>/dev/tcp/{address}/{target}' 2>/dev/null && echo REACHED {address}"
             for address in host_addresses()
+            for target in (port, everywhere.port)
         )
         # The trial does have a network of its own: a default route out.
         command = f"{{ {probes}; grep -c . /proc/net/route; }} > /app/out.txt"
         outcome = run(spec_for(tmp_path, task, command))
     seen = verifier_stdout(tmp_path)
-    assert "REACHED" not in seen
+    assert "REACHED" not in seen and everywhere.peers == []
     assert int(seen.split()[0]) >= 2, "no route: the trial got no network at all"
-    assert outcome.sandbox_note is not None and "own network (pasta)" in outcome.sandbox_note
+    assert (
+        outcome.sandbox_note is not None and "network: agent public, verifier public" in outcome.sandbox_note
+    )
 
 
 def test_the_operator_can_close_every_trials_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ENVLOOP_TRIAL_NETWORK", "none")
     task = write_task(tmp_path / "closed", toml='[environment]\nnetwork_mode = "public"\n')
     outcome = run(spec_for(tmp_path, task, "true"))
-    assert outcome.sandbox_note is not None and "loopback-only network" in outcome.sandbox_note
+    assert outcome.sandbox_note is not None and "network: agent no-network" in outcome.sandbox_note
     assert any("ENVLOOP_TRIAL_NETWORK=none" in warning for warning in outcome.warnings)
 
 
@@ -485,9 +490,9 @@ def test_an_agent_can_neither_signal_host_processes_nor_write_host_files(tmp_pat
 @pytest.mark.parametrize(
     ("toml", "file", "reason"),
     [
-        ("[environment]\ngpus = 1\n", None, "asks for 1 GPU(s) and this worker has 0"),
-        ("", "docker-compose.yaml", "sidecar services are not supported"),
-        ('[verifier]\nenvironment_mode = "separate"\n', None, "separate verifier environment"),
+        ("[environment]\ngpus = 1\n", None, "gpus = 1: no environment of envloop honours it"),
+        ("", "docker-compose.yaml", "(sidecar services): only the docker environment honours it"),
+        ('[verifier]\nenvironment_mode = "separate"\n', None, "environment_mode = separate: only the docker"),
     ],
 )
 def test_a_feature_the_environment_cannot_honour_is_refused_not_scored(
@@ -500,3 +505,59 @@ def test_a_feature_the_environment_cannot_honour_is_refused_not_scored(
     assert outcome.reward is None
     assert outcome.error is not None and outcome.error.type == "environment_error"
     assert reason in outcome.error.message
+
+
+@as_root
+def test_another_local_user_cannot_read_a_running_trials_hidden_tests(tmp_path: Path) -> None:
+    task = write_task(tmp_path / "hidden", test_sh="# HIDDEN-TEST-CONTENT\n" + REWARD_ZERO)
+    spec = spec_for(tmp_path, task, "sleep 4")
+    running = threading.Thread(target=run, args=(spec,))
+    running.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not [p for p in instances_under(spec.instance_root) if (p / "tests" / "test.sh").exists()]:
+            assert time.monotonic() < deadline, "the trial never made its instance"
+            time.sleep(0.05)
+        root = next(p for p in instances_under(spec.instance_root) if (p / "tests" / "test.sh").exists())
+        peek = subprocess.run(
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "cat",
+                str(root / "tests" / "test.sh"),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert peek.returncode != 0 and "HIDDEN-TEST-CONTENT" not in peek.stdout
+    finally:
+        running.join()
+
+
+@as_root
+def test_what_a_trial_keeps_counts_against_its_disk_quota(tmp_path: Path) -> None:
+    """Output well over a 64 MB quota, printed and left in log files, keeps at most the quota."""
+    task = write_task(tmp_path / "flood", toml="[environment]\nstorage_mb = 64\n")
+    logs = "${ENVLOOP_LOGS_DIR:-/logs}/agent"
+    command = (
+        "head -c 150000000 /dev/zero | tr '\\0' x; "
+        f"for n in 1 2 3; do head -c 40000000 /dev/zero > {logs}/big-$n.log; done; true"
+    )
+    outcome = run(spec_for(tmp_path, task, command))
+    kept = sum(path.stat().st_size for path in (tmp_path / "artifacts").rglob("*") if path.is_file())
+    assert kept <= 64 * 1024 * 1024 + 1024 * 1024, kept  # the quota, and the trial's own records
+    assert any("disk quota" in warning for warning in outcome.warnings), outcome.warnings
+
+
+def test_two_hundred_thousand_log_files_are_kept_only_to_the_cap(tmp_path: Path) -> None:
+    task = write_task(tmp_path / "many")
+    logs = "${ENVLOOP_LOGS_DIR:-/logs}/agent"
+    command = f"mkdir -p {logs}/many && cd {logs}/many && seq 1 200000 | xargs touch"
+    outcome = run(spec_for(tmp_path, task, command))
+    kept = [path for path in (tmp_path / "artifacts" / "agent").rglob("*") if path.is_file()]
+    assert len(kept) <= 10_000
+    assert any("were not kept" in warning for warning in outcome.warnings), outcome.warnings
+    assert outcome.error is None, outcome.error

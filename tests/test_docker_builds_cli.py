@@ -36,7 +36,7 @@ def tasks(tmp_path: Path) -> Path:
             f"FROM debian:bookworm-slim\nWORKDIR /app\nRUN echo {name}-{token} > /app/id\n"
         )
     broken = make_task(root, "gamma")
-    (broken / "environment" / "Dockerfile").write_text("FROM python:3.13-slim\nRUN true\n")
+    (broken / "environment" / "Dockerfile").write_text("FROM python:3.12-slim\nRUN true\n")
     return root
 
 
@@ -56,7 +56,7 @@ def test_dataset_build_reports_each_task_and_exits_1_naming_the_failed_one(
     assert (report["built"], report["cached"], report["failed"]) == (2, 0, 1)
     assert by_task["alpha"]["status"] == by_task["beta"]["status"] == "built"
     assert by_task["gamma"]["status"] == "failed"
-    assert by_task["gamma"]["reason"].startswith("FROM python:3.13-slim: base image not available")
+    assert by_task["gamma"]["reason"].startswith("FROM python:3.12-slim: base image not available")
     assert all(t["image"] == "envloop/task:" + t["digest"].split(":")[1] for t in report["tasks"])
 
     again = {t["task"]: t for t in second.json()["tasks"]}

@@ -135,8 +135,8 @@ def test_exec_runs_as_the_user_in_the_directory_with_env_and_streams_output_to_f
                 user="65534",
                 cwd="/tmp",
                 env={"EXTRA": "extra-value"},
-                stdout_path=out,
-                stderr_path=err,
+                stdout=out,
+                stderr=err,
             )
             created = _inspect(container.id)
             return result.exit_code, json.dumps(created)
@@ -307,21 +307,17 @@ def test_a_variable_name_that_would_smuggle_a_value_onto_the_command_line_is_ref
     assert asyncio.run(trial_containers("trl_envname2")) == []
 
 
-def test_exec_feeds_stdin_and_keeps_only_the_tail_of_long_output_while_the_file_keeps_all(
-    tmp_path: Path,
-) -> None:
+def test_exec_keeps_only_the_tail_of_long_output_while_the_file_keeps_all(tmp_path: Path) -> None:
     out = tmp_path / "out.txt"
 
     async def go() -> tuple[str, bool, str, bool]:
-        async with running_container(_spec("trl_stdin")) as container:
-            echoed = await container.exec(["cat"], stdin=b"from stdin\n")
-            long = await container.exec(
-                ["sh", "-c", "head -c 200000 /dev/zero | tr '\\0' x"], stdout_path=out
-            )
-            return echoed.stdout, echoed.stdout_whole, long.stdout, long.stdout_whole
+        async with running_container(_spec("trl_tail")) as container:
+            short = await container.exec(["echo", "short"])
+            long = await container.exec(["sh", "-c", "head -c 200000 /dev/zero | tr '\\0' x"], stdout=out)
+            return short.stdout, short.stdout_whole, long.stdout, long.stdout_whole
 
-    echoed, echoed_whole, tail, tail_whole = asyncio.run(go())
+    short, short_whole, tail, tail_whole = asyncio.run(go())
 
-    assert (echoed, echoed_whole) == ("from stdin\n", True)
+    assert (short, short_whole) == ("short\n", True)
     assert (len(tail), tail_whole) == (64 * 1024, False)
     assert out.stat().st_size == 200_000

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from envloop.environments.docker import BuildConfigError, ContainerSpec, build_network, read_build_settings
-from envloop.environments.docker.from_lines import base_images
+from envloop.environments.docker.from_lines import read_images
 from envloop.environments.docker.transfer import Owner, pack_tree, read_single_file, unpack_tree
 from tests.conftest import EXAMPLES, El
 
@@ -26,7 +26,9 @@ def test_base_images_skips_stages_and_scratch_and_substitutes_args_declared_befo
         "COPY --from=build /a /a\n"
     )
 
-    assert base_images(dockerfile) == (["python:3.11-slim", "debian:bookworm"], ["$UNKNOWN"])
+    found = read_images(dockerfile)
+
+    assert (found.images, found.unresolved) == (["python:3.11-slim", "debian:bookworm"], ["$UNKNOWN"])
 
 
 def test_build_network_accepts_only_default_host_or_none(monkeypatch: pytest.MonkeyPatch) -> None:

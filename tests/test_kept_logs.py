@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from envloop.core.masking import mask_outcome
 from envloop.core.trial import TrialError, TrialOutcome
-from envloop.runners import artifacts
-from envloop.runners.artifacts import copy_tree_masked, keep_tree, mask_outcome, plain_tree
+from envloop.environments import keeping as artifacts
+from envloop.environments.keeping import copy_tree_masked, keep_tree, plain_tree
 
 SECRET = "sk-kept-logs-93c1e0"
 LIMIT = 1000

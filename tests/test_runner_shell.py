@@ -85,7 +85,7 @@ def test_an_unmodified_harbor_task_scores_one_with_the_oracle_in_bwrap(tmp_path:
     outcome = run("bwrap", spec_for(tmp_path, HELLO_WORLD, {"AGENT_NAME": "oracle"}))
     assert outcome.status == "completed", outcome.error
     assert outcome.reward == 1.0
-    assert "loopback-only network" in (outcome.sandbox_note or "")
+    assert "network: agent no-network, verifier no-network" in (outcome.sandbox_note or "")
 
 
 @pytest.mark.parametrize("mode", MODES)

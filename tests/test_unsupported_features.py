@@ -1,7 +1,8 @@
 """Task features envloop does not honour everywhere, named at push and refused at submission.
 
-A task that asks for GPUs, compose sidecars, a separate verifier, an egress allowlist or Dockerfile
-steps only a container runs would, run without them, measure the environment rather than the agent.
+A task that asks for GPUs (no environment gives them), or for compose sidecars, a separate verifier,
+an egress allowlist or Dockerfile steps (only a container gives them) would, run without them,
+measure the environment rather than the agent.
 These tests drive `el` as a user would: push says what each task needs, a job whose environment
 cannot give it is refused in one line naming the tasks and the feature (and creates nothing), and
 `--skip-unsupported` runs the rest, records what it left out and never scores it.
@@ -20,7 +21,7 @@ from tests.conftest import EXAMPLES, El, make_task, write_profile
 FEATURE_TASKS = {
     "gpu-task": ("[environment]\ngpus = 2\n", None),
     "compose-task": ("", ("docker-compose.yaml", "services:\n  db:\n    image: postgres\n")),
-    "allowlist-task": ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n', None),
+    "allowlist-task": ('[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["example.com"]\n', None),
     "verifier-task": ("[verifier.environment]\ncpus = 1\n", None),
     "build-task": (
         "",
@@ -54,9 +55,9 @@ def test_features_are_found_per_task_with_where_envloop_honours_them(tmp_path: P
     assert found == {
         "plain": [],
         "gpu-task": [("gpus", [], True)],
-        "compose-task": [("compose", [], True)],
-        "allowlist-task": [("network-allowlist", [], True)],
-        "verifier-task": [("separate-verifier", [], True)],
+        "compose-task": [("compose", ["docker"], True)],
+        "allowlist-task": [("network-allowlist", ["docker"], True)],
+        "verifier-task": [("separate-verifier", ["docker"], True)],
         "build-task": [("dockerfile", ["docker"], True)],
     }
     build = task_features(load_harbor_task(root / "build-task"))
@@ -90,7 +91,7 @@ def test_push_warns_per_task_and_the_revision_keeps_the_warnings(el: El, tmp_pat
     features = {m["name"]: [f["name"] for f in m["features"]] for m in shown["members"]}
     assert features["plain"] == [] and features["compose-task"] == ["compose"]
     text = el.ok("dataset", "show", "mixed@1").stdout
-    assert 'task allowlist-task: [environment] network_mode = "allowlist"' in text
+    assert 'task allowlist-task: network_mode = "allowlist" (example.com)' in text
     again = el("dataset", "push", str(tmp_path / "tasks"), "--name", "mixed")
     assert again.stderr.count("warning:") == len(FEATURE_TASKS)  # the same revision, the same words
 
@@ -99,8 +100,8 @@ def test_push_warns_per_task_and_the_revision_keeps_the_warnings(el: El, tmp_pat
     ("environment", "refused"),
     [
         ("local", ["gpu-task", "compose-task", "allowlist-task", "verifier-task", "build-task"]),
-        ("docker", ["gpu-task", "compose-task", "allowlist-task", "verifier-task"]),
-        ("auto", ["gpu-task", "compose-task", "allowlist-task", "verifier-task"]),
+        ("docker", ["gpu-task"]),
+        ("auto", ["gpu-task"]),
     ],
 )
 def test_a_job_that_cannot_give_a_task_what_it_needs_is_refused_naming_both(
@@ -115,7 +116,8 @@ def test_a_job_that_cannot_give_a_task_what_it_needs_is_refused_naming_both(
     for name in refused:
         assert name in result.stderr
     assert ("build-task" in result.stderr) == (environment == "local")
-    assert "docker-compose sidecar services" in result.stderr and "GPUs" in result.stderr
+    assert ("docker-compose sidecar services" in result.stderr) == (environment == "local")
+    assert "GPUs" in result.stderr
     assert "--skip-unsupported" in result.stderr
     assert pushed("job", "list", "--json").json() == []
 
@@ -125,7 +127,8 @@ def test_leaving_the_environment_to_the_worker_refuses_what_none_honours_and_war
 ) -> None:
     submit = ("job", "submit", "--dataset", "mixed@1", "--profile", "demo/oracle@1")
     refused = pushed(*submit)
-    assert refused.code == 2 and "4 task(s)" in refused.stderr and "build-task" not in refused.stderr
+    assert refused.code == 2 and "1 task(s)" in refused.stderr and "gpu-task" in refused.stderr
+    assert "build-task" not in refused.stderr and "compose-task" not in refused.stderr
     accepted = pushed(*submit, "--task", "plain", "--task", "build-task", "--json")
     assert accepted.code == 0, accepted.stderr
     assert (
@@ -208,7 +211,7 @@ def test_over_http_push_carries_the_warnings_and_a_refused_job_is_a_400_creating
             "/v1/jobs", json={"dataset": "mixed@1", "profiles": ["p@1"], "environment": "docker"}
         )
         assert refused.status_code == 400
-        assert "compose-task" in refused.text and "GPUs" in refused.text and "build-task" not in refused.text
+        assert "gpu-task" in refused.text and "GPUs" in refused.text and "compose-task" not in refused.text
         assert http.get("/v1/jobs").json() == []
         skipping = {
             "dataset": "mixed@1",
@@ -218,8 +221,14 @@ def test_over_http_push_carries_the_warnings_and_a_refused_job_is_a_400_creating
         }
         created = http.post("/v1/jobs", json=skipping)
         assert created.status_code == 201, created.text
-        assert created.json()["job"]["tasks"] == ["build-task", "plain"]
+        assert created.json()["job"]["tasks"] == [
+            "allowlist-task",
+            "build-task",
+            "compose-task",
+            "plain",
+            "verifier-task",
+        ]
         job_id = created.json()["job"]["id"]
         http.post(f"/v1/jobs/{job_id}/cancel")
         diagnosis = http.get(f"/v1/jobs/{job_id}/diagnosis").json()
-        assert sum(len(group["tasks"]) for group in diagnosis["not_run"]) == 4
+        assert sum(len(group["tasks"]) for group in diagnosis["not_run"]) == 1

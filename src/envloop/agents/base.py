@@ -49,6 +49,7 @@ class AgentInfo(BaseModel):
     records_steps: bool = Field(
         default=False, description="writes its own model and tool steps into the trial's trajectory"
     )
+    speaks_mcp: bool = Field(default=False, description="uses the task's MCP servers (agents/mcp.py)")
 
 
 class AgentResult(BaseModel):
@@ -58,6 +59,12 @@ class AgentResult(BaseModel):
     stop_reason: StopReason | None = Field(
         default=None,
         description="why the agent's loop ended; an agent that reports one fails the trial only by `error`",
+    )
+    attempted: bool = Field(
+        default=True,
+        description="False when the agent never got to work on the task (no solution for the oracle, "
+        "an agent that could not be installed): the verifier then does not run, and the trial has no "
+        "reward, since a 0 would measure the agent's set-up, not its work",
     )
 
 

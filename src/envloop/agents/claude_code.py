@@ -32,6 +32,7 @@ from envloop.agents.base import (
     read_outputs,
 )
 from envloop.agents.claude_code_stream import StreamTranslator
+from envloop.agents.mcp import claude_mcp_config
 from envloop.core.params import param, read_params, secret_param
 from envloop.core.trajectory import ModelRequestSummary, ToolStep, UserStep
 from envloop.models.settings import HttpUrlText
@@ -74,7 +75,8 @@ echo "$CLAUDE_CODE_PREFIX/bin/claude"
 
 RUN_SCRIPT = (
     'exec "$0" -p --output-format stream-json --verbose --include-partial-messages '
-    '--dangerously-skip-permissions --model "$ANTHROPIC_MODEL" --max-turns "$1" < "$ENVLOOP_INSTRUCTION_FILE"'
+    '--dangerously-skip-permissions --model "$ANTHROPIC_MODEL" --max-turns "$1" '
+    '${ENVLOOP_MCP_CONFIG:+--mcp-config "$ENVLOOP_MCP_CONFIG"} < "$ENVLOOP_INSTRUCTION_FILE"'
 )
 
 QUIET = {
@@ -132,6 +134,7 @@ class ClaudeCodeAgent:
         name="claude-code",
         description="the Claude Code CLI, installed in the environment, against the profile's endpoint",
         records_steps=True,
+        speaks_mcp=True,
     )
     params_model = ClaudeCodeParams
 
@@ -143,7 +146,7 @@ class ClaudeCodeAgent:
         ctx.recorder.trajectory.protocol = "anthropic"
         ctx.recorder.add(UserStep(text=ctx.task.instruction))
         environment = ctx.environment
-        if environment.mode != "plain" and not environment.limits.network:
+        if environment.mode != "plain" and environment.network.mode == "no-network":
             return AgentResult(
                 exit_code=None,
                 error="claude-code needs network to install the CLI and reach MODEL_BASE_URL, and this "
@@ -151,7 +154,9 @@ class ClaudeCodeAgent:
             )
         claude, problem = await self._install(ctx, version)
         if claude is None:
-            return AgentResult(exit_code=None, error=f"could not install Claude Code {version}: {problem}")
+            return AgentResult(
+                exit_code=None, error=f"could not install Claude Code {version}: {problem}", attempted=False
+            )
         return await self._run(ctx, params, claude)
 
     async def _install(self, ctx: AgentContext, version: str) -> tuple[str | None, str]:
@@ -208,6 +213,12 @@ class ClaudeCodeAgent:
         )
         translator = StreamTranslator(ctx.recorder, summary, environment)
         await translator.start()
+        variables = self._variables(ctx, params)
+        servers = ctx.task.config.environment.mcp_servers
+        if servers:
+            config = f"{environment.visible.home}/.envloop/mcp.json"
+            await environment.write_file(config, claude_mcp_config(servers).encode())
+            variables["ENVLOOP_MCP_CONFIG"] = config
         logs = ctx.logs_dir
         stream = _StreamFile(logs / "claude-code.jsonl", translator)
         done = asyncio.Event()
@@ -215,7 +226,7 @@ class ClaudeCodeAgent:
         try:
             result = await environment.exec(
                 ["bash", "-c", RUN_SCRIPT, claude, str(max_turns)],
-                env=self._variables(ctx, params),
+                env=variables,
                 stdout_path=stream.path,
                 stderr_path=logs / "claude-code.stderr.txt",
             )

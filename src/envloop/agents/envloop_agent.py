@@ -32,6 +32,7 @@ from envloop.agents.base import (
     AgentResult,
     read_outputs,
 )
+from envloop.core.masking import mask_text
 from envloop.core.params import param, read_params
 from envloop.core.trajectory import (
     SystemStep,
@@ -52,7 +53,6 @@ from envloop.models import (
     model_client,
 )
 from envloop.trajectories import Snapshot, changes_between
-from envloop.trajectories.files import mask_text
 from envloop.trajectories.model_steps import model_step, request_summary
 
 DEFAULT_TOOL_TIMEOUT_SEC = 300.0

@@ -36,6 +36,8 @@ def build(
         if not json_:
             detail = f" ({view.reason})" if view.reason else ""
             note(f"{view.task}: {view.status} in {view.duration_sec:.2f} s{detail}")
+            for substitution in view.substitutions:
+                note(f"{view.task}: {substitution}")
 
     result = builds.build_dataset(context(), ref, network=network, force=force, on_task=progress)
     if json_:

@@ -84,6 +84,15 @@ def submit(
             "job is refused.",
         ),
     ] = False,
+    verifier_environment: Annotated[
+        str | None,
+        typer.Option(
+            "--verifier-environment",
+            help="task (default): each verifier runs where its task says. separate: every verifier runs "
+            "in a fresh container of the task's image with only the working directory and declared "
+            "artifacts carried over, so nothing else the agent changed can touch it.",
+        ),
+    ] = None,
     request_id: Annotated[
         str | None, typer.Option("--request-id", help="Makes submission idempotent.")
     ] = None,
@@ -118,6 +127,7 @@ def submit(
             "verifier_timeout_sec": verifier_timeout,
             "environment": environment,
             "skip_unsupported": skip_unsupported or None,
+            "verifier_environment": verifier_environment,
             "request_id": request_id,
             "tags": _tags(tag) if tag else None,
         }

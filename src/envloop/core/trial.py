@@ -15,6 +15,9 @@ from envloop.core.status import ErrorType
 
 TrialEndStatus = Literal["completed", "failed", "cancelled"]
 SandboxMode = Literal["bwrap", "plain", "docker"]
+VerifierEnvironment = Literal["task", "separate"]
+"""Where verifiers run: as each task says (`task`), or every one in a fresh environment of the task's
+image with only the working directory and declared artifacts carried over (`separate`)."""
 BUILTIN_ENVIRONMENTS = ("local", "docker", "auto")
 EnvironmentChoice = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,19}$")]
 """Where a Harbor task's commands run: `local` (this host's sandbox), `docker` (a container of the
@@ -57,6 +60,9 @@ class TrialSpec(LazyModel):
     )
     builds_dir: Path | None = Field(
         default=None, description="where task image builds are recorded (the docker environment's cache)"
+    )
+    verifier_environment: VerifierEnvironment = Field(
+        default="task", description="the job's (or the operator's) choice of where verifiers run"
     )
 
     @property

@@ -20,9 +20,13 @@ from envloop.tasks.model import HarborTask, TaskUser
 
 if TYPE_CHECKING:
     from envloop.environments.policy import EffectiveLimits
+    from envloop.tasks.phases import NetworkPolicy
     from envloop.trajectories.workspace import Snapshot
 
-Mount = Literal["tests", "solution", "verifier_logs"]
+Mount = Literal["tests", "solution", "verifier_logs", "fresh_home"]
+"""What a command is shown fresh: the task's tests or solution (read-only), an empty verifier log
+directory, or an empty HOME of its own (`fresh_home`: nothing an agent left in its HOME, such as a
+Python user site, a shell start-up file or a git configuration, runs as part of the verifier)."""
 Mounts = frozenset[Mount]
 NO_MOUNTS: Mounts = frozenset()
 
@@ -68,11 +72,24 @@ class EnvironmentSetupError(RuntimeError):
 
 
 class Environment(Protocol):
+    """What runners, agents and artifact collection use. Providers implement it by subclassing
+    `envloop.environments.sandbox.EnvironmentBase`, which does what every provider must (variables,
+    masking, showing tests and solution only to the commands that need them, network ceilings)."""
+
     mode: SandboxMode
-    note: str | None
     visible: VisiblePaths
     warnings: list[str]
     limits: "EffectiveLimits"
+
+    @property
+    def note(self) -> str | None:
+        """What isolates the instance and how its limits hold (recorded on the trial)."""
+        ...
+
+    @property
+    def network(self) -> "NetworkPolicy":
+        """The network policy the next commands get."""
+        ...
 
     async def exec(
         self,
@@ -109,9 +126,23 @@ class Environment(Protocol):
     async def get_dir(self, path: str, target: Path) -> list[str]:
         """Copy the directory `path` inside to the worker's directory `target` (created; a name
         already taken there gets a numbered sibling): regular files and directories only, never
-        through a link, the trial's secrets masked and long files cut (runners/artifacts.py). A
+        through a link, the trial's secrets masked and long files cut (environments/keeping.py). A
         missing `path` copies nothing. Returns one note per file that was cut or left out. Call it
         after `stop()`: the local provider copies nothing while commands may still run."""
+        ...
+
+    async def get_path(self, path: str, target: Path) -> list[str]:
+        """Copy the file or directory `path` inside to the worker's `target`, masked like
+        `get_dir`; nothing when it is missing."""
+        ...
+
+    async def put_dir(self, source: Path, path: str) -> None:
+        """Copy the worker's directory or file `source` to `path` inside, replacing it."""
+        ...
+
+    async def set_network(self, policy: "NetworkPolicy", phase: str = "") -> None:
+        """Give the commands from now on `policy`, capped by the operator's ceiling; `phase` names
+        who they are for in the instance's note."""
         ...
 
     async def snapshot(self, previous: "Snapshot | None" = None) -> "Snapshot":
@@ -129,6 +160,10 @@ class Environment(Protocol):
 
 
 class EnvironmentProvider(Protocol):
+    """Makes instances. A provider may also say which environment's task features it honours
+    (`honours = "docker"`, envloop.environments.features) and offer `verifier_instance(task, spec,
+    step)` for separate verifiers; one that says nothing runs only tasks with no such feature."""
+
     def instance(self, task: HarborTask, spec: TrialSpec) -> AbstractAsyncContextManager[Environment]:
         """A fresh instance; leaving the context kills every process it started and deletes it."""
         ...

@@ -1,9 +1,10 @@
 """Which environment a trial runs in: the job's (or worker's) choice, with `auto` decided per task.
 
-`auto` runs a task in a container when its Dockerfile has instructions the local sandbox does not
-execute (RUN, USER, …; a FROM alone does not count: the sandbox's system stands in for the base
-image) and a Docker daemon answers; otherwise in the local sandbox, saying why when a container was
-wanted but no daemon answered. Any other name is an installed environment plugin's (`catalog`); a
+`auto` runs a task in a container when it needs something only a container gives (Dockerfile
+instructions the local sandbox does not execute, sidecars, a separate verifier, an allowlist; a FROM
+alone does not count: the sandbox's system stands in for the base image) and a Docker daemon
+answers; otherwise in the local sandbox, saying why when a container was wanted but no daemon
+answered. Any other name is an installed environment plugin's (`catalog`); a
 worker without it fails the trial's setup as an environment error saying so.
 """
 
@@ -13,7 +14,7 @@ from envloop.core.trial import TrialSpec
 from envloop.environments.base import EnvironmentProvider, EnvironmentSetupError
 from envloop.environments.catalog import ENVIRONMENT_PROVIDERS, docker_provider
 from envloop.environments.docker.cli import DockerUnavailableError, daemon_version
-from envloop.environments.instance import read_plan
+from envloop.environments.features import refused_in, task_features
 from envloop.environments.local import LocalEnvironmentProvider
 from envloop.plugins import ComponentError
 from envloop.tasks.model import HarborTask
@@ -48,14 +49,8 @@ async def choose_provider(task: HarborTask, spec: TrialSpec) -> tuple[Environmen
             raise EnvironmentSetupError(
                 f"{exc}, on this worker (install the plugin on every worker, then run the trial again)"
             ) from None
-    try:
-        skipped = {name: n for name, n in read_plan(task).skipped.items() if name != "FROM"}
-    except EnvironmentSetupError:
-        skipped = {}  # the local provider reports an unreadable Dockerfile itself
-    needs = None
-    if skipped:
-        listed = ", ".join(f"{count} {name}" for name, count in sorted(skipped.items()))
-        needs = f"environment/Dockerfile has instructions the local sandbox does not execute ({listed})"
+    container_only = refused_in(task_features(task), "local")
+    needs = container_only[0].detail if container_only else None
     if needs is None:
         return LocalEnvironmentProvider(), None
     if await _daemon_answers():

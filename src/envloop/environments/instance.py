@@ -43,6 +43,7 @@ class InstancePaths(BaseModel):
     tmp: Path
     home: Path
     verifier_logs: Path
+    verifier_home: Path
 
     @property
     def agent_logs(self) -> Path:
@@ -88,6 +89,7 @@ def instance_paths(root: Path) -> InstancePaths:
         tmp=root / "tmp",
         home=root / "tmp" / "home",
         verifier_logs=root / "verifier",
+        verifier_home=root / "verifier-home",
     )
 
 
@@ -117,8 +119,15 @@ def resolve_workdir(task: HarborTask, plan: DockerfilePlan) -> str:
 
 def create_instance(paths: InstancePaths, plan: DockerfilePlan, workdir: str, owner: int | None) -> None:
     """Fresh directories, then the Dockerfile's copies into the app directory; everything the
-    trial may write is handed to its host uid (`owner`), the root stays the worker's."""
-    paths.root.chmod(0o755)
+    trial may write is handed to its host uid (`owner`), the root stays the worker's.
+
+    The root is private: the worker's, entered by the trial's own group alone (its uid's group), so
+    no other local user can read the task's hidden tests below it while the trial runs."""
+    if owner is not None:
+        os.chown(paths.root, -1, owner)
+        paths.root.chmod(0o710)
+    else:
+        paths.root.chmod(0o700)
     for directory in (paths.app, paths.agent_logs, paths.logs / "verifier", paths.home):
         directory.mkdir(parents=True)
     for step in plan.copies:

@@ -9,20 +9,20 @@ asks beyond them is cut to the ceiling and the trial says so. Every timeout is f
 import math
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from envloop.core.trial import VerifierEnvironment
 from envloop.environments.base import EnvironmentSetupError
-from envloop.environments.features import task_features
-from envloop.tasks.model import HarborTask
+from envloop.tasks.model import EnvironmentSection, HarborTask
 
 MAX_MEMORY_VARIABLE = "ENVLOOP_MAX_MEMORY_MB"
 MAX_CPUS_VARIABLE = "ENVLOOP_MAX_CPUS"
 MAX_DISK_VARIABLE = "ENVLOOP_MAX_DISK_MB"
 MAX_TIMEOUT_VARIABLE = "ENVLOOP_MAX_TIMEOUT_SEC"
 NETWORK_VARIABLE = "ENVLOOP_TRIAL_NETWORK"
+VERIFIER_VARIABLE = "ENVLOOP_VERIFIER_ENVIRONMENT"
 
 DEFAULT_MEMORY_MB = 4096
 DEFAULT_DISK_MB = 10240
@@ -45,6 +45,9 @@ class OperatorPolicy(BaseModel):
     max_disk_mb: int = Field(default=DEFAULT_DISK_MB, gt=0)
     max_timeout_sec: float = Field(default=4 * 3600.0, gt=0)
     network: TrialNetworkPolicy = "task"
+    verifier_environment: VerifierEnvironment = "task"
+    """`separate`: every verifier of this worker's trials runs in a fresh environment, whatever
+    the job asked."""
 
 
 def _number(environ: Mapping[str, str], name: str, kind: type[int] | type[float]) -> float | None:
@@ -61,7 +64,8 @@ def _number(environ: Mapping[str, str], name: str, kind: type[int] | type[float]
 
 
 def operator_policy(environ: Mapping[str, str] | None = None) -> OperatorPolicy:
-    """The ceilings from ENVLOOP_MAX_* and ENVLOOP_TRIAL_NETWORK; a bad value fails the trial's
+    """The ceilings from ENVLOOP_MAX_*, ENVLOOP_TRIAL_NETWORK and ENVLOOP_VERIFIER_ENVIRONMENT; a bad
+    value fails the trial's
     setup with a message naming the variable rather than running it unbounded."""
     env = os.environ if environ is None else environ
     values: dict[str, object] = {}
@@ -81,6 +85,10 @@ def operator_policy(environ: Mapping[str, str] | None = None) -> OperatorPolicy:
     if network not in ("task", "none"):
         raise EnvironmentSetupError(f"{NETWORK_VARIABLE}={network[:40]!r}: expected task or none")
     values["network"] = network
+    verifier = env.get(VERIFIER_VARIABLE, "").strip() or "task"
+    if verifier not in ("task", "separate"):
+        raise EnvironmentSetupError(f"{VERIFIER_VARIABLE}={verifier[:40]!r}: expected task or separate")
+    values["verifier_environment"] = verifier
     return OperatorPolicy.model_validate(values)
 
 
@@ -96,13 +104,14 @@ class EffectiveLimits(BaseModel):
     agent_timeout_sec: float
     verifier_timeout_sec: float
     network: bool
+    """Whether a phase may have the network it asks for (the operator's ceiling)."""
 
     def describe(self) -> str:
         cpus = "unlimited" if self.cpus is None else f"{self.cpus:g}"
         return (
             f"memory {self.memory_mb} MB, cpus {cpus}, disk {self.disk_mb} MB, pids {self.pids}, "
             f"agent timeout {self.agent_timeout_sec:g} s, verifier timeout {self.verifier_timeout_sec:g} s, "
-            f"network {'public' if self.network else 'none'}"
+            f"network {'as each phase asks' if self.network else f'closed by {NETWORK_VARIABLE}=none'}"
         )
 
 
@@ -110,17 +119,18 @@ def resolve_limits(
     task: HarborTask,
     policy: OperatorPolicy,
     *,
+    section: EnvironmentSection | None = None,
     agent_timeout_sec: float | None = None,
     verifier_timeout_sec: float | None = None,
-    network_requested: bool = False,
 ) -> tuple[EffectiveLimits, list[str]]:
     """The trial's limits and a warning for each request that was cut or refused.
 
-    `agent_timeout_sec`/`verifier_timeout_sec` are the job's overrides (they win over the task's);
-    `network_requested` is the profile's own request for a network (an agent that calls its model
-    from inside the sandbox)."""
-    section = task.config.environment
-    warnings: list[str] = unsupported_features(task)
+    `section` is the environment definition (the task's `[environment]` unless given: a separate
+    verifier's has its own resources). `agent_timeout_sec`/`verifier_timeout_sec` are the job's
+    overrides (they win over the task's). Which network each phase gets is the task's
+    (tasks/phases.py), within `network`."""
+    section = section or task.config.environment
+    warnings: list[str] = []
 
     def capped(what: str, asked: float, ceiling: float, unit: str) -> float:
         if asked <= ceiling:
@@ -139,19 +149,6 @@ def resolve_limits(
     verifier = verifier_timeout_sec or task.config.verifier.timeout_sec or DEFAULT_TIMEOUT_SEC
     agent = capped("agent timeout", agent, policy.max_timeout_sec, "s")
     verifier = capped("verifier timeout", verifier, policy.max_timeout_sec, "s")
-
-    network = section.wants_network or network_requested
-    if section.network_mode == "allowlist":
-        network = network_requested
-        warnings.append(
-            "network_mode = allowlist cannot be enforced by the local environment: the trial ran "
-            "without the task's network"
-        )
-    if network and policy.network == "none":
-        network = False
-        warnings.append(
-            f"{NETWORK_VARIABLE}=none: the trial ran without the network its task or profile asked for"
-        )
     limits = EffectiveLimits(
         memory_mb=memory,
         cpus=cpus,
@@ -159,40 +156,6 @@ def resolve_limits(
         pids=DEFAULT_PIDS,
         agent_timeout_sec=agent,
         verifier_timeout_sec=verifier,
-        network=network,
+        network=policy.network != "none",
     )
     return limits, warnings
-
-
-def host_gpus() -> int:
-    """GPUs this worker could hand a trial (NVIDIA device nodes)."""
-    return len(list(Path("/dev").glob("nvidia[0-9]*")))
-
-
-def unsupported_features(task: HarborTask) -> list[str]:
-    """Refuse (EnvironmentSetupError) what a trial cannot run without, and return a warning for
-    what it runs without: a task feature envloop does not honour never silently becomes a score.
-
-    The features are the ones `el dataset push` names (environments/features.py); a job refuses
-    them at submission, so this is the last line for jobs that left the environment to the worker.
-    Features of the Dockerfile and the network are the environments' own to report."""
-    warnings = []
-    for feature in task_features(task):
-        if feature.name == "gpus":
-            gpus = feature.amount or 1
-            raise EnvironmentSetupError(
-                f"the task asks for {gpus:g} GPU(s) and this worker has {host_gpus()}"
-                if host_gpus() < gpus
-                else f"the task asks for {gpus:g} GPU(s), and no environment of envloop hands GPUs to a trial"
-            )
-        if feature.name == "compose":
-            raise EnvironmentSetupError(
-                f"{feature.detail}: sidecar services are not supported, and the task would run without them"
-            )
-        if feature.name == "separate-verifier":
-            raise EnvironmentSetupError(f"{feature.detail} is not supported")
-        if feature.name == "collect-hooks":
-            raise EnvironmentSetupError(f"{feature.detail} are not run by envloop")
-        if feature.name == "mcp-servers":
-            warnings.append("[[environment.mcp_servers]]: the agent runs without the task's MCP servers")
-    return warnings

@@ -87,7 +87,8 @@ async def wait_gone(pids: list[int], *, timeout: float = 5.0) -> list[int]:
 
 def read_tail(capture: BinaryIO, limit: int = OUTPUT_TAIL_BYTES) -> tuple[str, bool]:
     """The last `limit` bytes of an open capture file, decoded leniently (output is not always
-    UTF-8), and whether that is the whole file."""
+    UTF-8), and whether that is the whole file. Whatever this process wrote is flushed first."""
+    capture.flush()
     size = os.fstat(capture.fileno()).st_size
     if size == 0:
         return "", True

@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
+from envloop.core.masking import mask_outcome, mask_text
 from envloop.core.params import ParamReader
 from envloop.core.reward import reward_problem
 from envloop.core.trajectory import (
@@ -38,7 +39,6 @@ from envloop.models import (
     read_model_settings,
 )
 from envloop.plugins import ComponentError
-from envloop.runners.artifacts import mask_outcome, mask_text
 from envloop.runners.base import ComponentInfo, TaskKind
 from envloop.runners.params import missing_here
 from envloop.tasks.model import ChatRow

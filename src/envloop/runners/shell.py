@@ -32,8 +32,9 @@ from urllib.parse import urlsplit
 
 from envloop.agents import AGENTS, Agent, AgentContext, find_agent
 from envloop.agents.base import AgentResult
+from envloop.agents.mcp import unspoken
+from envloop.core.masking import mask_outcome, mask_text
 from envloop.core.params import ComponentParams, ParamReader, param, params_schema
-from envloop.core.reward import RewardReading, parse_reward
 from envloop.core.trajectory import (
     ModelStep,
     StateStep,
@@ -42,23 +43,32 @@ from envloop.core.trajectory import (
     usage_totals,
 )
 from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec
-from envloop.core.verifier_failures import environment_failure
 from envloop.environments import (
     Environment,
     EnvironmentProvider,
-    EnvironmentSetupError,
 )
 from envloop.environments.choice import choose_provider
+from envloop.environments.features import refuse_unsupported
+from envloop.environments.keeping import keep_tree, move_plain_tree
 from envloop.plugins import ComponentError
-from envloop.runners.artifacts import keep_tree, mask_outcome, mask_text, move_plain_tree
 from envloop.runners.base import ComponentInfo, TaskKind
 from envloop.runners.healthcheck import wait_healthy
 from envloop.runners.params import check_params, missing_here
 from envloop.runners.shell_multistep import run_steps
-from envloop.runners.shell_phases import PhasePlan, captures_dir, exhausted, keep_phase_log, phase_plan
-from envloop.runners.shell_steps import RecordingEnvironment, verifier_step
+from envloop.runners.shell_phases import (
+    UNATTEMPTED,
+    PhasePlan,
+    agent_network,
+    captures_dir,
+    exhausted,
+    keep_phase_log,
+    phase_plan,
+)
+from envloop.runners.shell_steps import RecordingEnvironment
+from envloop.runners.verification import verify
 from envloop.tasks.harbor import load_harbor_task
 from envloop.tasks.model import HarborTask
+from envloop.tasks.phases import phase_networks
 from envloop.trajectories.files import write_trajectory
 
 NETWORK_PARAM = "NETWORK"
@@ -83,21 +93,11 @@ def _frozen_task(task_dir: Path, name: str) -> HarborTask:
 
 
 INSTRUCTION_VARIABLE_LIMIT = 64 * 1024
-_REWARD_READ_LIMIT = 1024 * 1024
 _INLINE_ARTIFACT_ENTRIES = 64
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-async def _read_reward_file(environment: Environment, path: str) -> str | None:
-    """The start of a reward file the verifier wrote, never read through a link."""
-    try:
-        data = await environment.read_file(path, _REWARD_READ_LIMIT)
-    except OSError as exc:
-        return f"<unreadable: {exc.strerror or exc}>"
-    return None if data is None else data.decode("utf-8", errors="replace")
 
 
 class ShellRunner:
@@ -182,6 +182,9 @@ class ShellRunner:
             provider, choice_warning = (
                 (self.provider, None) if self.provider is not None else await choose_provider(task, spec)
             )
+            # Never run a task without what it needs (push and submission refuse it too; this is
+            # the last line for jobs that left the environment to the worker).
+            feature_warnings = refuse_unsupported(task, getattr(provider, "honours", None))
             context = provider.instance(task, spec)
             environment = await context.__aenter__()
         except Exception as exc:
@@ -190,8 +193,9 @@ class ShellRunner:
             error = TrialError(type="environment_error", message=message)
             return TrialOutcome(status="failed", error=error, phases=phases)
         phases.append(PhaseRecord(name="setup", started_at=started, ended_at=_now()))
+        environment.warnings.extend(feature_warnings)
         try:
-            outcome = await self._attempt(environment, task, spec, agent, phases, recorder)
+            outcome = await self._attempt(environment, provider, task, spec, agent, phases, recorder)
         except BaseException as exc:
             await context.__aexit__(type(exc), exc, exc.__traceback__)
             raise
@@ -211,6 +215,7 @@ class ShellRunner:
     async def _attempt(
         self,
         environment: Environment,
+        provider: EnvironmentProvider,
         task: HarborTask,
         spec: TrialSpec,
         agent: Agent,
@@ -228,14 +233,21 @@ class ShellRunner:
                 await environment.stop()
                 return TrialOutcome(status="failed", error=report.error, phases=phases)
         if task.steps:
-            return await run_steps(self, environment, task, spec, agent, phases, recorder)
+            return await run_steps(self, environment, provider, task, spec, agent, phases, recorder)
         plan = phase_plan(task, environment, spec)
-        agent_error = await self.agent_phase(environment, task, spec, agent, phases, recorder, plan)
+        await environment.set_network(agent_network(phase_networks(task.config).agent, spec), "agent")
+        agent_error, attempted = await self.agent_phase(
+            environment, task, spec, agent, phases, recorder, plan
+        )
         # Nothing the agent started may outlive its phase: a leftover process could rewrite the
         # reward after the verifier wrote it.
         await environment.stop()
         agent_error = exhausted("agent", environment) or agent_error
-        reading, verifier_error = await self.verifier_phase(environment, task, spec, phases, recorder, plan)
+        reading, verifier_error = (
+            await verify(environment, provider, task, None, spec, phases, recorder, plan)
+            if attempted
+            else (UNATTEMPTED, None)
+        )
         started = _now()
         await environment.stop()
         verifier_error = exhausted("verifier", environment) or verifier_error
@@ -277,7 +289,10 @@ class ShellRunner:
         phases: list[PhaseRecord],
         recorder: TrajectoryRecorder,
         plan: PhasePlan,
-    ) -> TrialError | None:
+    ) -> tuple[TrialError | None, bool]:
+        """Run the agent within its timeout: (the error that ends its phase, whether it worked on
+        the task at all: an oracle without a solution, an agent that could not be installed, did
+        not, and then no verifier judges it)."""
         instruction_file = f"{environment.visible.tmp}/envloop-instruction.md"
         await environment.write_file(instruction_file, task.instruction.encode())
         variables = {"ENVLOOP_INSTRUCTION_FILE": instruction_file}
@@ -285,6 +300,9 @@ class ShellRunner:
             variables["ENVLOOP_INSTRUCTION"] = task.instruction
         if spec.max_steps is not None:
             variables["ENVLOOP_MAX_STEPS"] = str(spec.max_steps)
+        unused = None if agent.info.speaks_mcp else unspoken(task, agent.info.name)
+        if unused is not None and unused not in environment.warnings:
+            environment.warnings.append(unused)
         recording = None
         if not agent.info.records_steps:
             recorder.add(UserStep(text=task.instruction))
@@ -310,14 +328,15 @@ class ShellRunner:
                 raise
             phases.append(PhaseRecord(name="agent", started_at=started, ended_at=_now(), timed_out=True))
             recorder.trajectory.stop_reason = "timeout"
-            return TrialError(type="agent_timeout", message=f"the agent exceeded its {timeout:g} s timeout")
+            error = TrialError(type="agent_timeout", message=f"the agent exceeded its {timeout:g} s timeout")
+            return error, True
         phases.append(
             PhaseRecord(name="agent", started_at=started, ended_at=_now(), exit_code=result.exit_code)
         )
         recorder.trajectory.stop_reason = result.stop_reason
         if recording is not None and recording.commands == 0:
             recorder.add(StateStep(at=started, note=f"{agent.info.name} ran no command"))
-        return self._agent_error(result, spec)
+        return self._agent_error(result, spec), result.attempted
 
     @staticmethod
     def _agent_error(result: AgentResult, spec: TrialSpec) -> TrialError | None:
@@ -329,77 +348,6 @@ class ShellRunner:
             message = f"the agent exited with code {result.exit_code}"
             return TrialError(type="agent_error", message=message, exit_code=result.exit_code)
         return None
-
-    async def verifier_phase(
-        self,
-        environment: Environment,
-        task: HarborTask,
-        spec: TrialSpec,
-        phases: list[PhaseRecord],
-        recorder: TrajectoryRecorder,
-        plan: PhasePlan,
-    ) -> tuple[RewardReading, TrialError | None]:
-        logs = captures_dir(spec) / plan.logs / "verifier"
-        started = _now()
-        command = ["bash", f"{environment.visible.tests}/test.sh"]
-        if not any((source / "test.sh").is_file() for source in task.tests_sources):
-            phases.append(PhaseRecord(name="verifier", started_at=started, ended_at=_now()))
-            reading = RewardReading(reward=None, note="the verifier did not run")
-            recorder.add(verifier_step(" ".join(command), started, None, logs, reading))
-            return reading, TrialError(type="verifier_error", message="task has no tests/test.sh")
-        timeout = plan.verifier_timeout_sec
-        # Only the verifier may write a reward: it writes into a fresh directory the agent never had.
-        try:
-            result = await environment.exec(
-                command,
-                env=plan.verifier_env,
-                timeout=timeout,
-                stdout_path=logs / "stdout.txt",
-                stderr_path=logs / "stderr.txt",
-                mounts=frozenset({"tests", "verifier_logs"}),
-                user=plan.verifier_user,
-            )
-        except EnvironmentSetupError as exc:
-            phases.append(PhaseRecord(name="verifier", started_at=started, ended_at=_now()))
-            reading = RewardReading(reward=None, note="the verifier did not run")
-            recorder.add(verifier_step(" ".join(command), started, None, logs, reading))
-            return reading, TrialError(type="verifier_error", message=f"the verifier could not start: {exc}")
-        phases.append(
-            PhaseRecord(
-                name="verifier",
-                started_at=started,
-                ended_at=_now(),
-                exit_code=result.exit_code,
-                timed_out=result.timed_out,
-            )
-        )
-        written = environment.visible.verifier_logs
-        reading = parse_reward(
-            await _read_reward_file(environment, f"{written}/reward.txt"),
-            await _read_reward_file(environment, f"{written}/reward.json"),
-        )
-        lacking = (
-            None if reading.rejected else environment_failure(reading.reward, result.stdout, result.stderr)
-        )
-        if lacking is not None:
-            # A 0 the environment caused (a missing tool, no network) measures the environment,
-            # not the agent: it is not counted.
-            reading = RewardReading(reward=None, note=f"not counted: {lacking}")
-        recorder.add(verifier_step(" ".join(command), started, result, logs, reading))
-        if result.timed_out:
-            message = f"the verifier exceeded its {timeout:g} s timeout"
-            return reading, TrialError(type="verifier_timeout", message=message)
-        if reading.rejected is not None:
-            # A reward file that breaks the grammar is a broken verifier, not a score.
-            message = reading.rejected
-            return reading, TrialError(type="verifier_error", message=message, exit_code=result.exit_code)
-        if lacking is not None:
-            message = f"the verifier could not do its work: {lacking}"
-            return reading, TrialError(type="verifier_error", message=message, exit_code=result.exit_code)
-        if result.exit_code != 0 and reading.reward is None:
-            message = f"the verifier exited with code {result.exit_code} and wrote no reward"
-            return reading, TrialError(type="verifier_error", message=message, exit_code=result.exit_code)
-        return reading, None
 
 
 def _loopback_port(url: str) -> tuple[int, ...]:

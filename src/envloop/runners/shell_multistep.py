@@ -15,11 +15,20 @@ from envloop.agents import Agent
 from envloop.core.multistep import StepResult, below_minimum, roll_up, step_values
 from envloop.core.trajectory import StateStep, TrajectoryRecorder
 from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec
-from envloop.environments import Environment
+from envloop.environments import Environment, EnvironmentProvider
 from envloop.runners.healthcheck import wait_healthy
-from envloop.runners.shell_phases import captures_dir, exhausted, keep_phase_log, step_plan
+from envloop.runners.shell_phases import (
+    UNATTEMPTED,
+    agent_network,
+    captures_dir,
+    exhausted,
+    keep_phase_log,
+    step_plan,
+)
 from envloop.runners.step_setup import prepare_step
+from envloop.runners.verification import verify
 from envloop.tasks.model import HarborTask, TaskStep
+from envloop.tasks.phases import phase_networks, verifier_mode
 
 if TYPE_CHECKING:
     from envloop.runners.shell import ShellRunner
@@ -28,6 +37,7 @@ if TYPE_CHECKING:
 async def run_steps(
     runner: "ShellRunner",
     environment: Environment,
+    provider: EnvironmentProvider,
     task: HarborTask,
     spec: TrialSpec,
     agent: Agent,
@@ -42,7 +52,9 @@ async def run_steps(
         task.active_step = step.name
         view = task.model_copy(update={"instruction": step.instruction})
         plan = step_plan(task, step, environment, spec)
+        networks = phase_networks(task.config, step.config)
         recorder.add(StateStep(at=datetime.now(UTC), note=f"step {step.name!r} begins"))
+        await environment.set_network(networks.baseline, f"{step.name} setup")
         problem = await prepare_step(
             environment, step, plan.agent_timeout_sec, captures_dir(spec) / plan.logs / "setup"
         )
@@ -57,15 +69,23 @@ async def run_steps(
             problem = problem.model_copy(update={"message": f"step {step.name!r}: {problem.message}"})
         if problem is not None:
             return await _stopped_before(runner, environment, task, spec, step, results, phases, problem)
-        agent_error = await runner.agent_phase(environment, view, spec, agent, phases, recorder, plan)
+        await environment.set_network(agent_network(networks.agent, spec), f"{step.name} agent")
+        agent_error, attempted = await runner.agent_phase(
+            environment, view, spec, agent, phases, recorder, plan
+        )
         await environment.stop()
         agent_error = exhausted("agent", environment) or agent_error
-        reading, verifier_error = await runner.verifier_phase(environment, view, spec, phases, recorder, plan)
+        reading, verifier_error = (
+            await verify(environment, provider, view, step, spec, phases, recorder, plan)
+            if attempted
+            else (UNATTEMPTED, None)
+        )
         await environment.stop()
         verifier_error = exhausted("verifier", environment) or verifier_error
-        await environment.get_dir(
-            environment.visible.verifier_logs, spec.artifacts_dir / "steps" / step.name / "verifier"
-        )
+        if verifier_mode(task.config, step.config) == "shared":
+            await environment.get_dir(
+                environment.visible.verifier_logs, spec.artifacts_dir / "steps" / step.name / "verifier"
+            )
         values = step_values(reading.reward, reading.dimensions)
         results.append(StepResult(name=step.name, values=values, note=reading.note))
         error = agent_error or verifier_error

@@ -4,12 +4,16 @@ task, and the checks every phase ends with."""
 from dataclasses import dataclass
 from pathlib import Path
 
+from envloop.core.masking import mask_text
+from envloop.core.reward import RewardReading
 from envloop.core.trial import TrialError, TrialSpec
 from envloop.environments import Environment
 from envloop.environments.policy import operator_policy
-from envloop.runners.artifacts import mask_text
 from envloop.tasks.model import HarborTask, TaskStep, TaskUser
+from envloop.tasks.phases import PUBLIC, NetworkPolicy
 from envloop.tasks.variables import resolve_env
+
+UNATTEMPTED = RewardReading(reward=None, note="the agent never worked on the task, so no verifier judged it")
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,15 @@ def step_plan(task: HarborTask, step: TaskStep, environment: Environment, spec: 
         verifier_user=verifier.user if verifier.user is not None else whole.verifier_user,
         logs=f"steps/{step.name}",
     )
+
+
+def agent_network(policy: NetworkPolicy, spec: TrialSpec) -> NetworkPolicy:
+    """The agent phase's policy: the task's, opened to `public` when the profile asks for a network
+    (`NETWORK=public`: an agent that calls its model from inside) and the task left it closed. A
+    task's allowlist stays as its author wrote it."""
+    if spec.network and policy.mode == "no-network":
+        return PUBLIC
+    return policy
 
 
 def captures_dir(spec: TrialSpec) -> Path:

@@ -18,6 +18,7 @@ from envloop.core.reward import RewardReading
 from envloop.core.trajectory import ToolStep, TrajectoryRecorder, VerifierStep
 from envloop.environments.base import NO_MOUNTS, Environment, ExecResult, Mounts
 from envloop.tasks.model import TaskUser
+from envloop.tasks.phases import NetworkPolicy
 from envloop.trajectories import Snapshot, changes_between
 
 
@@ -35,7 +36,6 @@ class RecordingEnvironment:
         self._state: Snapshot = {}
         self.commands = 0
         self.mode = inner.mode
-        self.note = inner.note
         self.visible = inner.visible
         self.warnings = inner.warnings
         self.limits = inner.limits
@@ -52,6 +52,23 @@ class RecordingEnvironment:
 
     async def get_dir(self, path: str, target: Path) -> list[str]:
         return await self._inner.get_dir(path, target)
+
+    async def get_path(self, path: str, target: Path) -> list[str]:
+        return await self._inner.get_path(path, target)
+
+    async def put_dir(self, source: Path, path: str) -> None:
+        await self._inner.put_dir(source, path)
+
+    @property
+    def note(self) -> str | None:
+        return self._inner.note
+
+    @property
+    def network(self) -> NetworkPolicy:
+        return self._inner.network
+
+    async def set_network(self, policy: NetworkPolicy, phase: str = "") -> None:
+        await self._inner.set_network(policy, phase)
 
     async def snapshot(self, previous: Snapshot | None = None) -> Snapshot:
         return await self._inner.snapshot(previous)

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from envloop.core.trial import EnvironmentChoice, TrialSpec
+from envloop.core.trial import EnvironmentChoice, TrialSpec, VerifierEnvironment
 from envloop.services.context import Context
 from envloop.services.profiles import resolved_params
 from envloop.store.queue import ClaimedTrial
@@ -29,6 +29,7 @@ class _JobInfo:
     scorer: str | None
     """Set for JSONL datasets, whose trials carry their row instead of a task directory."""
     environment: EnvironmentChoice | None = None
+    verifier_environment: VerifierEnvironment = "task"
 
 
 @dataclass
@@ -77,6 +78,7 @@ class TrialSpecs:
             run=claimed.lease_token,
             environment=job.environment or self.environment,
             builds_dir=self.ctx.artifacts.root / "builds",
+            verifier_environment=job.verifier_environment,
         )
 
     def _job(self, job_id: str) -> _JobInfo:
@@ -94,6 +96,7 @@ class TrialSpecs:
                     dataset.id,
                     dataset.scorer if dataset.kind == "jsonl" else None,
                     job.environment,
+                    "separate" if job.verifier_environment == "separate" else "task",
                 )
         return self._jobs[job_id]
 

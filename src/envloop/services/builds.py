@@ -21,14 +21,20 @@ from envloop.environments.docker.images import (
     BuildRecord,
     BuildRecords,
     build_network,
+    build_plan,
     effective_build_network,
     ensure_task_image,
+    image_key,
+    image_substitutes,
     read_build_settings,
 )
+from envloop.environments.docker.task_images import all_image_builds
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, resolve_dataset
 from envloop.services.errors import UserError
 from envloop.services.refs import dataset_ref
+from envloop.tasks.harbor import load_harbor_task
+from envloop.tasks.model import HarborTask
 
 
 class TaskBuildView(BaseModel):
@@ -39,6 +45,8 @@ class TaskBuildView(BaseModel):
     cache_hit: bool
     duration_sec: float
     reason: str | None = None
+    substitutions: list[str] = []
+    """One line per image the operator substituted (ENVLOOP_IMAGE_SUBSTITUTES)."""
 
 
 class DatasetBuildView(BaseModel):
@@ -58,8 +66,43 @@ def build_records(ctx: Context) -> BuildRecords:
 
 
 def task_build(ctx: Context, digest: str) -> BuildRecord | None:
-    """The last recorded build of a task digest, or None when it was never built here."""
-    return build_records(ctx).read(digest)
+    """The last recorded build of the task's image as it would be built now (under the
+    substitutions that apply to it today), or None when it was never built so here."""
+    substitutes = image_substitutes()
+    key = digest
+    if substitutes:
+        root = ctx.artifacts.task_dir(digest)
+        key = image_key(digest, build_plan(root / "environment", read_build_settings(root), substitutes))
+    return build_records(ctx).read(key)
+
+
+async def _build_task(
+    task: HarborTask, records: BuildRecords, network: BuildNetwork, force: bool
+) -> BuildOutcome:
+    """Every image of the task (its own, its sidecars', its separate verifiers'), as one outcome:
+    the task's own image, failed when any of them failed (the reason naming which)."""
+    outcomes = []
+    for build in all_image_builds(task):
+        outcome = await ensure_task_image(
+            build.context, build.digest, records, network=network, force=force, settings=build.settings
+        )
+        outcomes.append((build.role, outcome))
+        if outcome.status == "failed":
+            break
+    own = outcomes[0][1]
+    failed = next(((role, o) for role, o in outcomes if o.status == "failed"), None)
+    statuses = {o.status for _, o in outcomes}
+    return own.model_copy(
+        update={
+            "status": "failed" if failed else ("built" if "built" in statuses else "cached"),
+            "cache_hit": statuses == {"cached"},
+            "duration_sec": sum(o.duration_sec for _, o in outcomes),
+            "reason": None
+            if failed is None
+            else (failed[1].reason if failed[0] == "task" else f"{failed[0]}: {failed[1].reason}"),
+            "substitutions": [s for _, o in outcomes for s in o.substitutions],
+        }
+    )
 
 
 def build_dataset(
@@ -77,6 +120,7 @@ def build_dataset(
     """
     try:
         build_network(network)
+        image_substitutes()
     except BuildConfigError as exc:
         raise UserError(str(exc)) from None
     with ctx.store.read() as session:
@@ -108,15 +152,8 @@ async def _build_all(
     for name, digest in members:
         outcome = done.get(digest)
         if outcome is None:
-            root = ctx.artifacts.task_dir(digest)
-            outcome = await ensure_task_image(
-                root / "environment",
-                digest,
-                records,
-                network=network,
-                force=force,
-                settings=read_build_settings(root),
-            )
+            task = load_harbor_task(ctx.artifacts.task_dir(digest), name=name)
+            outcome = await _build_task(task, records, network, force)
             done[digest] = outcome
         elif outcome.status != "failed":
             # A second member with the same content uses the image the first one just got.
@@ -129,6 +166,7 @@ async def _build_all(
             cache_hit=outcome.cache_hit,
             duration_sec=round(outcome.duration_sec, 3),
             reason=outcome.reason,
+            substitutions=[substitution.describe() for substitution in outcome.substitutions],
         )
         views.append(view)
         if on_task is not None:

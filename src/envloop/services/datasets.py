@@ -114,9 +114,11 @@ def push_dataset(
     from envloop.environments.features import task_features  # noqa: PLC0415
     from envloop.tasks.discover import load_tasks  # noqa: PLC0415
     from envloop.tasks.model import TaskFormatError  # noqa: PLC0415
+    from envloop.tasks.unknown_keys import unknown_keys  # noqa: PLC0415
     from envloop.tasks.variables import referenced_variables  # noqa: PLC0415
 
     check_name("dataset", name)
+    notes: list[str] = []
     if not path.exists():
         raise UserError(f"{path}: no such file or directory")
     try:
@@ -135,6 +137,7 @@ def push_dataset(
                 )
                 for t in tasks
             ]
+            notes = [f"task {t.name}: {line}" for t in tasks for line in unknown_keys(t.config)]
     except TaskFormatError as exc:
         raise UserError(str(exc)) from None
     except RecursionError:
@@ -150,7 +153,7 @@ def push_dataset(
     digest = _content_digest(kind, runner, scorer, members)
     for _ in range(5):
         try:
-            return _record(ctx, name, kind, runner, scorer, digest, members)
+            return _record(ctx, name, kind, runner, scorer, digest, members, notes)
         except IntegrityError:
             continue
     raise ConflictError(f"could not record a revision of {name}: too many concurrent pushes")
@@ -193,15 +196,24 @@ def _jsonl_members(path: Path, scorer: str) -> list[_Member]:
 
 
 def _record(
-    ctx: Context, name: str, kind: str, runner: str, scorer: str | None, digest: str, members: list[_Member]
+    ctx: Context,
+    name: str,
+    kind: str,
+    runner: str,
+    scorer: str | None,
+    digest: str,
+    members: list[_Member],
+    notes: list[str],
 ) -> DatasetView:
+    """Store the revision (or find the identical one); `notes` are push-time warnings beside the
+    features' (unknown task.toml keys), not kept with the revision."""
     with ctx.store.write() as session:
         existing = session.scalar(
             select(Dataset).where(
                 Dataset.project_id == ctx.project_id, Dataset.name == name, Dataset.content_digest == digest
             )
         )
-        warnings = feature_warnings([(m.name, m.features) for m in members])
+        warnings = feature_warnings([(m.name, m.features) for m in members]) + notes
         if existing is not None:
             _record_missing_features(session, existing, members)
             return _view(existing, None, len(members), created=False, warnings=warnings)

@@ -16,6 +16,7 @@ from envloop.core.status import JobStatus, TrialStatus
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, member_features, resolve_dataset
 from envloop.services.errors import ConflictError, NotFoundError, UserError
+from envloop.services.missing_images import tasks_missing_images
 from envloop.services.profiles import resolve_profile, resolved_params
 from envloop.services.refs import dataset_ref
 from envloop.services.unsupported import unsupported_tasks
@@ -70,6 +71,8 @@ def _request_digest(request: JobRequest) -> str:
     unset = {"environment"} if request.environment is None else set()
     if not request.skip_unsupported:
         unset.add("skip_unsupported")
+    if request.verifier_environment == "task":
+        unset.add("verifier_environment")
     body = request.model_dump(mode="json", exclude={"request_id", *unset})
     return "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
@@ -135,11 +138,18 @@ def _validate(
             raise UserError(f"profile {pref} cannot run with {runner.ref}: {problems[0]}")
         for task, names in required.items():
             missing = sorted(names - params.keys())
-            if missing:
+            if missing and not request.skip_unsupported:
                 raise UserError(
                     f"task {task} needs {', '.join(missing)} (referenced in its task.toml env); "
-                    f"profile {pref} does not provide it"
+                    f"profile {pref} does not provide it (or pass --skip-unsupported to run the other tasks)"
                 )
+            if missing and task in tasks:
+                reason = (
+                    f"needs {', '.join(missing)} (its task.toml env), which profile {pref} does not provide"
+                )
+                skipped.append(SkippedTask(task=task, reason=reason))
+                warnings.append(f"task {task} not run: {reason}")
+                tasks = [t for t in tasks if t != task]
         unread = unread_params(runner, params)
         ignored = set(unread.names) - used_by_tasks
         if ignored:
@@ -150,6 +160,8 @@ def _validate(
         warnings.append(
             f"--environment {request.environment}: {ref} holds chat rows, which run in no environment"
         )
+    if not tasks:
+        raise UserError(f"every selected task of {ref} was left out (--skip-unsupported): none to run")
     return dataset, profiles, tasks, warnings, skipped
 
 
@@ -157,11 +169,15 @@ def _leave_out_unsupported(
     ctx: Context, request: JobRequest, members: list[DatasetMember], tasks: list[str], warnings: list[str]
 ) -> tuple[list[str], list[SkippedTask]]:
     """The tasks left to run and those left out: a task needing a feature the job's environment
-    cannot give, or whose image failed to build, refuses the job unless --skip-unsupported."""
+    cannot give, an image this machine cannot have, or whose image failed to build, refuses the job
+    unless --skip-unsupported."""
     chosen_members = [m for m in members if m.name in set(tasks)]
     skipped = unsupported_tasks(chosen_members, request.environment, request.skip_unsupported, warnings)
     left_out = {s.task for s in skipped}
-    failed = _failed_builds(ctx, [m for m in chosen_members if m.name not in left_out], request)
+    in_containers = _in_containers([m for m in chosen_members if m.name not in left_out], request)
+    skipped += tasks_missing_images(ctx, in_containers, request.skip_unsupported, warnings)
+    left_out = {s.task for s in skipped}
+    failed = _failed_builds(ctx, [m for m in in_containers if m.name not in left_out])
     if failed and request.skip_unsupported:
         skipped += failed
         warnings += [f"task {item.task} not run: {item.reason}" for item in failed]
@@ -171,17 +187,20 @@ def _leave_out_unsupported(
     return [t for t in tasks if t not in left_out], skipped
 
 
-def _failed_builds(ctx: Context, members: list[DatasetMember], request: JobRequest) -> list[SkippedTask]:
-    """Tasks whose image is recorded as failing to build, among those the job would run in a
-    container: all of them with --environment docker, those that need one with auto. Each of their
-    trials could only end in an environment error."""
+def _in_containers(members: list[DatasetMember], request: JobRequest) -> list[DatasetMember]:
+    """The tasks the job would run in a container: all of them with --environment docker, those
+    that need one with auto."""
     if request.environment == "docker":
-        in_containers = members
-    elif request.environment == "auto":
-        in_containers = [
-            m for m in members if any(f.environments == ["docker"] for f in member_features(m) or [])
-        ]
-    else:
+        return members
+    if request.environment == "auto":
+        return [m for m in members if any(f.environments == ["docker"] for f in member_features(m) or [])]
+    return []
+
+
+def _failed_builds(ctx: Context, in_containers: list[DatasetMember]) -> list[SkippedTask]:
+    """Tasks whose image is recorded as failing to build, among those the job would run in a
+    container. Each of their trials could only end in an environment error."""
+    if not in_containers:
         return []
     from envloop.services.builds import task_build  # noqa: PLC0415 - loads the Docker environment
 
@@ -251,6 +270,7 @@ def _create(
         verifier_timeout_sec=request.verifier_timeout_sec,
         environment=request.environment,
         skip_unsupported=request.skip_unsupported,
+        verifier_environment=request.verifier_environment,
         skipped=[item.model_dump() for item in skipped] or None,
         tasks=tasks,
         tags=request.tags,
@@ -372,6 +392,7 @@ def _views(session: Session, page: list[Job]) -> list[JobView]:
             verifier_timeout_sec=job.verifier_timeout_sec,
             environment=job.environment,
             skip_unsupported=job.skip_unsupported,
+            verifier_environment=job.verifier_environment,
             skipped=[SkippedTask.model_validate(item) for item in job.skipped or []],
             tags=dict(job.tags),
             request_id=job.request_id,
@@ -485,5 +506,6 @@ def export_job(ctx: Context, job_id: str) -> JobRequest:
         verifier_timeout_sec=view.verifier_timeout_sec,
         environment=view.environment,
         skip_unsupported=view.skip_unsupported,
+        verifier_environment=view.verifier_environment,
         tags=view.tags,
     )

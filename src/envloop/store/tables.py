@@ -133,6 +133,8 @@ class Job(Base):
     """local, docker or auto; None: each worker's own choice (`el worker --environment`)."""
     skip_unsupported: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     """Submitted to leave out the tasks whose features its environment cannot honour."""
+    verifier_environment: Mapped[str] = mapped_column(String(20), default="task", server_default="task")
+    """task or separate (VerifierEnvironment): where the job's verifiers run."""
     skipped: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
     """The tasks left out at submission, each {"task", "reason"}; they have no trials."""
     tasks: Mapped[list[Any]] = mapped_column(JSON)

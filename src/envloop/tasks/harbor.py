@@ -56,7 +56,7 @@ def load_harbor_task(root: Path, *, name: str | None = None) -> HarborTask:
     else:
         steps = []
         instruction = _read_instruction(root / "instruction.md")
-        _require_file(root / "tests" / "test.sh", "the verifier entry point is required")
+        _require_verifier(root / "tests", config, "the verifier entry point is required")
     return HarborTask(
         name=task_name,
         root=root.resolve(),
@@ -74,19 +74,30 @@ def _load_steps(root: Path, config: TaskConfig) -> list[TaskStep]:
     duplicate = next((name for name in names if names.count(name) > 1), None)
     if duplicate is not None:
         raise TaskFormatError(root / "task.toml", f"step {duplicate!r} is declared twice", field="steps")
-    shared_test = (root / "tests" / "test.sh").is_file()
+    shared_test = any((root / "tests" / name).is_file() for name in verifier_scripts(config))
     steps = []
     for step in config.steps:
         directory = root / "steps" / step.name
         instruction = _read_instruction(directory / "instruction.md")
         if not shared_test:
-            _require_file(
-                directory / "tests" / "test.sh",
-                "each step needs a verifier: its own or the task's tests/test.sh",
+            _require_verifier(
+                directory / "tests", config, "each step needs a verifier: its own or the task's tests/test.sh"
             )
         _optional_file(directory / "solution" / "solve.sh")
         steps.append(TaskStep(config=step, instruction=instruction, root=directory.resolve()))
     return steps
+
+
+def verifier_scripts(config: TaskConfig) -> tuple[str, ...]:
+    """The verifier entry points a task may have: `test.sh`, and for a Windows task `test.bat` too
+    (such a task loads, and is refused by every environment of envloop when a job would run it)."""
+    return ("test.sh", "test.bat") if config.environment.os == "windows" else ("test.sh",)
+
+
+def _require_verifier(tests: Path, config: TaskConfig, why: str) -> None:
+    names = verifier_scripts(config)
+    found = next((tests / name for name in names if (tests / name).exists()), tests / names[0])
+    _require_file(found, why)
 
 
 def load_task_config(path: Path) -> TaskConfig:
@@ -147,6 +158,8 @@ def _describe(error: ErrorDetails) -> str:
         return f"must be at least {_bound(ctx.get('ge'))}"
     if kind == "finite_number":
         return "must be a finite number"
+    if kind == "value_error":
+        return str(ctx.get("error", error["msg"]))
     message = str(error["msg"])
     return message[:1].lower() + message[1:]
 

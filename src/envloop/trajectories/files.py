@@ -20,21 +20,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from envloop.core import trajectory as schema
+from envloop.core.masking import mask_text
 from envloop.core.trajectory import TRAJECTORY_FILE, Trajectory
 from envloop.trajectories.caps import compact, fit_step, fit_trajectory
 
-MASK = "***"
 STEPS_OPENING = '"steps":['
 STEPS_CLOSING = "]}"
-
-
-def mask_text(text: str, secrets: Iterable[str]) -> str:
-    """Every secret replaced by ***, longest first (a secret containing another goes whole): the
-    rule of `envloop.runners.artifacts.mask_text`, whose package imports this module."""
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
-        text = text.replace(secret, MASK)
-    return text
-
 
 _FIELD_NAMES = frozenset(
     name

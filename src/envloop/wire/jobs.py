@@ -6,7 +6,7 @@ from pydantic import ConfigDict, Field
 
 from envloop.core.lazy import LazyModel
 from envloop.core.status import JobStatus, TrialStatus
-from envloop.core.trial import EnvironmentChoice
+from envloop.core.trial import EnvironmentChoice, VerifierEnvironment
 
 MAX_ATTEMPTS = 1000
 
@@ -39,6 +39,11 @@ class JobRequest(LazyModel):
         description="leave out (rather than refuse the job for) the tasks needing a feature the "
         "environment choice cannot honour; the job records which and why, and they get no trials",
     )
+    verifier_environment: VerifierEnvironment = Field(
+        default="task",
+        description="task: each verifier runs where its task says; separate: in a fresh container of the "
+        "task's image with only the working directory and declared artifacts carried over",
+    )
     tags: dict[str, str] = Field(default_factory=dict)
     request_id: str | None = Field(default=None, min_length=1, max_length=200)
 
@@ -62,6 +67,7 @@ class JobView(LazyModel):
     verifier_timeout_sec: float | None
     environment: EnvironmentChoice | None = None
     skip_unsupported: bool = False
+    verifier_environment: VerifierEnvironment = "task"
     skipped: list[SkippedTask] = Field(
         default_factory=list, description="tasks left out at submission (--skip-unsupported), with why"
     )

@@ -1,33 +1,37 @@
-"""One container per trial: started from the task's image, used through exec and tar copies, removed.
+"""One container of a trial: started from an image, used through exec and tar copies, removed.
 
-The container's first process is `docker-init` (tini) over `sleep infinity`, so it stays up between
-commands and reaps whatever they leave. Nothing of the host is mounted; files cross as tar streams
-(`put_dir`, `put_file`, `get_dir`, `read_file`). Its network is `none` unless the caller names
-another network of its own; `host` (which would let the trial reach every service listening on
-the host) is refused. Limits are the daemon's cgroups: `--cpus`, `--memory` (no swap beyond it),
-`--pids-limit`, plus a largest-file rlimit.
+The container's first process is `docker-init` (tini) over the image's ENTRYPOINT and `sleep
+infinity`, so it stays up between commands and reaps whatever they leave. Nothing of the host is
+mounted; files cross as tar streams (`put_dir`, `put_file`, `get_dir`, `read_file`). Its network is
+`none` unless the caller names a network of its own; `host` (which would let the trial reach every
+service listening on the host) is refused. Limits are the daemon's cgroups: cpus, memory (no swap
+beyond it), pids, plus a largest-file rlimit; `cgroup_parent` puts several containers (a trial and
+its sidecars) under one cgroup whose limits they share.
 
 Every container carries labels naming its trial and the worker process that owns it (see
 `orphans`, which removes the containers of workers that are gone); `running_container` removes its
-container on every path out, cancellation included.
+container on every path out, cancellation included. Everything goes through the Engine API
+(engine.py): no command-line process per call.
 """
 
 import asyncio
+import base64
 import contextlib
 import functools
+import json
 import os
 import re
 import secrets
 import tempfile
-import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
 from envloop.environments.docker import transfer
-from envloop.environments.docker.cli import DockerError, docker, docker_binary, first_line
+from envloop.environments.docker.cli import DockerError
+from envloop.environments.docker.engine import NotFoundError, demultiplex, engine
 from envloop.environments.docker.orphans import (
     MANAGED_LABEL,
     TRIAL_LABEL,
@@ -40,24 +44,38 @@ from envloop.environments.procs import read_tail
 from envloop.environments.shielded import finish_even_if_cancelled
 
 EXEC_MARKER = "ENVLOOP_EXEC_ID"
+_GO_MODE_DIR = 1 << 31
+_GO_MODE_SPECIAL = (1 << 27) | (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19)
+"""Go's FileMode bits for a link, device, pipe, socket, character device or irregular file."""
 _KILL_WAIT_SEC = 10.0
 _NETWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ContainerSpec(BaseModel):
-    """How to start a trial's container. Values of `env` never appear on a command line."""
+    """How to start a trial's container."""
 
     image: str
     trial_id: str
+    name: str | None = Field(default=None, description="the container's name; made from the trial's")
     network: str = "none"
+    aliases: list[str] = Field(default_factory=list, description="names others on `network` reach it by")
     cpus: float | None = Field(default=None, gt=0)
     memory_mb: int | None = Field(default=None, gt=0)
     pids: int | None = Field(default=None, gt=0)
     file_size_mb: int | None = Field(default=None, gt=0)
+    cgroup_parent: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     workdir: str | None = None
     user: str | None = None
     """Default user of every exec (the image's USER when None)."""
+    command: list[str] | None = Field(
+        default=None,
+        description="the container's own command: None keeps it up (`sh -c 'sleep infinity'` after the "
+        "image's ENTRYPOINT, as Harbor does), [] the image's",
+    )
+    entrypoint: list[str] | None = None
+    healthcheck: dict[str, object] | None = Field(default=None, description="the daemon's Healthcheck")
     labels: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("network")
@@ -69,18 +87,38 @@ class ContainerSpec(BaseModel):
             raise ValueError(f"network {value!r}: a trial gets `none` or a named network of its own")
         return value
 
+    @field_validator("env")
+    @classmethod
+    def _variable_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a valid environment variable name")
+        return value
+
 
 class ExecOutcome(BaseModel):
     """How one command ended. `exit_code` is None when it was killed on timeout."""
 
     exit_code: int | None
-    stdout: str
-    stderr: str
     timed_out: bool
-    duration_sec: float
-    stdout_whole: bool
-    stderr_whole: bool
+    stdout: str = ""
+    stderr: str = ""
+    stdout_whole: bool = True
+    stderr_whole: bool = True
     """True when `stdout`/`stderr` hold the whole output, not only its last 64 KiB."""
+
+
+Output = BinaryIO | Path | None
+"""Where a command's output goes: an open file, a file to create, or a temporary file."""
+
+
+def _output(files: contextlib.ExitStack, target: Output) -> BinaryIO:
+    if target is None:
+        return files.enter_context(tempfile.TemporaryFile())
+    if isinstance(target, Path):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return files.enter_context(target.open("w+b"))
+    return target
 
 
 def _name_for(trial_id: str) -> str:
@@ -88,16 +126,44 @@ def _name_for(trial_id: str) -> str:
     return f"envloop-{safe}-{secrets.token_hex(3)}"
 
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _env_args(names: Sequence[str]) -> list[str]:
-    """`-e NAME` per variable: the client takes each value from its own environment. A name with
-    `=` (from a hostile task.toml) would put a value on the command line, so it is refused."""
-    for name in names:
-        if not _ENV_NAME.fullmatch(name):
-            raise ValueError(f"{name!r} is not a valid environment variable name")
-    return [arg for name in names for arg in ("-e", name)]
+def _create_body(spec: ContainerSpec, labels: dict[str, str]) -> dict[str, object]:
+    ulimits: list[dict[str, object]] = [{"Name": "core", "Soft": 0, "Hard": 0}]
+    if spec.file_size_mb is not None:
+        size = spec.file_size_mb * 1024 * 1024
+        ulimits.append({"Name": "fsize", "Soft": size, "Hard": size})
+    host: dict[str, object] = {"Init": True, "NetworkMode": spec.network, "Ulimits": ulimits}
+    if spec.cpus is not None:
+        host["NanoCpus"] = int(spec.cpus * 1e9)
+    if spec.memory_mb is not None:
+        host["Memory"] = host["MemorySwap"] = spec.memory_mb * 1024 * 1024
+    if spec.pids is not None:
+        host["PidsLimit"] = spec.pids
+    if spec.cgroup_parent is not None:
+        host["CgroupParent"] = spec.cgroup_parent
+    body: dict[str, object] = {
+        "Image": spec.image,
+        "Hostname": "envloop" if spec.aliases == [] else spec.aliases[0],
+        "Labels": labels,
+        "Env": [f"{name}={value}" for name, value in spec.env.items()],
+        "HostConfig": host,
+    }
+    if spec.command is None:
+        # As Harbor starts a task's container: the image's ENTRYPOINT stays (it may start the
+        # task's services, then exec its arguments), and the command keeps the container up.
+        body["Cmd"] = ["sh", "-c", "sleep infinity"]
+    elif spec.command:
+        body["Cmd"] = spec.command
+    if spec.entrypoint is not None:
+        body["Entrypoint"] = spec.entrypoint
+    if spec.healthcheck is not None:
+        body["Healthcheck"] = spec.healthcheck
+    if spec.command is not None and spec.user:
+        body["User"] = spec.user
+    if spec.workdir:
+        body["WorkingDir"] = spec.workdir
+    if spec.network != "none" and spec.aliases:
+        body["NetworkingConfig"] = {"EndpointsConfig": {spec.network: {"Aliases": spec.aliases}}}
+    return body
 
 
 class Container:
@@ -112,38 +178,24 @@ class Container:
 
     @classmethod
     async def start(cls, spec: ContainerSpec) -> "Container":
-        name = _name_for(spec.trial_id)
+        name = spec.name or _name_for(spec.trial_id)
         labels = {
             **spec.labels,
             MANAGED_LABEL: "1",
             TRIAL_LABEL: spec.trial_id,
             WORKER_LABEL: worker_identity(),
         }
-        args = ["run", "--detach", "--init", "--name", name, "--hostname", "envloop"]
-        args += ["--network", spec.network]
-        for key, value in labels.items():
-            args += ["--label", f"{key}={value}"]
-        if spec.cpus is not None:
-            args += ["--cpus", f"{spec.cpus:g}"]
-        if spec.memory_mb is not None:
-            args += ["--memory", f"{spec.memory_mb}m", "--memory-swap", f"{spec.memory_mb}m"]
-        if spec.pids is not None:
-            args += ["--pids-limit", str(spec.pids)]
-        args += ["--ulimit", "core=0"]
-        if spec.file_size_mb is not None:
-            size = spec.file_size_mb * 1024 * 1024
-            args += ["--ulimit", f"fsize={size}:{size}"]
-        if spec.workdir:
-            args += ["--workdir", spec.workdir]
-        args += _env_args(list(spec.env))
-        args += ["--entrypoint", "sleep", spec.image, "infinity"]
+        api = engine()
         try:
-            result = await docker(args, env=spec.env, timeout=120)
+            created = await api.json(
+                "POST", "/containers/create", params={"name": name}, body=_create_body(spec, labels)
+            )
+            await api.request("POST", f"/containers/{created['Id']}/start")
         except BaseException:
-            # `docker run` may have created the container before failing or being cancelled.
+            # The container may exist before failing or being cancelled.
             await finish_even_if_cancelled(remove_container(name))
             raise
-        return cls(result.stdout.decode().strip(), name, spec)
+        return cls(str(created["Id"]), name, spec)
 
     async def exec(
         self,
@@ -153,88 +205,79 @@ class Container:
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
-        stdin: bytes | None = None,
-        stdout_path: Path | None = None,
-        stderr_path: Path | None = None,
+        stdout: Output = None,
+        stderr: Output = None,
     ) -> ExecOutcome:
-        """Run `command` inside; on timeout or cancellation kill every process it started.
-
-        Output streams to the given files (or temporary ones); the outcome keeps the last 64 KiB of
-        each. A stopped container is started again first (its files are as they were).
-        """
+        """Run `command` inside, its output written to the two files as it comes (the outcome keeps
+        the last 64 KiB of each); on timeout or cancellation kill every process it started. A
+        stopped container is started again first (its files are as they were)."""
         if self._removed:
             raise DockerError(f"container of trial {self.spec.trial_id} was removed")
+        api = engine()
         if self._stopped:
-            await docker(["start", self.id])
+            await api.request("POST", f"/containers/{self.id}/start")
             self._stopped = False
         token = secrets.token_hex(8)
-        extra = {**(env or {}), EXEC_MARKER: token}
-        args = ["exec"]
-        if stdin is not None:
-            args.append("--interactive")
+        variables = {**(env or {}), EXEC_MARKER: token}
+        for name in variables:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not a valid environment variable name")
+        body: dict[str, object] = {
+            "Cmd": list(command),
+            "AttachStdout": True,
+            "AttachStderr": True,
+            "Env": [f"{name}={value}" for name, value in variables.items()],
+        }
         chosen_user = user or self.spec.user
         if chosen_user:
-            args += ["--user", chosen_user]
+            body["User"] = chosen_user
         if cwd:
-            args += ["--workdir", cwd]
-        args += _env_args(list(extra))
-        args += [self.id, *command]
-        started = time.monotonic()
+            body["WorkingDir"] = cwd
+        created = await api.json("POST", f"/containers/{self.id}/exec", body=body)
+        exec_id = str(created["Id"])
         with contextlib.ExitStack() as files:
-            out = files.enter_context(
-                stdout_path.open("w+b") if stdout_path else tempfile.TemporaryFile()  # noqa: SIM115
-            )
-            err = files.enter_context(
-                stderr_path.open("w+b") if stderr_path else tempfile.TemporaryFile()  # noqa: SIM115
-            )
-            proc = await asyncio.create_subprocess_exec(
-                docker_binary(),
-                *args,
-                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                env={**os.environ, **extra},
-            )
-            timed_out = await self._wait(proc, token, timeout, stdin)
-            stdout, stdout_whole = read_tail(out)
-            stderr, stderr_whole = read_tail(err)
+            out, err = _output(files, stdout), _output(files, stderr)
+            timed_out = False
+            try:
+                async with asyncio.timeout(timeout):
+                    async with api.stream(
+                        "POST", f"/exec/{exec_id}/start", body={"Detach": False, "Tty": False}
+                    ) as response:
+                        await demultiplex(response, out, err)
+            except TimeoutError:
+                await self._kill_exec(token)
+                timed_out = True
+            except BaseException:
+                await finish_even_if_cancelled(self._kill_exec(token))
+                raise
+            code = None if timed_out else (await api.json("GET", f"/exec/{exec_id}/json")).get("ExitCode")
+            (out_tail, out_whole), (err_tail, err_whole) = read_tail(out), read_tail(err)
         return ExecOutcome(
-            exit_code=None if timed_out else proc.returncode,
-            stdout=stdout,
-            stderr=stderr,
+            exit_code=int(code) if code is not None else None,
             timed_out=timed_out,
-            duration_sec=time.monotonic() - started,
-            stdout_whole=stdout_whole,
-            stderr_whole=stderr_whole,
+            stdout=out_tail,
+            stderr=err_tail,
+            stdout_whole=out_whole,
+            stderr_whole=err_whole,
         )
 
-    async def _wait(
-        self, proc: asyncio.subprocess.Process, token: str, timeout: float | None, stdin: bytes | None
-    ) -> bool:
-        try:
-            async with asyncio.timeout(timeout):
-                await proc.communicate(stdin)
-        except TimeoutError:
-            await self._kill_exec(proc, token)
-            return True
-        except BaseException:
-            await finish_even_if_cancelled(self._kill_exec(proc, token))
-            raise
-        return False
-
-    async def _kill_exec(self, proc: asyncio.subprocess.Process, token: str) -> None:
-        """Killing the `docker exec` client leaves the command running inside, so the processes
-        carrying this exec's marker are killed in the container too (as root)."""
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
+    async def _kill_exec(self, token: str) -> None:
+        """An exec cannot be killed through the API: the processes carrying its marker are
+        killed inside (as root), which also ends the stream."""
         script = (
             'for d in /proc/[0-9]*; do p="${d#/proc/}"; [ "$p" = "$$" ] && continue; '
             f'if tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qx "{EXEC_MARKER}={token}"; '
             'then kill -9 "$p" 2>/dev/null; fi; done; true'
         )
-        with contextlib.suppress(DockerError, TimeoutError):
-            await docker(["exec", "--user", "0", self.id, "/bin/sh", "-c", script], timeout=_KILL_WAIT_SEC)
+        with contextlib.suppress(DockerError, TimeoutError, ValueError):
+            await self.exec(["/bin/sh", "-c", script], user="0", timeout=_KILL_WAIT_SEC)
+
+    async def root(self, script: str, *args: str, timeout: float = 120.0) -> None:
+        """A setup step of the worker's own, as root inside; DockerError with its stderr if it fails."""
+        outcome = await self.exec(["sh", "-c", script, "envloop", *args], user="0", timeout=timeout)
+        if outcome.exit_code != 0:
+            why = outcome.stderr.strip()[-300:] or f"exit code {outcome.exit_code}"
+            raise DockerError(f"setting up the container failed: {why}")
 
     async def put_dir(
         self, source: Path, dest: str, *, owner: Owner | None = None, readable: bool = False
@@ -248,8 +291,7 @@ class Container:
         with tempfile.TemporaryFile() as archive:
             pack = functools.partial(transfer.pack_tree, readable=readable)
             await asyncio.to_thread(pack, source, top, archive, owner or Owner())
-            archive.seek(0)
-            await self._extract_into(parent, archive, keep_owner=owner is not None and owner != Owner())
+            await self._extract_into(parent, archive)
 
     async def put_file(
         self, dest: str, data: bytes, *, mode: int = 0o644, owner: Owner | None = None
@@ -258,34 +300,27 @@ class Container:
         parent, top = _split(dest)
         with tempfile.TemporaryFile() as archive:
             archive.write(transfer.pack_bytes(data, top, mode, owner or Owner()))
-            archive.seek(0)
-            await self._extract_into(parent, archive, keep_owner=owner is not None and owner != Owner())
+            await self._extract_into(parent, archive)
 
-    async def _extract_into(self, parent: str, archive: BinaryIO, *, keep_owner: bool) -> None:
-        """Unpack the tar stream `archive` under `parent`. Files owned by root need no archive mode
-        (a plain copy makes them root's); archive mode, which keeps another owner, makes the daemon
-        look the image's USER up on the host, and fails for a user only the image has."""
-        mode = ["--archive"] if keep_owner else []
+    async def make_directories(self, directories: list[tuple[str, int]]) -> None:
+        """Create the absolute `directories` (parents as needed) with their modes, owned by root,
+        in one archive upload."""
+        with tempfile.TemporaryFile() as archive:
+            archive.write(transfer.pack_directories([(path.lstrip("/"), mode) for path, mode in directories]))
+            await self._extract_into("/", archive)
+
+    async def _extract_into(self, parent: str, archive: BinaryIO) -> None:
+        """Unpack the tar stream `archive` under `parent` (created when missing). Owners are the
+        archive's numeric ones: a user only the image has needs no lookup on the host."""
         for attempt in range(2):
             archive.seek(0)
-            proc = await asyncio.create_subprocess_exec(
-                docker_binary(),
-                "cp",
-                *mode,
-                "-",
-                f"{self.id}:{parent}",
-                stdin=archive,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.PIPE,
-            )
-            _, stderr = await proc.communicate()
-            if proc.returncode == 0:
+            try:
+                await engine().put_archive(self.id, parent, archive)
                 return
-            message = stderr.decode(errors="replace")
-            if attempt == 0 and ("Could not find the file" in message or "must be a directory" in message):
-                await self.exec(["mkdir", "-p", parent], user="0")
-                continue
-            raise DockerError(f"copy into {parent}: {first_line(message)}")
+            except NotFoundError:
+                if attempt:
+                    raise
+                await self.root('mkdir -p -- "$1"', parent)
 
     async def get_dir(
         self,
@@ -315,48 +350,59 @@ class Container:
             return await asyncio.to_thread(transfer.read_single_file, archive, max_bytes)
 
     async def _copy_out(self, source: str, archive: BinaryIO, max_bytes: int) -> bool:
-        """`docker cp` the path's tar into `archive`, stopping once it outgrows the cap (plus room
-        for tar headers) so a huge file cannot fill the host's disk; False when it was cut off."""
+        """The path's tar into `archive`, stopping once it outgrows the cap (plus room for tar
+        headers) so a huge file cannot fill the host's disk; False when it was cut off."""
         limit = max_bytes + (64 << 20)
-        proc = await asyncio.create_subprocess_exec(
-            docker_binary(),
-            "cp",
-            f"{self.id}:{source}",
-            "-",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        assert proc.stdout is not None and proc.stderr is not None
         written = 0
         try:
-            while chunk := await proc.stdout.read(1 << 20):
-                written += len(chunk)
-                if written > limit:
-                    proc.kill()
-                    break
-                archive.write(chunk)
-            stderr = await proc.stderr.read()
-            await proc.wait()
-        except BaseException:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await finish_even_if_cancelled(proc.wait())
-            raise
-        if proc.returncode != 0 and written <= limit:
-            message = stderr.decode(errors="replace")
-            if "Could not find the file" in message or "No such container:path" in message:
-                raise FileNotFoundError(f"{source}: no such file or directory in the container")
-            raise DockerError(f"copy out of {source}: {first_line(message)}")
-        return written <= limit
+            async with engine().stream(
+                "GET", f"/containers/{self.id}/archive", params={"path": source}
+            ) as response:
+                async for chunk in response.aiter_bytes(1 << 20):
+                    written += len(chunk)
+                    if written > limit:
+                        return False
+                    archive.write(chunk)
+        except NotFoundError:
+            raise FileNotFoundError(f"{source}: no such file or directory in the container") from None
+        return True
+
+    async def path_kind(self, path: str) -> Literal["file", "directory", "other"] | None:
+        """What `path` is, from the daemon's stat of it (a link counts as `other`)."""
+        try:
+            response = await engine().request("HEAD", f"/containers/{self.id}/archive", params={"path": path})
+        except NotFoundError:
+            return None
+        header = response.headers.get("X-Docker-Container-Path-Stat", "")
+        try:
+            found = json.loads(base64.b64decode(header))
+        except ValueError:
+            return "other"
+        mode = int(found.get("mode", 0))
+        if found.get("linkTarget") or mode & _GO_MODE_SPECIAL:
+            return "other"
+        return "directory" if mode & _GO_MODE_DIR else "file"
+
+    async def changes(self) -> dict[str, int]:
+        """The container's filesystem diff from its image: path -> 0 changed, 1 added, 2 deleted."""
+        found = await engine().json("GET", f"/containers/{self.id}/changes")
+        return {str(entry["Path"]): int(entry["Kind"]) for entry in found or []}
+
+    async def networks(self) -> list[str]:
+        """The names of the networks the container is attached to now."""
+        inspected = await engine().json("GET", f"/containers/{self.id}/json")
+        return list((inspected.get("NetworkSettings") or {}).get("Networks") or {})
 
     async def stop(self) -> None:
         """Kill every process inside at once (the container's first process included); its files
         stay, so they can still be copied out. A later `exec` starts it again."""
         if self._removed or self._stopped:
             return
-        result = await docker(["kill", self.id], check=False)
-        if result.returncode != 0 and "is not running" not in result.stderr:
-            raise DockerError(f"docker kill: {first_line(result.stderr)}")
+        try:
+            await engine().request("POST", f"/containers/{self.id}/kill")
+        except DockerError as exc:
+            if "is not running" not in str(exc):
+                raise
         self._stopped = True
 
     async def remove(self) -> None:

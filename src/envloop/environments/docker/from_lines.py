@@ -1,32 +1,107 @@
-"""The images a Dockerfile starts FROM, read before building so a missing one is named plainly.
+"""The images a Dockerfile needs from the daemon, read before building so a missing one is named plainly.
 
-Nothing can be pulled on these machines, so a build whose base image is not present locally can
-only fail; checking first turns the builder's registry error into "FROM ubuntu:24.04: not
-available here". Stage names (`FROM base AS build` … `FROM build`) and `scratch` are not images,
-and `ARG` defaults declared before the first FROM are substituted as the builder would.
+Nothing can be pulled on these machines, so a build whose image is not present locally can only
+fail; reading the Dockerfile first turns the builder's registry error into "FROM ubuntu:24.04: not
+available here", and lets a job refuse such a task before it runs. Three instructions name images:
+`FROM IMAGE`, `COPY --from=IMAGE` and `RUN --mount=…,from=IMAGE`. Stage names (`FROM base AS
+build` … `FROM build`, `COPY --from=build`), stage indexes (`--from=0`) and `scratch` are not
+images, and `ARG` defaults declared before the first FROM are substituted as the builder would.
+
+Parser directives (`# syntax=`, `# escape=`) count only at the very top, as BuildKit reads them;
+heredoc bodies are not instructions. Each use keeps the physical lines it was written on, so it
+can be rewritten in place (see `prepare`).
 """
 
 import re
+from dataclasses import dataclass
+from typing import Literal
+
+ImageUseKind = Literal["FROM", "COPY --from", "RUN --mount from"]
 
 _VARIABLE = re.compile(r"\$(?:\{(\w+)(?::?-([^}]*))?\}|(\w+))")
-_UNRESOLVED = re.compile(r"\$")
+_DIRECTIVE = re.compile(r"#\s*([A-Za-z]+)\s*=\s*(.*?)\s*")
+_DIRECTIVES = frozenset({"syntax", "escape", "check"})
+_HEREDOC = re.compile(r"<<-?[\"']?(\w+)[\"']?")
+_WHITESPACE = re.compile(r"\s+")
 
 
-def _logical_lines(text: str) -> list[str]:
-    lines: list[str] = []
+@dataclass(frozen=True)
+class Instruction:
+    keyword: str
+    """Upper-case: FROM, RUN, …"""
+    args: str
+    """The rest of the instruction, continuation lines joined."""
+    lines: range
+    """The physical lines it is written on (its heredoc bodies not included)."""
+
+
+@dataclass(frozen=True)
+class ImageUse:
+    kind: ImageUseKind
+    written: str
+    """The reference as the Dockerfile spells it (`$BASE`, `python:3.12-slim`)."""
+    image: str
+    """The reference with the ARG defaults substituted."""
+    lines: range
+
+
+@dataclass(frozen=True)
+class DockerfileImages:
+    directives: dict[str, tuple[int, str]]
+    """Parser directive name (lower-case) -> (its line, its value)."""
+    uses: list[ImageUse]
+    """Each use of an image, in order (stages and `scratch` left out)."""
+    unresolved: list[str]
+    """References naming an ARG with no default (`FROM $BASE`): the build says what it makes of them."""
+
+    @property
+    def images(self) -> list[str]:
+        return list(dict.fromkeys(use.image for use in self.uses))
+
+
+def parser_directives(lines: list[str]) -> dict[str, tuple[int, str]]:
+    """The directives at the top: the first line that is not one (a comment, a blank line, an
+    instruction, a repeated directive) ends them."""
+    found: dict[str, tuple[int, str]] = {}
+    for index, line in enumerate(lines):
+        match = _DIRECTIVE.fullmatch(line.strip())
+        name = match.group(1).lower() if match else None
+        if match is None or name not in _DIRECTIVES or name in found:
+            break
+        found[name] = (index, match.group(2))
+    return found
+
+
+def instructions(lines: list[str], escape: str = "\\") -> list[Instruction]:
+    """The instructions with their continuations joined; comment and blank lines (also inside a
+    continuation) and heredoc bodies are skipped."""
+    found: list[Instruction] = []
     current = ""
-    for raw in text.splitlines():
-        stripped = raw.strip()
-        if not current and (not stripped or stripped.startswith("#")):
+    start: int | None = None
+    index = 0
+    while index < len(lines):
+        stripped = lines[index].strip()
+        index += 1
+        if not stripped or stripped.startswith("#"):
             continue
-        if stripped.endswith("\\"):
-            current += stripped[:-1] + " "
+        if start is None:
+            start = index - 1
+        if stripped.endswith(escape):
+            current += stripped[: -len(escape)] + " "
             continue
-        lines.append(current + stripped)
-        current = ""
-    if current.strip():
-        lines.append(current)
-    return lines
+        current += stripped
+        keyword, *rest = _WHITESPACE.split(current, maxsplit=1)
+        found.append(Instruction(keyword.upper(), rest[0] if rest else "", range(start, index)))
+        if keyword.upper() in ("RUN", "COPY", "ADD"):
+            for marker in _HEREDOC.findall(current):
+                while index < len(lines) and lines[index].strip() != marker:
+                    index += 1
+                index += 1
+        current, start = "", None
+    if start is not None and current.strip():
+        keyword, *rest = _WHITESPACE.split(current.strip(), maxsplit=1)
+        found.append(Instruction(keyword.upper(), rest[0] if rest else "", range(start, len(lines))))
+    return found
 
 
 def _substitute(value: str, args: dict[str, str]) -> str:
@@ -40,37 +115,64 @@ def _substitute(value: str, args: dict[str, str]) -> str:
     return _VARIABLE.sub(replace, value)
 
 
-def base_images(dockerfile: str) -> tuple[list[str], list[str]]:
-    """(images the Dockerfile needs from the daemon, FROM arguments that could not be resolved).
+def _leading_flags(args: str) -> list[str]:
+    flags = []
+    for word in args.split():
+        if not word.startswith("--"):
+            break
+        flags.append(word)
+    return flags
 
-    An unresolved argument (`FROM $BASE` with no default) is returned as is; the build itself will
-    then say what it makes of it.
-    """
+
+def _global_arg(args: str, into: dict[str, str]) -> None:
+    for word in args.split():
+        name, equals, default = word.partition("=")
+        if equals and default:
+            into[name.strip()] = default.strip().strip('"').strip("'")
+
+
+def read_images(dockerfile: str) -> DockerfileImages:
+    """Every image the Dockerfile uses, where, and its parser directives."""
+    lines = dockerfile.splitlines()
+    directives = parser_directives(lines)
+    escape = "`" if directives.get("escape", (0, ""))[1] == "`" else "\\"
     args: dict[str, str] = {}
     stages: set[str] = set()
-    images: list[str] = []
+    uses: list[ImageUse] = []
     unresolved: list[str] = []
+
+    def use(kind: ImageUseKind, written: str, lines: range) -> None:
+        image = _substitute(written, args)
+        if "$" in image:
+            unresolved.append(image)
+        elif image.lower() != "scratch":
+            uses.append(ImageUse(kind, written, image, lines))
+
     seen_from = False
-    for line in _logical_lines(dockerfile):
-        instruction, _, rest = line.partition(" ")
-        keyword = instruction.upper()
+    for instruction in instructions(lines, escape):
+        keyword, rest = instruction.keyword, instruction.args
         if keyword == "ARG" and not seen_from:
-            name, _, default = rest.strip().partition("=")
-            if name and default:
-                args[name.strip()] = default.strip().strip('"').strip("'")
+            _global_arg(rest, args)
         elif keyword == "FROM":
             seen_from = True
             words = [w for w in rest.split() if not w.startswith("--")]
             if not words:
                 continue
-            image = _substitute(words[0], args)
-            earlier_stage = image.lower() in stages
+            earlier_stage = _substitute(words[0], args).lower() in stages
             if len(words) >= 3 and words[1].lower() == "as":
                 stages.add(words[2].lower())
-            if earlier_stage or image == "scratch":
-                continue
-            if _UNRESOLVED.search(image):
-                unresolved.append(image)
-            elif image not in images:
-                images.append(image)
-    return images, unresolved
+            if not earlier_stage:
+                use("FROM", words[0], instruction.lines)
+        elif keyword == "COPY":
+            for flag in _leading_flags(rest):
+                source = flag.removeprefix("--from=")
+                if source != flag and source and not source.isdigit() and source.lower() not in stages:
+                    use("COPY --from", source, instruction.lines)
+        elif keyword == "RUN":
+            for flag in _leading_flags(rest):
+                if flag.startswith("--mount="):
+                    for option in flag.removeprefix("--mount=").split(","):
+                        key, _, source = option.partition("=")
+                        if key.lower() == "from" and source and source.lower() not in stages:
+                            use("RUN --mount from", source, instruction.lines)
+    return DockerfileImages(directives=directives, uses=uses, unresolved=list(dict.fromkeys(unresolved)))

@@ -7,11 +7,14 @@ worker that owned the container). A worker killed mid-trial cannot remove its co
 Containers of other hosts sharing the daemon are left to their own workers.
 """
 
+import contextlib
+import json
 import socket
+from typing import Any
 
 import psutil
 
-from envloop.environments.docker.cli import DockerError, docker, first_line
+from envloop.environments.docker.engine import NotFoundError, engine
 
 MANAGED_LABEL = "envloop.managed"
 TRIAL_LABEL = "envloop.trial"
@@ -40,39 +43,43 @@ def owner_gone(identity: str) -> bool:
 
 async def remove_container(name: str) -> None:
     """Remove a container and its anonymous volumes, running or not; an absent one is fine."""
-    result = await docker(["rm", "--force", "--volumes", name], check=False, timeout=120)
-    if result.returncode != 0 and "No such container" not in result.stderr:
-        raise DockerError(f"docker rm: {first_line(result.stderr)}")
+    with contextlib.suppress(NotFoundError):
+        await engine().request("DELETE", f"/containers/{name}", params={"force": "1", "v": "1"})
+
+
+async def labelled_containers(label: str) -> list[dict[str, Any]]:
+    """Every container (running or not) carrying `label` (`key=value`), as the daemon lists them."""
+    filters = json.dumps({"label": [label]})
+    found = await engine().json("GET", "/containers/json", params={"all": "1", "filters": filters})
+    return list(found or [])
 
 
 async def sweep_orphans() -> list[str]:
-    """Remove the containers whose worker ran on this host and is gone; returns their names.
+    """Remove the containers (then the networks) whose worker ran on this host and is gone;
+    returns their names.
 
     Run when a worker starts (a worker that was killed could not remove its own).
     """
-    listed = await docker(
-        [
-            "ps",
-            "--all",
-            "--no-trunc",
-            "--filter",
-            f"label={MANAGED_LABEL}=1",
-            "--format",
-            f'{{{{.Names}}}}\t{{{{.Label "{WORKER_LABEL}"}}}}',
-        ]
-    )
     removed: list[str] = []
-    for line in listed.stdout.decode().splitlines():
-        name, _, identity = line.partition("\t")
-        if name and owner_gone(identity.strip()):
-            await remove_container(name)
+    for container in await labelled_containers(f"{MANAGED_LABEL}=1"):
+        identity = (container.get("Labels") or {}).get(WORKER_LABEL, "")
+        name = str((container.get("Names") or [container["Id"]])[0]).lstrip("/")
+        if owner_gone(identity):
+            await remove_container(container["Id"])
             removed.append(name)
+    # A trial's networks go once its containers have (a network in use cannot be removed).
+    filters = json.dumps({"label": [f"{MANAGED_LABEL}=1"]})
+    for network in await engine().json("GET", "/networks", params={"filters": filters}) or []:
+        if owner_gone((network.get("Labels") or {}).get(WORKER_LABEL, "")):
+            with contextlib.suppress(NotFoundError):
+                await engine().request("DELETE", f"/networks/{network['Id']}")
+                removed.append(str(network.get("Name")))
     return removed
 
 
 async def trial_containers(trial_id: str) -> list[str]:
     """Names of the containers (running or not) labelled with this trial."""
-    listed = await docker(
-        ["ps", "--all", "--filter", f"label={TRIAL_LABEL}={trial_id}", "--format", "{{.Names}}"]
-    )
-    return [line for line in listed.stdout.decode().splitlines() if line]
+    return [
+        str((c.get("Names") or [c["Id"]])[0]).lstrip("/")
+        for c in await labelled_containers(f"{TRIAL_LABEL}={trial_id}")
+    ]

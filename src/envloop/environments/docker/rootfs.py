@@ -33,6 +33,9 @@ _DEBIAN_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 _CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 _EXTRA_CAS = Path("/usr/local/share/ca-certificates")
 
+BASE_LABEL = "envloop.base"
+"""Carried by every image envloop makes in place of one it cannot pull."""
+
 Log = Callable[[str], None]
 
 
@@ -175,16 +178,18 @@ def _prepare(root: Path, release: Release) -> None:
               "ubuntu"], what="adding the ubuntu user")  # fmt: skip
 
 
-def _import(root: Path, image: str, label: str) -> None:
-    tar = subprocess.Popen(["tar", "-C", str(root), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
+def import_tree(root: Path, image: str, changes: list[str], tar_options: tuple[str, ...] = ()) -> None:
+    """`docker import` the tree under `root` as `image`, with Dockerfile `changes` to its config."""
+    tar = subprocess.Popen(
+        ["tar", "-C", str(root), "--numeric-owner", *tar_options, "-c", "."], stdout=subprocess.PIPE
+    )
     try:
         done = subprocess.run(
-            [docker_binary(), "import", "--change", f"ENV PATH={STANDARD_PATH}", "--change", 'CMD ["bash"]',
-             "--change", f"LABEL {label}", "-", image],
+            [docker_binary(), "import", *(f"--change={change}" for change in changes), "-", image],
             stdin=tar.stdout,
             capture_output=True,
             check=False,
-        )  # fmt: skip
+        )
     finally:
         if tar.stdout is not None:
             tar.stdout.close()
@@ -213,6 +218,6 @@ def create_root_image(release: Release, image: str, label: str, log: Log) -> Non
         _run(args, what=f"debootstrap {release.suite}")
         _prepare(root, release)
         log(f"importing the root as {image}")
-        _import(root, image, label)
+        import_tree(root, image, [f"ENV PATH={STANDARD_PATH}", 'CMD ["bash"]', f"LABEL {label}"])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

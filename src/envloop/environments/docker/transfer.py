@@ -70,6 +70,18 @@ def pack_bytes(data: bytes, name: str, mode: int, owner: Owner) -> bytes:
     return buffer.getvalue()
 
 
+def pack_directories(directories: list[tuple[str, int]]) -> bytes:
+    """A tar of empty directories (relative names) with the given modes, owned by root: made in a
+    container by one archive upload rather than a command."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, mode in directories:
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = tarfile.DIRTYPE, mode
+            tar.addfile(info)
+    return buffer.getvalue()
+
+
 def _relative(name: str) -> str | None:
     """The entry's path below the copied directory, or None when the name is not acceptable."""
     if "\0" in name or name.startswith("/"):

@@ -13,6 +13,7 @@ where they are missing, the snapshot is empty and says so once.
 
 import contextlib
 import hashlib
+import secrets
 import tarfile
 import tempfile
 import time
@@ -33,6 +34,8 @@ from envloop.trajectories.workspace import (
     link_state,
 )
 
+PRIVATE_DIR = "/.envloop"
+"""A directory of the worker's inside every container (root's, mode 0700), made at setup."""
 COPY_LIMIT = 64 << 20
 """Bytes of short files one snapshot copies out of the container at most."""
 SNAPSHOT_TIMEOUT_SEC = 120.0
@@ -88,7 +91,7 @@ class ContainerSnapshots:
                 ["sh", "-c", LIST_SCRIPT, "snapshot", self.workdir],
                 user="0",
                 timeout=SNAPSHOT_TIMEOUT_SEC,
-                stdout_path=listing,
+                stdout=listing,
             )
             if result.exit_code != 0:
                 why = result.stderr.strip()[-200:] or f"exit code {result.exit_code}"
@@ -119,24 +122,14 @@ class ContainerSnapshots:
         if not files:
             return {}
         archive = scratch / "short.tar"
+        listed = await self._file_list(files)
+        script = 'tar -C "$1" --ignore-failed-read -cf - --null --no-recursion -T "$2"; rm -f -- "$2"'
         await self.container.exec(
-            [
-                "tar",
-                "-C",
-                self.workdir,
-                "--ignore-failed-read",
-                "-cf",
-                "-",
-                "--null",
-                "--no-recursion",
-                "-T",
-                "-",
-            ],
+            ["sh", "-c", script, "snapshot", self.workdir, listed],
             user="0",
             timeout=SNAPSHOT_TIMEOUT_SEC,
-            stdin=b"".join(path.encode("utf-8", errors="surrogateescape") + b"\0" for path, _, _ in files),
-            stdout_path=archive,
-        )
+            stdout=archive,
+        )  # fmt: skip
         times = {path: mtime for path, _, mtime in files}
         states: dict[str, FileState] = {}
         with contextlib.suppress(tarfile.TarError, EOFError, OSError), tarfile.open(archive, "r|") as tar:
@@ -149,17 +142,32 @@ class ContainerSnapshots:
                 states[info.name] = content_state(len(data), times[info.name], digest, data)
         return states
 
+    async def _file_list(self, files: Sequence[tuple[str, int, int]]) -> str:
+        """The NUL-separated names, as a file in the container's private directory (root's alone,
+        so a running command cannot swap it for a list of its own)."""
+        path = f"{PRIVATE_DIR}/list-{secrets.token_hex(6)}"
+        data = b"".join(name.encode("utf-8", errors="surrogateescape") + b"\0" for name, _, _ in files)
+        await self.container.put_file(path, data, mode=0o600)
+        return path
+
     async def _hash_long(self, files: Sequence[tuple[str, int, int]], scratch: Path) -> dict[str, FileState]:
         """Long files' digests, computed inside (their content never leaves the container)."""
         if not files:
             return {}
         sums = scratch / "sums"
+        listed = await self._file_list(files)
         await self.container.exec(
-            ["sh", "-c", 'cd -- "$1" && xargs -0 sha256sum -z --', "hash", self.workdir],
+            [
+                "sh",
+                "-c",
+                'cd -- "$1" && xargs -0 sha256sum -z -- < "$2"; rm -f -- "$2"',
+                "hash",
+                self.workdir,
+                listed,
+            ],
             user="0",
             timeout=SNAPSHOT_TIMEOUT_SEC,
-            stdin=b"".join(path.encode("utf-8", errors="surrogateescape") + b"\0" for path, _, _ in files),
-            stdout_path=sums,
+            stdout=sums,
         )
         known = {path: (size, mtime) for path, size, mtime in files}
         states: dict[str, FileState] = {}

@@ -2,14 +2,14 @@
 never the API key; a session expires, ends at logout, and ends with its key's revocation. Cookies
 of earlier versions (which held the key) no longer log anyone in.
 
-Revision ID: 0008
+Revision ID: 0009
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008"
-down_revision = "0007"
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 

@@ -1,4 +1,7 @@
-"""Keeping a trial's logs: copy them out of the instance, masking secret values on the way.
+"""Keeping a trial's files: copy them out of the instance, masking secret values on the way.
+
+Every environment hands what leaves it through here (environments/sandbox.py), so no provider can
+forget to mask.
 
 Secrets are masked in every kept file, not only in ones that look like text: a leaked key in a
 binary log is still leaked, and in file names too. Files are streamed in chunks, so large logs
@@ -23,53 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from envloop.core.trial import TrialOutcome
+from envloop.core.masking import MASK, mask_text
 from envloop.environments.instance import walk_tree
 
-MASK = b"***"
 _CHUNK = 1024 * 1024
-
-
-def mask_text(text: str, secrets: Iterable[str]) -> str:
-    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
-        text = text.replace(secret, MASK.decode())
-    return text
-
-
-def mask_outcome(outcome: TrialOutcome, secrets: Iterable[str]) -> TrialOutcome:
-    """The outcome with secret values masked in every field that can carry trial output: the
-    error message, the reward note (a verifier may write `score for $JUDGE_KEY`), dimension names
-    (a secret used as a reward.json key), warnings, the sandbox note and the stop reason. Two
-    dimension names that mask alike are kept apart by a suffix rather than merged."""
-    secrets = [s for s in secrets if s]
-    if not secrets:
-        return outcome
-
-    def masked(text: str | None) -> str | None:
-        return None if text is None else mask_text(text, secrets)
-
-    dimensions: dict[str, float] = {}
-    for name, value in outcome.dimensions.items():
-        key = mask_text(name, secrets)
-        if key != name:
-            base, number = key, 1
-            while key in dimensions or key in outcome.dimensions:
-                number += 1
-                key = f"{base} ({number})"
-        dimensions[key] = value
-    error = outcome.error
-    return outcome.model_copy(
-        update={
-            "error": None
-            if error is None
-            else error.model_copy(update={"message": mask_text(error.message, secrets)}),
-            "reward_note": masked(outcome.reward_note),
-            "dimensions": dimensions,
-            "warnings": [mask_text(w, secrets) for w in outcome.warnings],
-            "sandbox_note": masked(outcome.sandbox_note),
-            "stop_reason": masked(outcome.stop_reason),
-        }
-    )
 
 
 MAX_KEPT_FILE_BYTES = 32 * 1024 * 1024
@@ -80,6 +40,11 @@ def _mask_bytes(data: bytes, secrets: list[bytes]) -> bytes:
     for secret in secrets:
         data = data.replace(secret, MASK)
     return data
+
+
+def mask_bytes(data: bytes, secrets: Iterable[str]) -> bytes:
+    """`data` with every secret masked, longest first (as `mask_text` does for text)."""
+    return _mask_bytes(data, sorted({s.encode() for s in secrets if s}, key=len, reverse=True))
 
 
 def _overlap(data: bytes, secrets: list[bytes], *, at_start: bool) -> int:
@@ -136,6 +101,41 @@ def _copy_masked(source_fd: int, target: Path, secrets: list[bytes]) -> int:
         return cut
 
 
+MAX_KEPT_FILES = 10_000
+"""The most files one trial keeps, whatever its disk quota: a trial that leaves 200,000 files in its
+log directory would otherwise take seconds to collect and make its pages unusable."""
+
+
+@dataclass
+class KeepBudget:
+    """What a trial may still keep: files and bytes (its disk quota). Everything kept from the
+    trial (captured output, copied directories and files) is charged to it."""
+
+    files: int
+    bytes: int
+    refused_files: int = 0
+    refused_bytes: int = 0
+
+    def take(self, size: int) -> bool:
+        """Charge one file of `size` bytes; False (and counted as refused) when it does not fit."""
+        if self.files < 1 or size > self.bytes:
+            self.refused_files += 1
+            self.refused_bytes += size
+            return False
+        self.files -= 1
+        self.bytes -= size
+        return True
+
+    def note(self) -> str | None:
+        """One line on what was not kept, if anything was not."""
+        if not self.refused_files:
+            return None
+        return (
+            f"{self.refused_files:,} file(s) ({self.refused_bytes:,} bytes) were not kept: the trial's cap "
+            f"on what it keeps (its disk quota, at most {MAX_KEPT_FILES:,} files) was used up"
+        )
+
+
 def _is_real_directory(path: Path) -> bool:
     try:
         return stat.S_ISDIR(path.lstat().st_mode)
@@ -164,16 +164,29 @@ def plain_tree(source: Path, max_entries: int | None = None) -> bool | None:
 
 
 def move_plain_tree(
-    source: Path, target: Path, secrets: Iterable[str], max_entries: int | None = None
+    source: Path,
+    target: Path,
+    secrets: Iterable[str],
+    max_entries: int | None = None,
+    budget: KeepBudget | None = None,
 ) -> bool:
     """Move a tree of plain files into place when no secret needs masking; False (nothing moved)
-    when it must be copied instead (secrets, links, more than `max_entries`, another file system)."""
+    when it must be copied instead (secrets, links, more than `max_entries`, another file system,
+    more than fits in `budget`, which is charged for what moved)."""
     if any(secrets) or plain_tree(source, max_entries) is not True:
         return False
+    sizes = []
+    if budget is not None:
+        sizes = [entry.stat(follow_symlinks=False).st_size for entry in walk_tree(source) if entry.is_file()]
+        if len(sizes) > budget.files or sum(sizes) > budget.bytes:
+            return False
     try:
         source.rename(target)
     except OSError:
         return False
+    if budget is not None:
+        budget.files -= len(sizes)
+        budget.bytes -= sum(sizes)
     return True
 
 
@@ -194,8 +207,11 @@ class KeptFiles:
     """One line per file cut to its head and tail, naming it (masked) and the bytes cut."""
 
 
-def copy_tree_masked(source: Path, target: Path, secrets: Iterable[str]) -> KeptFiles:
-    """Copy the regular files under `source` to `target`, secrets masked in contents and names."""
+def copy_tree_masked(
+    source: Path, target: Path, secrets: Iterable[str], budget: KeepBudget | None = None
+) -> KeptFiles:
+    """Copy the regular files under `source` to `target`, secrets masked in contents and names;
+    with a `budget`, only what fits in it (the rest is counted there as refused)."""
     secret_list = [s for s in secrets if s]
     encoded = sorted({s.encode() for s in secret_list}, key=len, reverse=True)
     copied = 0
@@ -211,7 +227,10 @@ def copy_tree_masked(source: Path, target: Path, secrets: Iterable[str]) -> Kept
                 fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
             except OSError:
                 continue
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or (
+                budget is not None and not budget.take(min(info.st_size, MAX_KEPT_FILE_BYTES))
+            ):
                 os.close(fd)
                 continue
             relative = mask_text(path.relative_to(source).as_posix(), secret_list)

@@ -2,14 +2,14 @@
 files the agent changed that the verifier may run, or model calls that failed. Earlier trials have
 none.
 
-Revision ID: 0007
+Revision ID: 0008
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007"
-down_revision = "0006"
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,164 @@
+"""One `docker build` of a prepared Dockerfile, after naming what the daemon lacks or making it.
+
+Before the builder runs, the images the Dockerfile needs are looked up with one `docker image ls`:
+one this machine can neither have nor make fails the build naming it and why (the builder would
+only report a registry error), and one of uv's is made from its wheel (under a lock, so concurrent
+builds make it once). What the build does differently from a plain `docker build` (a substitution,
+a frontend served by the built-in one, an image made on the way) heads its log and is kept in
+its record; the Dockerfile that was built is kept beside them when it differs from the task's.
+"""
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envloop.environments.docker.availability import missing_images, present_images
+from envloop.environments.docker.build_settings import BuildNetwork
+from envloop.environments.docker.cli import (
+    DockerError,
+    DockerUnavailableError,
+    docker_binary,
+    first_line,
+    image_id,
+)
+from envloop.environments.docker.prepare import NeededImage, PreparedDockerfile
+from envloop.environments.docker.records import BuildRecords, tail
+from envloop.environments.docker.references import normalized
+from envloop.environments.docker.uv_images import make_uv_image, uv_requirement
+
+TASK_LABEL = "envloop.task-digest"
+
+
+@dataclass
+class BuildAttempt:
+    ok: bool
+    reason: str | None
+    """One line saying why the build failed."""
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class BuildTarget:
+    """What to build and where its output goes."""
+
+    context: Path
+    dockerfile: Path
+    """The task's own Dockerfile inside `context` (a prepared copy is built when it differs)."""
+    image: str
+    key: str
+    digest: str
+    build_args: Mapping[str, str] = field(default_factory=dict)
+    """`--build-arg` values (a compose service's `build.args`)."""
+
+
+def _failure_reason(log: str) -> str:
+    """The builder's own summary of what failed (its last error line), on one line."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for line in reversed(lines):
+        lowered = line.lower()
+        if (
+            lowered.startswith(("error", "failed to solve", "executor failed"))
+            or "did not complete" in lowered
+        ):
+            return line[:400]
+    return first_line(log)
+
+
+def _log_line(log_path: Path, message: str) -> None:
+    with log_path.open("a", encoding="utf-8") as log:
+        log.write(f"envloop: {message}\n")
+
+
+async def _run_build(
+    target: BuildTarget, dockerfile: Path, network: BuildNetwork, log_path: Path, timeout: float
+) -> tuple[bool, str | None]:
+    """(succeeded, reason if not): `docker build` with its whole output added to `log_path`."""
+    args = [docker_binary(), "build", "--progress", "plain", "--label", f"{TASK_LABEL}={target.digest}",
+            "-t", target.image, "-f", str(dockerfile)]  # fmt: skip
+    if network != "default":
+        args += ["--network", network]
+    for name, value in target.build_args.items():
+        args += ["--build-arg", f"{name}={value}"]
+    args.append(str(target.context))
+    with log_path.open("ab") as log:
+        proc = await asyncio.create_subprocess_exec(
+            *args,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log,
+            stderr=asyncio.subprocess.STDOUT,
+            env={**os.environ, "DOCKER_BUILDKIT": "1"},
+        )
+        try:
+            async with asyncio.timeout(timeout):
+                await proc.wait()
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            return False, f"the build did not finish within {timeout:g} s"
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(proc.wait())
+            raise
+    if proc.returncode == 0:
+        return True, None
+    return False, _failure_reason(tail(log_path, 64 * 1024))
+
+
+async def _make_uv(needed: NeededImage, records: BuildRecords, log_path: Path) -> str | None:
+    """Make one of uv's images the build needs; a note naming the wheel, or None when another
+    build made it meanwhile."""
+    async with records.lock(f"uv:{uv_requirement(needed.image)}"):
+        if await image_id(needed.image) is not None:
+            return None
+        wheel = await asyncio.to_thread(make_uv_image, needed.image, lambda line: _log_line(log_path, line))
+    return f"{needed.image} made from {wheel}"
+
+
+async def build_prepared(
+    target: BuildTarget,
+    plan: PreparedDockerfile,
+    network: BuildNetwork,
+    records: BuildRecords,
+    timeout: float,
+) -> BuildAttempt:
+    """Build `plan` as `target.image`. A build that cannot succeed here (an image neither present
+    nor makeable) fails before the builder runs; an unreachable daemon raises DockerUnavailableError."""
+    log_path = records.log_path(target.key)
+    notes = [note for note in (plan.frontend_note(),) if note is not None]
+    notes += [substitution.describe() for substitution in plan.substitutions]
+    log_path.write_text("".join(f"envloop: {note}\n" for note in notes))
+    present = await asyncio.to_thread(present_images)
+    if present is None:
+        raise DockerUnavailableError("no Docker daemon answers")
+    missing = missing_images(plan, present)
+    if missing:
+        refusal = missing[0].describe() + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+        _log_line(log_path, refusal)
+        return BuildAttempt(False, refusal, notes)
+    for needed in plan.needed:
+        if normalized(needed.image) in present:
+            continue
+        try:
+            made = await _make_uv(needed, records, log_path)
+        except DockerError as exc:
+            failure = f"{needed.kind} {needed.image}: could not be made from uv's wheel ({exc})"
+            _log_line(log_path, failure)
+            return BuildAttempt(False, failure, notes)
+        notes += [made] if made is not None else []
+    dockerfile = target.dockerfile
+    if plan.changed:
+        dockerfile = records.dockerfile_path(target.key)
+        dockerfile.write_text(plan.text)
+    ok, reason = await _run_build(target, dockerfile, network, log_path, timeout)
+    if not ok and plan.builtin_frontend is not None:
+        version = plan.builtin_frontend.partition("@")[0].rpartition(":")[2]
+        reason = (
+            f"{reason} (built by the daemon's built-in frontend in place of docker/dockerfile {version}, "
+            "which may lack a feature the Dockerfile uses)"
+        )
+    return BuildAttempt(ok, reason, notes)

@@ -1,0 +1,172 @@
+"""Allowlists: a filtering egress proxy (Squid) that lets a trial reach the named hosts alone.
+
+A phase whose policy is `allowlist` gives the main container only the trial's internal network
+(no route out) and, on it, a Squid proxy that also sits on the trial's public network. Commands
+see the proxy in `HTTP_PROXY`/`HTTPS_PROXY` (both spellings); Squid forwards plain HTTP and HTTPS
+tunnels (`CONNECT`, to port 443 only) for the allowed names and refuses everything else. A host
+`example.com` allows that name alone; `*.example.com` every name below it but not the name itself
+(Harbor's rule). Traffic that ignores the proxy has nowhere to go, so the allowlist fails closed.
+The proxy's own traffic is a public trial's: it cannot reach the host or a private network either
+(firewall.py).
+
+The image (`envloop/egress:squid`, Debian's squid on the local Debian base) is made on first use
+or by `scripts/docker-base-images`. One proxy per distinct host list, for the trial's lifetime.
+"""
+
+import asyncio
+import re
+import time
+
+from envloop.environments.base import EnvironmentSetupError
+from envloop.environments.docker.cli import DockerError, docker_binary, first_line, image_id
+from envloop.environments.docker.containers import Container, ContainerSpec
+from envloop.environments.docker.engine import engine
+from envloop.environments.docker.networks import TrialNetworks
+
+EGRESS_IMAGE = "envloop/egress:squid"
+EGRESS_PORT = 3128
+_READY_SEC = 30.0
+_BASE = "envloop/debian:bookworm"
+_DOCKERFILE = f"""\
+FROM {_BASE}
+RUN apt-get update \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends squid \\
+ && rm -rf /var/lib/apt/lists/*
+LABEL envloop.base=egress-squid
+"""
+
+
+def squid_config(hosts: tuple[str, ...]) -> str:
+    """A Squid configuration that forwards to `hosts` alone (ports 80 and 443), caching nothing."""
+    exact = [host for host in hosts if not host.startswith("*.")]
+    below = [host[2:] for host in hosts if host.startswith("*.")]
+    lines = [
+        f"http_port {EGRESS_PORT}",
+        "acl to_ports port 80 443",
+        "acl tls_port port 443",
+        "acl CONNECT method CONNECT",
+        "http_access deny !to_ports",
+        "http_access deny CONNECT !tls_port",
+    ]
+    if exact:
+        lines.append("acl allowed_names dstdomain " + " ".join(exact))
+        lines.append("http_access allow allowed_names")
+    if below:
+        pattern = "|".join(re.escape(suffix) for suffix in below)
+        lines.append(f"acl allowed_below dstdom_regex -i ^([a-z0-9-]+\\.)+({pattern})$")
+        lines.append("http_access allow allowed_below")
+    lines += [
+        "http_access deny all",
+        "cache deny all",
+        "access_log none",
+        "cache_log stdio:/dev/stderr",
+        "pid_filename none",
+        "visible_hostname envloop-egress",
+        "shutdown_lifetime 0 seconds",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+async def ensure_egress_image(log_to: str | None = None) -> str:
+    """The proxy image, built once from the local Debian base (with the host's network, as every
+    build that installs packages here)."""
+    if await image_id(EGRESS_IMAGE) is not None:
+        return EGRESS_IMAGE
+    if await image_id(_BASE) is None:
+        raise EnvironmentSetupError(
+            f"a network allowlist needs its proxy image, made from {_BASE}, which is not on this machine "
+            "(scripts/docker-base-images makes it)"
+        )
+    proc = await asyncio.create_subprocess_exec(
+        docker_binary(),
+        "build",
+        "--network",
+        "host",
+        "-t",
+        EGRESS_IMAGE,
+        "-",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={"DOCKER_BUILDKIT": "1", "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"},
+    )
+    output, _ = await proc.communicate(_DOCKERFILE.encode())
+    if proc.returncode != 0:
+        raise EnvironmentSetupError(
+            f"the allowlist proxy image could not be built: {first_line(output.decode(errors='replace'))}"
+        )
+    return EGRESS_IMAGE
+
+
+class EgressProxies:
+    """The allowlist proxies of one run of a trial."""
+
+    def __init__(self, networks: TrialNetworks, trial_id: str, labels: dict[str, str]) -> None:
+        self._networks = networks
+        self._trial_id = trial_id
+        self._labels = labels
+        self._proxies: dict[tuple[str, ...], tuple[Container, str]] = {}
+
+    async def proxy_for(self, hosts: tuple[str, ...], internal: str) -> dict[str, str]:
+        """The variables that send a command's traffic through the proxy for `hosts`."""
+        if hosts not in self._proxies:
+            self._proxies[hosts] = await self._start(hosts, internal)
+        _, alias = self._proxies[hosts]
+        url = f"http://{alias}:{EGRESS_PORT}"
+        skip = "localhost,127.0.0.1,::1,main"
+        return {
+            "HTTP_PROXY": url,
+            "HTTPS_PROXY": url,
+            "http_proxy": url,
+            "https_proxy": url,
+            "NO_PROXY": skip,
+            "no_proxy": skip,
+        }
+
+    async def _start(self, hosts: tuple[str, ...], internal: str) -> tuple[Container, str]:
+        image = await ensure_egress_image()
+        alias = f"envloop-egress-{len(self._proxies) + 1}"
+        config = squid_config(hosts)
+        spec = ContainerSpec(
+            image=image,
+            trial_id=self._trial_id,
+            network=internal,
+            aliases=[alias],
+            memory_mb=256,
+            pids=256,
+            labels=self._labels,
+            command=["sh", "-c", 'printf "%s" "$SQUID_CONFIG" > /etc/squid/squid.conf && exec squid -N'],
+            env={"SQUID_CONFIG": config},
+        )
+        try:
+            container = await Container.start(spec)
+        except DockerError as exc:
+            raise EnvironmentSetupError(f"the allowlist proxy did not start: {exc}") from None
+        try:
+            await self._networks.connect(container.id, await self._networks.public())
+            await _wait_ready(container)
+        except BaseException:
+            await container.remove()
+            raise
+        return container, alias
+
+    async def remove(self) -> None:
+        for container, _ in self._proxies.values():
+            await container.remove()
+        self._proxies.clear()
+
+
+async def _wait_ready(container: Container) -> None:
+    """Squid says it accepts connections in its log; a proxy that never does fails the phase."""
+    deadline = time.monotonic() + _READY_SEC
+    while time.monotonic() < deadline:
+        response = await engine().request(
+            "GET", f"/containers/{container.id}/logs", params={"stdout": "1", "stderr": "1"}
+        )
+        if b"Accepting HTTP Socket connections" in response.content:
+            return
+        state = await engine().json("GET", f"/containers/{container.id}/json")
+        if not state["State"]["Running"]:
+            raise EnvironmentSetupError("the allowlist proxy stopped before it accepted connections")
+        await asyncio.sleep(0.1)
+    raise EnvironmentSetupError(f"the allowlist proxy did not accept connections within {_READY_SEC:g} s")

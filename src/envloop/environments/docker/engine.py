@@ -1,0 +1,149 @@
+"""Talking to the Docker daemon through its Engine API, over its Unix socket.
+
+Containers, commands in them, file copies and networks go through the API (httpx, asynchronous,
+one connection pool per worker process): a call costs a millisecond or two, where a `docker`
+command-line process costs tens. The Docker SDK for Python would do the same work synchronously,
+holding a thread per running command; only a dozen endpoints are needed. Image builds still use
+the command-line client (docker/cli.py), because BuildKit (`COPY --chmod`, `RUN --mount`, which
+task Dockerfiles use) is reached through it.
+
+Which daemon: `DOCKER_HOST` when it names a `unix://` socket, else /var/run/docker.sock.
+"""
+
+import asyncio
+import contextlib
+import json
+import os
+import struct
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, BinaryIO
+
+import httpx
+
+from envloop.environments.docker.cli import DockerError, DockerUnavailableError
+
+API_VERSION = "v1.41"
+"""Docker 20.10, the oldest daemon envloop runs on (Debian 12's)."""
+_DEFAULT_SOCKET = "/var/run/docker.sock"
+_STREAM_HEADER = struct.Struct(">BxxxL")
+
+
+class NotFoundError(DockerError):
+    """The daemon has no such container, image, network or path."""
+
+
+def socket_path() -> str:
+    host = os.environ.get("DOCKER_HOST", "")
+    if host.startswith("unix://"):
+        return host.removeprefix("unix://")
+    return _DEFAULT_SOCKET
+
+
+class Engine:
+    """An Engine API client for the current event loop."""
+
+    def __init__(self, socket: str | None = None) -> None:
+        transport = httpx.AsyncHTTPTransport(uds=socket or socket_path())
+        self._client = httpx.AsyncClient(
+            transport=transport,
+            base_url=f"http://docker/{API_VERSION}",
+            timeout=httpx.Timeout(120.0, connect=10.0),
+        )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: object = None,
+        content: bytes | None = None,
+        timeout: float | None = 120.0,
+    ) -> httpx.Response:
+        """One API call; a daemon error raises DockerError with the daemon's own message."""
+        try:
+            response = await self._client.request(
+                method,
+                path,
+                params=params,
+                json=body,
+                content=content,
+                timeout=timeout,
+                headers={"Content-Type": "application/x-tar"} if content is not None else None,
+            )
+        except httpx.TransportError as exc:
+            raise DockerUnavailableError(f"no Docker daemon answers ({type(exc).__name__})") from None
+        _check(response, method, path)
+        return response
+
+    async def json(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = await self.request(method, path, **kwargs)
+        return response.json() if response.content else None
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, method: str, path: str, *, params: Mapping[str, str] | None = None, body: object = None
+    ) -> AsyncIterator[httpx.Response]:
+        """A streamed call (exec output, archives), with no time limit of its own."""
+        try:
+            async with self._client.stream(method, path, params=params, json=body, timeout=None) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    _check(response, method, path)
+                yield response
+        except httpx.TransportError as exc:
+            raise DockerUnavailableError(f"no Docker daemon answers ({type(exc).__name__})") from None
+
+    async def put_archive(self, container: str, path: str, archive: BinaryIO) -> None:
+        """Unpack the tar stream `archive` into `path` (a directory) of the container."""
+        data = await asyncio.to_thread(archive.read)
+        await self.request("PUT", f"/containers/{container}/archive", params={"path": path}, content=data)
+
+
+def _check(response: httpx.Response, method: str, path: str) -> None:
+    if response.status_code < 400:
+        return
+    try:
+        message = str(json.loads(response.content).get("message", ""))
+    except (ValueError, AttributeError):
+        message = response.text
+    message = " ".join(message.split())[:400] or f"HTTP {response.status_code}"
+    if response.status_code == 404:
+        raise NotFoundError(message)
+    raise DockerError(f"{method} {path.split('?', maxsplit=1)[0].split('/')[1]}: {message}")
+
+
+async def demultiplex(response: httpx.Response, stdout: BinaryIO, stderr: BinaryIO) -> None:
+    """Write a non-TTY exec's multiplexed stream (8-byte frame headers: stream, size) to the two
+    files as it arrives, never holding more than one chunk."""
+    pending = b""
+    targets = {1: stdout, 2: stderr}
+    async for chunk in response.aiter_raw():
+        pending += chunk
+        while len(pending) >= _STREAM_HEADER.size:
+            stream, size = _STREAM_HEADER.unpack_from(pending)
+            if len(pending) < _STREAM_HEADER.size + size:
+                break
+            frame = pending[_STREAM_HEADER.size : _STREAM_HEADER.size + size]
+            target = targets.get(stream)
+            if target is not None:
+                target.write(frame)
+            pending = pending[_STREAM_HEADER.size + size :]
+
+
+_ENGINES: dict[asyncio.AbstractEventLoop, Engine] = {}
+
+
+def engine() -> Engine:
+    """The client of the running event loop (made on first use; a connection pool is bound to the
+    loop that opened it)."""
+    loop = asyncio.get_running_loop()
+    found = _ENGINES.get(loop)
+    if found is None:
+        for stale in [other for other in _ENGINES if other.is_closed()]:
+            del _ENGINES[stale]
+        found = _ENGINES[loop] = Engine()
+    return found

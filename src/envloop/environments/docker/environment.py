@@ -1,0 +1,311 @@
+"""One instance of the `docker` environment: a trial's main container (with its sidecars and
+networks, when it has them), used through the Engine API. Made by `DockerEnvironmentProvider`.
+
+- Users: the agent runs as the task's `[agent] user` (a step's own when it names one), else the
+  image's USER (Harbor's rule); the verifier as `[verifier] user`, else root.
+- The tests, the solution and the verifier's logs are placed by root as fresh copies for the
+  commands the base class shows them to, and removed before any later command.
+- Network policies switch by attaching the container to the trial's networks and detaching it
+  (networks.py); an allowlist adds its proxy's address to the commands' variables (egress.py).
+"""
+
+import contextlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+from envloop.core.trial import SandboxMode, TrialSpec
+from envloop.environments.base import EnvironmentSetupError, VisiblePaths
+from envloop.environments.docker.cli import DockerError
+from envloop.environments.docker.containers import Container
+from envloop.environments.docker.egress import EgressProxies
+from envloop.environments.docker.networks import TrialNetworks
+from envloop.environments.docker.workspace import ContainerSnapshots
+from envloop.environments.keeping import KeepBudget
+from envloop.environments.policy import EffectiveLimits
+from envloop.environments.sandbox import EnvironmentBase, PathKind, RunOutcome
+from envloop.environments.tampering import Tampering, tampering
+from envloop.tasks.model import HarborTask, TaskUser
+from envloop.tasks.phases import NetworkPolicy
+from envloop.trajectories.workspace import Snapshot
+
+HOME_DIR = "/tmp/envloop-home"
+
+
+def _user(user: TaskUser | None) -> str | None:
+    return None if user is None else str(user)
+
+
+class DockerEnvironment(EnvironmentBase):
+    """One run's container. Build it through `DockerEnvironmentProvider.instance`."""
+
+    mode: SandboxMode = "docker"
+
+    def __init__(
+        self,
+        *,
+        container: Container,
+        networks: TrialNetworks,
+        egress: EgressProxies,
+        task: HarborTask,
+        spec: TrialSpec,
+        note: str,
+        warnings: list[str],
+        limits: EffectiveLimits,
+        workdir: str,
+        sidecars: dict[str, Container],
+        defaults: dict[str, str] | None = None,
+        oom_kills: Callable[[], int] | None = None,
+        service: str | None = None,
+    ) -> None:
+        super().__init__(
+            task=task,
+            spec=spec,
+            visible=VisiblePaths(
+                app=workdir, logs="/logs", tests="/tests", solution="/solution", tmp="/tmp", home=HOME_DIR
+            ),
+            limits=limits,
+            note=note,
+            warnings=warnings,
+            defaults=defaults or {},
+            fresh_home="/tmp/envloop-verifier-home",
+        )
+        self.container = container
+        self._networks = networks
+        self._egress = egress
+        self._sidecars = sidecars
+        self._services: dict[str, DockerEnvironment] = {}
+        self._service = service
+        """The compose service this instance is (None: the trial's main container)."""
+        self._spec = spec
+        self._oom_kills = oom_kills or (lambda: _oom_kills(container.id))
+        self._snapshots = ContainerSnapshots(container, workdir)
+        self._oom_seen = 0
+        self._oom_pending = False
+        self._proxy: dict[str, str] = {}
+        self._clean: dict[str, int] | None = None
+        """The container's diff from its image once set up, before any agent ran."""
+
+    async def _run(
+        self,
+        command: Sequence[str],
+        *,
+        user: TaskUser | None,
+        cwd: str,
+        env: dict[str, str],
+        timeout: float | None,
+        stdout: BinaryIO,
+        stderr: BinaryIO,
+    ) -> RunOutcome:
+        try:
+            outcome = await self.container.exec(
+                command,
+                # The agent's user is the active step's `[steps.agent] user`, else the task's; a
+                # sidecar's is its own.
+                user=_user(user) or (None if self._service else _user(self._task.agent_user)),
+                cwd=cwd,
+                env=env,
+                timeout=timeout,
+                stdout=stdout,
+                stderr=stderr,
+            )
+        except (DockerError, ValueError) as exc:
+            raise EnvironmentSetupError(f"the command could not run in the container: {exc}") from None
+        finally:
+            self._observe_oom()
+        return RunOutcome(exit_code=outcome.exit_code, timed_out=outcome.timed_out)
+
+    async def _root(self, script: str, *args: str) -> None:
+        try:
+            await self.container.root(script, *args)
+        except DockerError as exc:
+            raise EnvironmentSetupError(str(exc)) from None
+
+    async def _place(self, path: str, layers: Sequence[Path] | None) -> None:
+        if layers is None:
+            await self._root('rm -rf -- "$1" && mkdir -p -- "$1" && chmod 777 -- "$1"', path)
+            return
+        await self._root('rm -rf -- "$1"', path)
+        present = [layer for layer in layers if layer.is_dir()]
+        if not present:
+            await self._root('mkdir -p -- "$1"', path)
+        try:
+            for layer in present:
+                await self.container.put_dir(layer, path, readable=True)
+        except (DockerError, ValueError) as exc:
+            raise EnvironmentSetupError(f"could not copy {path} in: {exc}") from None
+
+    async def _clear(self, path: str) -> None:
+        await self._root('rm -rf -- "$1"', path)
+
+    async def _prepare(self, gone: list[str], fresh: list[tuple[str, Sequence[Path] | None]]) -> None:
+        """One root command clears and makes every directory, then the layers go in as archives."""
+        script = ['rm -rf -- "$@"']
+        for index, (_, layers) in enumerate(fresh, start=len(gone) + 1):
+            present = [layer for layer in layers or [] if layer.is_dir()]
+            if layers is None:
+                script.append(f'mkdir -p -- "${{{index}}}" && chmod 777 -- "${{{index}}}"')
+            elif not present:
+                script.append(f'mkdir -p -- "${{{index}}}"')
+        await self._root(" && ".join(script), *gone, *(path for path, _ in fresh))
+        try:
+            for path, layers in fresh:
+                for layer in [layer for layer in layers or [] if layer.is_dir()]:
+                    await self.container.put_dir(layer, path, readable=True)
+        except (DockerError, ValueError) as exc:
+            raise EnvironmentSetupError(f"could not copy the tests or solution in: {exc}") from None
+
+    async def _write(self, path: str, data: bytes) -> None:
+        try:
+            await self.container.put_file(path, data, mode=0o644)
+        except (DockerError, ValueError) as exc:
+            raise EnvironmentSetupError(f"could not write {path}: {exc}") from None
+
+    async def _read(self, path: str, max_bytes: int) -> bytes | None:
+        try:
+            return await self.container.read_file(path, max_bytes=max_bytes)
+        except FileNotFoundError:
+            return None
+        except ValueError as exc:  # longer than max_bytes
+            raise OSError(str(exc)) from None
+        except DockerError as exc:
+            raise OSError(str(exc)) from None
+
+    async def _kind(self, path: str) -> PathKind | None:
+        try:
+            return await self.container.path_kind(path)
+        except DockerError as exc:
+            raise EnvironmentSetupError(f"could not look at {path}: {exc}") from None
+
+    async def _copy_in(self, source: Path, path: str) -> None:
+        await self._root('rm -rf -- "$1"', path)
+        try:
+            await self.container.put_dir(source, path, readable=True)
+        except (DockerError, ValueError) as exc:
+            raise EnvironmentSetupError(f"could not copy {path} in: {exc}") from None
+
+    async def _copy_out(self, path: str, target: Path, budget: KeepBudget) -> list[str]:
+        try:
+            report = await self.container.get_dir(
+                path, target, max_bytes=budget.bytes, max_entries=budget.files
+            )
+        except FileNotFoundError:
+            return []
+        except DockerError as exc:
+            return [f"could not be copied out: {exc}"]
+        budget.files -= report.files
+        budget.bytes -= report.bytes
+        return report.skipped
+
+    async def _apply_network(self, policy: NetworkPolicy) -> None:
+        """Attach the container to what `policy` needs and detach it from the rest; the trial's
+        internal network stays attached while it has sidecars."""
+        container = self.container.id
+        try:
+            wanted: set[str] = set()
+            if self._sidecars or policy.mode == "allowlist":
+                wanted.add(await self._networks.internal())
+            if policy.mode == "public":
+                wanted.add(await self._networks.public())
+            self._proxy = {}
+            if policy.mode == "allowlist":
+                self._proxy = await self._egress.proxy_for(policy.hosts, await self._networks.internal())
+            attached = set(await self.container.networks())
+            for name in sorted(attached - wanted):
+                await self._networks.disconnect(container, name)
+            for name in sorted(wanted - attached):
+                await self._networks.connect(container, name, aliases=["main"])
+        except DockerError as exc:
+            raise EnvironmentSetupError(
+                f"the network could not be switched to {policy.describe()}: {exc}"
+            ) from None
+
+    def network_variables(self) -> dict[str, str]:
+        return dict(self._proxy)
+
+    async def mark_clean(self) -> None:
+        """Remember the container as set up: what changes after this is the agent's doing."""
+        self._clean = await self.container.changes()
+
+    async def tampering(self) -> list[Tampering]:
+        """What changed since `mark_clean` that a verifier here may run or read (the agent's
+        working directory and log directory are its own to change)."""
+        if self._clean is None:
+            return []
+        try:
+            now = await self.container.changes()
+        except DockerError as exc:
+            self.warnings.append(f"what the agent changed could not be listed: {exc}")
+            return []
+        changed = [path for path, kind in now.items() if self._clean.get(path) != kind]
+        return tampering(changed, ignored=[self.visible.app, self.visible.agent_logs, HOME_DIR])
+
+    def service(self, name: str) -> "DockerEnvironment | None":
+        """The trial's compose service `name` as an environment of its own (for collect hooks and
+        artifacts), masked like this one; None when the trial has no such service."""
+        container = self._sidecars.get(name)
+        if container is None:
+            return None
+        if name not in self._services:
+            self._services[name] = DockerEnvironment(
+                container=container,
+                networks=self._networks,
+                egress=self._egress,
+                task=self._task,
+                spec=self._spec,
+                note=f"sidecar {name}",
+                warnings=self.warnings,
+                limits=self.limits,
+                workdir=container.spec.workdir or "/",
+                sidecars={},
+                service=name,
+            )
+        return self._services[name]
+
+    async def snapshot(self, previous: Snapshot | None = None) -> Snapshot:
+        try:
+            states = await self._snapshots.take(previous)
+        except DockerError as exc:
+            self._snapshots.problem = f"no file changes recorded: {exc}"
+            states = {}
+        if self._snapshots.problem is not None and self._snapshots.problem not in self.warnings:
+            self.warnings.append(self._snapshots.problem)
+        return states
+
+    def _observe_oom(self) -> None:
+        """Note new out-of-memory kills while the container's cgroup is there to tell (it goes
+        when the container stops; a restarted container counts from zero again)."""
+        kills = self._oom_kills()
+        if kills > self._oom_seen:
+            self._oom_pending = True
+        self._oom_seen = kills
+
+    async def stop(self) -> None:
+        self._observe_oom()
+        try:
+            await self.container.stop()
+        except DockerError as exc:
+            self.warnings.append(f"the container could not be stopped: {exc}")
+        self._oom_seen = 0
+
+    def resource_problem(self) -> str | None:
+        self._observe_oom()
+        if not self._oom_pending:
+            return None
+        self._oom_pending = False
+        return f"out of memory: a process was killed at the {self.limits.memory_mb} MB limit"
+
+
+def _oom_kills(container_id: str) -> int:
+    """Out-of-memory kills in the container's memory cgroup (cgroup v1 or v2), 0 when unknown."""
+    candidates = (
+        Path(f"/sys/fs/cgroup/memory/docker/{container_id}/memory.oom_control"),
+        Path(f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/memory.events"),
+        Path(f"/sys/fs/cgroup/docker/{container_id}/memory.events"),
+    )
+    for path in candidates:
+        with contextlib.suppress(OSError, ValueError):
+            for line in path.read_text().splitlines():
+                if line.startswith("oom_kill "):
+                    return int(line[len("oom_kill ") :])
+    return 0

@@ -1,0 +1,133 @@
+"""Keeping trial networks away from the host: the rules every trial bridge passes through.
+
+A container on a bridge reaches the host on the bridge's gateway address and on every address of
+the host (its packets arrive in the host's INPUT chain), and with masquerading also every private
+network the host can route to. A trial with `public` network is to reach the internet and nothing
+of the host, so every bridge envloop makes is named with a prefix (`elp…` public, `eli…` internal)
+and two chains of envloop's own, installed once per host and never per trial, hold for all of them:
+
+- `ENVLOOP-INPUT` (from INPUT, for packets of envloop's bridges): dropped, except the model
+  gateway's port, which asks every caller for a per-trial token;
+- `ENVLOOP-FORWARD` (from Docker's DOCKER-USER, for packets leaving envloop's public bridges):
+  private, link-local and shared address ranges are dropped, except DNS to the host's resolvers
+  (Docker's embedded resolver forwards from the container's namespace).
+
+Needs root and `iptables`, and a daemon that manages its own rules (not `--iptables=false`, which
+also leaves trials without masquerading); without them a trial that asks for a network is refused
+rather than run with the host open.
+"""
+
+import asyncio
+import ipaddress
+import os
+import shutil
+from pathlib import Path
+
+from envloop.environments.base import EnvironmentSetupError
+
+PUBLIC_PREFIX = "elp"
+INTERNAL_PREFIX = "eli"
+INPUT_CHAIN = "ENVLOOP-INPUT"
+FORWARD_CHAIN = "ENVLOOP-FORWARD"
+PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "100.64.0.0/10")
+_RESOLV_CONF = Path("/etc/resolv.conf")
+
+_ready = False
+_gateway_ports: set[int] = set()
+
+
+class FirewallError(EnvironmentSetupError):
+    """The host cannot be kept away from a trial's network here; the reason says why."""
+
+
+async def _iptables(*args: str, check: bool = True) -> bool:
+    proc = await asyncio.create_subprocess_exec(
+        "iptables",
+        "-w",
+        *args,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await proc.communicate()
+    if proc.returncode != 0 and check:
+        raise FirewallError(f"iptables {' '.join(args)}: {err.decode(errors='replace').strip()[:200]}")
+    return proc.returncode == 0
+
+
+def _resolvers() -> list[str]:
+    """The host's IPv4 resolvers that lie in a private range (the only private addresses a public
+    trial reaches, on port 53)."""
+    found = []
+    try:
+        lines = _RESOLV_CONF.read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        words = line.split()
+        if len(words) >= 2 and words[0] == "nameserver":
+            try:
+                address = ipaddress.ip_address(words[1])
+            except ValueError:
+                continue
+            if address.version == 4 and not address.is_loopback:
+                found.append(str(address))
+    return found
+
+
+async def _ensure_chain(name: str) -> None:
+    if not await _iptables("-n", "-L", name, check=False):
+        await _iptables("-N", name)
+
+
+async def _ensure_jump(chain: str, *rule: str) -> None:
+    if not await _iptables("-C", chain, *rule, check=False):
+        await _iptables("-I", chain, "1", *rule)
+
+
+async def ensure_host_guard() -> None:
+    """Install the chains once per host (idempotent, shared by every worker process)."""
+    global _ready  # noqa: PLW0603 (installed once per process)
+    if _ready:
+        return
+    # No lock: every step checks before it adds, so two trials racing here add nothing twice that
+    # matters (a duplicated jump is harmless).
+    if os.geteuid() != 0 or shutil.which("iptables") is None:
+        raise FirewallError(
+            "a trial network needs root and iptables here, to keep the trial away from the host's "
+            "services; run the worker as root, or close trial networks (ENVLOOP_TRIAL_NETWORK=none)"
+        )
+    if not await _iptables("-n", "-L", "DOCKER-USER", check=False):
+        raise FirewallError(
+            "the Docker daemon does not manage iptables (started with --iptables=false), so trial "
+            "networks would have no route out and no guard: restart it with scripts/docker-daemon"
+        )
+    await _ensure_chain(INPUT_CHAIN)
+    await _ensure_chain(FORWARD_CHAIN)
+    # Rules are added when missing, never flushed: another worker process on this host may be
+    # using the chains (and its gateway's port) right now.
+    for resolver in _resolvers():
+        for protocol in ("udp", "tcp"):
+            await _ensure_rule(FORWARD_CHAIN, "-d", resolver, "-p", protocol, "--dport", "53", "-j", "RETURN")
+    for network in PRIVATE_RANGES:
+        await _ensure_rule(FORWARD_CHAIN, "-d", network, "-j", "DROP")
+    await _ensure_rule(INPUT_CHAIN, "-j", "DROP")
+    for prefix in (PUBLIC_PREFIX, INTERNAL_PREFIX):
+        await _ensure_jump("INPUT", "-i", f"{prefix}+", "-j", INPUT_CHAIN)
+    await _ensure_jump("DOCKER-USER", "-i", f"{PUBLIC_PREFIX}+", "-j", FORWARD_CHAIN)
+    _ready = True
+
+
+async def _ensure_rule(chain: str, *rule: str) -> None:
+    if not await _iptables("-C", chain, *rule, check=False):
+        await _iptables("-A", chain, *rule)
+
+
+async def allow_gateway_port(port: int) -> None:
+    """Let trial networks reach the model gateway's port on the host (it checks a token per call)."""
+    if port in _gateway_ports:
+        return
+    await ensure_host_guard()
+    rule = ("-p", "tcp", "--dport", str(port), "-j", "ACCEPT")
+    if not await _iptables("-C", INPUT_CHAIN, *rule, check=False):
+        await _iptables("-I", INPUT_CHAIN, "1", *rule)
+    _gateway_ports.add(port)

@@ -1,0 +1,96 @@
+"""The networks of one trial's containers, made only when a phase or a sidecar needs one.
+
+- No phase asks for a network and the task has no sidecars: the container starts on `none` and
+  nothing is made (the common case costs nothing).
+- Otherwise the trial gets an internal bridge of its own (`eli…`, no route out): its sidecars and
+  the egress proxy of an allowlist live there, reached by name. The main container is attached to it
+  whenever the trial has sidecars.
+- A `public` phase attaches the main container to a public bridge of the trial's own (`elp…`,
+  masqueraded, no traffic between containers, kept from the host by firewall.py) and detaches it
+  again when the phase ends.
+- An `allowlist` phase gives the main container only the internal bridge and an HTTP(S) proxy on it
+  that lets through the named hosts alone (egress.py); anything that ignores the proxy has no route.
+
+Every network carries the trial's labels, so a crashed worker's are swept with its containers.
+"""
+
+import contextlib
+import hashlib
+
+from envloop.environments.docker.engine import NotFoundError, engine
+from envloop.environments.docker.firewall import INTERNAL_PREFIX, PUBLIC_PREFIX, ensure_host_guard
+from envloop.environments.docker.orphans import MANAGED_LABEL, TRIAL_LABEL, WORKER_LABEL, worker_identity
+
+
+def _bridge_name(prefix: str, run_id: str, role: str) -> str:
+    """A bridge interface name of at most 15 characters, unique per run and role."""
+    return prefix + hashlib.sha256(f"{run_id}/{role}".encode()).hexdigest()[:12]
+
+
+class TrialNetworks:
+    """The networks one run of a trial made; `remove` takes them all away."""
+
+    def __init__(self, run_id: str, trial_id: str) -> None:
+        self._run_id = run_id
+        self._labels = {MANAGED_LABEL: "1", TRIAL_LABEL: trial_id, WORKER_LABEL: worker_identity()}
+        self._made: dict[str, str] = {}
+        """Network name by role (`internal`, `public`, ...)."""
+
+    @property
+    def internal_name(self) -> str | None:
+        return self._made.get("internal")
+
+    async def internal(self) -> str:
+        return await self._network("internal", internal=True)
+
+    async def public(self) -> str:
+        return await self._network("public", internal=False)
+
+    async def _network(self, role: str, *, internal: bool) -> str:
+        if role in self._made:
+            return self._made[role]
+        await ensure_host_guard()
+        prefix = INTERNAL_PREFIX if internal else PUBLIC_PREFIX
+        name = f"envloop-{self._run_id}-{role}"
+        options = {"com.docker.network.bridge.name": _bridge_name(prefix, self._run_id, role)}
+        if not internal:
+            options["com.docker.network.bridge.enable_icc"] = "false"
+        await engine().json(
+            "POST",
+            "/networks/create",
+            body={
+                "Name": name,
+                "Driver": "bridge",
+                "Internal": internal,
+                "CheckDuplicate": True,
+                "Labels": self._labels,
+                "Options": options,
+            },
+        )
+        self._made[role] = name
+        return name
+
+    async def connect(self, container: str, network: str, aliases: list[str] | None = None) -> None:
+        body: dict[str, object] = {"Container": container}
+        if aliases:
+            body["EndpointConfig"] = {"Aliases": aliases}
+        await engine().request("POST", f"/networks/{network}/connect", body=body)
+
+    async def disconnect(self, container: str, network: str) -> None:
+        with contextlib.suppress(NotFoundError):
+            await engine().request(
+                "POST", f"/networks/{network}/disconnect", body={"Container": container, "Force": True}
+            )
+
+    async def remove(self) -> list[str]:
+        """Remove every network made (after their containers); problems, if any."""
+        problems = []
+        for name in self._made.values():
+            try:
+                await engine().request("DELETE", f"/networks/{name}")
+            except NotFoundError:
+                continue
+            except Exception as exc:
+                problems.append(f"network {name} could not be removed: {exc}")
+        self._made.clear()
+        return problems

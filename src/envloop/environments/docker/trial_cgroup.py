@@ -1,0 +1,99 @@
+"""One cgroup per trial run that all its containers live under, so sidecars share the trial's limits.
+
+A task with sidecars (a database, an API) gets the memory, cpus and pids the task asks for across
+all its containers together, not once per container: the daemon places each container of the run
+below `envloop-trials/<run>` (its `CgroupParent`), whose own limits envloop writes first. This
+holds with the daemon's `cgroupfs` driver on cgroup v1 (each controller its own hierarchy) and v2
+(one unified hierarchy); anywhere else each container keeps its own limits and the trial says so.
+"""
+
+import contextlib
+import re
+from pathlib import Path
+
+from envloop.environments.policy import EffectiveLimits
+
+_ROOT = Path("/sys/fs/cgroup")
+_PARENT = "envloop-trials"
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class TrialCgroup:
+    """The parent cgroup of one run's containers (`path` is what the daemon takes)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.name = _SAFE.sub("-", run_id)[:100]
+        self.path = f"/{_PARENT}/{self.name}"
+        self._made: list[Path] = []
+
+    def create(self, limits: EffectiveLimits) -> str | None:
+        """Make the cgroup with the trial's limits; None when done, else why it could not be."""
+        memory = limits.memory_mb * 1024 * 1024
+        try:
+            if (_ROOT / "cgroup.controllers").is_file():
+                self._unified(memory, limits)
+            else:
+                self._split(memory, limits)
+        except OSError as exc:
+            self.remove()
+            return f"the trial's containers could not share one cgroup ({exc.strerror or exc})"
+        return None
+
+    def _split(self, memory: int, limits: EffectiveLimits) -> None:
+        values = {
+            "memory": [("memory.limit_in_bytes", memory), ("memory.memsw.limit_in_bytes", memory)],
+            "pids": [("pids.max", limits.pids)],
+            "cpu": [("cpu.cfs_period_us", 100_000)]
+            + ([("cpu.cfs_quota_us", int(limits.cpus * 100_000))] if limits.cpus is not None else []),
+        }
+        for controller, settings in values.items():
+            directory = _ROOT / controller / _PARENT / self.name
+            if not (_ROOT / controller).is_dir():
+                continue
+            directory.mkdir(parents=True, exist_ok=True)
+            self._made.append(directory)
+            for name, value in settings:
+                if (directory / name).exists():
+                    (directory / name).write_text(str(value))
+
+    def _unified(self, memory: int, limits: EffectiveLimits) -> None:
+        parent = _ROOT / _PARENT
+        parent.mkdir(exist_ok=True)
+        wanted = {"memory", "pids", "cpu"} & set((_ROOT / "cgroup.controllers").read_text().split())
+        for directory in (_ROOT, parent):
+            (directory / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(wanted)))
+        directory = parent / self.name
+        directory.mkdir(exist_ok=True)
+        self._made.append(directory)
+        settings = {"memory.max": str(memory), "memory.swap.max": "0", "pids.max": str(limits.pids)}
+        if limits.cpus is not None:
+            settings["cpu.max"] = f"{int(limits.cpus * 100_000)} 100000"
+        for name, value in settings.items():
+            if (directory / name).exists():
+                (directory / name).write_text(value)
+
+    def oom_kills(self) -> int:
+        """Out-of-memory kills anywhere below the trial's cgroup."""
+        for directory in self._made:
+            for name, key in (("memory.oom_control", "oom_kill "), ("memory.events", "oom_kill ")):
+                with contextlib.suppress(OSError, ValueError):
+                    for line in (directory / name).read_text().splitlines():
+                        if line.startswith(key):
+                            return int(line[len(key) :])
+        return 0
+
+    def remove(self) -> list[str]:
+        """Remove the cgroup (after its containers); the directories that would not go."""
+        left = []
+        for directory in self._made:
+            for child in sorted(directory.glob("*/"), reverse=True):
+                with contextlib.suppress(OSError):
+                    child.rmdir()
+            try:
+                directory.rmdir()
+            except FileNotFoundError:
+                continue
+            except OSError:
+                left.append(str(directory))
+        self._made = []
+        return left

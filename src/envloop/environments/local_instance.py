@@ -1,0 +1,379 @@
+"""One instance of the `local` environment: a bubblewrap sandbox per command, or (only when the
+operator asks for it with ENVLOOP_SANDBOX=plain) a plain process group. Made by
+`LocalEnvironmentProvider` (local.py).
+
+Each `exec` is exactly one `asyncio.create_subprocess_exec`: a launcher (see launch.py) that joins
+the instance's cgroups, lowers its rlimits, drops to the instance's host uid and starts bwrap, so
+nothing on the hot path polls, sleeps or probes. Each command has its own namespaces, so a phase's
+network policy is simply the one its commands start with: loopback only, or a network of their own
+(pasta). The tests, the solution and the verifier's log directory are host directories of the
+worker's, bound into exactly the commands the base class shows them to.
+"""
+
+import asyncio
+import contextlib
+import os
+import posixpath
+import pwd
+import shutil
+import stat
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+from envloop.core.trial import SandboxMode, TrialSpec
+from envloop.environments import instance as files
+from envloop.environments import quota
+from envloop.environments.base import EnvironmentSetupError, VisiblePaths
+from envloop.environments.cgroup2 import UnifiedCgroup
+from envloop.environments.identity import HOST_UIDS
+from envloop.environments.instance import InstancePaths
+from envloop.environments.keeping import KeepBudget, copy_tree_masked, move_plain_tree
+from envloop.environments.launch import LAUNCH_CWD, LAUNCH_ENV, Launcher, open_capture, read_inside
+from envloop.environments.limits import InstanceCgroups
+from envloop.environments.policy import EffectiveLimits
+from envloop.environments.procs import (
+    MARKER_VARIABLE,
+    kill_group,
+    kill_pids,
+    marked_pids,
+    uid_pids,
+    wait_gone,
+)
+from envloop.environments.sandbox import EnvironmentBase, PathKind, RunOutcome
+from envloop.tasks.model import HarborTask, TaskUser
+from envloop.tasks.phases import NetworkPolicy
+from envloop.trajectories.workspace import Snapshot, snapshot
+
+DEFAULT_AGENT_UID = 1000
+"""Who the agent is inside the sandbox unless its task names a user: not root."""
+_TEARDOWN_KILL_SEC = 10.0
+_INLINE_COPY_ENTRIES = 64
+INLINE_SNAPSHOT_FILES = 500
+
+LauncherFor = Callable[[bool], Launcher]
+"""The instance's launcher for commands without (False) or with (True) a network of their own."""
+
+
+def sandbox_uid(user: TaskUser | None, default: int, where: str) -> int:
+    """The uid inside the sandbox for a task's `user` field: a number, `root`, or a name the
+    sandbox's /etc/passwd knows. A user that only the task's image would create cannot be honoured
+    here, and the instance refuses it rather than run as someone else."""
+    if user is None:
+        return default
+    if isinstance(user, int) or user.isdigit():
+        uid = int(user)
+        if not 0 <= uid < 65534:
+            raise EnvironmentSetupError(f"{where} = {user!r}: not a usable uid")
+        return uid
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        raise EnvironmentSetupError(
+            f"{where} = {user!r}: no such user in the local environment (users made by the task's "
+            "Dockerfile exist only in its image)"
+        ) from None
+
+
+class LocalEnvironment(EnvironmentBase):
+    """One run's instance. Build it through `LocalEnvironmentProvider.instance`."""
+
+    def __init__(
+        self,
+        *,
+        mode: SandboxMode,
+        task: HarborTask,
+        spec: TrialSpec,
+        note: str,
+        paths: InstancePaths,
+        visible: VisiblePaths,
+        warnings: list[str],
+        limits: EffectiveLimits,
+        defaults: dict[str, str],
+        network: NetworkPolicy,
+        cgroups: InstanceCgroups | UnifiedCgroup,
+        launcher_for: LauncherFor,
+        agent_uid: int,
+        host_uid: int | None,
+        quota_mounted: bool,
+    ) -> None:
+        super().__init__(
+            task=task,
+            spec=spec,
+            visible=visible,
+            limits=limits,
+            note=note,
+            warnings=warnings,
+            defaults=defaults,
+            network=network,
+            fresh_home="/verifier-home" if mode == "bwrap" else str(paths.verifier_home),
+        )
+        self.mode: SandboxMode = mode
+        self.paths = paths
+        """The instance's host directories: this provider's own business, never its callers'."""
+        self._cgroups = cgroups
+        self._launcher_for = launcher_for
+        self._launcher = launcher_for(network.mode == "public")
+        self._run_id = spec.run_id
+        self._agent_uid = agent_uid
+        self.host_uid = host_uid
+        """The instance's own host uid (None: the worker's user, when it cannot switch)."""
+        self._quota_mounted = quota_mounted
+        self._oom_seen = cgroups.oom_kills()
+        self._running: set[int] = set()
+        self._stopped = False
+        self._binds: dict[str, list[str]] = {}
+        """The bwrap binds of what the base class shows the next commands (tests, solution, logs)."""
+        self._unseen_tests = mode == "bwrap" and not task.steps and paths.tests.is_dir()
+        """The tests copied at setup were never bound into a command: the verifier can have them."""
+
+    def _host_path(self, path: str) -> Path:
+        """The host file behind a path as a command names it; only the instance's own directories
+        are reachable this way (an absolute path that leaves them, or climbs out with `..`, is
+        refused)."""
+        normal = posixpath.normpath(path)
+        pairs = [
+            (self.fresh_home, self.paths.verifier_home),
+            (self.visible.verifier_logs, self.paths.verifier_logs),
+            (self.visible.home, self.paths.home),
+            (self.visible.tmp, self.paths.tmp),
+            (self.visible.app, self.paths.app),
+            (self.visible.logs, self.paths.logs),
+            (self.visible.tests, self.paths.tests),
+            (self.visible.solution, self.paths.solution),
+        ]
+        for seen_as, host_dir in pairs:
+            if normal == seen_as or normal.startswith(seen_as.rstrip("/") + "/"):
+                relative = posixpath.relpath(normal, seen_as)
+                return host_dir if relative == "." else host_dir / relative
+        raise EnvironmentSetupError(f"{path[:200]!r} is not a path of the instance's own directories")
+
+    def _step_uid(self) -> int:
+        return sandbox_uid(self._task.agent_user, DEFAULT_AGENT_UID, "[steps.agent] user")
+
+    async def _run(
+        self,
+        command: Sequence[str],
+        *,
+        user: TaskUser | None,
+        cwd: str,
+        env: dict[str, str],
+        timeout: float | None,
+        stdout: BinaryIO,
+        stderr: BinaryIO,
+    ) -> RunOutcome:
+        self._stopped = False
+        # A multi-step task's steps may name their own agent user.
+        default = self._agent_uid if self._task.step is None else self._step_uid()
+        uid = sandbox_uid(user, default, "user")
+        binds = [arg for bind in self._binds.values() for arg in bind]
+        if self.mode == "bwrap":
+            binds += ["--uid", str(uid), "--gid", str(uid)]
+        else:
+            # The marker goes last so no caller can hide a process from teardown.
+            env = {**env, MARKER_VARIABLE: self._run_id}
+        argv, args_fd = self._launcher.argv(command, env, cwd, binds)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=stdout,
+                stderr=stderr,
+                env=LAUNCH_ENV,
+                cwd=LAUNCH_CWD,
+                start_new_session=True,
+                pass_fds=() if args_fd is None else (args_fd,),
+            )
+        finally:
+            if args_fd is not None:
+                os.close(args_fd)
+        timed_out = await self._wait(proc, timeout)
+        return RunOutcome(exit_code=None if timed_out else _exit_code(proc.returncode), timed_out=timed_out)
+
+    async def _apply_network(self, policy: NetworkPolicy) -> None:
+        if policy.mode == "allowlist":
+            raise EnvironmentSetupError("the local environment cannot enforce a network allowlist")
+        self._launcher = self._launcher_for(policy.mode == "public")
+
+    async def _place(self, path: str, layers: Sequence[Path] | None) -> None:
+        host = self._host_path(path)
+        if layers is None:
+            # Whatever the agent left at /logs/verifier is hidden under a directory it never had.
+            files.remove_tree(host)
+            host.mkdir()
+            if self.host_uid is not None:
+                os.chown(host, self.host_uid, self.host_uid)
+            if self.mode == "bwrap":
+                if path == self.visible.verifier_logs:
+                    files.empty_directory(self.paths.logs / "verifier")
+                self._binds[path] = ["--bind", str(host), path]
+            return
+        if not (path == self.visible.tests and self._unseen_tests):
+            files.fresh_layers([layer for layer in layers if layer.is_dir()], host)
+        self._unseen_tests = False
+        if self.mode == "bwrap":
+            self._binds[path] = ["--ro-bind", str(host), path]
+
+    async def _clear(self, path: str) -> None:
+        self._binds.pop(path, None)
+        files.remove_tree(self._host_path(path))
+
+    async def _write(self, path: str, data: bytes) -> None:
+        with open_capture(self.paths.root, self._host_path(path)) as handle:
+            handle.write(data)
+
+    async def _read(self, path: str, max_bytes: int) -> bytes | None:
+        return read_inside(self.paths.root, self._host_path(path), max_bytes)
+
+    async def _kind(self, path: str) -> PathKind | None:
+        try:
+            mode = self._host_path(path).lstat().st_mode
+        except (EnvironmentSetupError, OSError):
+            return None  # nothing a command could write lies outside the instance's directories
+        if stat.S_ISDIR(mode):
+            return "directory"
+        return "file" if stat.S_ISREG(mode) else "other"
+
+    async def _copy_in(self, source: Path, path: str) -> None:
+        target = self._host_path(path)
+        files.remove_tree(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, symlinks=True, copy_function=shutil.copy)
+        else:
+            shutil.copy(source, target)
+
+    async def _copy_out(self, path: str, target: Path, budget: KeepBudget) -> list[str]:
+        """Only once the instance is stopped (nothing can plant a link or grow a file any more): a
+        small plain tree is moved at once (one rename); anything else is copied on a thread so the
+        event loop keeps serving other trials."""
+        source = self._host_path(path)
+        try:
+            if not stat.S_ISDIR(source.lstat().st_mode):
+                return ["not a directory: nothing was copied"]
+        except FileNotFoundError:
+            return []
+        if not self._stopped:
+            # A running command could swap a directory for a link between the walk and the open.
+            raise EnvironmentSetupError("the local environment copies files out only after stop()")
+        if move_plain_tree(source, target, (), _INLINE_COPY_ENTRIES, budget):
+            return []
+        kept = await asyncio.to_thread(copy_tree_masked, source, target, (), budget)
+        return kept.notes
+
+    async def snapshot(self, previous: Snapshot | None = None) -> Snapshot:
+        """Small working directories are read in place: handing the walk to a thread costs more than
+        the walk (about a millisecond per hop on a busy 2-core worker); large ones go to a thread so
+        the event loop keeps serving the other trials."""
+        if len(previous or {}) < INLINE_SNAPSHOT_FILES:
+            return snapshot(self.paths.app, previous)
+        return await asyncio.to_thread(snapshot, self.paths.app, previous)
+
+    async def _wait(self, proc: asyncio.subprocess.Process, timeout: float | None) -> bool:
+        """Wait for the command; on timeout or cancellation kill its whole tree first."""
+        self._running.add(proc.pid)
+        try:
+            async with asyncio.timeout(timeout):
+                await proc.wait()
+        except TimeoutError:
+            self._kill_tree(proc.pid)
+            await proc.wait()
+            await self._kill_stragglers()
+            return True
+        except BaseException:
+            self._kill_tree(proc.pid)
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(proc.wait())
+            raise
+        finally:
+            self._running.discard(proc.pid)
+        return False
+
+    def instance_pids(self) -> list[int]:
+        """The run's live processes: its cgroup's list, else by its own host uid, else (plain mode)
+        by the marker variable. In bwrap mode without any of these, each command's pid namespace
+        ended with it, and everything in it."""
+        if self._cgroups.tracks_processes:
+            return self._cgroups.pids()
+        if self.host_uid is not None:
+            return uid_pids(self.host_uid)
+        return marked_pids(self._run_id) if self.mode == "plain" else []
+
+    def _kill_tree(self, pgid: int) -> None:
+        kill_group(pgid)
+        if self._cgroups.tracks_processes:
+            self._cgroups.kill_all()
+        else:
+            kill_pids(self.instance_pids())
+
+    async def _kill_stragglers(self) -> list[str]:
+        """Kill whatever the run still has and wait until it is gone; returns survivors."""
+        if self._cgroups.tracks_processes:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + _TEARDOWN_KILL_SEC
+            while self._cgroups.kill_all():
+                if loop.time() > deadline:
+                    return [f"processes {self._cgroups.pids()} survived teardown"]
+                await asyncio.sleep(0.005)
+            return []
+        # A scan by uid or marker misses a process caught in the middle of an exec (its environment
+        # is unreadable for that moment): only two empty scans in a row mean nothing is left.
+        deadline = asyncio.get_running_loop().time() + _TEARDOWN_KILL_SEC
+        empty_scans = 0
+        while empty_scans < 2:
+            stragglers = self.instance_pids()
+            if not stragglers:
+                empty_scans += 1
+                continue
+            if asyncio.get_running_loop().time() > deadline:
+                return [f"process {pid} survived teardown" for pid in stragglers]
+            empty_scans = 0
+            kill_pids(stragglers)
+            left = await wait_gone(stragglers, timeout=_TEARDOWN_KILL_SEC)
+            if left:
+                return [f"process {pid} survived teardown" for pid in left]
+        return []
+
+    async def stop(self) -> None:
+        """Kill whatever the run still has (a daemon an agent left behind) before the verifier
+        starts and before logs are collected; problems go to `warnings`."""
+        for pid in list(self._running):
+            kill_group(pid)
+        self.warnings.extend(await self._kill_stragglers())
+        self._stopped = True
+
+    def resource_problem(self) -> str | None:
+        problems = []
+        kills = self._cgroups.oom_kills()
+        if kills > self._oom_seen:
+            self._oom_seen = kills
+            problems.append(f"out of memory: a process was killed at the {self.limits.memory_mb} MB limit")
+        if self._quota_mounted and quota.is_full(self.paths.root):
+            problems.append(f"disk quota full: the instance's {self.limits.disk_mb} MB were used up")
+        return "; ".join(problems) or None
+
+    async def close(self) -> list[str]:
+        """Kill every process of the run and delete the instance; returns problems, if any."""
+        for pid in list(self._running):
+            kill_group(pid)
+        problems = [] if self._stopped else await self._kill_stragglers()
+        problems += [f"cgroup {d} could not be removed" for d in self._cgroups.remove()]
+        # Unmounting takes milliseconds of kernel time on a busy host: not on the event loop.
+        await asyncio.to_thread(self._remove_files)
+        if self.host_uid is not None and not problems:
+            HOST_UIDS.give_back(self.host_uid)  # a uid with survivors is never handed out again
+        return problems
+
+    def _remove_files(self) -> None:
+        if self._quota_mounted and quota.unmount_quota(self.paths.root):
+            with contextlib.suppress(OSError):
+                self.paths.root.rmdir()
+        else:
+            files.remove_tree(self.paths.root)
+
+
+def _exit_code(returncode: int | None) -> int | None:
+    """Shell convention: death by signal N is reported as 128 + N."""
+    if returncode is None:
+        return None
+    return 128 - returncode if returncode < 0 else returncode

@@ -1,0 +1,142 @@
+"""A hostile agent that cannot solve the task tries to make the verifier's own runtime write the
+reward: Python's user site (`.pth`, `usercustomize`), git's configuration (`core.fsmonitor`), pip's
+configuration, shell start-up files. The verifier here runs Python, git and pip the way real
+verifiers do and writes 0 unless something else wrote a reward first.
+
+In the local sandbox the verifier gets a HOME of its own, so nothing an agent left there runs.
+"""
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from envloop.core.ids import new_id
+from envloop.core.trial import TrialOutcome, TrialSpec
+from envloop.environments import LocalEnvironmentProvider
+from envloop.environments.bwrap import bwrap_executable
+from envloop.runners import ShellRunner
+from tests.docker_daemon import docker_daemon
+
+__all__ = ["docker_daemon"]
+
+FORGE = "open(__import__('os').environ['ENVLOOP_LOGS_DIR'] + '/verifier/reward.txt', 'w').write('1')"
+WRITE_ONE = "echo 1 > $ENVLOOP_LOGS_DIR/verifier/reward.txt"
+HOSTILE = f"""\
+site=$(python3 -c 'import site; print(site.getusersitepackages())')
+mkdir -p "$site" "$HOME/.config/pip"
+echo "import os; {FORGE}" > "$site/evil.pth"
+echo "{FORGE}" > "$site/usercustomize.py"
+printf '[core]\\n\\tfsmonitor = "sh -c \\\\"%s\\\\"; false"\\n' '{WRITE_ONE}' > "$HOME/.gitconfig"
+printf '[global]\\nindex-url = http://127.0.0.1:9/forged\\n' > "$HOME/.config/pip/pip.conf"
+echo '{WRITE_ONE}' | tee "$HOME/.bashrc" "$HOME/.profile" "$HOME/.bash_profile"
+"""
+VERIFIER = """\
+#!/usr/bin/env bash
+logs="${ENVLOOP_LOGS_DIR:-/logs}"
+python3 -c 'pass'
+repo=$(mktemp -d) && git init -q "$repo" && git -C "$repo" status >/dev/null 2>&1
+python3 -m pip config list > "$logs/verifier/pip-config.txt" 2>&1 || true
+bash -lc true
+[ -f "$logs/verifier/reward.txt" ] || echo 0 > "$logs/verifier/reward.txt"
+"""
+
+
+def run_hostile(tmp_path: Path, mode: str) -> TrialOutcome:
+    task = tmp_path / "task"
+    (task / "tests").mkdir(parents=True)
+    (task / "environment").mkdir()
+    (task / "task.toml").write_text('version = "1.0"\n')
+    (task / "instruction.md").write_text("An impossible task.\n")
+    (task / "tests" / "test.sh").write_text(VERIFIER)
+    spec = TrialSpec(
+        job_id="job_tamper",
+        trial_id=new_id("trl"),
+        task_name="task",
+        attempt=1,
+        profile_ref="team/hostile@1",
+        runner="envloop/shell@1",
+        params={"AGENT_NAME": "command", "AGENT_COMMAND": HOSTILE},
+        task_dir=task,
+        instance_root=tmp_path / "instances",
+        artifacts_dir=tmp_path / "artifacts",
+    )
+    return asyncio.run(ShellRunner(LocalEnvironmentProvider(mode)).run(spec))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [
+        pytest.param("bwrap", marks=pytest.mark.skipif(bwrap_executable()[0] is None, reason="no bwrap")),
+        "plain",
+    ],
+)
+def test_nothing_the_agent_left_in_its_home_runs_as_part_of_the_verifier(tmp_path: Path, mode: str) -> None:
+    outcome = run_hostile(tmp_path, mode)
+    assert outcome.error is None, outcome.error
+    assert (tmp_path / "artifacts" / "agent" / "stderr.txt").read_text() == ""
+    assert outcome.reward == 0.0
+    assert "forged" not in (tmp_path / "artifacts" / "verifier" / "pip-config.txt").read_text()
+
+
+DOCKER_HOSTILE = f"""\
+site=$(python3 -c 'import site; print(site.getsitepackages()[0])')
+mkdir -p "$site"
+echo "import os; {FORGE}" > "$site/evil.pth"
+printf '#!/bin/sh\\necho 1 > /logs/verifier/reward.txt\\n' > /usr/local/bin/git && chmod +x /usr/local/bin/git
+"""
+DOCKER_VERIFIER = """\
+#!/usr/bin/env bash
+python3 -c 'pass'
+git --version >/dev/null 2>&1
+[ -f /logs/verifier/reward.txt ] || echo 0 > /logs/verifier/reward.txt
+"""
+
+
+def run_hostile_container(tmp_path: Path, verifier_environment: str) -> TrialOutcome:
+    from envloop.environments.docker import BuildRecords  # noqa: PLC0415
+    from envloop.environments.docker.provider import DockerEnvironmentProvider  # noqa: PLC0415
+
+    task = tmp_path / "task"
+    (task / "tests").mkdir(parents=True)
+    (task / "environment").mkdir()
+    (task / "task.toml").write_text('version = "1.0"\n')
+    (task / "instruction.md").write_text("An impossible task.\n")
+    (task / "environment" / "Dockerfile").write_text("FROM python:3.11-slim\nWORKDIR /app\n")
+    (task / "tests" / "test.sh").write_text(DOCKER_VERIFIER)
+    spec = TrialSpec(
+        job_id="job_tamper",
+        trial_id=new_id("trl"),
+        task_name="task",
+        attempt=1,
+        profile_ref="team/hostile@1",
+        runner="envloop/shell@1",
+        params={"AGENT_NAME": "command", "AGENT_COMMAND": DOCKER_HOSTILE},
+        task_dir=task,
+        instance_root=tmp_path / "instances",
+        artifacts_dir=tmp_path / "artifacts",
+        verifier_environment=verifier_environment,  # type: ignore[arg-type]
+    )
+    provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
+    return asyncio.run(ShellRunner(provider).run(spec))
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.usefixtures("docker_daemon")
+def test_a_root_agents_changes_to_the_verifiers_runtime_are_flagged_and_a_separate_verifier_is_untouched(
+    tmp_path: Path,
+) -> None:
+    shared = run_hostile_container(tmp_path / "shared", "task")
+    # Run where the task says, the agent's changes reach the verifier; the trial says what they were.
+    flagged = [w for w in shared.warnings if w.startswith("tamper:")]
+    assert shared.reward == 1.0  # a flag never changes a reward by itself
+    assert any("python import path" in w and "evil.pth" in w for w in flagged), shared.warnings
+    assert any("binary on PATH" in w and "/usr/local/bin/git" in w for w in flagged), shared.warnings
+    apart = run_hostile_container(tmp_path / "apart", "separate")
+    assert apart.error is None, apart.error
+    assert apart.reward == 0.0
+    assert (
+        "verifier: a fresh environment"
+        in (tmp_path / "apart" / "artifacts" / "handoff" / "output.txt").read_text()
+    )
