@@ -30,6 +30,7 @@ from envloop.core.trajectory import Trajectory
 from envloop.services.errors import ConflictError, NotFoundError, ServerError, UserError
 from envloop.wire import (
     LOG_PAGE_BYTES,
+    PAGE_STEPS,
     ApiKeyView,
     ArtifactInfo,
     BoardRow,
@@ -55,6 +56,7 @@ from envloop.wire import (
     SamplePage,
     SampleQuery,
     ShareView,
+    StepPage,
     SubmitResult,
     TrialEvent,
     TrialView,
@@ -326,7 +328,12 @@ class Client:
             yield from response.iter_bytes()
 
     def trial_steps(self, trial_id: str) -> Trajectory | None:
+        """The whole trajectory (the server streams it); `trial_step_page` reads it a page at a time."""
         return self._get(f"/v1/trials/{quote(trial_id)}/steps", Trajectory | None)  # type: ignore[arg-type]
+
+    def trial_step_page(self, trial_id: str, offset: int = 0, limit: int = PAGE_STEPS) -> StepPage:
+        path = f"/v1/trials/{quote(trial_id)}/steps/page"
+        return self._get(path, StepPage, offset=offset or None, limit=limit)
 
     def list_artifacts(self, trial_id: str) -> list[ArtifactInfo]:
         return self._get(f"/v1/trials/{quote(trial_id)}/artifacts", list[ArtifactInfo])

@@ -34,6 +34,7 @@ from envloop.services import (
     rollouts,
     samples,
     shares,
+    trace,
     trials,
     usage,
 )
@@ -41,6 +42,7 @@ from envloop.services.context import Context, open_context
 from envloop.services.rollouts import ProgressFeed
 from envloop.wire import (
     LOG_PAGE_BYTES,
+    PAGE_STEPS,
     ApiKeyView,
     ArtifactInfo,
     BoardRow,
@@ -65,6 +67,7 @@ from envloop.wire import (
     SamplePage,
     SampleQuery,
     ShareView,
+    StepPage,
     SubmitResult,
     TrialView,
 )
@@ -218,7 +221,10 @@ class LocalClient:
         return trials.read_artifact(self._ctx, trial_id, relpath)
 
     def trial_steps(self, trial_id: str) -> Trajectory | None:
-        return trials.trial_steps(self._ctx, trial_id)
+        return trace.trial_steps(self._ctx, trial_id)
+
+    def trial_step_page(self, trial_id: str, offset: int = 0, limit: int = PAGE_STEPS) -> StepPage:
+        return trace.step_page(self._ctx, trial_id, offset, limit)
 
     def list_artifacts(self, trial_id: str) -> list[ArtifactInfo]:
         return trials.list_artifacts(self._ctx, trial_id)

@@ -15,6 +15,7 @@ from typing import Protocol, Self
 from envloop.core.trajectory import Trajectory
 from envloop.wire import (
     LOG_PAGE_BYTES,
+    PAGE_STEPS,
     ApiKeyView,
     ArtifactInfo,
     BoardRow,
@@ -39,6 +40,7 @@ from envloop.wire import (
     SamplePage,
     SampleQuery,
     ShareView,
+    StepPage,
     SubmitResult,
     TrialView,
 )
@@ -117,6 +119,7 @@ class Operations(Protocol):
     ) -> dict[str, str]: ...
     def read_artifact(self, trial_id: str, relpath: str) -> Iterator[bytes]: ...
     def trial_steps(self, trial_id: str) -> Trajectory | None: ...
+    def trial_step_page(self, trial_id: str, offset: int = 0, limit: int = PAGE_STEPS) -> StepPage: ...
     def list_artifacts(self, trial_id: str) -> list[ArtifactInfo]: ...
     def copy_artifacts(self, trial_id: str, dest: Path) -> list[ArtifactInfo]: ...
     def invalidate_trial(self, trial_id: str, reason: str | None, undo: bool = False) -> TrialView: ...

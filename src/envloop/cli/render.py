@@ -157,8 +157,12 @@ def _as_profile(usage: JobUsage) -> ProfileUsage:
 
 def result_view(result: JobResult) -> Group:
     parts: list[Text | Group] = [Text(f"job {result.id}  {result.status}  k={result.attempts}")]
+    if (flagged := result.flags.line()) is not None:
+        parts.append(Text(f"{flagged}: see el trial get (a flag never changes a reward)", style="yellow"))
     for ref, metrics in result.profiles.items():
         parts.append(Text(""))
         parts.append(profile_block(ref, metrics))
         parts.extend(structured_lines(metrics.structured))
+        if len(result.profiles) > 1 and (flagged := metrics.flags.line()) is not None:
+            parts.append(Text(flagged))
     return Group(*parts)

@@ -153,6 +153,22 @@ def compute_metrics(members: Sequence[str], k: int, slots: Iterable[AttemptSlot]
     )
 
 
+def score_bounds(reward_sum: float, total: int, missing: int, best: float) -> tuple[float, float]:
+    """(lower, upper): the mean over `total` requested attempts with each of the `missing` ones
+    counted as 0, and as `best` (the highest reward the row could have had: max(1, its highest))."""
+    if total <= 0:
+        return 0.0, max(best, 1.0)
+    ceiling = max(best, 1.0)
+    return reward_sum / total, (reward_sum + missing * ceiling) / total
+
+
+def bounds_of(m: ProfileMetrics) -> tuple[float, float]:
+    """`score_bounds` of a profile's metrics: its scored rewards, its missing attempts."""
+    rewards = [value for row in m.members for value in row.attempts if not isinstance(value, str)]
+    counts = m.score_counts
+    return score_bounds(math.fsum(rewards), counts.total, counts.missing, max(rewards, default=1.0))
+
+
 def score_interval(
     score: float, stderr: float, clusters: int, values: int, rewards: Iterable[float], *, binary: bool
 ) -> tuple[float, float]:

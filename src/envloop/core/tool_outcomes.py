@@ -7,21 +7,32 @@ exit code. It did run, so it is not "could not run": when the agent's time limit
 otherwise (a cancelled job) it was cut off.
 """
 
+from collections.abc import Iterable, Iterator
 from typing import Literal
 
-from envloop.core.trajectory import ToolStep, Trajectory
+from envloop.core.trajectory import Step, ToolStep, Trajectory
 
 ToolOutcome = Literal["ran", "nonzero_exit", "timed_out", "cut_off", "could_not_run"]
 
 
 def tool_outcomes(trajectory: Trajectory) -> dict[int, ToolOutcome]:
     """Each tool step's outcome, by step index."""
-    tools = [step for step in trajectory.steps if isinstance(step, ToolStep)]
-    last = tools[-1].index if tools else None
-    found: dict[int, ToolOutcome] = {}
-    for step in tools:
-        found[step.index] = _outcome(step, step.index == last, trajectory.stop_reason == "timeout")
-    return found
+    timed_out = trajectory.stop_reason == "timeout"
+    return {step.index: outcome for step, outcome in each_tool_outcome(trajectory.steps, timed_out)}
+
+
+def each_tool_outcome(steps: Iterable[Step], agent_timed_out: bool) -> Iterator[tuple[ToolStep, ToolOutcome]]:
+    """Each tool step with its outcome, reading the steps once (a trajectory read a page at a time):
+    a step is judged when the next tool step shows it was not the last."""
+    held: ToolStep | None = None
+    for step in steps:
+        if not isinstance(step, ToolStep):
+            continue
+        if held is not None:
+            yield held, _outcome(held, False, agent_timed_out)
+        held = step
+    if held is not None:
+        yield held, _outcome(held, True, agent_timed_out)
 
 
 def _outcome(step: ToolStep, last: bool, agent_timed_out: bool) -> ToolOutcome:

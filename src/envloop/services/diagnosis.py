@@ -2,8 +2,9 @@
 its trials were isolated, and the warnings its trials carry (a limit cut to the operator's ceiling,
 a Dockerfile instruction not executed, plain mode, a network closed by the operator).
 
-A user reading a score must see at once when attempts are missing and why, and when the
-environment was not what the task asked for; the CLI (`el job result`), the API and the console
+A user reading a score must see at once when attempts are missing and why, when the
+environment was not what the task asked for, and which trials are flagged (files the agent changed
+that the verifier may run, failed model calls); the CLI (`el job result`), the API and the console
 all read this one summary.
 """
 
@@ -17,10 +18,10 @@ from envloop.services.failures import EXAMPLES, failure_summary
 from envloop.services.jobs import load_job
 from envloop.services.unsupported import not_run_line
 from envloop.store.tables import Trial
-from envloop.wire.diagnosis import FailureGroup, JobDiagnosis, NotRunGroup, WarningGroup
+from envloop.wire.diagnosis import FailureGroup, FlagGroup, JobDiagnosis, NotRunGroup, WarningGroup
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
-__all__ = ["JobDiagnosis", "NotRunGroup", "WarningGroup"]
+__all__ = ["FlagGroup", "JobDiagnosis", "NotRunGroup", "WarningGroup"]
 
 WARNING_CHARS = 300
 
@@ -53,7 +54,7 @@ def status_note(status: str, failures: list[FailureGroup]) -> str | None:
 
 def job_diagnosis(ctx: Context, job_id: str) -> JobDiagnosis:
     query = (
-        select(Trial.id, Trial.sandbox, Trial.warnings)
+        select(Trial.id, Trial.sandbox, Trial.warnings, Trial.flags)
         .where(Trial.job_id == job_id)
         .order_by(Trial.profile_id, Trial.member_position, Trial.attempt)
     )
@@ -65,9 +66,19 @@ def job_diagnosis(ctx: Context, job_id: str) -> JobDiagnosis:
         skipped.setdefault(str(item.get("reason", "")), []).append(str(item.get("task", "")))
     sandboxes: Counter[str] = Counter()
     groups: dict[str, WarningGroup] = {}
+    flags: dict[tuple[str, str], FlagGroup] = {}
     for row in rows:
         if row.sandbox:
             sandboxes[row.sandbox] += 1
+        for kind, detail in dict.fromkeys(
+            (str(f.get("kind", "")), str(f.get("detail", ""))[:WARNING_CHARS]) for f in row.flags or []
+        ):
+            flag = flags.get((kind, detail))
+            if flag is None:
+                flag = flags[kind, detail] = FlagGroup(kind=kind, detail=detail, count=0, trial_ids=[])
+            flag.count += 1
+            if len(flag.trial_ids) < EXAMPLES:
+                flag.trial_ids.append(row.id)
         for warning in dict.fromkeys(str(w)[:WARNING_CHARS] for w in row.warnings or []):
             group = groups.setdefault(warning, WarningGroup(text=warning, count=0, trial_ids=[]))
             group.count += 1
@@ -83,4 +94,5 @@ def job_diagnosis(ctx: Context, job_id: str) -> JobDiagnosis:
         failures=failures,
         sandboxes=dict(sandboxes.most_common()),
         warnings=sorted(groups.values(), key=lambda g: -g.count),
+        flags=sorted(flags.values(), key=lambda g: (-g.count, g.kind, g.detail)),
     )

@@ -2,9 +2,11 @@
 
 import threading
 from collections import OrderedDict
+from typing import Any
 
 from sqlalchemy import select
 
+from envloop.core.flags import count_flags
 from envloop.core.metrics import AttemptSlot, SlotState, compute_metrics
 from envloop.core.reward import reward_problem
 from envloop.core.status import TERMINAL
@@ -94,13 +96,16 @@ def job_result_detail(ctx: Context, job_id: str) -> _Detail:
                     Trial.reward,
                     Trial.invalidated,
                     Trial.structured_result,
+                    Trial.flags,
                 ).where(Trial.job_id == job.id)
             )
             .all()
         )
     slots: dict[str, list[AttemptSlot]] = {p.id: [] for p in profiles}
+    flags: dict[str, list[list[Any]]] = {p.id: [] for p in profiles}
     counted: list[tuple[str, str, str]] = []
-    for trial_id, profile_id, task, attempt, status, reward, invalidated, declared in rows:
+    for trial_id, profile_id, task, attempt, status, reward, invalidated, declared, kept_flags in rows:
+        flags[profile_id].append(kept_flags or [])
         state = slot_state(status, reward, invalidated)
         kept = reward if state in ("scored", "invalidated") else None
         slots[profile_id].append(AttemptSlot(task, attempt, state, kept))
@@ -116,9 +121,11 @@ def job_result_detail(ctx: Context, job_id: str) -> _Detail:
             ref: ProfileResult.model_construct(
                 **dict(compute_metrics(list(job.tasks), job.attempts, slots[p.id])),
                 structured=summarize(structured[ref]),
+                flags=count_flags(flags[p.id]),
             )
             for p, ref in zip(profiles, structured, strict=True)
         },
+        flags=count_flags(f for listed in flags.values() for f in listed),
     )
     if finished:
         _remember(key, (result, structured))

@@ -15,19 +15,20 @@ may still be on their way.
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterable
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from envloop.core.status import TERMINAL
-from envloop.core.tool_outcomes import tool_outcomes
-from envloop.core.trajectory import TRAJECTORY_FILE, ToolStep
+from envloop.core.tool_outcomes import each_tool_outcome
+from envloop.core.trajectory import TRAJECTORY_FILE, Step
 from envloop.services.context import Context
 from envloop.services.jobs import job_profiles, load_job
 from envloop.services.trial_files import surely_published
 from envloop.store.artifacts import ArtifactNotFoundError
 from envloop.store.tables import Trial
-from envloop.trajectories.files import read_trajectory
+from envloop.trajectories.pages import TrajectoryFormatError, open_outline
 
 
 class ToolStat(BaseModel):
@@ -101,32 +102,39 @@ def _profile_usage(ctx: Context, trial_ids: list[str]) -> ProfileToolUsage:
     readable = 0
     for trial_id in trial_ids:
         try:
-            trajectory = read_trajectory(ctx.artifacts.trial_file(trial_id, TRAJECTORY_FILE))
-        except (ArtifactNotFoundError, ValidationError, OSError):
+            outline = open_outline(ctx.artifacts.trial_file(trial_id, TRAJECTORY_FILE))
+            counted = _trial_counts(outline.iter_steps(), outline.head.stop_reason == "timeout")
+        except (ArtifactNotFoundError, TrajectoryFormatError, OSError):
             continue
         readable += 1
-        seen: set[str] = set()
-        outcomes = tool_outcomes(trajectory)
-        for step in trajectory.steps:
-            if not isinstance(step, ToolStep):
-                continue
-            stat = stats.get(step.tool)
-            if stat is None:
-                stat = stats[step.tool] = ToolStat(
-                    tool=step.tool, calls=0, trials=0, errors=0, timeouts=0, nonzero_exits=0
-                )
-            stat.calls += 1
-            if step.tool not in seen:
-                seen.add(step.tool)
-                stat.trials += 1
-            outcome = outcomes[step.index]
-            if outcome == "could_not_run":
-                stat.errors += 1
-            elif outcome == "timed_out":
-                stat.timeouts += 1
-            elif outcome == "cut_off":
-                stat.cut_off += 1
-            elif outcome == "nonzero_exit":
-                stat.nonzero_exits += 1
+        for tool, counts in counted.items():
+            stat = stats.setdefault(
+                tool, ToolStat(tool=tool, calls=0, trials=0, errors=0, timeouts=0, nonzero_exits=0)
+            )
+            stat.trials += 1
+            stat.calls += counts.calls
+            stat.errors += counts.errors
+            stat.timeouts += counts.timeouts
+            stat.cut_off += counts.cut_off
+            stat.nonzero_exits += counts.nonzero_exits
     tools = sorted(stats.values(), key=lambda s: (-s.calls, s.tool))
     return ProfileToolUsage(trials=len(trial_ids), with_trajectory=readable, tools=tools)
+
+
+def _trial_counts(steps: Iterable[Step], agent_timed_out: bool) -> dict[str, ToolStat]:
+    """One trial's calls per tool, read a step at a time."""
+    counted: dict[str, ToolStat] = {}
+    for step, outcome in each_tool_outcome(steps, agent_timed_out):
+        stat = counted.setdefault(
+            step.tool, ToolStat(tool=step.tool, calls=0, trials=1, errors=0, timeouts=0, nonzero_exits=0)
+        )
+        stat.calls += 1
+        if outcome == "could_not_run":
+            stat.errors += 1
+        elif outcome == "timed_out":
+            stat.timeouts += 1
+        elif outcome == "cut_off":
+            stat.cut_off += 1
+        elif outcome == "nonzero_exit":
+            stat.nonzero_exits += 1
+    return counted

@@ -194,6 +194,8 @@ class Trial(Base):
     stop_reason: Mapped[str | None] = mapped_column(String(40))
     structured_result: Mapped[bool] = mapped_column(Boolean, default=False)
     """Whether the kept artifacts hold a result.json, so results read only the trials that have one."""
+    flags: Mapped[list[Any]] = mapped_column(JSON, default=list, server_default="[]")
+    """What a reader of the reward should know (`core.trial.TrialFlag`: kind, detail, paths)."""
     lease_owner: Mapped[str | None] = mapped_column(String(64))
     lease_token: Mapped[int] = mapped_column(Integer, default=0)
     """Incremented by every claim: only the holder of the current token may record the result."""
@@ -277,6 +279,17 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class ConsoleSession(Base):
+    """A console login: the browser's cookie holds a random token, stored here only as its hash.
+    A session lasts until it expires, its user logs out, or its API key is revoked."""
+
+    __tablename__ = "console_sessions"
+    token_hash: Mapped[str] = mapped_column(String(128), primary_key=True)
+    api_key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
 
 
 class ShareLink(Base):
