@@ -70,11 +70,11 @@ def write_task(root: Path, toml: str) -> Path:
 
 
 def run_probe(
-    tmp_path: Path, toml: str
+    tmp_path: Path, toml: str, **more_targets: str
 ) -> tuple[TrialOutcome, dict[str, object], dict[str, object], list[str]]:
     """Run one trial whose agent and verifier both probe; (outcome, agent's, verifier's, peers the
     host's listener saw)."""
-    targets = json.dumps({"registry": registry_url(), "other": other_registry_url()})
+    targets = json.dumps({"registry": registry_url(), "other": other_registry_url(), **more_targets})
     with host_listener() as listener:
         task = write_task(tmp_path / "task", toml + '\n[verifier.env]\nPROBE_TARGETS = "${PROBE_TARGETS}"\n'
                           'PROBE_PORT = "${PROBE_PORT}"\nPROBE_HOSTS = "${PROBE_HOSTS}"\n')  # fmt: skip
@@ -136,6 +136,23 @@ def test_an_allowlist_reaches_only_its_host_and_nothing_around_its_proxy(tmp_pat
     assert agent["registry direct"] != 200, "the allowed host was reached around the proxy"
     assert "REACHED" not in host_probes(agent).values() and peers == []
     assert "allowlist" in (outcome.sandbox_note or "")
+
+
+def test_an_allowed_host_this_machine_cannot_reach_leaves_the_trial_unscored_not_zero(tmp_path: Path) -> None:
+    # The task's checks need a host the allowlist names but this machine cannot reach (here: a name
+    # that never resolves): whatever the verifier reads then judges the machine, not the agent.
+    allowed = host_of(registry_url())
+    hosts = f'["{allowed}", "envloop-absent.invalid"]'
+    toml = f'[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = {hosts}\n'
+    outcome, agent, verifier, _ = run_probe(tmp_path, toml, absent="https://envloop-absent.invalid/")
+    assert agent["registry"] == 200 and agent["absent"] != 200 and verifier["absent"] != 200
+    assert outcome.error is not None and outcome.error.type == "environment_error"
+    assert outcome.error.message == (
+        "agent phase: the allowlisted envloop-absent.invalid:443 could not be reached from this machine "
+        "(the proxy could not connect)"
+    )
+    assert outcome.reward is None  # the verifier wrote 1; not counted
+    assert outcome.reward_note is not None and outcome.reward_note.startswith("not counted: agent phase")
 
 
 def test_phases_switch_between_policies(tmp_path: Path) -> None:

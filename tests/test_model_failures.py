@@ -13,7 +13,7 @@ import pytest
 from envloop.core.model_failures import judge_model_calls
 from envloop.core.trial import TrialError, TrialOutcome
 from envloop.testing import Reply, ScriptedServer, ScriptedToolCall
-from tests.conftest import El, make_task, write_profile
+from tests.conftest import REPO, El, make_task, write_profile
 from tests.test_agent_envloop import params
 
 RIGHT_KEY = "sk-the-right-key-7f3a"
@@ -90,7 +90,7 @@ def test_a_model_that_refuses_every_call_leaves_envloop_agent_and_chat_trials_un
 def test_recorded_calls_decide_for_any_agent_some_failed_flags_all_failed_unscores(
     el: El, tmp_path: Path, store_url: str
 ) -> None:
-    plugins = {"ENVLOOP_PLUGIN_MODULES": "tests.recorded_calls_agent"}
+    plugins = {"ENVLOOP_PLUGIN_MODULES": "tests.recorded_calls_agent", "PYTHONPATH": str(REPO)}
     make_task(tmp_path / "tasks", "solvable")  # the agent solves it: the verifier writes 1
     el.ok("dataset", "push", str(tmp_path / "tasks"), "--name", "calls")
     for name, calls, failed in (("flaky", "7", "3"), ("refused", "2", "2")):

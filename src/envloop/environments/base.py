@@ -168,6 +168,11 @@ class Environment(Protocol):
         """Why a limit was hit since the last call (out of memory, disk quota full), if it was."""
         ...
 
+    def network_shortfall(self) -> str | None:
+        """Which allowed destinations the environment could not reach up to the last `stop()`, if
+        any: the network it promised was not there, so what was judged was not the agent's doing."""
+        ...
+
 
 class EnvironmentProvider(Protocol):
     """Makes instances. A provider may also say which environment's task features it honours

@@ -190,6 +190,10 @@ class EnvironmentBase(ABC):
     def resource_problem(self) -> str | None:
         """Why a limit was hit since the last call (out of memory, disk quota full), if it was."""
 
+    def network_shortfall(self) -> str | None:
+        """None: an environment whose network is all or nothing has no allowed host to miss."""
+        return None
+
     # ---- what every caller uses -----------------------------------------------------------------
 
     async def exec(

@@ -57,9 +57,11 @@ from envloop.runners.shell_phases import (
     PhasePlan,
     agent_network,
     captures_dir,
+    cut_off,
     exhausted,
     keep_phase_log,
     phase_plan,
+    unless_cut_off,
 )
 from envloop.runners.shell_steps import RecordingEnvironment
 from envloop.runners.verification import verify
@@ -245,6 +247,7 @@ class ShellRunner:
         # reward after the verifier wrote it.
         await environment.stop()
         agent_error = exhausted("agent", environment) or agent_error
+        unreachable = cut_off("agent", environment)
         reading, verifier_error = (
             await verify(environment, provider, task, None, spec, phases, recorder, plan)
             if attempted
@@ -253,6 +256,7 @@ class ShellRunner:
         started = _now()
         await environment.stop()
         verifier_error = exhausted("verifier", environment) or verifier_error
+        reading, agent_error = unless_cut_off(reading, agent_error, unreachable, environment)
         kept = await self.keep_artifacts(environment, spec)
         keep_phase_log(spec, "collection", kept)
         phases.append(PhaseRecord(name="artifacts", started_at=started, ended_at=_now()))

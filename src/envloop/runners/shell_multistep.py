@@ -19,11 +19,14 @@ from envloop.environments import Environment, EnvironmentProvider
 from envloop.runners.healthcheck import wait_healthy
 from envloop.runners.shell_phases import (
     UNATTEMPTED,
+    PhasePlan,
     agent_network,
     captures_dir,
+    cut_off,
     exhausted,
     keep_phase_log,
     step_plan,
+    unless_cut_off,
 )
 from envloop.runners.step_setup import prepare_step
 from envloop.runners.verification import verify
@@ -55,18 +58,7 @@ async def run_steps(
         networks = phase_networks(task.config, step.config)
         recorder.add(StateStep(at=datetime.now(UTC), note=f"step {step.name!r} begins"))
         await environment.set_network(networks.baseline, f"{step.name} setup")
-        problem = await prepare_step(
-            environment, step, plan.agent_timeout_sec, captures_dir(spec) / plan.logs / "setup"
-        )
-        if problem is None and step.config.healthcheck is not None:
-            where = f"step {step.name!r}: [steps.healthcheck]"
-            report = await wait_healthy(
-                environment, step.config.healthcheck, where, captures_dir(spec) / plan.logs / "healthcheck"
-            )
-            keep_phase_log(spec, f"{plan.logs}/healthcheck", "\n".join(report.lines) + "\n")
-            problem = report.error
-        elif problem is not None:
-            problem = problem.model_copy(update={"message": f"step {step.name!r}: {problem.message}"})
+        problem = await _step_ready(environment, step, spec, plan)
         if problem is not None:
             return await _stopped_before(runner, environment, task, spec, step, results, phases, problem)
         await environment.set_network(agent_network(networks.agent, spec), f"{step.name} agent")
@@ -75,6 +67,7 @@ async def run_steps(
         )
         await environment.stop()
         agent_error = exhausted("agent", environment) or agent_error
+        unreachable = cut_off("agent", environment)
         reading, verifier_error = (
             await verify(environment, provider, view, step, spec, phases, recorder, plan)
             if attempted
@@ -82,6 +75,7 @@ async def run_steps(
         )
         await environment.stop()
         verifier_error = exhausted("verifier", environment) or verifier_error
+        reading, agent_error = unless_cut_off(reading, agent_error, unreachable, environment)
         if verifier_mode(task.config, step.config) == "shared":
             await environment.get_dir(
                 environment.visible.verifier_logs, spec.artifacts_dir / "steps" / step.name / "verifier"
@@ -92,7 +86,7 @@ async def run_steps(
         if error is not None:
             errors.append(error.model_copy(update={"message": f"step {step.name!r}: {error.message}"}))
         gate = below_minimum(values, step.config.min_reward)
-        if gate is None and error is not None and error.type == "resource_exhausted":
+        if gate is None and error is not None and error.type in ("resource_exhausted", "environment_error"):
             gate = error.message
         if gate is not None:
             stopped = f"stopped after step {step.name!r}: {gate}"
@@ -117,6 +111,25 @@ async def run_steps(
         phases=phases,
         warnings=warnings,
     )
+
+
+async def _step_ready(
+    environment: Environment, step: TaskStep, spec: TrialSpec, plan: PhasePlan
+) -> TrialError | None:
+    """The step's own setup, then its healthcheck: why the step cannot begin, or None."""
+    problem = await prepare_step(
+        environment, step, plan.agent_timeout_sec, captures_dir(spec) / plan.logs / "setup"
+    )
+    if problem is not None:
+        return problem.model_copy(update={"message": f"step {step.name!r}: {problem.message}"})
+    if step.config.healthcheck is None:
+        return None
+    where = f"step {step.name!r}: [steps.healthcheck]"
+    report = await wait_healthy(
+        environment, step.config.healthcheck, where, captures_dir(spec) / plan.logs / "healthcheck"
+    )
+    keep_phase_log(spec, f"{plan.logs}/healthcheck", "\n".join(report.lines) + "\n")
+    return report.error
 
 
 async def _stopped_before(

@@ -81,6 +81,37 @@ def exhausted(phase: str, environment: Environment) -> TrialError | None:
     return TrialError(type="resource_exhausted", message=f"{phase} phase: {problem}")
 
 
+def cut_off(phase: str, environment: Environment) -> TrialError | None:
+    """An allowed destination the phase could not reach: the checks then judge this machine's
+    network, not the agent, so the trial is an environment error and its reading is not counted."""
+    problem = environment.network_shortfall()
+    if problem is None:
+        return None
+    return TrialError(type="environment_error", message=f"{phase} phase: {problem}")
+
+
+def unless_cut_off(
+    reading: RewardReading,
+    agent_error: TrialError | None,
+    after_agent: TrialError | None,
+    environment: Environment,
+) -> tuple[RewardReading, TrialError | None]:
+    """The verifier's reading and the agent's error, unless the agent's phase (`after_agent`) or the
+    verifier's could not reach an allowed destination: then not counted, and that is the error."""
+    unreachable = after_agent or cut_off("verifier", environment)
+    if unreachable is None:
+        return reading, agent_error
+    return not_counted(reading, unreachable), unreachable
+
+
+def not_counted(reading: RewardReading, error: TrialError) -> RewardReading:
+    """The reading of a phase whose network failed its promise; the verifier's own words stay in
+    the trajectory's verifier step."""
+    if reading.reward is None and not reading.dimensions:
+        return reading
+    return RewardReading(reward=None, note=f"not counted: {error.message}")
+
+
 def keep_phase_log(spec: TrialSpec, phase: str, text: str) -> None:
     """A phase without a command of its own still says what it did (`el trial logs --phase`)."""
     directory = spec.artifacts_dir / phase

@@ -86,6 +86,9 @@ class RecordingEnvironment:
     def resource_problem(self) -> str | None:
         return self._inner.resource_problem()
 
+    def network_shortfall(self) -> str | None:
+        return self._inner.network_shortfall()
+
     async def exec(
         self,
         command: Sequence[str],

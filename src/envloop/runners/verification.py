@@ -27,7 +27,7 @@ from envloop.environments.base import Mounts
 from envloop.environments.policy import operator_policy
 from envloop.environments.tampering import Tampering
 from envloop.runners import handoff
-from envloop.runners.shell_phases import PhasePlan, captures_dir, keep_phase_log
+from envloop.runners.shell_phases import PhasePlan, captures_dir, cut_off, keep_phase_log, not_counted
 from envloop.runners.shell_steps import verifier_step
 from envloop.tasks.model import HarborTask, TaskStep
 from envloop.tasks.phases import phase_networks, verifier_mode, verifier_offline_by_design
@@ -115,11 +115,14 @@ async def verify(
             mounts = SHARED_MOUNTS if apart else SEPARATE_MOUNTS
             reading, error = await run_verifier(fresh, task, spec, phases, recorder, plan, mounts)
             await fresh.stop()
+            unreachable = cut_off(_phase("separate verifier", step), fresh)
             lines += await fresh.get_dir(
                 fresh.visible.verifier_logs, spec.artifacts_dir / plan.logs / "verifier"
             )
             lines.append(f"verifier: a fresh environment ({fresh.note})")
             keep_phase_log(spec, log, "\n".join(lines) + "\n")
+            if unreachable is not None:
+                return not_counted(reading, unreachable), unreachable
             return reading, error
     except EnvironmentSetupError as exc:
         phases.append(PhaseRecord(name="verifier", started_at=started, ended_at=_now()))

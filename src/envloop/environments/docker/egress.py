@@ -6,6 +6,11 @@ see the proxy in `HTTP_PROXY`/`HTTPS_PROXY` (both spellings); Squid forwards pla
 tunnels (`CONNECT`, to port 443 only) for the allowed names and refuses everything else. A host
 `example.com` allows that name alone; `*.example.com` every name below it but not the name itself
 (Harbor's rule). Traffic that ignores the proxy has nowhere to go, so the allowlist fails closed.
+
+An allowed host this machine cannot reach (no route to the internet, a name that does not resolve)
+would fail the task's checks as if the agent had: the proxy logs every request, and a request it
+let through but could not connect (a 5xx Squid made itself, never reaching the host) is named by
+`unreachable()`, so the phase's verdict is not counted (the environment could not keep its promise).
 The proxy's own traffic is a public trial's: it cannot reach the host or a private network either
 (firewall.py).
 
@@ -25,6 +30,8 @@ from envloop.environments.docker.networks import TrialNetworks
 
 EGRESS_IMAGE = "envloop/egress:squid"
 EGRESS_PORT = 3128
+ACCESS_LOG = "/var/log/squid/envloop.log"
+"""Where the proxy logs each request: method, URL, status, Squid's result and how it was served."""
 _READY_SEC = 30.0
 _BASE = "envloop/debian:bookworm"
 _DOCKERFILE = f"""\
@@ -58,7 +65,8 @@ def squid_config(hosts: tuple[str, ...]) -> str:
     lines += [
         "http_access deny all",
         "cache deny all",
-        "access_log none",
+        "logformat envloop %rm %ru %>Hs %Ss %Sh",
+        f"access_log stdio:{ACCESS_LOG} envloop",
         "cache_log stdio:/dev/stderr",
         "pid_filename none",
         "visible_hostname envloop-egress",
@@ -106,6 +114,8 @@ class EgressProxies:
         self._trial_id = trial_id
         self._labels = labels
         self._proxies: dict[tuple[str, ...], tuple[Container, str]] = {}
+        self._read: dict[str, int] = {}
+        """Lines of each proxy's access log already read."""
 
     async def proxy_for(self, hosts: tuple[str, ...], internal: str) -> dict[str, str]:
         """The variables that send a command's traffic through the proxy for `hosts`."""
@@ -150,10 +160,37 @@ class EgressProxies:
             raise
         return container, alias
 
+    async def unreachable(self) -> list[str]:
+        """The allowed destinations the proxies could not reach since the last call."""
+        found: list[str] = []
+        for container, _ in self._proxies.values():
+            try:
+                log = await container.read_file(ACCESS_LOG, max_bytes=4 << 20)
+            except DockerError:
+                continue
+            lines = log.decode(errors="replace").splitlines()
+            fresh, self._read[container.id] = lines[self._read.get(container.id, 0) :], len(lines)
+            found += [where for where in map(_unreachable, fresh) if where and where not in found]
+        return found
+
     async def remove(self) -> None:
         for container, _ in self._proxies.values():
             await container.remove()
         self._proxies.clear()
+
+
+def _unreachable(line: str) -> str | None:
+    """The destination of a logged request the proxy allowed but could not connect; None otherwise.
+    A 5xx with no upstream contact (`HIER_NONE`) is Squid's own failure; a refused name is 403."""
+    words = line.split()
+    if len(words) != 5:
+        return None
+    _, url, status, result, hierarchy = words
+    if not status.isdigit() or not 500 <= int(status) <= 504 or hierarchy != "HIER_NONE":
+        return None
+    if result.startswith("TCP_DENIED"):
+        return None
+    return url.split("://", 1)[-1].split("/", 1)[0]
 
 
 async def _wait_ready(container: Container) -> None:

@@ -88,6 +88,8 @@ class DockerEnvironment(EnvironmentBase):
         self._snapshots = ContainerSnapshots(container, workdir)
         self._oom_seen = 0
         self._oom_pending = False
+        self._unreachable: list[str] = []
+        """Allowed destinations the trial's proxy could not connect, found at the last stop."""
         self._proxy: dict[str, str] = {}
         self._clean: dict[str, int] | None = None
         """The container's diff from its image once set up, before any agent ran."""
@@ -338,6 +340,8 @@ class DockerEnvironment(EnvironmentBase):
         except DockerError as exc:
             self.warnings.append(f"the container could not be stopped: {exc}")
         self._oom_seen = 0
+        if self._service is None:
+            self._unreachable += await self._egress.unreachable()
 
     def resource_problem(self) -> str | None:
         self._observe_oom()
@@ -345,6 +349,12 @@ class DockerEnvironment(EnvironmentBase):
             return None
         self._oom_pending = False
         return f"out of memory: a process was killed at the {self.limits.memory_mb} MB limit"
+
+    def network_shortfall(self) -> str | None:
+        if not self._unreachable:
+            return None
+        hosts, self._unreachable = ", ".join(sorted(set(self._unreachable))), []
+        return f"the allowlisted {hosts} could not be reached from this machine (the proxy could not connect)"
 
 
 def _oom_kills(container_id: str) -> int:
