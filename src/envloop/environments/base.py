@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel
 
-from envloop.core.trial import SandboxMode, TrialSpec
+from envloop.core.trial import SandboxMode, TrialFlag, TrialSpec
 from envloop.tasks.model import HarborTask, TaskUser
 
 if TYPE_CHECKING:
@@ -80,6 +80,8 @@ class Environment(Protocol):
     mode: SandboxMode
     visible: VisiblePaths
     warnings: list[str]
+    flags: list[TrialFlag]
+    """What a reader of the trial's reward should know that the instance saw (tamper flags)."""
     limits: "EffectiveLimits"
 
     @property

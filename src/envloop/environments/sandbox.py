@@ -28,7 +28,7 @@ from typing import BinaryIO, Literal
 from pydantic import BaseModel
 
 from envloop.core.masking import mask_text
-from envloop.core.trial import SandboxMode, TrialSpec
+from envloop.core.trial import SandboxMode, TrialFlag, TrialSpec
 from envloop.environments.base import (
     NO_MOUNTS,
     EnvironmentSetupError,
@@ -86,6 +86,7 @@ class EnvironmentBase(ABC):
         self.limits = limits
         self._note = note
         self.warnings = warnings
+        self.flags: list[TrialFlag] = []
         self.network = network
         """The policy in force now (the provider started the instance with it)."""
         self._task = task

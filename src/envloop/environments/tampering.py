@@ -14,6 +14,8 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
+from envloop.core.trial import TAMPER_FLAG, TrialFlag
+
 _KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "python import path",
@@ -78,9 +80,10 @@ class Tampering(BaseModel):
     paths: list[str]
     count: int
 
-    def describe(self) -> str:
-        shown = ", ".join(self.paths[:3]) + (f" and {self.count - 3} more" if self.count > 3 else "")
-        return f"the agent changed {self.count} {self.kind} path{'s' if self.count != 1 else ''}: {shown}"
+    def flag(self) -> TrialFlag:
+        """`tamper` with the kind and count (`3 python import path changes`) and the paths named."""
+        changes = "change" if self.count == 1 else "changes"
+        return TrialFlag(kind=TAMPER_FLAG, detail=f"{self.count} {self.kind} {changes}", paths=self.paths)
 
 
 def tampering(changed: Iterable[str], ignored: Iterable[str] = ()) -> list[Tampering]:

@@ -210,6 +210,7 @@ class ShellRunner:
             outcome.warnings.append(f"teardown failed: {exc}")
         outcome.phases.append(PhaseRecord(name="teardown", started_at=started, ended_at=_now()))
         outcome.warnings.extend(environment.warnings)
+        outcome.flags.extend(environment.flags)
         if choice_warning is not None:
             outcome.warnings.append(choice_warning)
         outcome.sandbox = environment.mode

@@ -74,7 +74,9 @@ async def verify(
     (reading, error)."""
     if isinstance(environment, Watched):
         for found in await environment.tampering():
-            environment.warnings.append(f"tamper: {found.describe()}")
+            flag = found.flag()
+            if flag not in environment.flags:  # a later step's verifier sees an earlier step's changes
+                environment.flags.append(flag)
     log = f"{plan.logs}/handoff".lstrip("/")
     lines = await handoff.run_hooks(
         environment, handoff.hooks(task, step), captures_dir(spec) / plan.logs / "collect"
