@@ -11,6 +11,7 @@ its record; the Dockerfile that was built is kept beside them when it differs fr
 import asyncio
 import contextlib
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,9 +55,25 @@ class BuildTarget:
     """`--build-arg` values (a compose service's `build.args`)."""
 
 
-def _failure_reason(log: str) -> str:
-    """The builder's own summary of what failed (its last error line), on one line."""
-    lines = [line.strip() for line in log.splitlines() if line.strip()]
+_COMMAND_CHARS = 80
+_FAILED_STEP = re.compile(r"^(#\d+) ERROR: executor failed running \[(.*)\](.*)$")
+_CAUSE = re.compile(r"could not resolve|not found|no such|denied|unable to|error", re.IGNORECASE)
+_TIMING = re.compile(r"^[\d\s:.%-]*")
+"""A step's output line starts with its time; curl's progress meter may run into the message."""
+
+
+def failure_reason(log: str) -> str:
+    """The builder's own summary of what failed (its last error line), on one line: a failed
+    `RUN` names its command's start and the first line of its output that says why."""
+    lines = [line.strip() for line in log.replace("\r", " ").split("\n") if line.strip()]
+    failed = next((m for m in map(_FAILED_STEP.match, reversed(lines)) if m is not None), None)
+    if failed is not None:
+        step, command, rest = failed.groups()
+        command = command.removeprefix("/bin/sh -c ")
+        shown = command if len(command) <= _COMMAND_CHARS else command[:_COMMAND_CHARS] + "…"
+        said = [_TIMING.sub("", text[len(step) :]) for text in lines if text.startswith(step + " ")]
+        cause = next((text for text in said if _CAUSE.search(text) and "ERROR:" not in text), None)
+        return f"RUN {shown} failed{rest}" + (f" ({cause[:200]})" if cause else "")
     for line in reversed(lines):
         lowered = line.lower()
         if (
@@ -106,7 +123,7 @@ async def _run_build(
             raise
     if proc.returncode == 0:
         return True, None
-    return False, _failure_reason(tail(log_path, 64 * 1024))
+    return False, failure_reason(tail(log_path, 64 * 1024))
 
 
 async def _make_uv(needed: NeededImage, records: BuildRecords, log_path: Path) -> str | None:
