@@ -74,7 +74,7 @@ def run_probe(
 ) -> tuple[TrialOutcome, dict[str, object], dict[str, object], list[str]]:
     """Run one trial whose agent and verifier both probe; (outcome, agent's, verifier's, peers the
     host's listener saw)."""
-    targets = json.dumps({"registry": registry_url(), "other": other_registry_url(), **more_targets})
+    targets = json.dumps({"registry": registry_url(), **more_targets})
     with host_listener() as listener:
         task = write_task(tmp_path / "task", toml + '\n[verifier.env]\nPROBE_TARGETS = "${PROBE_TARGETS}"\n'
                           'PROBE_PORT = "${PROBE_PORT}"\nPROBE_HOSTS = "${PROBE_HOSTS}"\n')  # fmt: skip
@@ -110,9 +110,12 @@ def host_probes(found: dict[str, object]) -> dict[str, object]:
 
 
 def test_public_reaches_a_package_registry_and_nothing_of_the_host(tmp_path: Path) -> None:
-    outcome, agent, verifier, peers = run_probe(tmp_path, '[environment]\nnetwork_mode = "public"\n')
+    # A name under a reserved domain exists nowhere: failing to reach it is not this machine's doing.
+    toml = '[environment]\nnetwork_mode = "public"\n'
+    outcome, agent, verifier, peers = run_probe(tmp_path, toml, nowhere="https://envloop.invalid/")
     assert outcome.error is None, outcome.error
     assert agent["registry"] == 200 and verifier["registry"] == 200
+    assert agent["registry direct"] == 200 and agent["nowhere"] != 200
     assert len(host_probes(agent)) >= 2
     assert "REACHED" not in host_probes(agent).values() and "REACHED" not in host_probes(verifier).values()
     assert peers == [], "a service listening on every host address saw a trial connect"
@@ -129,8 +132,8 @@ def test_no_network_has_loopback_alone(tmp_path: Path) -> None:
 def test_an_allowlist_reaches_only_its_host_and_nothing_around_its_proxy(tmp_path: Path) -> None:
     allowed = host_of(registry_url())
     toml = f'[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["{allowed}"]\n'
-    outcome, agent, _, peers = run_probe(tmp_path, toml)
-    assert outcome.error is None, outcome.error
+    outcome, agent, _, peers = run_probe(tmp_path, toml, other=other_registry_url())
+    assert outcome.error is None, outcome.error  # a refused host is not one this machine missed
     assert agent["registry"] == 200, agent
     assert agent["other"] != 200, "a host outside the allowlist was reached"
     assert agent["registry direct"] != 200, "the allowed host was reached around the proxy"
@@ -148,11 +151,25 @@ def test_an_allowed_host_this_machine_cannot_reach_leaves_the_trial_unscored_not
     assert agent["registry"] == 200 and agent["absent"] != 200 and verifier["absent"] != 200
     assert outcome.error is not None and outcome.error.type == "environment_error"
     assert outcome.error.message == (
-        "agent phase: the allowlisted envloop-absent.invalid:443 could not be reached from this machine "
-        "(the proxy could not connect)"
+        "agent phase: envloop-absent.invalid:443 could not be reached from this machine "
+        "(the trial's proxy could not connect)"
     )
     assert outcome.reward is None  # the verifier wrote 1; not counted
     assert outcome.reward_note is not None and outcome.reward_note.startswith("not counted: agent phase")
+
+
+def test_a_public_host_this_machine_cannot_reach_leaves_the_trial_unscored_not_zero(tmp_path: Path) -> None:
+    # `public` on a machine without the internet: a task whose checks fetch a page would score the
+    # oracle 0. The observing proxy sees the request fail (a name no resolver here knows).
+    toml = '[environment]\nnetwork_mode = "public"\n'
+    outcome, agent, _, _ = run_probe(tmp_path, toml, page="https://www.envloop-absent-host.zz/")
+    assert agent["registry"] == 200 and agent["page"] != 200
+    assert outcome.error is not None and outcome.error.type == "environment_error", outcome.error
+    assert outcome.error.message == (
+        "agent phase: www.envloop-absent-host.zz:443 could not be reached from this machine "
+        "(the trial's proxy could not connect)"
+    )
+    assert outcome.reward is None
 
 
 def test_phases_switch_between_policies(tmp_path: Path) -> None:

@@ -390,8 +390,18 @@ class Container:
 
     async def networks(self) -> list[str]:
         """The names of the networks the container is attached to now."""
+        return list(await self._endpoints())
+
+    async def address(self, network: str) -> str:
+        """The container's IPv4 address on `network` (attached to it), NotFoundError otherwise."""
+        address = str((await self._endpoints()).get(network, {}).get("IPAddress") or "")
+        if not address:
+            raise NotFoundError(f"the container has no address on network {network}")
+        return address
+
+    async def _endpoints(self) -> dict[str, dict[str, object]]:
         inspected = await engine().json("GET", f"/containers/{self.id}/json")
-        return list((inspected.get("NetworkSettings") or {}).get("Networks") or {})
+        return dict((inspected.get("NetworkSettings") or {}).get("Networks") or {})
 
     async def stop(self) -> None:
         """Kill every process inside at once (the container's first process included); its files

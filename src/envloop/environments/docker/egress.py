@@ -11,6 +11,13 @@ An allowed host this machine cannot reach (no route to the internet, a name that
 would fail the task's checks as if the agent had: the proxy logs every request, and a request it
 let through but could not connect (a 5xx Squid made itself, never reaching the host) is named by
 `unreachable()`, so the phase's verdict is not counted (the environment could not keep its promise).
+
+A `public` phase has the same problem on a machine without the internet (a task whose solution
+fetches a page scores 0 with the oracle), so it gets an observing proxy too (`PUBLIC_HOSTS`): it
+forwards anything, to any port, and HTTP(S) clients that honour the proxy variables (most) go
+through it and leave a record; traffic that ignores it still goes out directly, as `public` means.
+A name under a reserved top-level domain (`.invalid`, `.test`, …) exists nowhere, so failing to
+reach one is never this machine's shortfall.
 The proxy's own traffic is a public trial's: it cannot reach the host or a private network either
 (firewall.py).
 
@@ -43,18 +50,28 @@ LABEL envloop.base=egress-squid
 """
 
 
+PUBLIC_HOSTS = ("*",)
+"""The observing proxy of a `public` phase: every host, every port."""
+_RESERVED = (".invalid", ".test", ".example", ".localhost", ".local")
+"""Top-level domains no name under which can be reached anywhere (RFC 2606, 6761, 6762)."""
+
+
 def squid_config(hosts: tuple[str, ...]) -> str:
-    """A Squid configuration that forwards to `hosts` alone (ports 80 and 443), caching nothing."""
-    exact = [host for host in hosts if not host.startswith("*.")]
+    """A Squid configuration that forwards to `hosts` alone (ports 80 and 443), or to anything for
+    `PUBLIC_HOSTS`, caching nothing."""
+    exact = [host for host in hosts if not host.startswith("*")]
     below = [host[2:] for host in hosts if host.startswith("*.")]
-    lines = [
-        f"http_port {EGRESS_PORT}",
-        "acl to_ports port 80 443",
-        "acl tls_port port 443",
-        "acl CONNECT method CONNECT",
-        "http_access deny !to_ports",
-        "http_access deny CONNECT !tls_port",
-    ]
+    lines = [f"http_port {EGRESS_PORT}"]
+    if hosts == PUBLIC_HOSTS:
+        lines.append("http_access allow all")
+    else:
+        lines += [
+            "acl to_ports port 80 443",
+            "acl tls_port port 443",
+            "acl CONNECT method CONNECT",
+            "http_access deny !to_ports",
+            "http_access deny CONNECT !tls_port",
+        ]
     if exact:
         lines.append("acl allowed_names dstdomain " + " ".join(exact))
         lines.append("http_access allow allowed_names")
@@ -117,13 +134,16 @@ class EgressProxies:
         self._read: dict[str, int] = {}
         """Lines of each proxy's access log already read."""
 
-    async def proxy_for(self, hosts: tuple[str, ...], internal: str) -> dict[str, str]:
-        """The variables that send a command's traffic through the proxy for `hosts`."""
+    async def proxy_for(
+        self, hosts: tuple[str, ...], internal: str, direct: tuple[str, ...] = ()
+    ) -> dict[str, str]:
+        """The variables that send a command's traffic through the proxy for `hosts`, except to
+        the trial's own containers (`main`, and the service names in `direct`)."""
         if hosts not in self._proxies:
             self._proxies[hosts] = await self._start(hosts, internal)
-        _, alias = self._proxies[hosts]
-        url = f"http://{alias}:{EGRESS_PORT}"
-        skip = "localhost,127.0.0.1,::1,main"
+        _, address = self._proxies[hosts]
+        url = f"http://{address}:{EGRESS_PORT}"
+        skip = ",".join(["localhost", "127.0.0.1", "::1", "main", *direct])
         return {
             "HTTP_PROXY": url,
             "HTTPS_PROXY": url,
@@ -151,26 +171,34 @@ class EgressProxies:
         try:
             container = await Container.start(spec)
         except DockerError as exc:
-            raise EnvironmentSetupError(f"the allowlist proxy did not start: {exc}") from None
+            raise EnvironmentSetupError(f"the trial's egress proxy did not start: {exc}") from None
         try:
             await self._networks.connect(container.id, await self._networks.public())
             await _wait_ready(container)
+            # By address: a name could resolve to the proxy's public address, which a public
+            # trial may not reach (the host guard drops private destinations on public bridges).
+            address = await container.address(internal)
         except BaseException:
             await container.remove()
             raise
-        return container, alias
+        return container, address
 
     async def unreachable(self) -> list[str]:
         """The allowed destinations the proxies could not reach since the last call."""
         found: list[str] = []
-        for container, _ in self._proxies.values():
+        for hosts, (container, _) in self._proxies.items():
             try:
                 log = await container.read_file(ACCESS_LOG, max_bytes=4 << 20)
             except DockerError:
                 continue
             lines = log.decode(errors="replace").splitlines()
             fresh, self._read[container.id] = lines[self._read.get(container.id, 0) :], len(lines)
-            found += [where for where in map(_unreachable, fresh) if where and where not in found]
+            for where in filter(None, map(_unreachable, fresh)):
+                name = where.rsplit(":", 1)[0].lower().rstrip(".")
+                if hosts == PUBLIC_HOSTS and name.endswith(_RESERVED):
+                    continue
+                if where not in found:
+                    found.append(where)
         return found
 
     async def remove(self) -> None:

@@ -22,7 +22,7 @@ from envloop.core.trial import SandboxMode, TrialSpec
 from envloop.environments.base import EnvironmentSetupError, VisiblePaths
 from envloop.environments.docker.cli import DockerError
 from envloop.environments.docker.containers import Container
-from envloop.environments.docker.egress import EgressProxies
+from envloop.environments.docker.egress import PUBLIC_HOSTS, EgressProxies
 from envloop.environments.docker.firewall import close_gateway_port, open_gateway_port
 from envloop.environments.docker.networks import TrialNetworks
 from envloop.environments.docker.workspace import ContainerSnapshots
@@ -218,8 +218,14 @@ class DockerEnvironment(EnvironmentBase):
             if policy.mode == "public":
                 wanted.add(await self._networks.public())
             self._proxy = {}
-            if policy.mode == "allowlist":
-                self._proxy = await self._egress.proxy_for(policy.hosts, await self._networks.internal())
+            if policy.mode in ("allowlist", "public"):
+                # A public phase's HTTP(S) goes through an observing proxy (egress.py) to learn of
+                # hosts this machine cannot reach; anything else still goes out directly.
+                wanted.add(await self._networks.internal())
+                hosts = policy.hosts if policy.mode == "allowlist" else PUBLIC_HOSTS
+                self._proxy = await self._egress.proxy_for(
+                    hosts, await self._networks.internal(), direct=tuple(self._sidecars)
+                )
             attached = set(await self.container.networks())
             for name in sorted(attached - wanted):
                 await self._networks.disconnect(container, name)
@@ -354,7 +360,7 @@ class DockerEnvironment(EnvironmentBase):
         if not self._unreachable:
             return None
         hosts, self._unreachable = ", ".join(sorted(set(self._unreachable))), []
-        return f"the allowlisted {hosts} could not be reached from this machine (the proxy could not connect)"
+        return f"{hosts} could not be reached from this machine (the trial's proxy could not connect)"
 
 
 def _oom_kills(container_id: str) -> int:
