@@ -5,6 +5,7 @@ page is derived from the routes themselves: a table of every operation, then eac
 its parameters, body and answers, then every schema they name. It needs no viewer and no network.
 """
 
+import json
 from typing import Any
 
 from markdown_text import cell
@@ -68,7 +69,7 @@ def _operation(path: str, method: str, operation: Schema) -> list[str]:
             schema = parameter.get("schema", {})
             meaning = parameter.get("description") or schema.get("description", "")
             if "default" in schema:
-                meaning = f"{meaning} (default `{schema['default']}`)".strip()
+                meaning = f"{meaning} (default `{json.dumps(schema['default'])}`)".strip()
             required = "yes" if parameter.get("required") else "no"
             name, where = parameter["name"], parameter["in"]
             lines.append(f"| `{name}` | {where} | {_type(schema)} | {required} | {cell(meaning)} |")
@@ -101,7 +102,7 @@ def _schema_section(name: str, schema: Schema) -> list[str]:
     for field, spec in properties.items():
         meaning = spec.get("description", "")
         if "default" in spec and spec["default"] not in (None, [], {}):
-            meaning = f"{meaning} (default `{spec['default']}`)".strip()
+            meaning = f"{meaning} (default `{json.dumps(spec['default'])}`)".strip()
         lines.append(
             f"| `{field}` | {_type(spec)} | {'yes' if field in required else 'no'} | {cell(meaning)} |"
         )
