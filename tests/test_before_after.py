@@ -1,4 +1,4 @@
-"""The README's "Before and after training" walk-through, offline: one frozen held-out set through
+"""The docs' "Before and after training" walk-through, offline: one frozen held-out set through
 two aliases of a real `el model serve` (SmolLM2-135M-Instruct under llama.cpp; `sft` is the same
 weights with its own system prompt) over both protocols, then `el job compare` and the leaderboard.
 The official `openai` and `anthropic` SDKs also call the endpoint directly, tool calls and streams

@@ -1,5 +1,5 @@
 """`el` under hostile text and failing servers: every failure is one line on stderr with a
-documented exit code (README, "CLI exit codes"), never a traceback; text that is not envloop's is
+documented exit code (docs/reference/exit-codes.md), never a traceback; text that is not envloop's is
 printed as it is; piped output keeps full IDs and whole lines."""
 
 import json

@@ -5,7 +5,7 @@ action, follows a share link in a fresh browser context, and reads the same numb
 
 Playwright never downloads a browser here: it launches /usr/bin/chromium (scripts/setup installs
 it). Without it these tests skip locally and fail in CI. Each page is written as a screenshot under
-the test's tmp dir (and under CONSOLE_SCREENSHOTS when that is set, for the README).
+the test's tmp dir (and under CONSOLE_SCREENSHOTS when that is set, for the docs).
 """
 
 import json

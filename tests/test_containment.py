@@ -1,5 +1,5 @@
 """Containment: each attack a hostile task or agent has been seen to try, run for real against the
-bwrap sandbox, and shown to fail. Plain mode's weaker promises are checked as the README states them.
+bwrap sandbox, and shown to fail. Plain mode's weaker promises are checked as the docs state them.
 
 Every test here is a trial through `envloop/shell@1`: the attack is the task's files or the agent's
 command line, and the checks look at the host (files, processes, listening services) afterwards.
@@ -336,7 +336,7 @@ def test_auto_never_falls_back_to_plain_mode(tmp_path: Path, monkeypatch: pytest
 
 
 def test_plain_mode_keeps_only_its_documented_promises(tmp_path: Path) -> None:
-    """README: plain mode is no sandbox (host network, host files), but still stops the agent's
+    """The docs: plain mode is no sandbox (host network, host files), but still stops the agent's
     processes before the verifier, gives the verifier fresh tests, and says so on every trial."""
     task = write_task(tmp_path / "plain", test_sh=ECHO_OUTPUT + REWARD_ZERO)
     with socket.socket() as server:

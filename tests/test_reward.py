@@ -1,4 +1,4 @@
-"""The reward grammar (README, "Reward files"): what a verifier may write, and what happens to
+"""The reward grammar (docs, "Reward files"): what a verifier may write, and what happens to
 anything else. A file that breaks the grammar is rejected with the reason (the runner makes the
 trial a verifier_error); it never becomes a number nobody wrote."""
 
