@@ -151,11 +151,7 @@ def test_the_documented_exit_codes_are_the_cli_s() -> None:
     assert documented == defined
 
 
-NOT_SETTINGS = {
-    # Forwarded to Ray nodes with the trial settings, but read by no code: the cgroup setting is
-    # ENVLOOP_CGROUP2_ROOT.
-    "ENVLOOP_CGROUP",
-}
+NOT_SETTINGS: set[str] = set()
 
 
 def test_every_environment_variable_envloop_reads_is_documented() -> None:

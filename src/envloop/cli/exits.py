@@ -1,5 +1,6 @@
-"""The exit codes of `el`, one meaning each, so scripts and CI can act on them (README, "CLI exit
-codes"). Every failure also prints exactly one line on standard error, never a traceback."""
+"""The exit codes of `el`, one meaning each, so scripts and CI can act on them
+(docs/reference/exit-codes.md). Every failure also prints exactly one line on standard error,
+never a traceback."""
 
 OK = 0
 INTERNAL = 1

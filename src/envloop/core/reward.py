@@ -1,6 +1,6 @@
 """The primary-reward rule of SPEC section 1, and the grammar a verifier's reward files must follow.
 
-Pure: it reads file contents, never files. The grammar (stated in the README, "Reward files"):
+Pure: it reads file contents, never files. The grammar (docs/guides/writing-tasks.md, "Reward files"):
 
 - `reward.txt` holds one decimal number, optionally surrounded by white space: digits with an
   optional fraction and exponent (`1`, `0.25`, `.5`, `2.5e-1`, an optional sign). Nothing else is

@@ -4,7 +4,7 @@ RLIMIT_FSIZE only caps one file; a trial could still fill the host's disk with m
 may mount (it runs as root), each instance root is a fresh tmpfs of exactly the trial's disk limit:
 writes past it fail with ENOSPC inside the trial, the host's disk is never touched, and teardown is
 one unmount. tmpfs lives in memory: pages a trial writes are charged to its memory cgroup as well,
-so a trial's files and its processes share its memory limit (README, "Security").
+so a trial's files and its processes share its memory limit (docs/operators/security.md).
 
 Inside the sandbox the bind mounts then name paths on the tmpfs (`/app`), not the host's
 directories, so `/proc/self/mountinfo` shows no host path either.

@@ -3,7 +3,7 @@
 `envloop.environments`) or from `module:Name` references the operator allows.
 
 A plugin declares its params with the names below (`class MyParams(ComponentParams): ...`) and
-reads them with `read_params`; see README.md, "Writing a plugin"."""
+reads them with `read_params`; see docs/guides/profiles-and-plugins.md, "Writing a plugin"."""
 
 from envloop.core.params import AllParams, ComponentParams, ParamReader, param, read_params, secret_param
 from envloop.plugins.catalog import Catalog, Found, ShapeError, instantiate
