@@ -55,7 +55,7 @@ class AgentInfo(BaseModel):
 class AgentResult(BaseModel):
     exit_code: int | None = 0
     error: str | None = Field(default=None, description="why the agent could not do its job at all")
-    error_type: Literal["agent_error", "model_error"] = "agent_error"
+    error_type: Literal["agent_error", "model_error", "environment_error"] = "agent_error"
     stop_reason: StopReason | None = Field(
         default=None,
         description="why the agent's loop ended; an agent that reports one fails the trial only by `error`",
@@ -75,6 +75,9 @@ class AgentContext:
     env: dict[str, str] = field(default_factory=dict)
     stdout_path: Path | None = None
     stderr_path: Path | None = None
+    model_calls_recorded: bool = False
+    """The worker's model gateway records this trial's model calls as steps: an agent then records
+    only what it did (its tool steps), never the same model call a second time."""
 
     def log_path(self, name: str) -> Path:
         """A file of the agent's logs."""
