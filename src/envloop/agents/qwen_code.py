@@ -46,6 +46,8 @@ RUN_SCRIPT = (
     '--max-session-turns "$2" ${ENVLOOP_MCP_CONFIG:+--mcp-config "$ENVLOOP_MCP_CONFIG"} '
     '< "$ENVLOOP_INSTRUCTION_FILE"'
 )
+TURN_LIMIT_EXIT = 53
+"""How Qwen Code exits when --max-session-turns ran out (it writes no `result` event then)."""
 _MCP_URL_KEYS = {"sse": "url", "streamable-http": "httpUrl"}
 
 
@@ -127,4 +129,6 @@ class QwenCodeAgent:
                 events.feed(line)
         await record_changes(ctx, started.before, "qwen-code")
         stop, error = events.finish()
+        if stop is None and result.exit_code == TURN_LIMIT_EXIT:
+            stop = "max_steps"
         return cli_result(result, stop, error, "qwen-code")

@@ -116,7 +116,8 @@ class QwenEvents:
             if call.name == _SHELL:
                 step.command = str(call.arguments.get("command", ""))
                 match = _EXIT_CODE.search(text)
-                step.exit_code = int(match.group(1)) if match else None
+                failed = block.get("is_error") is True
+                step.exit_code = int(match.group(1)) if match else (None if failed else 0)
             if block.get("is_error") is True:
                 step.error = text
             else:
