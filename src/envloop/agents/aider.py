@@ -79,30 +79,27 @@ def model_settings(params: AiderParams) -> str:
 def read_llm_history(
     lines: list[str], recorder: TrajectoryRecorder, summary: ModelRequestSummary, model_steps: bool
 ) -> int:
-    """A model step per response in Aider's LLM history; returns how many responses there were."""
-    responses = 0
-    answer: list[str] | None = None
-    messages = 1
-
-    def flush() -> None:
-        if answer is not None and model_steps:
-            text = "\n".join(line.removeprefix("ASSISTANT ") for line in answer).strip()
-            recorder.add(
-                ModelStep(request=summary.model_copy(update={"messages": messages}), text=text, stop="end")
-            )
-
+    """A model step per response in Aider's LLM history (a failed call logs an empty one); returns
+    how many responses said something."""
+    answers: list[tuple[int, list[str]]] = []
+    messages, answering = 1, False
     for line in lines:
         if line.startswith(_RESPONSE):
-            flush()
-            answer, responses = [], responses + 1
+            answers.append((messages, []))
+            answering = True
         elif line.startswith(_REQUEST):
-            flush()
-            answer = None
             messages += 1
-        elif answer is not None:
-            answer.append(line)
-    flush()
-    return responses
+            answering = False
+        elif answering:
+            answers[-1][1].append(line)
+    said = 0
+    for count, answer in answers:
+        text = "\n".join(line.removeprefix("ASSISTANT ") for line in answer).strip()
+        said += bool(text)
+        if model_steps:
+            request = summary.model_copy(update={"messages": count})
+            recorder.add(ModelStep(request=request, text=text, stop="end" if text else "other"))
+    return said
 
 
 class AiderAgent:
@@ -148,7 +145,7 @@ class AiderAgent:
         )
         history = await environment.read_file(f"{logs}/aider.llm-history.txt", 64 << 20)
         lines = (history or b"").decode(errors="replace").splitlines()
-        responses = read_llm_history(lines, ctx.recorder, summary, not ctx.model_calls_recorded)
+        said = read_llm_history(lines, ctx.recorder, summary, not ctx.model_calls_recorded)
         output = read_lines(ctx.log_path("aider.stdout.txt"))
         for number, line in enumerate(output):
             applied = _APPLIED.match(line.strip())
@@ -161,6 +158,6 @@ class AiderAgent:
         failure = next(
             (line for line in output + result.stderr.splitlines() if line.startswith(_FAILURES)), None
         )
-        if failure is not None and responses == 0:
+        if failure is not None and said == 0:
             return cli_result(result, "model_error", f"the model endpoint failed: {failure[:400]}", "aider")
         return cli_result(result, "done" if result.exit_code == 0 else None, None, "aider")
