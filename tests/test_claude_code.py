@@ -1,5 +1,5 @@
-"""The `claude-code` agent for real: the Claude Code CLI installed from the npm registry into each
-trial's environment, run against the scripted Messages endpoint on the host's loopback (reached
+"""The `claude-code` agent for real: the Claude Code CLI installed from the npm registry into the
+worker's agent cache, run against the scripted Messages endpoint on the host's loopback (reached
 with `NETWORK=host`), its stream turned into the trial's trajectory."""
 
 import asyncio
@@ -19,6 +19,7 @@ from envloop.runners import ShellRunner
 from envloop.runners.params import check_params
 from envloop.testing import Received, Reply, ScriptedServer, ScriptedToolCall
 from envloop.trajectories import read_trajectory
+from tests.agent_cli_support import shared_agent_cache
 from tests.conftest import make_task
 
 pytestmark = pytest.mark.slow
@@ -53,6 +54,7 @@ def solver(command: str) -> Any:
 
 
 def run(tmp_path: Path, server: ScriptedServer, task: Path | None = None, **extra: str) -> TrialOutcome:
+    shared_agent_cache()
     task = task or make_task(tmp_path / "tasks", "hello", solve="touch done")
     params = {
         "AGENT_NAME": "claude-code",
@@ -155,8 +157,8 @@ def test_an_endpoint_that_refuses_fails_the_trial_as_model_error(tmp_path: Path)
 def test_a_version_the_registry_lacks_fails_the_trial_with_npms_reason(tmp_path: Path) -> None:
     with ScriptedServer(default=solver("true")) as server:
         outcome = run(tmp_path, server, AGENT_VERSION="0.0.0-no-such-version")
-    assert outcome.error is not None and outcome.error.type == "agent_error"
-    assert outcome.error.message.startswith("could not install Claude Code 0.0.0-no-such-version: npm error")
+    assert outcome.error is not None and outcome.error.type == "environment_error"
+    assert outcome.error.message.startswith("could not install claude-code 0.0.0-no-such-version: npm error")
     assert server.received == []
     install = kept(tmp_path).steps[1]
     assert isinstance(install, ToolStep) and install.tool == "install" and install.exit_code != 0
