@@ -117,7 +117,7 @@ def test_symlinks_in_the_logs_are_never_followed_into_the_host(tmp_path: Path) -
     assert "root" not in kept
 
 
-def test_oracle_without_a_solution_is_an_agent_error(tmp_path: Path) -> None:
+def test_oracle_without_a_solution_is_an_agent_error_and_no_verifier_judges_it(tmp_path: Path) -> None:
     task = write_task(tmp_path / "unsolvable", solution=False)
     spec = TrialSpec(
         job_id="job_agents",
@@ -135,7 +135,9 @@ def test_oracle_without_a_solution_is_an_agent_error(tmp_path: Path) -> None:
     assert outcome.status == "failed"
     assert outcome.error is not None
     assert (outcome.error.type, outcome.error.message) == ("agent_error", "task has no solution/solve.sh")
-    assert outcome.reward == 1.0
+    # The verifier would pass an untouched workspace here; the oracle never worked, so it is unscored.
+    assert outcome.reward is None and "never worked on the task" in (outcome.reward_note or "")
+    assert [phase.name for phase in outcome.phases] == ["setup", "agent", "artifacts", "teardown"]
 
 
 def test_a_long_instruction_is_passed_only_as_a_file(tmp_path: Path) -> None:

@@ -160,6 +160,7 @@ def test_a_version_the_registry_lacks_fails_the_trial_with_npms_reason(tmp_path:
     assert outcome.error is not None and outcome.error.type == "environment_error"
     assert outcome.error.message.startswith("could not install claude-code 0.0.0-no-such-version: npm error")
     assert server.received == []
+    assert outcome.reward is None  # an agent that could not be installed never worked on the task
     install = kept(tmp_path).steps[1]
     assert isinstance(install, ToolStep) and install.tool == "install" and install.exit_code != 0
 

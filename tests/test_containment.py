@@ -29,6 +29,7 @@ from envloop.runners import ShellRunner
 from envloop.store.artifacts import ArtifactStore
 from envloop.tasks.harbor import load_harbor_task
 from envloop.tasks.model import TaskFormatError
+from tests.registries import host_listener
 
 pytestmark = pytest.mark.skipif(
     bwrap_executable()[0] is None, reason="bwrap cannot create a sandbox on this host"
@@ -243,16 +244,17 @@ def host_addresses() -> list[str]:
 )
 def test_a_trial_with_internet_cannot_reach_the_hosts_own_services(tmp_path: Path, toml: str) -> None:
     task = write_task(tmp_path / "net", test_sh=ECHO_OUTPUT + REWARD_ZERO, toml=toml)
-    with listening_on_loopback() as port:
+    with listening_on_loopback() as port, host_listener() as everywhere:
         probes = "; ".join(
-            f"timeout 2 bash -c 'exec 3<>/dev/tcp/{address}/{port}' 2>/dev/null && echo REACHED {address}"
+            f"timeout 2 bash -c 'exec 3<>/dev/tcp/{address}/{target}' 2>/dev/null && echo REACHED {address}"
             for address in host_addresses()
+            for target in (port, everywhere.port)
         )
         # The trial does have a network of its own: a default route out.
         command = f"{{ {probes}; grep -c . /proc/net/route; }} > /app/out.txt"
         outcome = run(spec_for(tmp_path, task, command))
     seen = verifier_stdout(tmp_path)
-    assert "REACHED" not in seen
+    assert "REACHED" not in seen and everywhere.peers == []
     assert int(seen.split()[0]) >= 2, "no route: the trial got no network at all"
     assert (
         outcome.sandbox_note is not None and "network: agent public, verifier public" in outcome.sandbox_note

@@ -3,6 +3,7 @@ behind a key of the project. These tests start the real command on a loopback po
 loaded, and only one request generates (a single token; the generating tests are in
 test_before_after.py)."""
 
+import contextlib
 import json
 import os
 import signal
@@ -67,6 +68,14 @@ def start_model_server(el: El, *args: str) -> ModelServer:
         proc.kill()
         raise AssertionError(f"el model serve printed {first!r} and exited {proc.wait()}")
     return ModelServer(proc=proc, openai_url=first, key=key)
+
+
+@contextlib.contextmanager
+def serving_base(root: Path) -> Iterator[ModelServer]:
+    """`el model serve --model base` on a fresh home under `root`, stopped cleanly at the end."""
+    server = start_model_server(El(home=root / "home", cwd=root), "--model", "base")
+    yield server
+    assert server.stop() == 0
 
 
 @pytest.fixture(scope="module")

@@ -60,6 +60,12 @@ class AgentResult(BaseModel):
         default=None,
         description="why the agent's loop ended; an agent that reports one fails the trial only by `error`",
     )
+    attempted: bool = Field(
+        default=True,
+        description="False when the agent never got to work on the task (no solution for the oracle, "
+        "an agent that could not be installed): the verifier then does not run, and the trial has no "
+        "reward, since a 0 would measure the agent's set-up, not its work",
+    )
 
 
 @dataclass

@@ -68,7 +68,7 @@ async def start_cli(
     result when one of them fails."""
     params, problems = read_params(model, ctx.spec.params)
     if params is None:
-        return AgentResult(exit_code=None, error="; ".join(problems))
+        return AgentResult(exit_code=None, error="; ".join(problems), attempted=False)
     ctx.recorder.trajectory.protocol = "openai"
     ctx.recorder.add(UserStep(text=ctx.task.instruction))
     environment = ctx.environment
@@ -77,6 +77,7 @@ async def start_cli(
             exit_code=None,
             error=f"{label} needs network to reach MODEL_BASE_URL, and this {environment.mode} environment "
             "has none: set NETWORK=public in the profile",
+            attempted=False,
         )
     provisioned = await provision(ctx, recipe, params.AGENT_VERSION)
     if isinstance(provisioned, AgentResult):

@@ -9,7 +9,7 @@ class OracleAgent:
 
     async def run(self, ctx: AgentContext) -> AgentResult:
         if not (ctx.task.solution_dir / "solve.sh").is_file():
-            return AgentResult(exit_code=None, error="task has no solution/solve.sh")
+            return AgentResult(exit_code=None, error="task has no solution/solve.sh", attempted=False)
         environment = ctx.environment
         script = f"{environment.visible.solution}/solve.sh"
         result = await environment.exec(

@@ -114,4 +114,5 @@ def _keep_log(source: Path, target: Path) -> None:
 
 
 def _failure(message: str) -> AgentResult:
-    return AgentResult(exit_code=None, error=message, error_type="environment_error")
+    """The agent never got to work: no verifier runs, and the trial has no reward."""
+    return AgentResult(exit_code=None, error=message, error_type="environment_error", attempted=False)

@@ -68,9 +68,10 @@ def serve(
     ] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print the endpoint as JSON on stdout.")] = False,
 ) -> None:
-    """Serve local models over the OpenAI Chat Completions and Anthropic Messages protocols until
-    interrupted. Callers send a key of the project (el key create). The first line of stdout is the
-    OpenAI base URL (MODEL_BASE_URL with MODEL_PROTOCOL=openai); the Anthropic one is its root."""
+    """Serve local models over the OpenAI Chat Completions and Responses and the Anthropic Messages
+    protocols until interrupted. Callers send a key of the project (el key create). The first line
+    of stdout is the OpenAI base URL (MODEL_BASE_URL with MODEL_PROTOCOL=openai); the Anthropic one
+    is its root."""
     # The store, the engine and the web stack load only when a model is served.
     from envloop.models.serving.app import create_model_app  # noqa: PLC0415
     from envloop.models.serving.engine import Engine  # noqa: PLC0415

@@ -14,7 +14,8 @@ Mapping to Harbor's Agent Trajectory Interchange Format (ATIF-v1.7), done by
 - `system` and `user` steps → steps with that `source` and the text as `message`.
 - `model` step → a `source: agent` step: `message`, `reasoning_content`, `model_name`,
   `tool_calls[]` (`tool_call_id`, `function_name`, `arguments`), `metrics` (`prompt_tokens`,
-  `completion_tokens`, `cached_tokens`); request summary, stop, attempts and error under `extra`.
+  `completion_tokens`, `cached_tokens`); request summary, stop, attempts, error, HTTP status,
+  requested model and truncation under `extra`.
 - `tool` step → an `observation.results[]` entry (`source_call_id`, `content`) of the agent step
   that made the call; command, exit code, streams and file changes under the entry's `extra`.
 - `state`, `score` and `verifier` steps → `source: system` steps carrying the record under `extra`.
@@ -120,6 +121,15 @@ class ModelStep(_Step):
     usage: Usage = Field(default_factory=Usage)
     attempts: int = 1
     error: str | None = None
+    http_status: int | None = Field(
+        default=None, description="the HTTP status the agent received (calls through the model gateway)"
+    )
+    requested_model: str | None = Field(
+        default=None, description="the model the agent asked for, when the gateway sent the profile's instead"
+    )
+    truncated: bool = Field(
+        default=False, description="text, reasoning or tool arguments were cut to the recording limit"
+    )
 
 
 class ToolStep(_Step):

@@ -10,6 +10,7 @@ reported.
 
 import re
 
+NO_NETWORK = "the verifier needed a network it did not have"
 _SIGNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(r"(?:^|\n)(?:[^\n:]*: )?(?:line \d+: |\d+: )?([\w.+-]+): (?:command )?not found\b"),
@@ -25,7 +26,7 @@ _SIGNS: tuple[tuple[re.Pattern[str], str], ...] = (
             r"Failed to establish a new connection|Could not connect to [\w.:-]+|getaddrinfo failed|"
             r"Name or service not known"
         ),
-        "the verifier needed a network it did not have",
+        NO_NETWORK,
     ),
     (
         re.compile(r"E: Could not open lock file[^\n]*(?:Read-only file system|Permission denied)"),
@@ -38,18 +39,24 @@ _SIGNS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
-def missing_capability(output: str) -> str | None:
-    """What the verifier's environment lacked, judging by its output, or None."""
+def missing_capability(output: str, *, offline_by_design: bool = False) -> str | None:
+    """What the verifier's environment lacked, judging by its output, or None. A verifier whose
+    task closed its network on purpose (`offline_by_design`) may well print network errors: it
+    checks that the network is closed, so they are no sign of a missing capability."""
     for pattern, message in _SIGNS:
+        if offline_by_design and message == NO_NETWORK:
+            continue
         match = pattern.search(output)
         if match is not None:
             return message.format(*match.groups())
     return None
 
 
-def environment_failure(reward: float | None, stdout: str, stderr: str) -> str | None:
+def environment_failure(
+    reward: float | None, stdout: str, stderr: str, *, offline_by_design: bool = False
+) -> str | None:
     """The reason to count a verifier run as a `verifier_error` rather than a score: it gave no
     reward or 0, and its output shows the environment lacked something."""
     if reward not in (None, 0.0):
         return None
-    return missing_capability(stderr + "\n" + stdout)
+    return missing_capability(stderr + "\n" + stdout, offline_by_design=offline_by_design)

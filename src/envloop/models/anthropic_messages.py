@@ -118,7 +118,7 @@ def request_body(settings: ModelSettings, request: ModelRequest) -> dict[str, An
     return body
 
 
-def _from_message(data: Any) -> ModelResponse:
+def message_response(data: Any) -> ModelResponse:
     """The answer from the response's JSON (read as JSON rather than into the SDK's models, which
     would cost more than the rest of a local call; unknown block types are kept in `native`)."""
     message = json_object(data)
@@ -184,8 +184,8 @@ class AnthropicMessagesClient:
                 rest = {k: v for k, v in body.items() if k not in _SAMPLING}
                 async with self._sdk.messages.stream(**rest, extra_body=sampling or None) as stream:
                     final = await stream.get_final_message()
-                return _from_message(final.model_dump(mode="json", exclude_none=True))
-            return _from_message(await self._sdk.post("/v1/messages", body=body, cast_to=object))
+                return message_response(final.model_dump(mode="json", exclude_none=True))
+            return message_response(await self._sdk.post("/v1/messages", body=body, cast_to=object))
         except anthropic.APIError as exc:
             raise sdk_error(self.settings, self._url, exc, _ERRORS) from None
 

@@ -38,6 +38,28 @@ def json_count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+class TextBuffer:
+    """Text gathered piece by piece, keeping at most `limit` characters (None: no limit); `cut`
+    says whether anything was dropped. A recorder of a long stream holds this much and no more."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
+        self.cut = False
+        self._parts: list[str] = []
+        self._size = 0
+
+    def add(self, piece: str) -> None:
+        if self.limit is not None and self._size + len(piece) > self.limit:
+            piece = piece[: max(0, self.limit - self._size)]
+            self.cut = True
+        if piece:
+            self._parts.append(piece)
+            self._size += len(piece)
+
+    def text(self) -> str:
+        return "".join(self._parts)
+
+
 def server_message(body: object, text: str) -> str:
     """The human part of an error response, whichever of the common shapes the server used."""
     candidates: list[object] = []

@@ -19,6 +19,7 @@ import openai
 
 from envloop.models.base import (
     SdkErrors,
+    TextBuffer,
     json_count,
     json_object,
     json_text,
@@ -160,7 +161,7 @@ def _response(
     )
 
 
-def _from_completion(data: Any) -> ModelResponse:
+def completion_response(data: Any) -> ModelResponse:
     """The answer from the response's JSON (read as JSON rather than into the SDK's models, which
     would cost more than the rest of a local call; unknown fields are ignored either way)."""
     completion = json_object(data)
@@ -187,31 +188,65 @@ def _from_completion(data: Any) -> ModelResponse:
     )
 
 
-async def _from_stream(stream: openai.AsyncStream[Any]) -> ModelResponse:
-    text: list[str] = []
-    reasoning: list[str] = []
-    calls: dict[int, list[str]] = {}  # index → [id, name, arguments...]
-    finish: str | None = None
-    head: dict[str, Any] = {}
-    usage = Usage()
-    async for raw in stream:
+class ChatChunks:
+    """A streamed answer's chunks gathered into the whole completion they make (the first choice),
+    keeping at most `limit` characters of each text (`cut` says whether any was dropped)."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.text = TextBuffer(limit)
+        self.reasoning = TextBuffer(limit)
+        self.calls: dict[int, tuple[list[str], TextBuffer]] = {}  # index → ([id, name], arguments)
+        self.limit = limit
+        self.finish: str | None = None
+        self.head: dict[str, Any] = {}
+        self.usage: Any = None
+
+    @property
+    def cut(self) -> bool:
+        return self.text.cut or self.reasoning.cut or any(args.cut for _, args in self.calls.values())
+
+    def add(self, raw: Any) -> None:
         chunk = json_object(raw)
-        head = {"id": chunk.get("id") or head.get("id"), "model": chunk.get("model") or head.get("model")}
+        self.head = {
+            "id": chunk.get("id") or self.head.get("id"),
+            "model": chunk.get("model") or self.head.get("model"),
+        }
         if chunk.get("usage"):
-            usage = _usage(chunk["usage"])
+            self.usage = chunk["usage"]
         for choice in map(json_object, (chunk.get("choices") or [])[:1]):
             delta = json_object(choice.get("delta"))
-            text.append(json_text(delta.get("content")))
-            reasoning.append(_reasoning(delta))
+            self.text.add(json_text(delta.get("content")))
+            self.reasoning.add(_reasoning(delta))
             for part in map(json_object, delta.get("tool_calls") or []):
-                slot = calls.setdefault(json_count(part.get("index")), ["", ""])
+                names, arguments = self.calls.setdefault(
+                    json_count(part.get("index")), (["", ""], TextBuffer(self.limit))
+                )
                 function = json_object(part.get("function"))
-                slot[0] = json_text(part.get("id")) or slot[0]
-                slot[1] = json_text(function.get("name")) or slot[1]
-                slot.append(json_text(function.get("arguments")))
-            finish = json_text(choice.get("finish_reason")) or finish
-    tool_calls = [parse_tool_call(slot[0], slot[1], "".join(slot[2:])) for _, slot in sorted(calls.items())]
-    return _response("".join(text), "".join(reasoning), tool_calls, finish, usage, head)
+                names[0] = json_text(part.get("id")) or names[0]
+                names[1] = json_text(function.get("name")) or names[1]
+                arguments.add(json_text(function.get("arguments")))
+            self.finish = json_text(choice.get("finish_reason")) or self.finish
+
+    def completion(self) -> dict[str, Any]:
+        """The completion the chunks make, as a whole answer's JSON."""
+        calls = [
+            {"id": ids[0], "type": "function", "function": {"name": ids[1], "arguments": args.text()}}
+            for _, (ids, args) in sorted(self.calls.items())
+        ]
+        message = {
+            "role": "assistant",
+            "content": self.text.text(),
+            "reasoning_content": self.reasoning.text(),
+        }
+        choice = {"index": 0, "message": {**message, "tool_calls": calls}, "finish_reason": self.finish}
+        return {**self.head, "choices": [choice], "usage": self.usage}
+
+
+async def _from_stream(stream: openai.AsyncStream[Any]) -> ModelResponse:
+    chunks = ChatChunks()
+    async for raw in stream:
+        chunks.add(raw)
+    return completion_response(chunks.completion())
 
 
 _ERRORS = SdkErrors(openai.APIStatusError, openai.APITimeoutError, openai.APIConnectionError)
@@ -242,7 +277,7 @@ class OpenAIChatClient:
                 )
                 return await _from_stream(stream)
             data = await self._sdk.post("/chat/completions", body=body, cast_to=object, options=self._options)
-            return _from_completion(data)
+            return completion_response(data)
         except openai.APIError as exc:
             raise sdk_error(self.settings, self._url, exc, _ERRORS) from None
 

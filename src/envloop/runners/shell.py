@@ -56,6 +56,7 @@ from envloop.runners.healthcheck import wait_healthy
 from envloop.runners.params import check_params, missing_here
 from envloop.runners.shell_multistep import run_steps
 from envloop.runners.shell_phases import (
+    UNATTEMPTED,
     PhasePlan,
     agent_network,
     captures_dir,
@@ -235,13 +236,17 @@ class ShellRunner:
             return await run_steps(self, environment, provider, task, spec, agent, phases, recorder)
         plan = phase_plan(task, environment, spec)
         await environment.set_network(agent_network(phase_networks(task.config).agent, spec), "agent")
-        agent_error = await self.agent_phase(environment, task, spec, agent, phases, recorder, plan)
+        agent_error, attempted = await self.agent_phase(
+            environment, task, spec, agent, phases, recorder, plan
+        )
         # Nothing the agent started may outlive its phase: a leftover process could rewrite the
         # reward after the verifier wrote it.
         await environment.stop()
         agent_error = exhausted("agent", environment) or agent_error
-        reading, verifier_error = await verify(
-            environment, provider, task, None, spec, phases, recorder, plan
+        reading, verifier_error = (
+            await verify(environment, provider, task, None, spec, phases, recorder, plan)
+            if attempted
+            else (UNATTEMPTED, None)
         )
         started = _now()
         await environment.stop()
@@ -284,7 +289,10 @@ class ShellRunner:
         phases: list[PhaseRecord],
         recorder: TrajectoryRecorder,
         plan: PhasePlan,
-    ) -> TrialError | None:
+    ) -> tuple[TrialError | None, bool]:
+        """Run the agent within its timeout: (the error that ends its phase, whether it worked on
+        the task at all: an oracle without a solution, an agent that could not be installed, did
+        not, and then no verifier judges it)."""
         instruction_file = f"{environment.visible.tmp}/envloop-instruction.md"
         await environment.write_file(instruction_file, task.instruction.encode())
         variables = {"ENVLOOP_INSTRUCTION_FILE": instruction_file}
@@ -320,14 +328,15 @@ class ShellRunner:
                 raise
             phases.append(PhaseRecord(name="agent", started_at=started, ended_at=_now(), timed_out=True))
             recorder.trajectory.stop_reason = "timeout"
-            return TrialError(type="agent_timeout", message=f"the agent exceeded its {timeout:g} s timeout")
+            error = TrialError(type="agent_timeout", message=f"the agent exceeded its {timeout:g} s timeout")
+            return error, True
         phases.append(
             PhaseRecord(name="agent", started_at=started, ended_at=_now(), exit_code=result.exit_code)
         )
         recorder.trajectory.stop_reason = result.stop_reason
         if recording is not None and recording.commands == 0:
             recorder.add(StateStep(at=started, note=f"{agent.info.name} ran no command"))
-        return self._agent_error(result, spec)
+        return self._agent_error(result, spec), result.attempted
 
     @staticmethod
     def _agent_error(result: AgentResult, spec: TrialSpec) -> TrialError | None:

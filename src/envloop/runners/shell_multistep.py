@@ -17,7 +17,14 @@ from envloop.core.trajectory import StateStep, TrajectoryRecorder
 from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec
 from envloop.environments import Environment, EnvironmentProvider
 from envloop.runners.healthcheck import wait_healthy
-from envloop.runners.shell_phases import agent_network, captures_dir, exhausted, keep_phase_log, step_plan
+from envloop.runners.shell_phases import (
+    UNATTEMPTED,
+    agent_network,
+    captures_dir,
+    exhausted,
+    keep_phase_log,
+    step_plan,
+)
 from envloop.runners.step_setup import prepare_step
 from envloop.runners.verification import verify
 from envloop.tasks.model import HarborTask, TaskStep
@@ -63,11 +70,15 @@ async def run_steps(
         if problem is not None:
             return await _stopped_before(runner, environment, task, spec, step, results, phases, problem)
         await environment.set_network(agent_network(networks.agent, spec), f"{step.name} agent")
-        agent_error = await runner.agent_phase(environment, view, spec, agent, phases, recorder, plan)
+        agent_error, attempted = await runner.agent_phase(
+            environment, view, spec, agent, phases, recorder, plan
+        )
         await environment.stop()
         agent_error = exhausted("agent", environment) or agent_error
-        reading, verifier_error = await verify(
-            environment, provider, view, step, spec, phases, recorder, plan
+        reading, verifier_error = (
+            await verify(environment, provider, view, step, spec, phases, recorder, plan)
+            if attempted
+            else (UNATTEMPTED, None)
         )
         await environment.stop()
         verifier_error = exhausted("verifier", environment) or verifier_error

@@ -5,12 +5,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envloop.core.masking import mask_text
+from envloop.core.reward import RewardReading
 from envloop.core.trial import TrialError, TrialSpec
 from envloop.environments import Environment
 from envloop.environments.policy import operator_policy
 from envloop.tasks.model import HarborTask, TaskStep, TaskUser
 from envloop.tasks.phases import PUBLIC, NetworkPolicy
 from envloop.tasks.variables import resolve_env
+
+UNATTEMPTED = RewardReading(reward=None, note="the agent never worked on the task, so no verifier judged it")
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from envloop.runners import handoff
 from envloop.runners.shell_phases import PhasePlan, captures_dir, keep_phase_log
 from envloop.runners.shell_steps import verifier_step
 from envloop.tasks.model import HarborTask, TaskStep
-from envloop.tasks.phases import phase_networks, verifier_mode
+from envloop.tasks.phases import phase_networks, verifier_mode, verifier_offline_by_design
 
 _REWARD_READ_LIMIT = 1024 * 1024
 SHARED_MOUNTS: Mounts = frozenset({"tests", "verifier_logs", "fresh_home"})
@@ -190,7 +190,12 @@ async def run_verifier(
         await _read_reward_file(environment, f"{written}/reward.txt"),
         await _read_reward_file(environment, f"{written}/reward.json"),
     )
-    lacking = None if reading.rejected else environment_failure(reading.reward, result.stdout, result.stderr)
+    offline = verifier_offline_by_design(task.config, task.step.config if task.step else None)
+    lacking = (
+        None
+        if reading.rejected
+        else environment_failure(reading.reward, result.stdout, result.stderr, offline_by_design=offline)
+    )
     if lacking is not None:
         # A 0 the environment caused (a missing tool, no network) measures the environment,
         # not the agent: it is not counted.

@@ -28,10 +28,13 @@ from envloop.environments.docker.images import (
     image_substitutes,
     read_build_settings,
 )
+from envloop.environments.docker.task_images import all_image_builds
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, resolve_dataset
 from envloop.services.errors import UserError
 from envloop.services.refs import dataset_ref
+from envloop.tasks.harbor import load_harbor_task
+from envloop.tasks.model import HarborTask
 
 
 class TaskBuildView(BaseModel):
@@ -71,6 +74,35 @@ def task_build(ctx: Context, digest: str) -> BuildRecord | None:
         root = ctx.artifacts.task_dir(digest)
         key = image_key(digest, build_plan(root / "environment", read_build_settings(root), substitutes))
     return build_records(ctx).read(key)
+
+
+async def _build_task(
+    task: HarborTask, records: BuildRecords, network: BuildNetwork, force: bool
+) -> BuildOutcome:
+    """Every image of the task (its own, its sidecars', its separate verifiers'), as one outcome:
+    the task's own image, failed when any of them failed (the reason naming which)."""
+    outcomes = []
+    for build in all_image_builds(task):
+        outcome = await ensure_task_image(
+            build.context, build.digest, records, network=network, force=force, settings=build.settings
+        )
+        outcomes.append((build.role, outcome))
+        if outcome.status == "failed":
+            break
+    own = outcomes[0][1]
+    failed = next(((role, o) for role, o in outcomes if o.status == "failed"), None)
+    statuses = {o.status for _, o in outcomes}
+    return own.model_copy(
+        update={
+            "status": "failed" if failed else ("built" if "built" in statuses else "cached"),
+            "cache_hit": statuses == {"cached"},
+            "duration_sec": sum(o.duration_sec for _, o in outcomes),
+            "reason": None
+            if failed is None
+            else (failed[1].reason if failed[0] == "task" else f"{failed[0]}: {failed[1].reason}"),
+            "substitutions": [s for _, o in outcomes for s in o.substitutions],
+        }
+    )
 
 
 def build_dataset(
@@ -120,15 +152,8 @@ async def _build_all(
     for name, digest in members:
         outcome = done.get(digest)
         if outcome is None:
-            root = ctx.artifacts.task_dir(digest)
-            outcome = await ensure_task_image(
-                root / "environment",
-                digest,
-                records,
-                network=network,
-                force=force,
-                settings=read_build_settings(root),
-            )
+            task = load_harbor_task(ctx.artifacts.task_dir(digest), name=name)
+            outcome = await _build_task(task, records, network, force)
             done[digest] = outcome
         elif outcome.status != "failed":
             # A second member with the same content uses the image the first one just got.

@@ -138,11 +138,18 @@ def _validate(
             raise UserError(f"profile {pref} cannot run with {runner.ref}: {problems[0]}")
         for task, names in required.items():
             missing = sorted(names - params.keys())
-            if missing:
+            if missing and not request.skip_unsupported:
                 raise UserError(
                     f"task {task} needs {', '.join(missing)} (referenced in its task.toml env); "
-                    f"profile {pref} does not provide it"
+                    f"profile {pref} does not provide it (or pass --skip-unsupported to run the other tasks)"
                 )
+            if missing and task in tasks:
+                reason = (
+                    f"needs {', '.join(missing)} (its task.toml env), which profile {pref} does not provide"
+                )
+                skipped.append(SkippedTask(task=task, reason=reason))
+                warnings.append(f"task {task} not run: {reason}")
+                tasks = [t for t in tasks if t != task]
         unread = unread_params(runner, params)
         ignored = set(unread.names) - used_by_tasks
         if ignored:
@@ -153,6 +160,8 @@ def _validate(
         warnings.append(
             f"--environment {request.environment}: {ref} holds chat rows, which run in no environment"
         )
+    if not tasks:
+        raise UserError(f"every selected task of {ref} was left out (--skip-unsupported): none to run")
     return dataset, profiles, tasks, warnings, skipped
 
 

@@ -114,6 +114,16 @@ def phase_networks(config: TaskConfig, step: StepConfig | None = None) -> PhaseN
     )
 
 
+def verifier_offline_by_design(config: TaskConfig, step: StepConfig | None = None) -> bool:
+    """Whether the task's author closed the verifier's network (rather than leaving it to envloop's
+    closed default): then network errors in its output are what it checks, not a lack."""
+    explicit = _explicit(step.verifier if step else None, config.verifier)
+    if explicit is not None:
+        return explicit.mode == "no-network"
+    section = verifier_environment(config, step) or config.environment
+    return section.network_mode == "no-network" or section.allow_internet is False
+
+
 def task_networks(config: TaskConfig) -> list[PhaseNetworks]:
     """The policies of every phase of the task: one set, or one per step."""
     if not config.steps:

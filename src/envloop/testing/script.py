@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-WireProtocol = Literal["openai", "anthropic"]
+WireProtocol = Literal["openai", "openai-responses", "anthropic"]
+"""Chat Completions, the Responses API, or Messages."""
 
 
 class ScriptedToolCall(BaseModel):
@@ -56,6 +57,13 @@ class Received(BaseModel):
 
     @property
     def messages(self) -> list[dict[str, Any]]:
+        """The conversation; for the Responses API its `input` items (a string input is one user
+        message), where function calls and their outputs are items with a `type` and no role."""
+        if self.protocol == "openai-responses":
+            given = self.body.get("input")
+            if isinstance(given, str):
+                return [{"role": "user", "content": given}]
+            return [item for item in given if isinstance(item, dict)] if isinstance(given, list) else []
         messages = self.body.get("messages")
         return messages if isinstance(messages, list) else []
 
@@ -64,13 +72,18 @@ class Received(BaseModel):
         if self.protocol == "anthropic":
             system = self.body.get("system")
             return system if isinstance(system, str) else None
-        return next((text_of(m) for m in self.messages if m.get("role") == "system"), None)
+        if self.protocol == "openai-responses" and isinstance(self.body.get("instructions"), str):
+            return str(self.body["instructions"])
+        return next((text_of(m) for m in self.messages if m.get("role") in ("system", "developer")), None)
 
     @property
     def prompt(self) -> str:
         """The text of the last user turn (text blocks only, tool results left out)."""
         users = [m for m in self.messages if m.get("role") == "user"]
         return text_of(users[-1]) if users else ""
+
+
+_TEXT_BLOCKS = ("text", "input_text", "output_text")
 
 
 def text_of(message: Mapping[str, Any]) -> str:
@@ -81,7 +94,7 @@ def text_of(message: Mapping[str, Any]) -> str:
         return "".join(
             str(block.get("text", ""))
             for block in content
-            if isinstance(block, dict) and block.get("type") == "text"
+            if isinstance(block, dict) and block.get("type") in _TEXT_BLOCKS
         )
     return ""
 
@@ -94,7 +107,8 @@ def count_tokens(text: str) -> int:
 def input_tokens(received: Received) -> int:
     texts = [received.system or ""]
     for message in received.messages:
-        content = message.get("content")
+        # Responses API items without content: a function call's arguments, a tool's output.
+        content = message.get("content", message.get("output", message.get("arguments")))
         texts.append(content if isinstance(content, str) else json.dumps(content))
     return max(1, sum(count_tokens(t) for t in texts))
 

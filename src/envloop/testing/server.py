@@ -1,6 +1,7 @@
 """The scripted endpoint: a real HTTP server on 127.0.0.1 that speaks Chat Completions
-(`POST /v1/chat/completions`) and Messages (`POST /v1/messages`), answers from a script, and records
-every request it received.
+(`POST /v1/chat/completions`), the Responses API (`POST /v1/responses`, function calls as
+`function_call` items) and Messages (`POST /v1/messages`; `/v1/messages/count_tokens` counts
+without taking a reply), answers from a script, and records every request it received.
 
     with ScriptedServer([Reply(text="4"), Reply(status=429, headers={"Retry-After": "0"})]) as server:
         ...  # MODEL_BASE_URL = server.openai_url (…/v1) or server.anthropic_url (the root)
@@ -23,10 +24,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-from envloop.testing.script import Received, Reply, Responder, WireProtocol
+from envloop.testing.script import Received, Reply, Responder, WireProtocol, input_tokens
 from envloop.testing.wire import error_body, response_body, stream_events
 
-_ROUTES: dict[str, WireProtocol] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
+_ROUTES: dict[str, WireProtocol] = {
+    "/v1/chat/completions": "openai",
+    "/v1/responses": "openai-responses",
+    "/v1/messages": "anthropic",
+}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -56,7 +61,9 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/")
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        protocol = _ROUTES.get(path)
+        protocol: WireProtocol | None = (
+            "anthropic" if path == "/v1/messages/count_tokens" else _ROUTES.get(path)
+        )
         if protocol is None:
             self._json(404, error_body("openai", 404, f"no route POST {path}"))
             return
@@ -70,6 +77,10 @@ class _Handler(BaseHTTPRequestHandler):
         owner = self.server.owner
         if not owner._authorised(protocol, headers):
             self._json(401, error_body(protocol, 401, "invalid API key"))
+            return
+        if path == "/v1/messages/count_tokens":
+            owner.counted.append(received)
+            self._json(200, {"input_tokens": input_tokens(received)})
             return
         reply, number = owner._next(received)
         if reply.delay_sec:
@@ -137,6 +148,8 @@ class ScriptedServer:
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
         self.received: list[Received] = []
+        self.counted: list[Received] = []
+        """count_tokens requests, answered without taking a reply from the script."""
         self._http = _HTTPServer(("127.0.0.1", port), _Handler)
         self._http.owner = self
         self._thread: threading.Thread | None = None

@@ -1,4 +1,5 @@
-"""Replies rendered in each protocol's own JSON: whole responses, server-sent event streams, errors.
+"""Replies rendered in each protocol's own JSON (Chat Completions, the Responses API, Messages):
+whole responses, server-sent event streams, errors.
 
 Streams are cut into small pieces (text word by word, tool arguments in halves) so that clients
 are tested on reassembling them, as they must against real servers.
@@ -9,27 +10,16 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from envloop.models.protocol_errors import error_body as protocol_error_body
+from envloop.models.serving.responses_builder import ResponseBuilder, usage_object
 from envloop.testing.script import Received, Reply, WireProtocol, input_tokens, output_tokens
 
 _OPENAI_FINISH = {"end": "stop", "length": "length", "tool_calls": "tool_calls"}
 _ANTHROPIC_STOP = {"end": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
-_ANTHROPIC_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    529: "overloaded_error",
-}
 
 
 def error_body(protocol: WireProtocol, status: int, message: str) -> dict[str, Any]:
-    if protocol == "anthropic":
-        kind = _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
-        return {"type": "error", "error": {"type": kind, "message": message}}
-    kind = "invalid_request_error" if status < 500 else "server_error"
-    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    return protocol_error_body("anthropic" if protocol == "anthropic" else "openai", status, message)
 
 
 def _call_id(reply: Reply, index: int, prefix: str) -> str:
@@ -99,11 +89,37 @@ def anthropic_response(received: Received, reply: Reply, response_id: str) -> di
     }
 
 
+_ECHOED = ("instructions", "tools", "tool_choice", "temperature", "top_p", "max_output_tokens", "metadata")
+
+
+def _responses_events(
+    received: Received, reply: Reply, response_id: str
+) -> tuple[ResponseBuilder, list[str]]:
+    """The reply built as a Responses API answer: its events (text word by word, arguments in
+    halves) and the builder holding the whole response."""
+    echo = {k: received.body[k] for k in _ECHOED if k in received.body}
+    builder = ResponseBuilder(received.model, echo, response_id=f"resp_{response_id}")
+    events = builder.start()
+    if reply.reasoning is not None:
+        events += builder.reasoning(_words(reply.reasoning))
+    if reply.text or not reply.tool_calls:
+        for piece in _words(reply.text) or [""]:
+            events += builder.text(piece)
+    for i, call in enumerate(reply.tool_calls):
+        arguments = json.dumps(call.arguments)
+        events += builder.function_call(call.name, arguments, _call_id(reply, i, "call"), _halves(arguments))
+    prompt, completion = _usage(received, reply)
+    events += builder.finish(usage_object(prompt, completion), cut_by_limit=reply.stop_reason == "length")
+    return builder, events
+
+
 def response_body(
     protocol: WireProtocol, received: Received, reply: Reply, response_id: str
 ) -> dict[str, Any]:
     if protocol == "anthropic":
         return anthropic_response(received, reply, response_id)
+    if protocol == "openai-responses":
+        return _responses_events(received, reply, response_id)[0].response()
     return openai_response(received, reply, response_id)
 
 
@@ -198,4 +214,6 @@ def stream_events(
 ) -> Iterator[bytes]:
     if protocol == "anthropic":
         return anthropic_stream(received, reply, response_id)
+    if protocol == "openai-responses":
+        return (event.encode() for event in _responses_events(received, reply, response_id)[1])
     return openai_stream(received, reply, response_id)

@@ -57,7 +57,18 @@ def _agent_step(step: ModelStep) -> dict[str, Any]:
             "cached_tokens": step.usage.cache_read_tokens,
         },
         "extra": step.model_dump(
-            mode="json", include={"request", "stop", "finish_reason", "attempts", "error", "duration_ms"}
+            mode="json",
+            include={
+                "request",
+                "stop",
+                "finish_reason",
+                "attempts",
+                "error",
+                "duration_ms",
+                "http_status",
+                "requested_model",
+                "truncated",
+            },
         ),
     }
     if step.reasoning:

@@ -47,7 +47,11 @@ def _changes(changes: list[FileChange]) -> Iterator[str]:
 def _model(step: ModelStep) -> Iterator[str]:
     usage = step.usage
     head = f"{step.request.protocol} {step.request.model}{_seconds(step.duration_ms)}"
+    if step.requested_model:
+        head += f" (asked for {step.requested_model})"
     head += f"  tokens in {usage.input_tokens} / out {usage.output_tokens}"
+    if step.http_status is not None and step.http_status != 200:
+        head += f"  HTTP {step.http_status}"
     if step.stop:
         head += f"  stop {step.stop}"
     if step.attempts > 1:

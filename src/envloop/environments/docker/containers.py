@@ -1,12 +1,12 @@
 """One container of a trial: started from an image, used through exec and tar copies, removed.
 
-The container's first process is `docker-init` (tini) over `sleep infinity`, so it stays up between
-commands and reaps whatever they leave. Nothing of the host is mounted; files cross as tar streams
-(`put_dir`, `put_file`, `get_dir`, `read_file`). Its network is `none` unless the caller names a
-network of its own; `host` (which would let the trial reach every service listening on the host)
-is refused. Limits are the daemon's cgroups: cpus, memory (no swap beyond it), pids, plus a
-largest-file rlimit; `cgroup_parent` puts several containers (a trial and its sidecars) under one
-cgroup whose limits they share.
+The container's first process is `docker-init` (tini) over the image's ENTRYPOINT and `sleep
+infinity`, so it stays up between commands and reaps whatever they leave. Nothing of the host is
+mounted; files cross as tar streams (`put_dir`, `put_file`, `get_dir`, `read_file`). Its network is
+`none` unless the caller names a network of its own; `host` (which would let the trial reach every
+service listening on the host) is refused. Limits are the daemon's cgroups: cpus, memory (no swap
+beyond it), pids, plus a largest-file rlimit; `cgroup_parent` puts several containers (a trial and
+its sidecars) under one cgroup whose limits they share.
 
 Every container carries labels naming its trial and the worker process that owns it (see
 `orphans`, which removes the containers of workers that are gone); `running_container` removes its
@@ -71,7 +71,8 @@ class ContainerSpec(BaseModel):
     """Default user of every exec (the image's USER when None)."""
     command: list[str] | None = Field(
         default=None,
-        description="the container's own command: None keeps it idle (sleep infinity), [] the image's",
+        description="the container's own command: None keeps it up (`sh -c 'sleep infinity'` after the "
+        "image's ENTRYPOINT, as Harbor does), [] the image's",
     )
     entrypoint: list[str] | None = None
     healthcheck: dict[str, object] | None = Field(default=None, description="the daemon's Healthcheck")
@@ -147,7 +148,9 @@ def _create_body(spec: ContainerSpec, labels: dict[str, str]) -> dict[str, objec
         "HostConfig": host,
     }
     if spec.command is None:
-        body |= {"Entrypoint": ["sleep"], "Cmd": ["infinity"]}
+        # As Harbor starts a task's container: the image's ENTRYPOINT stays (it may start the
+        # task's services, then exec its arguments), and the command keeps the container up.
+        body["Cmd"] = ["sh", "-c", "sleep infinity"]
     elif spec.command:
         body["Cmd"] = spec.command
     if spec.entrypoint is not None:

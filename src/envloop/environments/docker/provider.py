@@ -17,11 +17,9 @@ image built from the task's (or the step's) `tests/` (`verifier_instance`).
 
 import asyncio
 import contextlib
-import hashlib
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 from envloop.core.trial import TrialSpec
@@ -36,18 +34,18 @@ from envloop.environments.docker.images import (
     BuildConfigError,
     BuildNetwork,
     BuildRecords,
-    BuildSettings,
     ensure_task_image,
 )
 from envloop.environments.docker.networks import TrialNetworks
 from envloop.environments.docker.orphans import MANAGED_LABEL, TRIAL_LABEL, WORKER_LABEL, worker_identity
 from envloop.environments.docker.sidecars import Sidecars
+from envloop.environments.docker.task_images import ImageBuild, task_image_build, verifier_image_build
 from envloop.environments.docker.trial_cgroup import TrialCgroup
 from envloop.environments.docker.workspace import PRIVATE_DIR
 from envloop.environments.policy import EffectiveLimits, operator_policy, resolve_limits
 from envloop.environments.shielded import finish_even_if_cancelled
-from envloop.tasks.model import EnvironmentSection, HarborTask, TaskStep
-from envloop.tasks.phases import NO_NETWORK, NetworkPolicy, phase_networks, task_networks, verifier_context
+from envloop.tasks.model import HarborTask, TaskStep
+from envloop.tasks.phases import NO_NETWORK, NetworkPolicy, phase_networks, task_networks
 from envloop.tasks.phases import verifier_environment as verifier_section
 
 RUN_LABEL = "envloop.run"
@@ -174,14 +172,13 @@ class DockerEnvironmentProvider:
         compose = None
         networks_of = phase_networks(task.config, step)
         if role.kind == "verifier":
-            context = verifier_context(task, role.step)
-            relative = context.relative_to(task.root).as_posix()
-            digest = "sha256:" + hashlib.sha256(f"{task.digest}#verifier:{relative}".encode()).hexdigest()
-            image, image_id = await self._image(context, digest, section, warnings)
+            build = verifier_image_build(task, role.step)
+            assert build is not None  # the section above exists
+            image, image_id = await self._image(build, warnings)
             baseline = networks_of.verifier_baseline or NO_NETWORK
             policies = [baseline, networks_of.verifier]
         else:
-            image, image_id = await self._image(task.environment_dir, task.digest, section, warnings)
+            image, image_id = await self._image(task_image_build(task), warnings)
             everything = task_networks(task.config)
             policies = [p for networks in everything for p in (networks.baseline, networks.agent)]
             policies += [n.verifier for n in everything if n.verifier_baseline is None]
@@ -211,17 +208,12 @@ class DockerEnvironmentProvider:
             note=_note(image, limits, task, image_user, role.name),
         )
 
-    async def _image(
-        self, context: Path, digest: str, section: EnvironmentSection, warnings: list[str]
-    ) -> tuple[str, str | None]:
-        """The image built from `context` (or the section's prebuilt image) and its ID; each image
-        the operator substituted in it is added to the trial's `warnings`."""
-        settings = BuildSettings(
-            build_timeout_sec=section.build_timeout_sec, docker_image=section.docker_image
-        )
+    async def _image(self, build: ImageBuild, warnings: list[str]) -> tuple[str, str | None]:
+        """The image `build` describes, built or found in the cache, and its ID; each image the
+        operator substituted in it is added to the trial's `warnings`."""
         try:
             outcome = await ensure_task_image(
-                context, digest, self.records, network=self.build_network, settings=settings
+                build.context, build.digest, self.records, network=self.build_network, settings=build.settings
             )
         except DockerUnavailableError as exc:
             raise EnvironmentSetupError(f"no Docker daemon: {exc} (scripts/docker-daemon start)") from None

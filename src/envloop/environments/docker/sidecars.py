@@ -11,7 +11,6 @@ limits hold for all its containers together.
 """
 
 import asyncio
-import hashlib
 import time
 
 from envloop.environments.base import EnvironmentSetupError
@@ -19,8 +18,9 @@ from envloop.environments.docker.cli import DockerError, image_id
 from envloop.environments.docker.compose import ComposeFile, Dependency, Service
 from envloop.environments.docker.containers import Container, ContainerSpec
 from envloop.environments.docker.engine import engine
-from envloop.environments.docker.images import BuildNetwork, BuildRecords, BuildSettings, ensure_task_image
+from envloop.environments.docker.images import BuildNetwork, BuildRecords, ensure_task_image
 from envloop.environments.docker.networks import TrialNetworks
+from envloop.environments.docker.task_images import sidecar_image_builds
 from envloop.tasks.model import HarborTask
 
 _WAIT_SEC = 300.0
@@ -98,10 +98,10 @@ class Sidecars:
                     f"sidecar {name!r}: image {service.image} is not on this machine (nothing can be pulled)"
                 )
             return service.image, []
-        digest = "sha256:" + hashlib.sha256(f"{self._task.digest}#sidecar:{name}".encode()).hexdigest()
-        context = self._task.environment_dir / service.build.context
-        settings = BuildSettings(dockerfile=service.build.dockerfile, build_args=service.build.args)
-        outcome = await ensure_task_image(context, digest, records, network=build_network, settings=settings)
+        build = next(b for b in sidecar_image_builds(self._task) if b.role == f"sidecar {name}")
+        outcome = await ensure_task_image(
+            build.context, build.digest, records, network=build_network, settings=build.settings
+        )
         if outcome.status == "failed":
             raise EnvironmentSetupError(f"sidecar {name!r}: its image did not build: {outcome.reason}")
         return outcome.image, [f"sidecar {name}: {s.describe()}" for s in outcome.substitutions]

@@ -20,22 +20,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from envloop.models.protocol_errors import error_body as protocol_error_body
 from envloop.models.serving.engine import ChatCall, Generation, ToolMode, Waiting
 
 _STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
-_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    404: "not_found_error",
-    413: "request_too_large",
-}
 
 
 def error_body(status: int, detail: str) -> dict[str, Any]:
     """A refusal in the protocol's shape, which the SDK and Claude Code read (and show) its
     message from; `detail` carries the same line as on every other route of the endpoint."""
-    kind = _ERROR_TYPES.get(status, "api_error")
-    return {"type": "error", "error": {"type": kind, "message": detail}, "detail": detail}
+    return {**protocol_error_body("anthropic", status, detail), "detail": detail}
 
 
 class TextBlock(BaseModel):

@@ -1,11 +1,12 @@
-"""The HTTP side of `el model serve`: Chat Completions (`/v1/chat/completions`) and Messages
-(`/v1/messages`) for every alias, behind a key of the project.
+"""The HTTP side of `el model serve`: Chat Completions (`/v1/chat/completions`), the Responses API
+(`/v1/responses`) and Messages (`/v1/messages`) for every alias, behind a key of the project.
 
 A key travels as `Authorization: Bearer KEY` (OpenAI SDK) or `x-api-key: KEY` (Anthropic SDK).
 Every refusal is one line, `{"detail": "…"}`: 400 for a request the protocol does not allow (or a
 prompt beyond the alias's context), 401 without a valid key of the project, 404 for a model the
 endpoint does not serve. The Messages routes give the same line in the Messages protocol's error
-shape as well (`{"type": "error", "error": {"type": …, "message": …}}`)."""
+shape as well (`{"type": "error", "error": {"type": …, "message": …}}`), the Responses route in the
+OpenAI shape (`{"error": {"message": …, "type": …}}`), which the clients of each read."""
 
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -16,7 +17,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
-from envloop.models.serving import anthropic_wire, openai_wire
+from envloop.models.protocol_errors import error_body as protocol_error_body
+from envloop.models.serving import anthropic_wire, openai_wire, responses_wire
 from envloop.models.serving.engine import (
     WAITING,
     ChatCall,
@@ -75,12 +77,12 @@ async def streamed(
 ) -> StreamingResponse:
     """Events as the model writes; a caller that goes away stops the generation. Without
     `keep_alive` the response starts once the first piece is ready, so a refusal is still a plain
-    HTTP error. With it (Messages, whose caller admits the request first, so a refusal is a
-    plain HTTP error there too), the stream starts at once and `render` gets WAITING every few seconds while
-    the model reads a long prompt, which it sends as a ping: clients give up on a silent
-    stream after a while (Claude Code after 5 minutes), and a 135M model on two cores reads
-    Claude Code's 9,000-token prompt for about that long. A failure after the start is the
-    stream's last event, given by `keep_alive`."""
+    HTTP error. With it (Messages and Responses, whose callers admit the request first, so a
+    refusal is a plain HTTP error there too), the stream starts at once and `render` gets WAITING
+    every few seconds while the model reads a long prompt, which it sends as a keep-alive event:
+    clients give up on a silent stream after a while (Claude Code after 5 minutes), and a 135M
+    model on two cores reads Claude Code's 9,000-token prompt for about that long. A failure after
+    the start is the stream's last event, given by `keep_alive`."""
     wait_sec = _KEEP_ALIVE_SEC if keep_alive else None
     producer = Producer(engine.stream(model, call))
     first = WAITING if keep_alive else await run_in_threadpool(producer.get)
@@ -113,11 +115,11 @@ def create_model_app(engine: Engine, authenticate: Authenticate) -> FastAPI:
     @app.exception_handler(ServingError)
     async def refused(request: Request, exc: ServingError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        body = (
-            anthropic_wire.error_body(exc.status, exc.detail)
-            if request.url.path.startswith("/v1/messages")
-            else {"detail": exc.detail}
-        )
+        body: dict[str, Any] = {"detail": exc.detail}
+        if request.url.path.startswith("/v1/messages"):
+            body = anthropic_wire.error_body(exc.status, exc.detail)
+        elif request.url.path.startswith("/v1/responses"):
+            body.update(protocol_error_body("openai", exc.status, exc.detail))
         return JSONResponse(body, status_code=exc.status, headers=headers)
 
     def key_of_the_project(request: Request) -> None:
@@ -157,6 +159,24 @@ def create_model_app(engine: Engine, authenticate: Authenticate) -> FastAPI:
             )
         generation = await run_in_threadpool(engine.generate, body.model, call)
         return JSONResponse(openai_wire.completion(body.model, generation))
+
+    @app.post("/v1/responses", dependencies=guarded)
+    async def responses(request: Request) -> Any:
+        body = await read_body(request, responses_wire.ResponsesRequest)
+        engine.alias(body.model)
+        call = responses_wire.chat_call(body)
+        if body.stream:
+            await run_in_threadpool(engine.admit, body.model, call)
+            builder = responses_wire.new_builder(body)
+            return await streamed(
+                engine,
+                body.model,
+                call,
+                lambda pieces: responses_wire.response_events(builder, pieces),
+                keep_alive=lambda exc: responses_wire.failed_event(builder, exc.status, exc.detail),
+            )
+        generation = await run_in_threadpool(engine.generate, body.model, call)
+        return JSONResponse(responses_wire.response(body, generation))
 
     @app.post("/v1/messages", dependencies=guarded)
     async def messages(request: Request) -> Any:
