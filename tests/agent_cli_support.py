@@ -22,10 +22,22 @@ MODEL = "team-model/sft"
 TEST_CACHE_VARIABLE = "ENVLOOP_TEST_AGENT_CACHE"
 
 
+SYSTEM_CACHE = Path("/usr/local/lib/envloop-test-agents")
+"""Where a root test run keeps its cache: under /usr, which the bubblewrap sandbox shows read-only,
+so trials use the installed trees where they are instead of copying them into their memory-backed
+disk (the setting an operator would choose until providers mount the cache)."""
+
+
 def shared_agent_cache() -> Path:
-    """The agent cache of every test of the run: ENVLOOP_TEST_AGENT_CACHE, else a directory under the
-    user's cache that later runs on this machine find again (CI installs each version once)."""
-    root = Path(os.environ.get(TEST_CACHE_VARIABLE) or Path.home() / ".cache" / "envloop-test-agents")
+    """The agent cache of every test of the run: ENVLOOP_TEST_AGENT_CACHE, else one that later runs
+    on this machine find again (CI installs each version once): under /usr/local when the run may
+    write there, else under the user's cache."""
+    default = (
+        SYSTEM_CACHE
+        if os.access(SYSTEM_CACHE.parent, os.W_OK)
+        else Path.home() / ".cache" / "envloop-test-agents"
+    )
+    root = Path(os.environ.get(TEST_CACHE_VARIABLE) or default)
     os.environ[CACHE_VARIABLE] = str(root)
     return root
 

@@ -33,6 +33,9 @@ from envloop.home import envloop_home
 
 CACHE_VARIABLE = "ENVLOOP_AGENT_CACHE"
 INSTALL_LOG = "install.log"
+ENTRY_MARK = ".envloop-entry"
+"""A file of every entry holding its key: how an environment that already shows the worker's
+directory (the local sandbox shows /usr) is told apart from one that shows something else there."""
 INSTALL_TIMEOUT_SEC = 1800.0
 _TMP_PREFIX = ".tmp-"
 
@@ -122,6 +125,7 @@ class AgentCache:
                     raise InstallError(
                         f"the install left out {missing[0]} (a native binary for this machine?)"
                     )
+            (target / ENTRY_MARK).write_text(key)
             _share(target)
             return target
         except InstallError as exc:

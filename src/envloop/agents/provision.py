@@ -6,7 +6,11 @@ only makes the cached tree visible inside its environment:
 - read-only at `AGENTS_PATH/KEY`, when the environment can mount a worker directory
   (`mount_readonly(source, path)`: a bind mount in the bubblewrap sandbox, a volume of the
   container): nothing is copied and the trial's disk quota is not charged;
-- otherwise copied in with `put_dir` under the environment's `/tmp` (what every provider can do).
+- where it is, when the environment already shows that worker directory (the bubblewrap sandbox
+  shows the host's /usr read-only, so a cache under /usr/local costs nothing; a plain process
+  group sees the host), found by the entry's mark holding its key;
+- otherwise copied in with `put_dir` under the environment's `/tmp` (what every provider can do),
+  which the trial's disk and, on a tmpfs, memory limits pay for.
 
 Either way the trajectory gets one `install` tool step saying whether the install was made now or
 found in the cache, and how long making it visible took; the install's log is kept with the
@@ -22,7 +26,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from envloop.agents.base import AgentContext, AgentResult
-from envloop.agents.cache import INSTALL_LOG, AgentCache, Installed, InstallError
+from envloop.agents.cache import ENTRY_MARK, INSTALL_LOG, AgentCache, Installed, InstallError
 from envloop.agents.recipes import PYTHON_PROBE, NpmRecipe, PipRecipe, PythonTarget
 from envloop.core.trajectory import ToolStep
 from envloop.environments.base import Environment
@@ -89,7 +93,7 @@ async def provision(
     shown = time.monotonic()
     inside = await _make_visible(ctx.environment, installed)
     visible_sec = time.monotonic() - shown
-    how = "mounted read-only" if isinstance(ctx.environment, MountsReadOnly) else "copied in"
+    how = _how(ctx.environment, installed, inside)
     made = f"installed in {installed.install_sec:.1f} s" if installed.install_sec else "found in the cache"
     step.exit_code = 0
     step.stdout = f"{installed.key}: {made}; {how} at {inside} in {visible_sec:.2f} s\n"
@@ -103,9 +107,18 @@ async def _make_visible(environment: Environment, installed: Installed) -> str:
         inside = f"{AGENTS_PATH}/{installed.key}"
         await environment.mount_readonly(installed.path, inside)
         return inside
+    mark = await environment.exec(["cat", f"{installed.path}/{ENTRY_MARK}"], timeout=_PROBE_TIMEOUT_SEC)
+    if mark.exit_code == 0 and mark.stdout.strip() == installed.key:
+        return str(installed.path)
     inside = f"{environment.visible.tmp}/envloop-agents/{installed.key}"
     await environment.put_dir(installed.path, inside)
     return inside
+
+
+def _how(environment: Environment, installed: Installed, inside: str) -> str:
+    if isinstance(environment, MountsReadOnly):
+        return "mounted read-only"
+    return "used where it is" if inside == str(installed.path) else "copied in"
 
 
 def _keep_log(source: Path, target: Path) -> None:
