@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One agent CLI against the bundled SmolLM2-135M-Instruct served by `el model serve`, on this
-# machine with nothing hosted: the hello-file task of examples/tasks, one trial, its steps printed.
+# machine with nothing hosted: the task examples/agents/tasks/hello-cli, one trial, its steps printed.
 #
 #   examples/agents/run-local.sh AGENT    # codex, opencode, qwen-code, mini-swe-agent or aider
 #
@@ -34,8 +34,8 @@ cat > "$work/profile.json" <<JSON
                      "MODEL_NAME": "smollm2/base", "MODEL_API_KEY": "$key", "NETWORK": "public"}}}
 JSON
 $el profile create "local/$agent" 1 --file "$work/profile.json" > /dev/null
-$el dataset push "$here/../tasks" --name agent-examples > /dev/null
-job="$($el job submit --dataset agent-examples@latest --task hello-file --profile "local/$agent@1" \
+$el dataset push "$here/tasks" --name agent-examples > /dev/null
+job="$($el job submit --dataset agent-examples@latest --profile "local/$agent@1" \
   --max-steps 2 --agent-timeout 1800 --wait --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')"
 trial="$($el trial list --job "$job" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["id"])')"
 $el trial get "$trial" --steps
