@@ -9,7 +9,8 @@ Run: `opencode run --format json` with the instruction as its message; its confi
 (`OPENCODE_CONFIG`, written fresh for each trial) defines one provider, `envloop`, at
 MODEL_BASE_URL with the key from MODEL_API_KEY and the one model MODEL_NAME (also its small model,
 so no request names a model the endpoint lacks), every permission allowed (the environment is the
-boundary), sharing and auto-update off, TEMPERATURE and the step budget on its `build` agent, and
+boundary), sharing and auto-update off, TEMPERATURE and the step budget (`--max-steps`, else
+MAX_STEPS, else 30) as its `build` agent's `steps`, and
 the task's MCP servers under `mcp`. The JSON stream is kept as `opencode.jsonl` and becomes the
 trajectory (opencode_events.py): each model call with its tokens, each tool call with its result.
 """
@@ -17,7 +18,7 @@ trajectory (opencode_events.py): each model call with its tokens, each tool call
 import json
 from typing import Any
 
-from envloop.agents.base import AgentContext, AgentInfo, AgentResult
+from envloop.agents.base import DEFAULT_MAX_STEPS, AgentContext, AgentInfo, AgentResult
 from envloop.agents.cli_agent import (
     OpenAICliParams,
     cli_result,
@@ -47,11 +48,13 @@ class OpenCodeParams(OpenAICliParams):
     AGENT_VERSION: str = version_param("opencode-ai", DEFAULT_VERSION)
     TEMPERATURE: float | None = param("the build agent's temperature; the model's default when unset", ge=0)
     MAX_STEPS: int | None = param(
-        "the build agent's step limit (model calls); OpenCode's own when unset", ge=1
+        "the build agent's `steps` when the job gives no --max-steps (default "
+        f"{DEFAULT_MAX_STEPS}): after them OpenCode asks for a text-only answer (a soft limit)",
+        ge=1,
     )
 
 
-def opencode_config(params: OpenCodeParams, servers: list[McpServer]) -> str:
+def opencode_config(params: OpenCodeParams, steps: int, servers: list[McpServer]) -> str:
     """OpenCode's configuration for one trial."""
     model = params.MODEL_NAME
     provider: dict[str, Any] = {
@@ -60,11 +63,9 @@ def opencode_config(params: OpenCodeParams, servers: list[McpServer]) -> str:
         "options": {"baseURL": params.MODEL_BASE_URL.rstrip("/"), "apiKey": "{env:MODEL_API_KEY}"},
         "models": {model: {"name": model, "temperature": True, "tool_call": True}},
     }
-    build: dict[str, Any] = {}
+    build: dict[str, Any] = {"steps": steps}
     if params.TEMPERATURE is not None:
         build["temperature"] = params.TEMPERATURE
-    if params.MAX_STEPS is not None:
-        build["steps"] = params.MAX_STEPS
     mcp: dict[str, Any] = {}
     for server in servers:
         if server.transport == "stdio":
@@ -79,8 +80,7 @@ def opencode_config(params: OpenCodeParams, servers: list[McpServer]) -> str:
         "autoupdate": False,
         "share": "disabled",
     }
-    if build:
-        config["agent"] = {"build": build}
+    config["agent"] = {"build": build}
     if mcp:
         config["mcp"] = mcp
     return json.dumps(config, indent=2)
@@ -101,7 +101,8 @@ class OpenCodeAgent:
             return started
         params, inside = started.params, started.provisioned.inside
         servers = ctx.task.config.environment.mcp_servers
-        config = await write_config(ctx, "opencode.json", opencode_config(params, servers))
+        steps = ctx.max_steps(params.MAX_STEPS)
+        config = await write_config(ctx, "opencode.json", opencode_config(params, steps, servers))
         variables = {
             "OPENCODE_CONFIG": config,
             "MODEL_API_KEY": params.MODEL_API_KEY or "no-key",
@@ -114,7 +115,7 @@ class OpenCodeAgent:
             endpoint=params.MODEL_BASE_URL,
             model=params.MODEL_NAME,
             messages=1,
-            params={"agent_version": params.AGENT_VERSION, "temperature": params.TEMPERATURE},
+            params={"agent_version": params.AGENT_VERSION, "temperature": params.TEMPERATURE, "steps": steps},
         )
         events = OpenCodeEvents(ctx.recorder, summary, model_steps=not ctx.model_calls_recorded)
         argv = ["bash", "-c", RUN_SCRIPT, *RECIPE.argv(inside)]
