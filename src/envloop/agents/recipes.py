@@ -16,7 +16,7 @@ PYTHONPATH.
 
 import platform
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from envloop.agents.cache import InstallCommand
@@ -62,14 +62,13 @@ def _fill(template: str) -> str:
 
 @dataclass(frozen=True)
 class NpmRecipe:
-    """`package@version` (and `extra` packages) installed under `node_modules/`; the program is
+    """`package@version` installed under `node_modules/`; the program is
     `program` (relative to the entry), run by the entry's Node.js when `node` is set."""
 
     label: str
     package: str
     program: str
     node: bool = False
-    extra: tuple[str, ...] = ()
     path_dirs: tuple[str, ...] = ()
     """Directories of the entry the program expects on PATH (helper binaries it ships)."""
 
@@ -77,7 +76,7 @@ class NpmRecipe:
         return f"{self.label}-{version}-{host_platform()}"
 
     def commands(self, version: str) -> list[InstallCommand]:
-        packages = [f"{self.package}@{version}", *self.extra, *([NODE_RUNTIME] if self.node else [])]
+        packages = [f"{self.package}@{version}", *([NODE_RUNTIME] if self.node else [])]
         argv = ("npm", "install", "--prefix", "{target}", "--ignore-scripts", *_NPM_QUIET, *packages)
         return [InstallCommand(argv)]
 
@@ -107,7 +106,6 @@ class PipRecipe:
     module: str
     min_python: tuple[int, int]
     max_python: tuple[int, int] | None = None
-    extra: tuple[str, ...] = field(default=())
 
     def name(self, version: str, target: PythonTarget) -> str:
         return f"{self.label}-{version}-{target.tag}"
@@ -144,7 +142,7 @@ class PipRecipe:
         for tag in platforms:
             argv += ["--platform", tag]
         argv += ["--no-warn-script-location", "--disable-pip-version-check", "--progress-bar", "off"]
-        argv += [f"{self.package}=={version}", *self.extra]
+        argv.append(f"{self.package}=={version}")
         return [InstallCommand(tuple(argv), (("PYTHONDONTWRITEBYTECODE", "1"),))]
 
     def checks(self) -> list[str]:
