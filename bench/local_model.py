@@ -22,7 +22,7 @@ from pathlib import Path
 from envloop.core.trajectory import ModelStep
 from envloop.models.local import LocalModelConfig, LocalModelServer
 from envloop.scheduling.worker import Worker, WorkerConfig
-from envloop.services import datasets, jobs, profiles, results, trials
+from envloop.services import datasets, jobs, profiles, results, trace, trials
 from envloop.services.context import Context, open_context
 
 REPO = Path(__file__).resolve().parents[1]
@@ -62,7 +62,7 @@ def main() -> None:
         wall = time.perf_counter() - started
     calls = []
     for view in trials.list_trials(ctx, job_id):
-        trajectory = trials.trial_steps(ctx, view.id)
+        trajectory = trace.trial_steps(ctx, view.id)
         assert trajectory is not None
         calls += [s for s in trajectory.steps if isinstance(s, ModelStep) and s.error is None]
     output = sum(c.usage.output_tokens for c in calls)

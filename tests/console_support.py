@@ -46,10 +46,16 @@ STRUCTURED = {
 _STRUCTURED = f"cat > \"$logs/verifier/result.json\" <<'JSON'\n{json.dumps(STRUCTURED)}\nJSON\n"
 
 
+def _metadata(category: str, *tags: str) -> str:
+    return f'[metadata]\ncategory = "{category}"\ntags = {json.dumps(list(tags))}\n'
+
+
 def seed_tasks(root: Path) -> Path:
-    make_task(root, "A", test=_verifier({1: "1", 2: "0"}))
-    make_task(root, "B", test=_verifier({1: "1", 2: "1"}, _STRUCTURED))
-    make_task(root, "C", test=_verifier({1: "0", 2: HOSTILE}))
+    make_task(root, "A", test=_verifier({1: "1", 2: "0"}), toml=_metadata("files", "easy"))
+    make_task(
+        root, "B", test=_verifier({1: "1", 2: "1"}, _STRUCTURED), toml=_metadata("files", "easy", "json")
+    )
+    make_task(root, "C", test=_verifier({1: "0", 2: HOSTILE}), toml=_metadata(HOSTILE, "hard"))
     return root
 
 

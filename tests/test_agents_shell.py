@@ -37,7 +37,7 @@ def run_command(tmp_path: Path, mode: str, command: str, **spec_fields: object) 
         attempt=spec_fields.pop("attempt", 1),
         profile_ref="team/p@1",
         runner="envloop/shell@1",
-        params={"AGENT_NAME": "command", "AGENT_COMMAND": command, "MODEL_API_KEY": SECRET},
+        params={"AGENT_NAME": "command", "AGENT_COMMAND": command, "HF_TOKEN": SECRET},
         secret_values=(SECRET,),
         task_dir=task,
         instance_root=tmp_path / "instances",
@@ -92,9 +92,9 @@ def test_agent_cannot_see_the_hosts_root_home_or_work_tree(tmp_path: Path) -> No
 @pytest.mark.parametrize("mode", MODES)
 def test_secret_values_are_masked_in_every_kept_artifact(tmp_path: Path, mode: str) -> None:
     command = (
-        'echo "key=$MODEL_API_KEY"; echo "$MODEL_API_KEY" >&2; '
+        'echo "key=$HF_TOKEN"; echo "$HF_TOKEN" >&2; '
         'mkdir -p "$ENVLOOP_LOGS_DIR/agent/deep"; '
-        'printf "%s" "$MODEL_API_KEY" > "$ENVLOOP_LOGS_DIR/agent/deep/k.bin"'
+        'printf "%s" "$HF_TOKEN" > "$ENVLOOP_LOGS_DIR/agent/deep/k.bin"'
     )
     outcome = run_command(tmp_path, mode, command)
     assert outcome.status == "completed"

@@ -151,3 +151,24 @@ def test_a_long_log_is_read_in_pages_over_the_api_and_streamed_whole_by_el(
         assert shown.stdout.encode() == lines
     paged = server.el("trial", "logs", trial, "--json", "--offset", "11", "--limit", "11", env=remote)
     assert json.loads(paged.stdout) == {"stdout": lines[11:22].decode()}
+
+
+def test_an_over_long_name_in_an_upload_is_refused_with_400_and_one_line(server: Server) -> None:
+    long_entry = _archive({**TASK, f"bomb/environment/{'n' * 300}.txt": b"x"})
+    deep = _archive({**TASK, "bomb/" + "/".join(["d" * 200] * 25) + "/f": b"x"})
+    with server.http() as http:
+        for archive, expected in (
+            (long_entry, "a name of 304 bytes is longer than the 255 allowed"),
+            (deep, "a path of 5031 bytes is longer than the 4096 allowed"),
+        ):
+            upload = {"archive": ("t.tar.gz", archive)}
+            refused = http.post("/v1/datasets", data={"name": "long"}, files=upload)
+            assert refused.status_code == 400, refused.text
+            detail = refused.json()["detail"]
+            assert expected in detail and "\n" not in detail and "/tmp" not in detail
+        named = http.post(
+            "/v1/datasets", data={"name": "long"}, files={"archive": ("a" * 300 + ".tar.gz", _archive(TASK))}
+        )
+        assert named.status_code == 400, named.text
+        assert "file name of 307 bytes is longer than the 255 allowed" in named.json()["detail"]
+        assert http.get("/v1/datasets").json() == []

@@ -117,6 +117,10 @@ def test_el_job_share_makes_a_token_the_cli_can_read_with_until_unshared(
     assert created["job_id"] == shared and created["active"] and created["token"].startswith("els_")
     text = el.ok("job", "share", shared).stdout
     assert f"read-only access to job {shared}" in text and "token  els_" in text
+    # Embedded, the page is a full URL too: where `el serve` answers with its defaults, or --url.
+    assert "page   http://127.0.0.1:8000/share/els_" in text
+    proxied = el.ok("job", "share", shared, "--url", "https://evals.example/").stdout
+    assert "page   https://evals.example/share/els_" in proxied
     # Against the server, the human view names the console page a reader opens with no key.
     remote = el("job", "share", shared, env={"ENVLOOP_URL": server.url, "ENVLOOP_API_KEY": server.key})
     assert remote.code == 0, remote.stderr
@@ -130,7 +134,7 @@ def test_el_job_share_makes_a_token_the_cli_can_read_with_until_unshared(
         result = el(*refused, env=reader)
         assert result.code != 0 and len(result.stderr.strip().splitlines()) == 1, refused
     listed = el.ok("job", "shares", shared, "--json").json()
-    assert [s["active"] for s in listed] == [True, True, True] and "token" not in listed[0]
+    assert [s["active"] for s in listed] == [True] * 4 and "token" not in listed[0]
     revoked = el.ok("job", "unshare", created["id"], "--json").json()
     assert revoked["active"] is False and revoked["revoked_at"] is not None
     assert el("job", "get", shared, "--json", env=reader).code != 0

@@ -124,6 +124,7 @@ def test_demo_job_end_to_end_with_json_results(demo: El, tmp_path: Path) -> None
         "scored": 8,
         "missing": 2,
         "invalid": 2,
+        "cancelled": 0,
         "invalidated": 0,
         "total_members": 5,
         "complete_members": 4,

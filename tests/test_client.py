@@ -8,7 +8,7 @@ import pytest
 
 from envloop import Client as ExportedClient
 from envloop.client import AccessError, Client
-from envloop.services import compare, jobs, leaderboard, results, trials
+from envloop.services import compare, jobs, leaderboard, results, trace, trials
 from envloop.services.context import Context
 from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.services.jobs import JobRequest
@@ -102,7 +102,7 @@ def test_a_bad_upload_is_refused_with_one_line_naming_the_task(server: Server, t
     (src / "stray").mkdir()
     with pytest.raises(UserError) as refused:
         client.push_dataset(src, "broken")
-    assert str(refused.value) == "tasks/stray: not a task directory (no task.toml)"
+    assert str(refused.value) == "tasks/stray: not a task directory (no task.toml) and no task below it"
     assert client.list_datasets() == []
 
 
@@ -182,4 +182,4 @@ def test_leaderboard_comparison_and_steps_read_the_same_as_the_services(
     with pytest.raises(UserError, match="same reward"):
         client.plan_comparison(first, 0.05)
     trial = client.list_trials(first)[0]
-    assert client.trial_steps(trial.id) == trials.trial_steps(ctx, trial.id)
+    assert client.trial_steps(trial.id) == trace.trial_steps(ctx, trial.id)

@@ -1,9 +1,10 @@
 """Specification of `el job compare`: B - A task by task, with its uncertainty and what was left out.
 
 The difference is the mean over tasks both runs scored of (B's task mean - A's task mean); its
-standard error and interval are those of a paired t test (Miller 2024, "Adding Error Bars to
-Evals", section on paired differences). Tasks only one side scored, or whose content differs,
-are excluded and listed; runs that did not measure the same thing are compared with a warning.
+standard error, interval and p-value are those of one paired t test (Miller 2024, "Adding Error
+Bars to Evals", section on paired differences). Tasks only one side scored are excluded and listed;
+jobs that did not measure the same thing (dataset revision, runner, no task in common) are refused
+with the reason, lesser differences (attempts, task selection) compared with a warning.
 """
 
 import math
@@ -52,7 +53,7 @@ def test_two_jobs_compare_b_minus_a_over_the_tasks_both_scored(runs: tuple[Conte
     assert result.ci95[0] == pytest.approx(statistics.mean(differences) - half, rel=1e-9)
     assert result.correlation == pytest.approx(statistics.correlation(a, b), rel=1e-12)
     assert result.p_value is not None and 0 < result.p_value < 1
-    assert (result.only_a, result.only_b, result.changed, result.excluded) == (0, 0, 0, [])
+    assert (result.only_a, result.only_b, result.excluded) == (0, 0, [])
     assert result.comparable and result.warnings == []
     assert (result.a.model, result.b.model) == ("m/base", "m/sft")
     assert result.a.coverage == "score 40%, 10/10 attempts scored, 5/5 members complete"
@@ -75,22 +76,51 @@ def test_tasks_only_one_side_scored_are_excluded_and_counted_never_zeroed(
     assert result.difference == -1.0
 
 
-def test_runs_that_measured_different_things_are_compared_with_a_warning_per_difference(
+def test_jobs_on_different_dataset_revisions_are_refused_naming_the_reason(
     runs: tuple[Context, str, str, str], tmp_path: Path
 ) -> None:
     ctx, dataset, base, sft = runs
     revised = push_tasks(ctx, tmp_path, "heldout", TASKS, variant="edited")
     job_a = run_job(ctx, dataset, [base], 2, _grid(BEFORE))
     job_b = run_job(ctx, revised, [sft], 1, lambda *_: 1.0)
-    result = compare_runs(ctx, job_a, job_b)
+    with pytest.raises(UserError) as refused:
+        compare_runs(ctx, job_a, job_b)
+    assert str(refused.value) == (
+        f"cannot compare these jobs: they ran different dataset revisions ({dataset} vs {revised}), "
+        "whose tasks differ"
+    )
+
+
+def test_jobs_sharing_no_task_are_refused_and_lesser_differences_are_warned(
+    runs: tuple[Context, str, str, str],
+) -> None:
+    ctx, dataset, base, sft = runs
+    job_a = run_job(ctx, dataset, [base], 2, _grid(BEFORE), tasks=["t1", "t2"])
+    job_b = run_job(ctx, dataset, [sft], 1, lambda *_: 1.0, tasks=["t3"])
+    with pytest.raises(UserError, match="cannot compare these jobs: they share no task"):
+        compare_runs(ctx, job_a, job_b)
+    job_c = run_job(ctx, dataset, [sft], 1, lambda *_: 1.0, tasks=["t2", "t3"])
+    result = compare_runs(ctx, job_a, job_c)
     assert not result.comparable
     assert result.warnings == [
-        f"not comparable: dataset revision differs: {dataset} (A) vs {revised} (B)",
         "not comparable: attempt count differs: 2 (A) vs 1 (B)",
-        "not comparable: task digests differ: 5 tasks have other content (t1, t2, t3, …)",
+        "not comparable: task names differ: 1 only in A (t1), 1 only in B (t3)",
     ]
-    assert (result.n_tasks, result.changed, result.difference) == (0, 5, None)
-    assert {e.reason for e in result.excluded} == {"task content differs between the runs"}
+    assert (result.n_tasks, result.only_a, result.only_b) == (1, 1, 1)
+
+
+def test_the_header_counts_tasks_that_improved_regressed_or_stayed(
+    runs: tuple[Context, str, str, str],
+) -> None:
+    """B - A per task: t1 +0.5, t2 +0.5, t3 0, t4 +0.5, t5 0."""
+    ctx, dataset, base, sft = runs
+    job_a = run_job(ctx, dataset, [base], 2, _grid(BEFORE))
+    job_b = run_job(ctx, dataset, [sft], 2, _grid(AFTER))
+    result = compare_runs(ctx, job_a, job_b)
+    assert (result.improved, result.regressed, result.unchanged) == (3, 0, 2)
+    reverse = compare_runs(ctx, job_b, job_a)
+    assert (reverse.improved, reverse.regressed, reverse.unchanged) == (0, 3, 2)
+    assert result.unit == "points" and result.method.startswith("paired t test")
 
 
 def test_two_profiles_of_one_job_compare_in_submission_order(runs: tuple[Context, str, str, str]) -> None:
@@ -179,8 +209,12 @@ def test_cli_compare_json_carries_the_contract_keys_and_text_shows_points(
     assert data["difference"] == pytest.approx(0.3)
     assert data["n_tasks"] == 5 and len(data["ci95"]) == 2
     assert {"stderr", "correlation", "only_a", "only_b", "excluded", "warnings", "a", "b"} <= data.keys()
+    assert (data["unit"], data["improved"], data["regressed"], data["unchanged"]) == ("points", 3, 0, 2)
     text = el.ok("job", "compare", job_a, job_b).stdout
+    assert "3 improved · 0 regressed · 2 unchanged" in text
     assert "B - A  +30.0 pts" in text and "on 5 tasks both scored" in text
+    low, high = (f"{v * 100:+.1f}" for v in data["ci95"])
+    assert f"95% CI {low} to {high} pts" in text and f"p = {data['p_value']:.3g}" in text
     assert "score 40%, 10/10 attempts scored, 5/5 members complete (95% CI" in text
     other = run_job(ctx, dataset, [sft], 1, lambda *_: 1.0)
     warned = el.ok("job", "compare", job_a, other, "--json")
@@ -211,24 +245,25 @@ def test_a_paired_interval_of_two_binary_runs_on_three_tasks_stays_within_minus_
     reversed_ = compare_runs(ctx, job_b, job_a)
     assert reversed_.ci95 is not None and reversed_.ci95[1] == 1.0 and reversed_.ci95_clamped
     text = el.ok("job", "compare", job_a, job_b).stdout
-    assert "95% CI -100.0 pts to" in text and "cut at the possible range" in text
+    assert "95% CI -100.0 to " in text and " pts, cut at the possible range" in text
     assert el.ok("job", "compare", job_a, job_b, "--json").json()["ci95_clamped"] is True
 
 
-def test_a_binary_run_that_moved_every_task_by_one_still_gets_an_interval_of_some_width(
-    ctx: Context, tmp_path: Path
+def test_a_binary_run_that_moved_every_task_by_one_gets_no_interval_and_says_why(
+    el: El, ctx: Context, tmp_path: Path
 ) -> None:
-    """All three differences are -1: no spread, so the t interval is the point -1; three tasks are
-    not a certainty, and the paired score interval says so."""
+    """All three differences are -1: no spread, so the t test cannot measure the uncertainty; three
+    tasks are not a certainty, so neither a point interval nor a p-value is given."""
     dataset = push_tasks(ctx, tmp_path, "edge", ["t1", "t2", "t3"])
     base = make_profile(ctx, tmp_path, "team/base")
     sft = make_profile(ctx, tmp_path, "team/sft")
     job_a = run_job(ctx, dataset, [base], 1, lambda *_: 1.0)
     job_b = run_job(ctx, dataset, [sft], 1, lambda *_: 0.0)
     result = compare_runs(ctx, job_a, job_b)
-    assert result.difference == -1.0 and result.ci95 is not None
-    low, high = result.ci95
-    assert low == -1.0 and -0.9 < high < 0.0 and not result.ci95_clamped
+    assert result.difference == -1.0 and result.ci95 is None and result.p_value is None
+    assert result.no_interval is not None and "no spread" in result.no_interval
+    text = el.ok("job", "compare", job_a, job_b).stdout
+    assert "B - A  -100.0 pts" in text and "no interval: every task moved by the same amount" in text
 
 
 def test_rewards_outside_zero_one_are_never_clamped(ctx: Context, tmp_path: Path) -> None:

@@ -197,15 +197,41 @@ def test_a_paired_interval_of_rates_is_cut_at_minus_one_and_one_and_says_so() ->
     assert paired.difference.clamped
 
 
-def test_binary_pairs_get_newcombes_paired_score_interval_where_t_collapses() -> None:
-    """Newcombe (1998) method 10 on 10 pairs, all discordant the same way (B - A = 1 each): the
-    t interval is the point 1; the score interval is [1 - u, 1] with u from the two Wilson limits."""
-    a, b = [0.0] * 10, [1.0] * 10
-    paired = paired_tasks(
-        {str(i): v for i, v in enumerate(a)}, {str(i): v for i, v in enumerate(b)}, rates=True, binary=True
-    )
-    low_b, _ = wilson_interval(1.0, 10)
-    _, high_a = wilson_interval(0.0, 10)
-    expected_low = 1.0 - math.sqrt((1.0 - low_b) ** 2 + high_a**2)
-    assert paired.difference.ci95 == pytest.approx((expected_low, 1.0), rel=1e-12)
-    assert 0.5 < expected_low < 0.8
+def test_the_paired_interval_and_p_value_come_from_one_t_test_and_never_disagree() -> None:
+    """0 lies outside the 95% interval exactly when p < 0.05, for binary, graded and raw values."""
+    rng = random.Random(11)
+    for case in range(300):
+        tasks = rng.randint(2, 15)
+        kind = case % 3
+        if kind == 0:
+            a = [float(rng.random() < 0.5) for _ in range(tasks)]
+            b = [float(rng.random() < 0.7) for _ in range(tasks)]
+        elif kind == 1:
+            a = [rng.choice([0.0, 0.25, 0.5, 0.75, 1.0]) for _ in range(tasks)]
+            b = [min(1.0, x + rng.choice([0.0, 0.25, 0.5])) for x in a]
+        else:
+            a = [rng.gauss(5, 2) for _ in range(tasks)]
+            b = [x + rng.gauss(1, 1) for x in a]
+        result = paired_difference(b, a, rates=kind < 2)
+        if result.ci95 is None:
+            assert result.p_value is None and result.no_interval
+            continue
+        assert result.p_value is not None and result.stderr is not None
+        assert result.mean_difference is not None
+        t = result.mean_difference / result.stderr
+        assert result.p_value == pytest.approx(t_two_sided_p(t, tasks - 1), rel=1e-12)
+        low, high = result.ci95
+        if abs(result.p_value - 0.05) > 1e-9:
+            assert (low > 0 or high < 0) == (result.p_value < 0.05)
+
+
+def test_differences_without_spread_have_neither_interval_nor_p_value_and_say_why() -> None:
+    """Ten tasks that all moved by +1: the t test has no spread to measure; a point interval would
+    claim a certainty ten tasks cannot give, so there is none, and the reason is given."""
+    paired = paired_tasks({str(i): 0.0 for i in range(10)}, {str(i): 1.0 for i in range(10)}, rates=True)
+    difference = paired.difference
+    assert difference.mean_difference == 1.0 and difference.stderr == 0.0
+    assert difference.ci95 is None and difference.p_value is None
+    assert difference.no_interval is not None and "no spread" in difference.no_interval
+    single = paired_tasks({"x": 0.0}, {"x": 1.0}, rates=True).difference
+    assert single.ci95 is None and single.no_interval == "one task measured by both sides: a t test needs two"

@@ -130,6 +130,25 @@ def assert_inert(page: Page) -> None:
     assert page.evaluate("window.__pwned") is None
 
 
+def assert_fits(page: Page, server: Server, paths: dict[str, str], width: int, shots: Shots) -> None:
+    """Each page is no wider than the screen, labels every control, has one heading, runs nothing
+    it was given as text; a screenshot of each is kept."""
+    for name, path in paths.items():
+        page.goto(server.url + path)
+        page.wait_for_load_state("networkidle")
+        overflow = page.evaluate("document.documentElement.scrollWidth")
+        assert overflow <= width + 1, f"{name} is {overflow}px wide at {width}px"
+        unlabeled = page.evaluate(
+            """[...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
+               .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label'))
+               .map(el => el.name || el.id)"""
+        )
+        assert unlabeled == [], f"{name}: controls without a label: {unlabeled}"
+        assert page.locator("h1").count() == 1, name
+        assert_inert(page)
+        shots(page, f"{name}-{width}")
+
+
 def test_from_the_jobs_list_to_a_step_of_the_trace_viewer(
     browser: Browser, server: Server, jobs: Jobs, shots: Shots
 ) -> None:
@@ -350,6 +369,7 @@ def test_pages_fit_the_screen_and_label_their_controls(
         "jobs": "/",
         "job": f"/jobs/{jobs.seed}",
         "grid": f"/jobs/{jobs.seed}/grid",
+        "samples": f"/jobs/{jobs.seed}/samples",
         "trial-overview": f"/trials/{jobs.agent_trial}",
         "trial-metrics": f"/trials/{jobs.agent_trial}/metrics",
         "trial-logs": f"/trials/{jobs.agent_trial}/logs",
@@ -357,20 +377,7 @@ def test_pages_fit_the_screen_and_label_their_controls(
         "trace": f"/trials/{jobs.agent_trial}/trace?step=3",
         "leaderboard": "/leaderboard",
     }
-    for name, path in paths.items():
-        page.goto(server.url + path)
-        page.wait_for_load_state("networkidle")
-        overflow = page.evaluate("document.documentElement.scrollWidth")
-        assert overflow <= width + 1, f"{name} is {overflow}px wide at {width}px"
-        unlabeled = page.evaluate(
-            """[...document.querySelectorAll('input:not([type=hidden]), select, textarea')]
-               .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label'))
-               .map(el => el.name)"""
-        )
-        assert unlabeled == [], f"{name}: controls without a label: {unlabeled}"
-        assert page.locator("h1").count() == 1, name
-        assert_inert(page)
-        shots(page, f"{name}-{width}")
+    assert_fits(page, server, paths, width, shots)
 
 
 def test_a_job_submitted_while_the_list_is_open_appears_without_a_reload(

@@ -12,7 +12,8 @@ import httpx
 import pytest
 from sqlalchemy import update
 
-from envloop.core.display import coverage_line, format_score
+from envloop.core.display import coverage_line, format_difference, format_score
+from envloop.core.words import plural
 from envloop.services.context import open_context
 from envloop.services.jobs import JobRequest, cancel_job, submit_job
 from envloop.services.results import ProfileResult
@@ -118,7 +119,14 @@ def test_the_job_page_shows_the_seed_examples_coverage_as_the_api_computes_it(
 
 def test_pages_without_credentials_send_the_browser_to_the_login_form(server: Server, jobs: Jobs) -> None:
     with browser_like(server) as client:
-        for path in ("/", f"/jobs/{jobs.seed}", f"/trials/{jobs.agent_trial}/trace", "/leaderboard"):
+        for path in (
+            "/",
+            f"/jobs/{jobs.seed}",
+            f"/jobs/{jobs.seed}/samples?q=x",
+            f"/compare?a={jobs.seed}&b={jobs.seed}",
+            f"/trials/{jobs.agent_trial}/trace",
+            "/leaderboard",
+        ):
             answer = client.get(path)
             assert answer.status_code == 303, path
             assert answer.headers["location"].startswith("/login?next=")
@@ -194,6 +202,12 @@ def test_a_share_link_reads_its_job_and_trials_only(server: Server, jobs: Jobs) 
         assert anonymous.get(f"{base}/trials/{own_trial}").status_code == 200
         assert anonymous.get(f"{base}/trials/{own_trial}/trace").status_code == 200
         assert anonymous.get(f"{base}/export").status_code == 200
+        samples = anonymous.get(f"{base}/samples", params={"q": "attempt 1 of"})
+        assert samples.status_code == 200 and "3 samples match this query" in _text(samples.text)
+        assert own_trial in samples.text and other_trial not in samples.text
+        assert anonymous.get(f"{base}/breakdown").status_code == 200
+        # Comparing is for the project's keys: a share link reads its one job and nothing else.
+        assert anonymous.get(f"/compare?a={jobs.seed}&b={jobs.seed}").status_code == 303
         for path in (
             f"{base}/trials/{other_trial}",
             f"{base}/trials/{other_trial}/trace",
@@ -296,7 +310,8 @@ def test_the_leaderboard_page_shows_the_saved_rows(server: Server, jobs: Jobs) -
         html = http.get("/leaderboard").text
     assert rows[0]["rank"] == 1
     assert f'href="/jobs/{jobs.seed}"' in html and "seed@1" in html
-    assert "<strong>60%</strong>" in html
+    # ranked by 3 of 6 attempts right (the missing one as 0), beside the mean of the 5 scored
+    assert '<strong class="lower-bound">50%</strong>' in html and "<td>60%</td>" in html
 
 
 def test_the_jobs_list_filters_by_status_and_tag(server: Server, jobs: Jobs) -> None:
@@ -389,9 +404,63 @@ def test_a_job_of_two_profiles_shows_their_paired_comparison(
         grid = http.get(f"/jobs/{job}/grid").text
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
     assert "Paired comparison between profiles" in text
-    assert f"over {compared['n_tasks']} tasks both scored" in text
-    assert "team/twin@1 − team/shell@1" in text
+    assert f"on {plural(compared['n_tasks'], 'task')} both scored" in text
+    assert "B team/twin@1 against A team/shell@1" in text
+    # One unit on every surface: the CLI's and the API's difference, in percentage points.
+    assert compared["unit"] == "points"
+    assert f"B − A {format_difference(compared['difference'], 'points')}" in text
+    assert f"{compared['improved']} improved · {compared['regressed']} regressed" in text
     assert grid.count('class="cell-group"') == 6 and "spread across profiles" in grid
+
+
+def test_a_progress_bar_shows_how_attempts_ended_in_parts(server: Server, jobs: Jobs) -> None:
+    """The seed job: 5 of 6 trials completed, 1 failed (its verifier wrote no number)."""
+    with server.http() as http:
+        bar = http.get(f"/jobs/{jobs.seed}/progress").text
+        listed = http.get("/").text
+    widths = dict(re.findall(r'data-part="(\w+)" x="[\d.]+" y="0" width="([\d.]+)"', bar))
+    assert widths == {"completed": "83.333", "failed": "16.667", "cancelled": "0.0", "running": "0.0"}
+    assert "6/6 finished: 5 completed, 1 failed" in _text(bar)
+    assert 'data-part="failed"' in listed
+
+
+def _text(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def test_compare_and_samples_answer_a_bearer_key_and_a_login_session_alike(
+    server: Server, jobs: Jobs, tmp_path: Path
+) -> None:
+    """The acceptance contract: /compare?a=JOB_A&b=JOB_B and /jobs/JOB/samples (?q= searches) take
+    the same credentials as every console page, and the compare page says "N improved" and
+    "M regressed"."""
+    command = 'echo 2 > "${ENVLOOP_APP_DIR:-/app}/attempt"'
+    path = write_profile(tmp_path / "always2.json", {"AGENT_NAME": "command", "AGENT_COMMAND": command})
+    server.el.ok("profile", "create", "team/always2", "1", "--file", str(path))
+    submitted = server.el(
+        *("job", "submit", "--dataset", "seed@1", "--profile", "team/always2@1", "--attempts", "2"),
+        *("--wait", "--json"),
+        timeout=300,
+    )
+    other = submitted.json()["id"]
+    with server.http() as http:
+        api = http.get("/v1/compare", params={"job_a": jobs.seed, "job_b": other}).json()
+        by_bearer = http.get("/compare", params={"a": jobs.seed, "b": other})
+        samples_by_bearer = http.get(f"/jobs/{jobs.seed}/samples", params={"q": "Do the B thing"})
+        refused = http.get("/compare", params={"a": jobs.seed, "b": jobs.agent})
+    with closing(login(server)) as session:
+        by_session = session.get("/compare", params={"a": jobs.seed, "b": other})
+        samples_by_session = session.get(f"/jobs/{jobs.seed}/samples", params={"q": "Do the B thing"})
+    for answer in (by_bearer, by_session, samples_by_bearer, samples_by_session):
+        assert answer.status_code == 200
+    for answer in (by_bearer, by_session):
+        text = _text(answer.text)
+        assert f"{api['improved']} improved" in text and f"{api['regressed']} regressed" in text
+        assert f"B − A {format_difference(api['difference'], api['unit'])}" in text
+    assert (api["improved"], api["regressed"], api["unchanged"]) == (0, 1, 1)
+    for answer in (samples_by_bearer, samples_by_session):
+        assert "2 samples match this query" in _text(answer.text)
+    assert refused.status_code == 400 and "they ran different dataset revisions" in _text(refused.text)
 
 
 def test_a_key_of_another_project_sees_none_of_this_projects_jobs(server: Server, jobs: Jobs) -> None:
@@ -400,8 +469,11 @@ def test_a_key_of_another_project_sees_none_of_this_projects_jobs(server: Server
         listed = http.get("/").text
         job_page = http.get(f"/jobs/{jobs.seed}")
         trial_page = http.get(f"/trials/{jobs.agent_trial}/trace")
+        samples = http.get(f"/jobs/{jobs.seed}/samples")
+        compared = http.get("/compare", params={"a": jobs.seed, "b": jobs.agent})
     assert jobs.seed not in listed and jobs.agent not in listed
     assert job_page.status_code == 404 and trial_page.status_code == 404
+    assert samples.status_code == 404 and compared.status_code == 404
 
 
 def test_logging_out_ends_the_session_and_a_revoked_key_ends_it_too(server: Server) -> None:

@@ -1,5 +1,5 @@
 """The small services the console reads through: a window of a trial's kept file, never splitting a
-character; the reward histogram, counting only counted rewards."""
+character; the reward histogram, counting only counted rewards, in real bins on the rewards' axis."""
 
 import subprocess
 import sys
@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from envloop.console.charts import histogram_chart
 from envloop.core.metrics import AttemptSlot, compute_metrics
 from envloop.services import datasets, jobs, profiles, trial_files
 from envloop.services.context import Context
-from envloop.services.distribution import reward_histogram
+from envloop.services.distribution import RewardHistogram, reward_histogram
 from envloop.services.errors import UserError
 from envloop.services.profiles import ProfileDocument, ProfileSpec
 from envloop.services.trials import list_trials
@@ -76,15 +77,43 @@ def test_the_histogram_counts_only_counted_rewards() -> None:
         AttemptSlot("C", 1, "invalidated", 1.0),
     ]
     histogram = reward_histogram(compute_metrics(["A", "B", "C"], 2, slots))
-    assert histogram.scored == 3
-    assert [(b.low, b.count) for b in histogram.bars] == [(0.0, 1), (1.0, 2)]
+    assert histogram.scored == 3 and histogram.rates
+    assert [(b.value, b.count) for b in histogram.bars if b.count] == [(0.0, 1), (1.0, 2)]
 
 
-def test_many_distinct_rewards_are_binned_between_the_smallest_and_largest() -> None:
-    slots = [AttemptSlot(f"t{i}", 1, "scored", i / 2) for i in range(30)]
-    histogram = reward_histogram(compute_metrics([f"t{i}" for i in range(30)], 1, slots))
-    assert len(histogram.bars) == 10 and sum(b.count for b in histogram.bars) == 30
-    assert histogram.bars[0].low == 0.0 and histogram.bars[-1].high == pytest.approx(14.5)
+def _histogram(rewards: list[float]) -> RewardHistogram:
+    slots = [AttemptSlot(f"t{i}", 1, "scored", r) for i, r in enumerate(rewards)]
+    return reward_histogram(compute_metrics([f"t{i}" for i in range(len(rewards))], 1, slots))
+
+
+def test_rates_fall_in_ten_real_bins_by_value_never_side_by_side_as_categories() -> None:
+    """0.3 and 0.333 share the bin [30%, 40%); 0.4 starts the next; empty bins keep their place."""
+    histogram = _histogram([0.3, 1 / 3, 0.4, 0.7, 1.0])
+    assert len(histogram.bars) == 10
+    assert [b.count for b in histogram.bars] == [0, 0, 0, 2, 1, 0, 0, 1, 0, 1]
+    assert histogram.bars[3].value is None and histogram.bars[4].value == 0.4
+    chart = histogram_chart(histogram)
+    assert [b.label for b in chart.bars if b.count] == ["30% – 40%", "40%", "70%", "100%"]
+    assert [t.label for t in chart.x_ticks] == ["0%", "20%", "40%", "60%", "80%", "100%"]
+    # Positions follow the values: the bin of 0.7 lies right of the bin of 0.4, with empty bins between.
+    xs = [b.x for b in chart.bars]
+    assert xs == sorted(xs) and xs[7] - xs[4] == pytest.approx(3 * (xs[1] - xs[0]))
+
+
+def test_a_dozen_distinct_rewards_keep_every_label_and_count() -> None:
+    rewards = [i / 11 for i in range(12)] + [1.0, 0.5]
+    chart = histogram_chart(_histogram(rewards))
+    assert sum(b.count for b in chart.bars) == len(rewards)
+    assert all(b.label for b in chart.bars if b.count)
+
+
+def test_rewards_on_their_own_scale_get_round_bins_covering_them() -> None:
+    histogram = _histogram([i / 2 for i in range(30)])
+    assert not histogram.rates and sum(b.count for b in histogram.bars) == 30
+    assert [(b.low, b.high) for b in histogram.bars[:2]] == [(0.0, 2.0), (2.0, 4.0)]
+    assert histogram.bars[-1].high >= 14.5 and len(histogram.bars) == 8
+    single = _histogram([3.5, 3.5])
+    assert [(b.low, b.count, b.value) for b in single.bars] == [(3.5, 2, 3.5)]
 
 
 @pytest.mark.parametrize("module", ["envloop.console", "envloop.console.access", "envloop.api"])

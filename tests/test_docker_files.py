@@ -168,11 +168,11 @@ def test_a_trial_container_never_shares_the_hosts_or_another_containers_network(
 @pytest.mark.parametrize(
     ("line", "problem"),
     [
-        ("build_timeout_sec = -5", "task.toml: [environment] build_timeout_sec = -5: expected seconds > 0"),
-        ("build_timeout_sec = inf", "task.toml: [environment] build_timeout_sec = inf: expected seconds > 0"),
+        ("build_timeout_sec = -5", "task.toml: environment.build_timeout_sec: must be greater than 0"),
+        ("build_timeout_sec = inf", "task.toml: environment.build_timeout_sec: must be a finite number"),
         (
             'build_timeout_sec = "600"',
-            "task.toml: [environment] build_timeout_sec = '600': expected seconds > 0",
+            "task.toml: environment.build_timeout_sec: must be a number, not string '600'",
         ),
         (
             'docker_image = "--privileged"',

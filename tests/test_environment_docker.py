@@ -183,11 +183,11 @@ def test_the_agent_cannot_forge_the_reward(tmp_path: Path, images: list[str]) ->
 def test_logs_come_out_masked_and_never_through_a_link(tmp_path: Path, images: list[str]) -> None:
     key = "sk-" + secrets.token_hex(12)
     command = (
-        'echo "key $MODEL_API_KEY" > /logs/agent/note.txt; ln -s /etc/passwd /logs/agent/passwd; '
-        'echo "out $MODEL_API_KEY"'
+        'echo "key $HF_TOKEN" > /logs/agent/note.txt; ln -s /etc/passwd /logs/agent/passwd; '
+        'echo "out $HF_TOKEN"'
     )
     task = write_task(tmp_path / "task")
-    params = {"AGENT_NAME": "command", "AGENT_COMMAND": command, "MODEL_API_KEY": key}
+    params = {"AGENT_NAME": "command", "AGENT_COMMAND": command, "HF_TOKEN": key}
     spec = spec_for(tmp_path, task, params, secret_values=(key,))
     outcome = run_docker(tmp_path, spec, images)
     assert outcome.error is None, outcome.error

@@ -1,8 +1,9 @@
 """Specification of the project leaderboard (SPEC section 4).
 
 One board per dataset revision; runs with another runner, task set or attempt count are refused
-with the differing field named. A row is a (job, profile) snapshot saved once; ranks are by score,
-ties shared and visible, rows without a score last and unranked.
+with the differing field named. A row is a (job, profile) snapshot saved once; ranks are by the
+score with every missing attempt counted as 0 (missing never pays), ties shared and visible, and
+rows whose bounds overlap marked as not separated.
 """
 
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ import pytest
 from sqlalchemy import func, select
 
 from envloop.core.leaderboard import RunKey, key_differences, model_label, rank_standings
+from envloop.core.metrics import score_bounds
 from envloop.services import leaderboard, trials
 from envloop.services.context import Context
 from envloop.services.errors import NotFoundError, UserError
@@ -49,36 +51,42 @@ def test_the_model_column_is_model_name_or_else_the_profile() -> None:
 
 @dataclass
 class Row:
-    score: float | None
+    lower_bound: float
+    upper_bound: float
     missing: int
     added_at: datetime
     job_id: str
     profile: str
 
 
-def test_ties_share_a_visible_rank_and_rows_without_a_score_come_last_unranked() -> None:
+def test_rows_rank_by_the_lower_bound_ties_share_a_rank_and_overlaps_are_named() -> None:
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     rows = [
-        Row(0.5, 0, t0, "job_a", "p@1"),
-        Row(None, 10, t0, "job_b", "p@1"),
-        Row(0.9, 0, t0, "job_c", "p@1"),
-        Row(0.5, 2, t0, "job_d", "p@1"),
-        Row(0.5, 0, t0 - timedelta(hours=1), "job_e", "p@1"),
-        Row(0.1, 0, t0, "job_f", "p@1"),
-        Row(None, 1, t0, "job_g", "p@1"),
+        Row(0.5, 0.5, 0, t0, "job_a", "p@1"),  # 50% of every attempt
+        Row(0.0, 1.0, 10, t0, "job_b", "p@1"),  # nothing scored: anywhere from 0 to 100%
+        Row(0.9, 0.9, 0, t0, "job_c", "p@1"),
+        Row(0.5, 1.0, 2, t0, "job_d", "p@1"),  # 100% of what was scored, half missing
+        Row(0.5, 0.5, 0, t0 - timedelta(hours=1), "job_e", "p@1"),
+        Row(0.1, 0.1, 0, t0, "job_f", "p@1"),
     ]
-    placed = [(rows[p.row].job_id, p.rank, p.tied) for p in rank_standings(rows)]
+    placed = [(rows[p.row].job_id, p.rank, p.tied, p.not_separated_from) for p in rank_standings(rows)]
     assert placed == [
-        ("job_c", 1, False),
-        ("job_e", 2, True),  # tied: earlier addition first, then fewer missing
-        ("job_a", 2, True),
-        ("job_d", 2, True),
-        ("job_f", 5, False),
-        ("job_g", None, False),
-        ("job_b", None, False),
+        ("job_c", 1, False, (4, 6)),  # 90% lies within d's 50-100% and b's 0-100%
+        ("job_e", 2, True, (2, 4, 6)),  # same lower bound and missing as a: tied, earlier addition first
+        ("job_a", 2, True, (2, 4, 6)),
+        ("job_d", 4, False, (1, 2, 6)),  # the same lower bound with more missing: below them
+        ("job_f", 5, False, (6,)),
+        ("job_b", 6, False, (1, 2, 4, 5)),
     ]
     shuffled = list(reversed(rows))
-    assert [shuffled[p.row].job_id for p in rank_standings(shuffled)] == [job for job, _, _ in placed]
+    assert [shuffled[p.row].job_id for p in rank_standings(shuffled)] == [job for job, *_ in placed]
+
+
+def test_a_missing_attempt_bounds_the_score_between_zero_and_the_best_reward() -> None:
+    assert score_bounds(2.0, 4, 2, 1.0) == (0.5, 1.0)  # 1, 1, missing, missing
+    assert score_bounds(1.0, 2, 0, 1.0) == (0.5, 0.5)  # full coverage: a single point
+    assert score_bounds(7.0, 4, 1, 4.0) == (1.75, 2.75)  # a missing attempt could have scored 4
+    assert score_bounds(0.0, 3, 3, 1.0) == (0.0, 1.0)
 
 
 @pytest.fixture
@@ -195,16 +203,25 @@ def test_cli_add_and_show_print_ranked_rows_and_refusals_exit_2(
     el.ok("leaderboard", "add", better, "--profile", refs["sft"])
     el.ok("leaderboard", "add", unscored)
     rows = el.ok("leaderboard", "show", "--dataset", dataset, "--json").json()
-    assert [(r["rank"], r["job_id"], r["profile"], r["score"], r["scored"], r["missing"]) for r in rows] == [
-        (1, better, refs["sft"], 1.0, 8, 0),
-        (2, worse, refs["base"], 0.25, 8, 0),
-        (None, unscored, refs["plain"], None, 0, 8),
+    assert [
+        (r["rank"], r["job_id"], r["profile"], r["score"], r["scored"], r["missing"], r["lower_bound"])
+        for r in rows
+    ] == [
+        (1, better, refs["sft"], 1.0, 8, 0, 1.0),
+        (2, worse, refs["base"], 0.25, 8, 0, 0.25),
+        (3, unscored, refs["plain"], None, 0, 8, 0.0),
+    ]
+    assert [(r["upper_bound"], r["not_separated_from"], r["separated"]) for r in rows] == [
+        (1.0, [3], False),
+        (0.25, [3], False),
+        (1.0, [1, 2], False),  # nothing measured: it could be anywhere
     ]
     assert all(len(r["ci95"]) == 2 for r in rows[:2])
     text = el.ok("leaderboard", "show").stdout
-    assert f"1  m/sft ({refs['sft']})  {better}" in text
-    assert "score 25% (95% CI" in text and "8/8 attempts scored, 0 missing" in text
-    assert f"—  {refs['plain']}  {unscored} (no score: unranked)" in text
+    assert f"1  m/sft ({refs['sft']})  {better}  not separated from #3" in text
+    assert "score 25% (up to 25%) with missing counted as 0, mean of scored 25% (95% CI" in text
+    assert "8/8 attempts scored, 0 missing" in text
+    assert f"3  {refs['plain']}  {unscored}  not separated from #1, #2" in text
     misfit = run_job(ctx, dataset, [refs["base"]], 1, lambda *_: 1.0)
     refused = el("leaderboard", "add", misfit, "--json")
     assert refused.code == 2 and refused.stdout == ""

@@ -1,6 +1,6 @@
 """What `envloop/shell@1` records for agents without model steps (`oracle`, `command`, `nop`): the
 instruction, each command with its result and working-directory changes, the verifier's run; and
-the `NETWORK` param that decides whether a trial reaches the host's network."""
+the `NETWORK` param that gives an agent phase a network of its own."""
 
 import asyncio
 import json
@@ -137,27 +137,21 @@ def test_a_verifier_without_a_reward_is_recorded_with_the_reason(tmp_path: Path)
 
 
 @needs_bwrap
-def test_network_host_reaches_only_the_model_endpoint_among_the_hosts_local_services(tmp_path: Path) -> None:
+def test_network_public_opens_a_network_of_its_own_and_no_service_of_the_host(tmp_path: Path) -> None:
+    """Not even the model endpoint's port: an agent reaches its model through the gateway alone
+    (tests/test_model_route.py)."""
     with ScriptedServer() as endpoint, ScriptedServer() as other:
         probe = (
             f"exec 3<>/dev/tcp/127.0.0.1/{endpoint.port} && echo reached; "
             f"exec 4<>/dev/tcp/127.0.0.1/{other.port} && echo other reached; true"
         )
-        params = {
-            "AGENT_NAME": "command",
-            "AGENT_COMMAND": probe,
-            "MODEL_BASE_URL": f"http://127.0.0.1:{endpoint.port}/v1",
-        }
+        params = {"AGENT_NAME": "command", "AGENT_COMMAND": probe}
         offline = run(tmp_path / "none", params, "bwrap")
-        online = run(tmp_path / "host", {**params, "NETWORK": "host"}, "bwrap")
-    agent_out = {
-        name: (path / "artifacts" / "agent" / "stdout.txt").read_text()
-        for name, path in (("offline", tmp_path / "none"), ("online", tmp_path / "host"))
-    }
-    assert "reached" not in agent_out["offline"]
-    assert agent_out["online"].splitlines() == ["reached"]
-    assert online.sandbox_note is not None and "own network (pasta)" in online.sandbox_note
-    assert offline.sandbox_note is not None and "loopback-only" in offline.sandbox_note
+        online = run(tmp_path / "host", {**params, "NETWORK": "public"}, "bwrap")
+    for path in (tmp_path / "none", tmp_path / "host"):
+        assert "reached" not in (path / "artifacts" / "agent" / "stdout.txt").read_text()
+    assert "network: agent public, verifier no-network" in (online.sandbox_note or "")
+    assert "network: agent no-network, verifier no-network" in (offline.sandbox_note or "")
 
 
 def test_an_unknown_network_setting_is_refused() -> None:

@@ -126,7 +126,9 @@ def test_a_dimension_defined_differently_across_trials_is_not_aggregated(
     pairs = [("a", reading({"dimensions": {"acc": dim(1.0)}})), ("b", reading(other)), ("c", reading(other))]
     acc = summarize(collect(pairs)).dimensions["acc"]
     assert acc.aggregate is None and acc.definition is None
-    assert acc.conflict is not None and "in 2 trials" in acc.conflict and "in 1 trials" in acc.conflict
+    assert (
+        acc.conflict is not None and "in 2 trials; " in acc.conflict and acc.conflict.endswith(" in 1 trial")
+    )
     parsed = reading(other).result
     assert parsed is not None
     theirs = parsed.dimensions["acc"]
@@ -200,8 +202,8 @@ def test_trial_get_shows_the_structured_result_and_the_json_carries_it(
     assert result["structured"]["dimensions"]["correctness"]["aggregate"]["mean"] == 0.9
     assert {"stderr", "ci95", "score_counts"} <= result.keys()
     shown = el.ok("job", "result", job_id).stdout
-    assert "structured results: 1 trials" in shown
-    assert "correctness  0.9 over 1 trials, 1 tasks   [0, 1] higher is better" in shown
+    assert "structured results: 1 trial" in shown
+    assert "correctness  0.9 over 1 trial, 1 task   [0, 1] higher is better" in shown
 
 
 VERIFIER = """logs="${ENVLOOP_LOGS_DIR:-/logs}"; app="${ENVLOOP_APP_DIR:-/app}"

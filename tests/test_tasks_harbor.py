@@ -8,6 +8,7 @@ import pytest
 from envloop.tasks.digest import task_digest
 from envloop.tasks.harbor import load_harbor_task
 from envloop.tasks.model import TaskFormatError
+from envloop.tasks.phases import phase_networks
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tasks" / "harbor-hello-world"
 
@@ -48,23 +49,22 @@ def test_fixture_from_another_project_loads_unmodified() -> None:
     assert (task.environment_dir / "Dockerfile").is_file()
 
 
-def test_unknown_toml_fields_are_kept(task: Path) -> None:
+def test_harbor_fields_are_typed_and_unknown_fields_are_kept(task: Path) -> None:
     toml = task / "task.toml"
     toml.write_text(
-        'schema_version = "1.1"\n'
+        'schema_version = "1.1"\nfuture_field = 3\n'
         + toml.read_text()
         + '\n[solution]\nenv = { SEED = "7" }\n\n[task]\nname = "org/hello"\n'
     )
 
     config = load_harbor_task(task).config
 
-    extra = config.model_extra or {}
-    assert extra["schema_version"] == "1.1"
-    assert extra["solution"] == {"env": {"SEED": "7"}}
-    assert extra["task"] == {"name": "org/hello"}
-    env_extra = config.environment.model_extra or {}
-    assert env_extra["build_timeout_sec"] == 600.0
-    assert env_extra["docker_image"] == "example/hello-world:20250101"
+    assert config.schema_version == "1.1"
+    assert config.solution.env == {"SEED": "7"}
+    assert config.task is not None and config.task.name == "org/hello"
+    assert config.environment.build_timeout_sec == 600.0
+    assert config.environment.docker_image == "example/hello-world:20250101"
+    assert (config.model_extra or {})["future_field"] == 3
 
 
 def test_minimal_task_needs_only_toml_instruction_and_test_script(tmp_path: Path) -> None:
@@ -77,7 +77,8 @@ def test_minimal_task_needs_only_toml_instruction_and_test_script(tmp_path: Path
     task = load_harbor_task(root)
 
     assert task.config.agent.timeout_sec is None
-    assert task.config.environment.allow_internet is False
+    # No network unless the task opens one (Harbor would open it by default).
+    assert phase_networks(task.config).agent.mode == "no-network"
 
 
 def test_name_defaults_to_directory_name_and_can_be_overridden(task: Path) -> None:

@@ -30,9 +30,11 @@ from envloop.core.trajectory import Trajectory
 from envloop.services.errors import ConflictError, NotFoundError, ServerError, UserError
 from envloop.wire import (
     LOG_PAGE_BYTES,
+    PAGE_STEPS,
     ApiKeyView,
     ArtifactInfo,
     BoardRow,
+    Breakdown,
     Comparison,
     CreatedKey,
     CreatedShare,
@@ -42,6 +44,7 @@ from envloop.wire import (
     JobProgress,
     JobRequest,
     JobResult,
+    JobUsage,
     JobView,
     Plan,
     ProfileDocument,
@@ -50,7 +53,10 @@ from envloop.wire import (
     RolloutRequest,
     RolloutView,
     RunnerInfo,
+    SamplePage,
+    SampleQuery,
     ShareView,
+    StepPage,
     SubmitResult,
     TrialEvent,
     TrialView,
@@ -264,6 +270,16 @@ class Client:
     def job_diagnosis(self, job_id: str) -> JobDiagnosis:
         return self._get(f"/v1/jobs/{quote(job_id)}/diagnosis", JobDiagnosis)
 
+    def job_breakdown(self, job_id: str, by: str) -> Breakdown:
+        return self._get(f"/v1/jobs/{quote(job_id)}/breakdown", Breakdown, by=by)
+
+    def job_usage(self, job_id: str) -> JobUsage:
+        return self._get(f"/v1/jobs/{quote(job_id)}/usage", JobUsage)
+
+    def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:
+        params = (query or SampleQuery()).model_dump(exclude_defaults=True)
+        return self._get(f"/v1/jobs/{quote(job_id)}/samples", SamplePage, **params)
+
     def cancel_job(self, job_id: str) -> JobView:
         return self._post(f"/v1/jobs/{quote(job_id)}/cancel", JobView)
 
@@ -312,7 +328,12 @@ class Client:
             yield from response.iter_bytes()
 
     def trial_steps(self, trial_id: str) -> Trajectory | None:
+        """The whole trajectory (the server streams it); `trial_step_page` reads it a page at a time."""
         return self._get(f"/v1/trials/{quote(trial_id)}/steps", Trajectory | None)  # type: ignore[arg-type]
+
+    def trial_step_page(self, trial_id: str, offset: int = 0, limit: int = PAGE_STEPS) -> StepPage:
+        path = f"/v1/trials/{quote(trial_id)}/steps/page"
+        return self._get(path, StepPage, offset=offset or None, limit=limit)
 
     def list_artifacts(self, trial_id: str) -> list[ArtifactInfo]:
         return self._get(f"/v1/trials/{quote(trial_id)}/artifacts", list[ArtifactInfo])

@@ -21,6 +21,7 @@ from types import TracebackType
 from envloop.core.status import TERMINAL
 from envloop.core.trajectory import Trajectory
 from envloop.services import (
+    breakdown,
     compare,
     datasets,
     diagnosis,
@@ -31,16 +32,21 @@ from envloop.services import (
     profiles,
     results,
     rollouts,
+    samples,
     shares,
+    trace,
     trials,
+    usage,
 )
 from envloop.services.context import Context, open_context
 from envloop.services.rollouts import ProgressFeed
 from envloop.wire import (
     LOG_PAGE_BYTES,
+    PAGE_STEPS,
     ApiKeyView,
     ArtifactInfo,
     BoardRow,
+    Breakdown,
     Comparison,
     CreatedKey,
     CreatedShare,
@@ -49,6 +55,7 @@ from envloop.wire import (
     JobProgress,
     JobRequest,
     JobResult,
+    JobUsage,
     JobView,
     Plan,
     ProfileDocument,
@@ -57,7 +64,10 @@ from envloop.wire import (
     RolloutRequest,
     RolloutView,
     RunnerInfo,
+    SamplePage,
+    SampleQuery,
     ShareView,
+    StepPage,
     SubmitResult,
     TrialView,
 )
@@ -158,6 +168,15 @@ class LocalClient:
     def job_diagnosis(self, job_id: str) -> JobDiagnosis:
         return diagnosis.job_diagnosis(self._ctx, job_id)
 
+    def job_breakdown(self, job_id: str, by: str) -> Breakdown:
+        return breakdown.job_breakdown(self._ctx, job_id, by)
+
+    def job_usage(self, job_id: str) -> JobUsage:
+        return usage.job_usage(self._ctx, job_id)
+
+    def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:
+        return samples.job_samples(self._ctx, job_id, query or SampleQuery())
+
     def cancel_job(self, job_id: str) -> JobView:
         return jobs.cancel_job(self._ctx, job_id)
 
@@ -202,7 +221,10 @@ class LocalClient:
         return trials.read_artifact(self._ctx, trial_id, relpath)
 
     def trial_steps(self, trial_id: str) -> Trajectory | None:
-        return trials.trial_steps(self._ctx, trial_id)
+        return trace.trial_steps(self._ctx, trial_id)
+
+    def trial_step_page(self, trial_id: str, offset: int = 0, limit: int = PAGE_STEPS) -> StepPage:
+        return trace.step_page(self._ctx, trial_id, offset, limit)
 
     def list_artifacts(self, trial_id: str) -> list[ArtifactInfo]:
         return trials.list_artifacts(self._ctx, trial_id)

@@ -15,9 +15,11 @@ from typing import Protocol, Self
 from envloop.core.trajectory import Trajectory
 from envloop.wire import (
     LOG_PAGE_BYTES,
+    PAGE_STEPS,
     ApiKeyView,
     ArtifactInfo,
     BoardRow,
+    Breakdown,
     Comparison,
     CreatedKey,
     CreatedShare,
@@ -26,6 +28,7 @@ from envloop.wire import (
     JobProgress,
     JobRequest,
     JobResult,
+    JobUsage,
     JobView,
     Plan,
     ProfileDocument,
@@ -34,7 +37,10 @@ from envloop.wire import (
     RolloutRequest,
     RolloutView,
     RunnerInfo,
+    SamplePage,
+    SampleQuery,
     ShareView,
+    StepPage,
     SubmitResult,
     TrialView,
 )
@@ -80,6 +86,18 @@ class Operations(Protocol):
 
     def job_result(self, job_id: str) -> JobResult: ...
     def job_diagnosis(self, job_id: str) -> JobDiagnosis: ...
+    def job_breakdown(self, job_id: str, by: str) -> Breakdown:
+        """Score and coverage per value of a metadata field of the job's tasks, per profile."""
+        ...
+
+    def job_usage(self, job_id: str) -> JobUsage:
+        """Model calls, tokens and their cost, and trial durations, per profile and for the job."""
+        ...
+
+    def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:
+        """One row per attempt with its input, target and output: filtered, searched, sorted, paged."""
+        ...
+
     def cancel_job(self, job_id: str) -> JobView: ...
     def export_job(self, job_id: str) -> JobRequest: ...
     def watch_job(self, job_id: str) -> Iterator[ProgressEvent]:
@@ -101,6 +119,7 @@ class Operations(Protocol):
     ) -> dict[str, str]: ...
     def read_artifact(self, trial_id: str, relpath: str) -> Iterator[bytes]: ...
     def trial_steps(self, trial_id: str) -> Trajectory | None: ...
+    def trial_step_page(self, trial_id: str, offset: int = 0, limit: int = PAGE_STEPS) -> StepPage: ...
     def list_artifacts(self, trial_id: str) -> list[ArtifactInfo]: ...
     def copy_artifacts(self, trial_id: str, dest: Path) -> list[ArtifactInfo]: ...
     def invalidate_trial(self, trial_id: str, reason: str | None, undo: bool = False) -> TrialView: ...

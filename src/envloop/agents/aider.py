@@ -107,6 +107,7 @@ class AiderAgent:
         name="aider",
         description="Aider (edits answered in text, applied to the working directory) over Chat Completions",
         records_steps=True,
+        calls_model_inside="openai",
     )
     params_model = AiderParams
 
@@ -132,20 +133,12 @@ class AiderAgent:
         }
         argv = ["bash", "-c", RUN_SCRIPT, "aider", *RECIPE.argv()]
         result = await run_cli(ctx, argv, variables, "aider.stdout.txt", "aider.stderr.txt")
-        summary = ModelRequestSummary(
-            protocol="openai",
-            endpoint=params.MODEL_BASE_URL,
-            model=params.MODEL_NAME,
-            messages=1,
-            params={
-                "agent_version": params.AGENT_VERSION,
-                "edit_format": params.AIDER_EDIT_FORMAT,
-                "temperature": params.TEMPERATURE,
-            },
+        summary = params.request_summary(
+            {"edit_format": params.AIDER_EDIT_FORMAT, "temperature": params.TEMPERATURE}
         )
         history = await environment.read_file(f"{logs}/aider.llm-history.txt", 64 << 20)
         lines = (history or b"").decode(errors="replace").splitlines()
-        said = read_llm_history(lines, ctx.recorder, summary, not ctx.model_calls_recorded)
+        said = read_llm_history(lines, ctx.recorder, summary, not ctx.model_gateway)
         output = read_lines(ctx.log_path("aider.stdout.txt"))
         for number, line in enumerate(output):
             applied = _APPLIED.match(line.strip())

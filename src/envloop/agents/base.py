@@ -24,6 +24,7 @@ from envloop.core.params import ComponentParams, param
 from envloop.core.trajectory import StopReason, TrajectoryRecorder
 from envloop.core.trial import TrialSpec
 from envloop.environments.base import Environment, ExecResult
+from envloop.models.settings import ModelProtocol
 from envloop.tasks.model import HarborTask
 
 DEFAULT_MAX_STEPS = 30
@@ -50,6 +51,12 @@ class AgentInfo(BaseModel):
         default=False, description="writes its own model and tool steps into the trial's trajectory"
     )
     speaks_mcp: bool = Field(default=False, description="uses the task's MCP servers (agents/mcp.py)")
+    calls_model_inside: ModelProtocol | None = Field(
+        default=None,
+        description="calls its model from inside the environment, by this protocol unless the "
+        "profile's MODEL_PROTOCOL names another: its MODEL_BASE_URL and MODEL_API_KEY are then the "
+        "model gateway's and a token of the trial's own (runners/model_route.py), never the real key",
+    )
 
 
 class AgentResult(BaseModel):
@@ -79,11 +86,11 @@ class AgentContext:
     recorder: TrajectoryRecorder
     logs_dir: Path
     env: dict[str, str] = field(default_factory=dict)
+    model_gateway: bool = False
+    """The spec's model endpoint is the worker's gateway, which records every model call as a step:
+    an agent that reads its own calls from its output then records only its tool steps."""
     stdout_path: Path | None = None
     stderr_path: Path | None = None
-    model_calls_recorded: bool = False
-    """The worker's model gateway records this trial's model calls as steps: an agent then records
-    only what it did (its tool steps), never the same model call a second time."""
 
     def log_path(self, name: str) -> Path:
         """A file of the agent's logs."""

@@ -3,15 +3,17 @@ the profile's Messages endpoint.
 
 Install: `@anthropic-ai/claude-code` at the profile's AGENT_VERSION (default 2.1.285), once per
 worker, into the agent cache (agents/cache.py, agents/provision.py); the CLI is the package's native
-binary for this machine, so a task image needs no Node.js. The endpoint needs network, even one on
-the host's loopback: in the bubblewrap sandbox the profile must set `NETWORK=host` (or the task
-allow internet access); the agent refuses to start otherwise, saying so.
+binary for this machine, so a task image needs no Node.js. Neither the install nor the model needs
+network inside the environment: the install happens on the worker, and the CLI reaches its model
+through the worker's model gateway (runners/model_route.py), with a token of the trial's own in
+place of the key.
 
 Run: `claude -p` reads the instruction on stdin, with `--output-format stream-json --verbose
 --include-partial-messages`, permission prompts skipped (the sandbox is the boundary) and
 `--max-turns` from the step budget. The endpoint comes from MODEL_BASE_URL (the root URL, as the
-Messages protocol takes it), MODEL_NAME (every model role the CLI knows is pointed at it, so no
-request names a model the endpoint lacks) and MODEL_API_KEY; CLAUDE_CODE_MAX_OUTPUT_TOKENS and
+Messages protocol takes it: the gateway's, which forwards to the profile's), MODEL_NAME (every
+model role the CLI knows is pointed at it, so no request names a model the endpoint lacks) and
+MODEL_API_KEY (the gateway's token); CLAUDE_CODE_MAX_OUTPUT_TOKENS and
 CLAUDE_CODE_EFFORT_LEVEL are passed through. Telemetry, error reporting, auto-update and other
 non-essential traffic are switched off.
 
@@ -102,6 +104,7 @@ class ClaudeCodeAgent:
         description="the Claude Code CLI, from the worker's agent cache, against the profile's endpoint",
         records_steps=True,
         speaks_mcp=True,
+        calls_model_inside="anthropic",
     )
     params_model = ClaudeCodeParams
 
@@ -112,13 +115,6 @@ class ClaudeCodeAgent:
         version = params.AGENT_VERSION
         ctx.recorder.trajectory.protocol = "anthropic"
         ctx.recorder.add(UserStep(text=ctx.task.instruction))
-        environment = ctx.environment
-        if environment.mode != "plain" and environment.network.mode == "no-network":
-            return AgentResult(
-                exit_code=None,
-                error="claude-code needs network to reach MODEL_BASE_URL, and this "
-                f"{environment.mode} environment has none: set NETWORK=host in the profile",
-            )
         provisioned = await provision(ctx, RECIPE, version)
         if isinstance(provisioned, AgentResult):
             return provisioned
@@ -144,7 +140,7 @@ class ClaudeCodeAgent:
             messages=1,
             params=settings,
         )
-        translator = StreamTranslator(ctx.recorder, summary, environment)
+        translator = StreamTranslator(ctx.recorder, summary, environment, model_steps=not ctx.model_gateway)
         await translator.start()
         variables = self._variables(ctx, params)
         servers = ctx.task.config.environment.mcp_servers

@@ -13,6 +13,10 @@ The stream is one JSON event per line. What is read:
 
 Anything else (partial deltas, status events, unknown types) is ignored, and a line that is not
 JSON is skipped: a newer CLI may add events without breaking the trajectory.
+
+Behind the model gateway (`model_steps=False`) the gateway records every model call as it went
+over the wire, so the stream gives only the system and tool steps, and the usage is the gateway's
+measure, not the CLI's own totals.
 """
 
 import json
@@ -53,9 +57,15 @@ class StreamTranslator:
     `start()` first: it takes the working directory's state the first tool's changes are against."""
 
     def __init__(
-        self, recorder: TrajectoryRecorder, summary: ModelRequestSummary, environment: Environment
+        self,
+        recorder: TrajectoryRecorder,
+        summary: ModelRequestSummary,
+        environment: Environment,
+        *,
+        model_steps: bool = True,
     ) -> None:
         self.recorder = recorder
+        self.model_steps = model_steps
         self.summary = summary
         self.environment = environment
         self.state: Snapshot = {}
@@ -150,7 +160,8 @@ class StreamTranslator:
         step, self.pending = self.pending, None
         if step.stop is None:
             step.stop = "tool_calls" if step.tool_calls else "end"
-        self.recorder.add(step)
+        if self.model_steps:
+            self.recorder.add(step)
         self.messages += 1
 
     async def _tool_results(self, event: dict[str, Any]) -> None:
@@ -198,7 +209,7 @@ class StreamTranslator:
             return None, None
         result = self.result
         usage = as_object(result.get("usage"))
-        if usage:
+        if usage and self.model_steps:
             self.recorder.trajectory.usage = Usage(
                 input_tokens=as_count(usage.get("input_tokens")),
                 output_tokens=as_count(usage.get("output_tokens")),

@@ -1,11 +1,11 @@
 """What the agent CLIs that speak to an OpenAI-compatible endpoint share: their params, the start
-of their phase (the instruction step, the network check, the install from the worker's cache), one
+of their phase (the instruction step, the install from the worker's cache), one
 run of the CLI with its output kept in the agent's logs, and the working directory's changes.
 
 Each CLI module (codex.py, opencode.py, qwen_code.py, mini_swe_agent.py, aider.py) says how its CLI
 is installed (a recipe), configured and started, and turns the CLI's own record of the run (its JSON
 event stream or trajectory file) into tool steps, and into model steps too unless the worker's model
-gateway records the model calls (`AgentContext.model_calls_recorded`): a model call is never
+gateway records the model calls (`AgentContext.model_gateway`): a model call is never
 recorded twice.
 """
 
@@ -18,7 +18,7 @@ from envloop.agents.base import AgentContext, AgentResult
 from envloop.agents.provision import Provisioned, provision
 from envloop.agents.recipes import NpmRecipe, PipRecipe
 from envloop.core.params import ComponentParams, param, read_params, secret_param
-from envloop.core.trajectory import StateStep, StopReason, UserStep
+from envloop.core.trajectory import ModelRequestSummary, StateStep, StopReason, UserStep
 from envloop.environments.base import ExecResult
 from envloop.models.settings import HttpUrlText
 from envloop.trajectories import Snapshot, changes_between
@@ -48,6 +48,20 @@ class OpenAICliParams(ComponentParams):
     MODEL_API_KEY: str | None = secret_param("the endpoint's credential (the gateway's per-trial token)")
     AGENT_VERSION: str
 
+    def request_summary(
+        self, settings: dict[str, object], protocol: str = "openai", tools: list[str] | None = None
+    ) -> ModelRequestSummary:
+        """What each model call the CLI's own record describes was asked with: the endpoint, the
+        model, the CLI's version and its settings (the record holds no request of its own)."""
+        return ModelRequestSummary(
+            protocol=protocol,
+            endpoint=self.MODEL_BASE_URL,
+            model=self.MODEL_NAME,
+            messages=1,
+            tools=tools or [],
+            params={"agent_version": self.AGENT_VERSION, **settings},
+        )
+
 
 P = TypeVar("P", bound=OpenAICliParams)
 
@@ -64,25 +78,18 @@ class CliStart(Generic[P]):
 async def start_cli(
     ctx: AgentContext, model: type[P], recipe: NpmRecipe | PipRecipe, label: str
 ) -> CliStart[P] | AgentResult:
-    """Params, instruction step, network check and install, in that order; the failed trial's
-    result when one of them fails."""
+    """Params, instruction step and install, in that order; the failed trial's result when one of
+    them fails. No network is asked for: the install happens on the worker and the model is reached
+    through the worker's gateway."""
     params, problems = read_params(model, ctx.spec.params)
     if params is None:
         return AgentResult(exit_code=None, error="; ".join(problems), attempted=False)
     ctx.recorder.trajectory.protocol = "openai"
     ctx.recorder.add(UserStep(text=ctx.task.instruction))
-    environment = ctx.environment
-    if environment.mode != "plain" and environment.network.mode == "no-network":
-        return AgentResult(
-            exit_code=None,
-            error=f"{label} needs network to reach MODEL_BASE_URL, and this {environment.mode} environment "
-            "has none: set NETWORK=public in the profile",
-            attempted=False,
-        )
     provisioned = await provision(ctx, recipe, params.AGENT_VERSION)
     if isinstance(provisioned, AgentResult):
         return provisioned
-    return CliStart(params, provisioned, await environment.snapshot())
+    return CliStart(params, provisioned, await ctx.environment.snapshot())
 
 
 async def write_config(ctx: AgentContext, name: str, text: str) -> str:

@@ -31,7 +31,6 @@ from envloop.agents.cli_agent import (
 from envloop.agents.codex_events import CodexEvents
 from envloop.agents.recipes import NpmRecipe
 from envloop.core.params import param
-from envloop.core.trajectory import ModelRequestSummary
 from envloop.tasks.model import McpServer
 
 DEFAULT_VERSION = "0.171.0"
@@ -96,6 +95,7 @@ class CodexAgent:
         name="codex",
         description="the Codex CLI (codex exec) over the OpenAI Responses API, from the worker's agent cache",
         records_steps=True,
+        calls_model_inside="openai",
         speaks_mcp=True,
     )
     params_model = CodexParams
@@ -116,14 +116,10 @@ class CodexAgent:
             "MODEL_API_KEY": params.MODEL_API_KEY or "",
             "RUST_LOG": "warn",
         }
-        summary = ModelRequestSummary(
-            protocol="openai-responses",
-            endpoint=params.MODEL_BASE_URL,
-            model=params.MODEL_NAME,
-            messages=1,
-            params={"agent_version": params.AGENT_VERSION, "reasoning_effort": params.REASONING_EFFORT},
+        summary = params.request_summary(
+            {"reasoning_effort": params.REASONING_EFFORT}, protocol="openai-responses"
         )
-        events = CodexEvents(ctx.recorder, summary, model_steps=not ctx.model_calls_recorded)
+        events = CodexEvents(ctx.recorder, summary, model_steps=not ctx.model_gateway)
         try:
             result = await run_cli(
                 ctx,

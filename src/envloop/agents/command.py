@@ -1,7 +1,9 @@
 """`command`: any agent command line (the profile's `AGENT_COMMAND`), run with `bash -c`.
 
 The command gets every profile param as an environment variable: an arbitrary agent may need any
-of them (model endpoint, key, name), so none is reported as unread.
+of them, so none is reported as unread. Its MODEL_BASE_URL and MODEL_API_KEY are the model
+gateway's (OpenAI's protocol unless MODEL_PROTOCOL=anthropic), never the real key; every other
+param, secret or not, reaches the command as the profile gave it.
 """
 
 from envloop.agents.base import AgentContext, AgentInfo, AgentResult
@@ -16,6 +18,7 @@ class CommandAgent:
     info = AgentInfo(
         name="command",
         description="runs the profile's AGENT_COMMAND with bash -c; profile params become variables",
+        calls_model_inside="openai",
     )
     params_model = CommandParams
 

@@ -167,6 +167,7 @@ class MiniSweAgent:
         name="mini-swe-agent",
         description="mini-SWE-agent (a bash tool over Chat Completions), from the worker's agent cache",
         records_steps=True,
+        calls_model_inside="openai",
     )
     params_model = MiniSweAgentParams
 
@@ -194,17 +195,8 @@ class MiniSweAgent:
         }
         argv = ["bash", "-c", RUN_SCRIPT, "mini-swe-agent", *RECIPE.argv()]
         result = await run_cli(ctx, argv, variables, "mini-swe-agent.stdout.txt", "mini-swe-agent.stderr.txt")
-        summary = ModelRequestSummary(
-            protocol="openai",
-            endpoint=params.MODEL_BASE_URL,
-            model=params.MODEL_NAME,
-            messages=1,
-            tools=["bash"],
-            params={
-                "agent_version": params.AGENT_VERSION,
-                "temperature": params.TEMPERATURE,
-                "step_limit": step_limit,
-            },
+        summary = params.request_summary(
+            {"temperature": params.TEMPERATURE, "step_limit": step_limit}, tools=["bash"]
         )
         raw = await environment.read_file(trajectory, 64 << 20)
         status = ""
@@ -213,7 +205,7 @@ class MiniSweAgent:
                 data = as_object(json.loads(raw))
             except json.JSONDecodeError:
                 data = {}
-            status = read_trajectory_file(data, ctx.recorder, summary, not ctx.model_calls_recorded)
+            status = read_trajectory_file(data, ctx.recorder, summary, not ctx.model_gateway)
         await record_changes(ctx, started.before, "mini-swe-agent")
         if status in _MODEL_FAILURES:
             return cli_result(result, "model_error", f"mini-SWE-agent ended with {status}", "mini-swe-agent")

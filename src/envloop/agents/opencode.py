@@ -32,7 +32,6 @@ from envloop.agents.cli_agent import (
 from envloop.agents.opencode_events import OpenCodeEvents
 from envloop.agents.recipes import NpmRecipe
 from envloop.core.params import param
-from envloop.core.trajectory import ModelRequestSummary
 from envloop.tasks.model import McpServer
 
 DEFAULT_VERSION = "1.18.33"
@@ -91,6 +90,7 @@ class OpenCodeAgent:
         name="opencode",
         description="the OpenCode CLI (opencode run) over Chat Completions, from the worker's agent cache",
         records_steps=True,
+        calls_model_inside="openai",
         speaks_mcp=True,
     )
     params_model = OpenCodeParams
@@ -110,14 +110,8 @@ class OpenCodeAgent:
             "OPENCODE_DISABLE_AUTOUPDATE": "true",
             "OPENCODE_DISABLE_LSP_DOWNLOAD": "true",
         }
-        summary = ModelRequestSummary(
-            protocol="openai",
-            endpoint=params.MODEL_BASE_URL,
-            model=params.MODEL_NAME,
-            messages=1,
-            params={"agent_version": params.AGENT_VERSION, "temperature": params.TEMPERATURE, "steps": steps},
-        )
-        events = OpenCodeEvents(ctx.recorder, summary, model_steps=not ctx.model_calls_recorded)
+        summary = params.request_summary({"temperature": params.TEMPERATURE, "steps": steps})
+        events = OpenCodeEvents(ctx.recorder, summary, model_steps=not ctx.model_gateway)
         argv = ["bash", "-c", RUN_SCRIPT, *RECIPE.argv(inside)]
         try:
             result = await run_cli(ctx, argv, variables, "opencode.jsonl", "opencode.stderr.txt")

@@ -30,7 +30,6 @@ from envloop.agents.cli_agent import (
 from envloop.agents.qwen_events import QwenEvents
 from envloop.agents.recipes import NpmRecipe
 from envloop.core.params import param
-from envloop.core.trajectory import ModelRequestSummary
 from envloop.tasks.model import McpServer
 
 DEFAULT_VERSION = "0.24.4"
@@ -87,6 +86,7 @@ class QwenCodeAgent:
         name="qwen-code",
         description="the Qwen Code CLI over Chat Completions (own Node.js), from the worker's agent cache",
         records_steps=True,
+        calls_model_inside="openai",
         speaks_mcp=True,
     )
     params_model = QwenCodeParams
@@ -109,18 +109,8 @@ class QwenCodeAgent:
                 ctx, "qwen-mcp.json", qwen_mcp_config(servers)
             )
         max_turns = ctx.max_steps(params.MAX_STEPS)
-        summary = ModelRequestSummary(
-            protocol="openai",
-            endpoint=params.MODEL_BASE_URL,
-            model=params.MODEL_NAME,
-            messages=1,
-            params={
-                "agent_version": params.AGENT_VERSION,
-                "temperature": params.TEMPERATURE,
-                "max_turns": max_turns,
-            },
-        )
-        events = QwenEvents(ctx.recorder, summary, model_steps=not ctx.model_calls_recorded)
+        summary = params.request_summary({"temperature": params.TEMPERATURE, "max_turns": max_turns})
+        events = QwenEvents(ctx.recorder, summary, model_steps=not ctx.model_gateway)
         argv = ["bash", "-c", RUN_SCRIPT, *RECIPE.argv(inside), str(max_turns)]
         try:
             result = await run_cli(ctx, argv, variables, "qwen-code.jsonl", "qwen-code.stderr.txt")

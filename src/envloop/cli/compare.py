@@ -9,7 +9,8 @@ from rich.text import Text
 
 from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, out, table, warn
-from envloop.core.display import format_score
+from envloop.core.display import format_difference, format_difference_interval, format_score
+from envloop.core.words import plural
 from envloop.wire import Comparison
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
@@ -42,56 +43,51 @@ def _interval(ci95: tuple[float, float] | None) -> str:
     return f" (95% CI {format_score(ci95[0])} – {format_score(ci95[1])})" if ci95 else ""
 
 
-def _rates(result: Comparison) -> bool:
-    """Whether per-task values are rates in [0, 1], so differences read as percentage points."""
-    return all(0.0 <= t.a <= 1.0 and 0.0 <= t.b <= 1.0 for t in result.tasks)
+def tally(result: Comparison) -> str:
+    """`3 improved · 1 regressed · 1 unchanged`: how the tasks both runs scored moved, B against A."""
+    return f"{result.improved} improved · {result.regressed} regressed · {result.unchanged} unchanged"
 
 
-def _signed(value: float | None, points: bool) -> str:
-    if value is None:
-        return "—"
-    return f"{value * 100:+.1f} pts" if points else f"{value:+.4g}"
+def difference_line(result: Comparison) -> str:
+    """B - A with its s.e., interval and p-value (one paired t test), in the comparison's unit."""
+    unit = result.unit
+    if result.difference is None:
+        return "B - A  —  (no task was scored by both runs)"
+    detail = []
+    if result.stderr is not None:
+        detail.append(f"s.e. {format_difference(result.stderr, unit, sign=False)}")
+    if result.ci95 is not None:
+        cut = ", cut at the possible range" if result.ci95_clamped else ""
+        detail.append(f"95% CI {format_difference_interval(result.ci95, unit)}{cut}")
+    if result.p_value is not None:
+        detail.append(f"p = {result.p_value:.3g}")
+    if result.no_interval is not None:
+        detail.append(f"no interval: {result.no_interval}")
+    correlation = "—" if result.correlation is None else f"{result.correlation:.2f}"
+    return (
+        f"B - A  {format_difference(result.difference, unit)}"
+        + (f"  ({', '.join(detail)})" if detail else "")
+        + f"  on {plural(result.n_tasks, 'task')} both scored; correlation {correlation}"
+    )
 
 
 def comparison_view(result: Comparison) -> Group:
-    points = _rates(result)
     lines: list[Text | Table] = []
     for label, side in (("A", result.a), ("B", result.b)):
         lines.append(Text(f"{label}  {side.job_id}  {side.profile}  model {side.model}", style="bold"))
         lines.append(Text(f"   {side.coverage}{_interval(side.ci95)}"))
-    if result.difference is None:
-        lines.append(Text("B - A  —  (no task was scored by both runs)"))
-    else:
-        ci = result.ci95
-        detail = []
-        if result.stderr is not None:
-            detail.append(f"s.e. {_signed(result.stderr, points).lstrip('+')}")
-        if ci is not None:
-            cut = ", cut at the possible range" if result.ci95_clamped else ""
-            detail.append(f"95% CI {_signed(ci[0], points)} to {_signed(ci[1], points)}{cut}")
-        if result.p_value is not None:
-            detail.append(f"p = {result.p_value:.3g}")
-        correlation = "—" if result.correlation is None else f"{result.correlation:.2f}"
-        lines.append(
-            Text(
-                f"B - A  {_signed(result.difference, points)}"
-                + (f"  ({', '.join(detail)})" if detail else "")
-                + f"  on {result.n_tasks} tasks both scored; correlation {correlation}"
-            )
-        )
+    lines.append(Text(tally(result)))
+    lines.append(Text(difference_line(result)))
     if result.excluded:
         shown = ", ".join(f"{e.task} ({e.reason})" for e in result.excluded[:5])
         more = f", and {len(result.excluded) - 5} more" if len(result.excluded) > 5 else ""
         lines.append(
-            Text(
-                f"excluded: {result.only_a} only A scored, {result.only_b} only B scored, "
-                f"{result.changed} changed content: {shown}{more}"
-            )
+            Text(f"excluded: {result.only_a} only A scored, {result.only_b} only B scored: {shown}{more}")
         )
     if result.dimensions:
         lines.append(
             table(
-                ["dimension", "B - A", "95% CI", "tasks", "note"],
+                ["dimension", "B - A", "95% CI", "p", "tasks", "note"],
                 [
                     [
                         d.name,
@@ -99,13 +95,15 @@ def comparison_view(result: Comparison) -> Group:
                         None
                         if d.ci95 is None
                         else f"{d.ci95[0]:+.4g} to {d.ci95[1]:+.4g}" + (" (cut)" if d.ci95_clamped else ""),
+                        None if d.p_value is None else f"{d.p_value:.3g}",
                         d.n_tasks,
-                        d.refused or (d.definition.describe() if d.definition else None),
+                        d.refused or d.no_interval or (d.definition.describe() if d.definition else None),
                     ]
                     for d in result.dimensions
                 ],
             )
         )
+    lines.append(Text(f"method: {result.method}", style="dim"))
     return Group(*lines)
 
 
@@ -144,7 +142,7 @@ def plan(
                 "attempts",
                 "tasks needed",
                 "attempts per run",
-                f"fits the dataset ({result.dataset_tasks} tasks)",
+                f"fits the dataset ({plural(result.dataset_tasks, 'task')})",
             ],
             [
                 [o.attempts, o.tasks, o.total_attempts, "yes" if o.fits_dataset else "no"]
@@ -152,9 +150,9 @@ def plan(
             ],
         ),
         Text(
-            f"with all {result.dataset_tasks} tasks: "
+            f"with all {plural(result.dataset_tasks, 'task')}: "
             + (
-                f"{result.attempts_with_all_tasks} attempts per task"
+                f"{plural(result.attempts_with_all_tasks, 'attempt')} per task"
                 if result.attempts_with_all_tasks is not None
                 else "no number of attempts is enough; it needs more tasks"
             )

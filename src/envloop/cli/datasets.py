@@ -7,6 +7,7 @@ import typer
 
 from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out, table, warn, when
+from envloop.core.words import plural
 
 app = typer.Typer(help="Frozen, versioned sets of tasks.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
@@ -30,7 +31,7 @@ def push(
         emit_json(view)
         return
     verb = "pushed" if view.created else "unchanged, existing revision"
-    note(f"{verb} {view.ref}: {view.member_count} tasks, runner {view.runner}, {view.digest[:19]}")
+    note(f"{verb} {view.ref}: {plural(view.member_count, 'task')}, runner {view.runner}, {view.digest[:19]}")
     out.print(view.ref)
 
 

@@ -13,17 +13,40 @@ UNISOLATED = {"plain": "no isolation"}
 def diagnosis_view(diagnosis: JobDiagnosis) -> Group | None:
     """None when there is nothing to say (every attempt scored, sandboxed, without warnings)."""
     parts: list[Text | object] = []
+    if diagnosis.status_note:
+        parts.append(Text(f"Job {diagnosis.status_note}", style="bold"))
     for group in diagnosis.not_run:
         parts.append(Text(f"{group.text}: {', '.join(group.tasks)}", style="bold"))
     if diagnosis.failures:
         parts.append(Text("Why attempts are missing or failed", style="bold"))
+        agents = sum(f.count for f in diagnosis.failures if f.cause == "agent")
+        if agents:
+            parts.append(
+                Text(f"{agents} of them the agent's own doing (a missing reward counts as 0 in ranks)")
+            )
         parts.append(
             table(
-                ["kind", "error type", "reason", "attempts", "e.g."],
+                ["kind", "error type", "reason", "whose", "attempts", "with a reward", "e.g."],
                 [
-                    [f.kind, f.error_type or "-", f.reason, f.count, " ".join(f.trial_ids[:2])]
+                    [
+                        f.kind.replace("_", " "),
+                        f.error_type or "-",
+                        f.reason,
+                        f.cause,
+                        f.count,
+                        f.rewarded if f.kind == "failed" else "-",
+                        " ".join(f.trial_ids[:2]),
+                    ]
                     for f in diagnosis.failures
                 ],
+            )
+        )
+    if diagnosis.flags:
+        parts.append(Text("Flagged trials (a flag never changes a reward)", style="bold"))
+        parts.append(
+            table(
+                ["trials", "flag", "detail", "e.g."],
+                [[f.count, f.kind, f.detail, " ".join(f.trial_ids[:2])] for f in diagnosis.flags],
             )
         )
     weak = {mode: n for mode, n in diagnosis.sandboxes.items() if mode in UNISOLATED}

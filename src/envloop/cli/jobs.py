@@ -1,4 +1,4 @@
-"""`el job submit|get|result|list|cancel|export|watch|share|shares|unshare`."""
+"""`el job submit|get|list|cancel|export|watch|share|shares|unshare`."""
 
 import os
 import time
@@ -9,12 +9,13 @@ import typer
 
 from envloop.cli import exits
 from envloop.cli.backend import operations, remote
-from envloop.cli.diagnosis_view import diagnosis_view
 from envloop.cli.output import emit_json, note, out, table, warn, when
 from envloop.cli.progress import follow
 from envloop.cli.render import result_view
+from envloop.cli.serve import DEFAULT_URL
 from envloop.core.capacity import CAPACITY_ENV, default_capacity
 from envloop.core.status import TERMINAL, TrialStatus
+from envloop.core.words import plural
 from envloop.home import envloop_home
 from envloop.services.errors import UserError
 from envloop.wire import JobRequest, JobView, ShareView
@@ -97,6 +98,10 @@ def submit(
         str | None, typer.Option("--request-id", help="Makes submission idempotent.")
     ] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="key=value (repeatable).")] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="What to call the run in lists (one line).")
+    ] = None,
+    note_: Annotated[str | None, typer.Option("--note", help="Why the run was made or what changed.")] = None,
     config: Annotated[
         Path | None, typer.Option("--config", help="A file written by `el job export`.")
     ] = None,
@@ -130,6 +135,8 @@ def submit(
             "verifier_environment": verifier_environment,
             "request_id": request_id,
             "tags": _tags(tag) if tag else None,
+            "name": name,
+            "note": note_,
         }
         request = _job_request(config, overrides)
         ops = operations()
@@ -148,11 +155,11 @@ def submit(
         started = start_background_worker(envloop_home(), _worker_capacity(capacity, request.concurrency))
         if started is None and capacity is not None:
             note("a background worker is already running for this store; --capacity applies to the next")
-    shape = f"{job.dataset} × {len(job.profiles)} profiles × {job.attempts} attempts"
+    shape = f"{job.dataset} × {plural(len(job.profiles), 'profile')} × {plural(job.attempts, 'attempt')}"
     if submitted.existing:
         note(f"request ID {request.request_id} was already submitted as {job.id} ({shape}); nothing new")
     else:
-        note(f"submitted {job.id}: {sum(job.counts.values())} trials ({shape})")
+        note(f"submitted {job.id}: {plural(sum(job.counts.values()), 'trial')} ({shape})")
     if wait:
         follow(ops, job.id)
         job = ops.get_job(job.id)
@@ -210,27 +217,16 @@ def get(job_id: str, json_: JsonOpt = False) -> None:
         emit_json(job)
         return
     out.print(f"{job.id}  {job.status}  dataset {job.dataset}  runner {job.runner}  attempts {job.attempts}")
+    if job.name:
+        out.print(f"name {job.name}")
+    if job.note:
+        out.print(f"note {job.note}")
     out.print(f"profiles {', '.join(job.profiles)}   tasks {len(job.tasks)}   created {when(job.created_at)}")
     out.print("trials " + "  ".join(f"{k} {v}" for k, v in job.counts.items()))
     tags = "  ".join(f"{k}={v}" for k, v in sorted(job.tags.items())) or "—"
     out.print(f"tags {tags}   request ID {job.request_id or '—'}")
     for item in job.skipped:
         out.print(f"not run: {item.task} ({item.reason})")
-
-
-@app.command()
-def result(job_id: str, json_: JsonOpt = False) -> None:
-    """Coverage first, then pass@k / pass^k, then the per-task table; then why attempts are missing,
-    how the trials were isolated and the warnings they carry."""
-    res = operations().job_result(job_id)
-    found = operations().job_diagnosis(job_id)
-    if json_:
-        emit_json({**res.model_dump(mode="json", by_alias=True), "diagnosis": found.model_dump(mode="json")})
-        return
-    out.print(result_view(res))
-    extra = diagnosis_view(found)
-    if extra is not None:
-        out.print(extra)
 
 
 @app.command("list")
@@ -254,7 +250,8 @@ def list_(
             ["job", "status", "dataset", "profiles", "k", "done", "created"],
             [
                 [
-                    v.id,
+                    # The name under the ID: the ID column is as wide as an ID anyway.
+                    f"{v.id}\n{v.name}" if v.name else v.id,
                     v.status,
                     v.dataset,
                     ", ".join(v.profiles),
@@ -284,7 +281,7 @@ def cancel(
         time.sleep(0.1)
         job = ops.get_job(job_id)
     if job.counts["running"]:
-        warn(f"{job.counts['running']} trials are still stopping")
+        warn(f"{plural(job.counts['running'], 'trial')} still stopping")
     if json_:
         emit_json(job)
     else:
@@ -328,6 +325,14 @@ def share(
     expires_in: Annotated[
         float | None, typer.Option("--expires-in", help="Seconds until the token stops working.")
     ] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            help="The console's address as readers reach it (e.g. behind a proxy); default ENVLOOP_URL, "
+            f"else {DEFAULT_URL}, where `el serve` answers with its defaults.",
+        ),
+    ] = None,
     json_: JsonOpt = False,
 ) -> None:
     """A read-only token for one job: it reads that job and its trials through the API, nothing else.
@@ -340,9 +345,11 @@ def share(
     expiry = when(created.expires_at) if created.expires_at else "never"
     out.print(f"{created.id}  read-only access to job {created.job_id}, expires {expiry}")
     out.print(f"token  {created.token}")
-    server = os.environ.get("ENVLOOP_URL", "").rstrip("/")
     # The console page a reader opens in a browser, with no key at all.
-    out.print(f"page   {server}{created.path}" if server else f"page   {created.path} (on the server)")
+    base = (url or os.environ.get("ENVLOOP_URL") or DEFAULT_URL).rstrip("/")
+    out.print(f"page   {base}{created.path}")
+    if not url and not os.environ.get("ENVLOOP_URL"):
+        note(f"the page is served by `el serve` on this machine ({DEFAULT_URL}); --url names another address")
     note(
         "give the page's address to a reader, or the token as ENVLOOP_API_KEY (with ENVLOOP_URL "
         "pointing at this server) or an Authorization: Bearer header; the token is not shown again"

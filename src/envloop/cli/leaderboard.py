@@ -9,10 +9,12 @@ from rich.text import Text
 from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out
 from envloop.core.display import format_score
+from envloop.core.words import plural
 from envloop.wire import BoardRow
 
 app = typer.Typer(
-    help="Finished runs on the same frozen dataset revision, ranked by score with coverage.",
+    help="Finished runs on the same frozen dataset revision, ranked by score with missing attempts "
+    "counted as 0, shown with the mean of the scored ones and coverage.",
     no_args_is_help=True,
 )
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
@@ -53,8 +55,6 @@ def show(
 
 
 def _rank(row: BoardRow) -> str:
-    if row.rank is None:
-        return "—"
     return f"={row.rank}" if row.tied else str(row.rank)
 
 
@@ -63,22 +63,27 @@ def _row(row: BoardRow, width: int) -> list[Text]:
     who = row.model if row.model == row.profile else f"{row.model} ({row.profile})"
     composite = f", composite {format_score(row.composite.mean)}" if row.composite else ""
     status = "" if row.job_status == "completed" else f", job {row.job_status}"
-    unranked = "" if row.score is not None else " (no score: unranked)"
+    flagged = f", {row.flagged} flagged" if row.flagged else ""
+    overlap = ", ".join(f"#{rank}" for rank in row.not_separated_from)
+    separation = f"  not separated from {overlap}" if overlap else ""
     pad = " " * (width + 2)
+    bounds = f"{format_score(row.lower_bound)} (up to {format_score(row.upper_bound)})"
     return [
-        Text(f"{_rank(row):>{width}}  {who}  {row.job_id}{unranked}"),
+        Text(f"{_rank(row):>{width}}  {who}  {row.job_id}{separation}"),
         Text(
-            f"{pad}score {format_score(row.score)}{interval}, {row.scored}/{row.total} attempts scored, "
-            f"{row.missing} missing{composite}{status}"
+            f"{pad}score {bounds} with missing counted as 0, mean of scored {format_score(row.score)}"
+            f"{interval}, {row.scored}/{row.total} attempts scored, {row.missing} missing{flagged}"
+            f"{composite}{status}"
         ),
     ]
 
 
 def board_view(rows: list[BoardRow]) -> Group:
-    """Per board, two lines per row (who, then score with interval and coverage), best first.
+    """Per board, two lines per row (who, then its score bounds, the mean of its scored attempts
+    with interval and coverage), best lower bound first.
 
-    Ties show as "=2"; rows without a score come last, unranked. Lines rather than a table, so job
-    IDs are never cut short on a narrow terminal.
+    Ties show as "=2"; a row whose bounds overlap another's says which ranks it is not separated
+    from. Lines rather than a table, so job IDs are never cut short on a narrow terminal.
     """
     boards: dict[str, list[BoardRow]] = {}
     for row in rows:
@@ -90,7 +95,8 @@ def board_view(rows: list[BoardRow]) -> Group:
             lines.append(Text(""))
         lines.append(
             Text(
-                f"{dataset} · {first.runner} · {first.total_members} tasks × {first.attempts} attempts",
+                f"{dataset} · {first.runner} · {plural(first.total_members, 'task')} × "
+                f"{plural(first.attempts, 'attempt')}",
                 style="bold",
             )
         )

@@ -11,10 +11,12 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Annotated
 
 import typer
 from typer.exceptions import TyperException
 
+from envloop import __version__
 from envloop.cli import exits
 from envloop.services.errors import ServerError, UserError
 
@@ -77,7 +79,11 @@ ENTRIES = (
         "app",
         "Evaluation jobs: a dataset revision x profiles x attempts.",
         True,
-        (("compare", "compare", "compare"),),
+        (
+            ("result", "results", "result"),
+            ("compare", "compare", "compare"),
+            ("samples", "samples", "samples"),
+        ),
     ),
     Entry("trial", "trials", "app", "Single attempts: status, reward, logs, artifacts.", True),
     Entry(
@@ -97,6 +103,21 @@ def _stand_in() -> None:
     """Never run: a stand-in is replaced by the real command before any command runs."""
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"el {__version__}\n")
+        raise typer.Exit()
+
+
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Options of `el` itself; its help text is HELP."""
+
+
 def build_app(wanted: str | None) -> typer.Typer:
     """The `el` app with the entry named `wanted` (every entry when `wanted` is "*") imported for
     real, and the others as stand-ins."""
@@ -107,6 +128,7 @@ def build_app(wanted: str | None) -> typer.Typer:
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
     )
+    app.callback()(_options)
     for entry in ENTRIES:
         real = wanted in (entry.name, "*")
         if entry.group:

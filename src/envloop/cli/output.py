@@ -1,6 +1,7 @@
 """Output conventions: with --json, stdout carries only the JSON document; everything else is stderr."""
 
 import json
+import re
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -52,8 +53,38 @@ def when(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value else "—"
 
 
+_SEPARATION = 3
+"""Columns are set apart by a padding of one on each side and a rule."""
+_ID = re.compile(r"^[a-z]{2,8}_[0-9a-z]{22}$")
+"""An envloop ID (`core.ids`): a table never cuts or wraps one, whatever the terminal's width."""
+
+
 def table(columns: Sequence[str], rows: Sequence[Sequence[object]], title: str | None = None) -> Table:
+    """A table whose ID columns always show whole IDs (they all share a prefix, so a cut one is
+    useless); when the terminal is too narrow for every cell, the other columns share the width
+    left and wrap, in the middle of a word if they must, instead of being cut off."""
     grid = Table(*columns, title=title, title_justify="left", show_edge=False, pad_edge=False)
-    for row in rows:
-        grid.add_row(*("—" if cell is None else str(cell) for cell in row))
+    cells = [["—" if cell is None else str(cell) for cell in row] for row in rows]
+    natural: dict[int, int] = {}
+    left = out.width
+    for index, column in enumerate(grid.columns):
+        texts = [row[index] for row in cells if index < len(row)]
+        ids = [len(word) for text in texts for word in text.split() if _ID.match(word)]
+        left -= _SEPARATION
+        if ids:
+            column.min_width = max(ids)  # wide enough for each ID; several wrap between IDs
+            left -= column.min_width
+        else:
+            natural[index] = max(
+                (len(line) for text in [column.header, *texts] for line in str(text).splitlines()), default=1
+            )
+    # The narrowest columns get all they need first; the rest share what remains equally.
+    for position, index in enumerate(sorted(natural, key=natural.__getitem__)):
+        share = max(left // (len(natural) - position), 1)
+        width = min(natural[index], share)
+        grid.columns[index].max_width = width
+        grid.columns[index].overflow = "fold"
+        left -= width
+    for row in cells:
+        grid.add_row(*row)
     return grid

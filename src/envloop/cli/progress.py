@@ -1,4 +1,5 @@
-"""Following a job to its end with a live bar on stderr: done / running / pending / failed.
+"""Following a job to its end with a live bar on stderr, in parts: completed, failed, cancelled,
+running, then what is still pending.
 
 Following must cost little next to the job it follows, whatever its size: the bar reads only the
 job's status and trial counts (one query embedded; against a server, the counts its event stream
@@ -11,7 +12,8 @@ times that grows with the logarithm of its length, not with its length or size.
 import time
 from collections.abc import Iterator
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from envloop.cli.backend import Operations, remote
 from envloop.cli.output import err
@@ -25,10 +27,31 @@ POLL_SHARE = 0.1
 late."""
 
 
+BAR_WIDTH = 40
+PARTS = (("completed", "green"), ("failed", "red"), ("cancelled", "bright_black"), ("running", "blue"))
+
+
 def _describe(progress: JobProgress) -> str:
     counts = progress.counts
-    failed = f" · failed {counts['failed']}" if counts["failed"] else ""
-    return f"running {counts['running']} · pending {counts['pending']}{failed}"
+    ended = "".join(f" · {status} {counts[status]}" for status in ("failed", "cancelled") if counts[status])
+    return f"running {counts['running']} · pending {counts['pending']}{ended}"
+
+
+class PartsBar(ProgressColumn):
+    """A bar whose parts show how the trials ended, so 43 of 50 cancelled never reads as done."""
+
+    def render(self, task: Task) -> Text:
+        counts: dict[str, int] = task.fields.get("counts", {})
+        total = sum(counts.values())
+        bar = Text()
+        used = 0
+        for status, style in PARTS:
+            cells = round(BAR_WIDTH * counts.get(status, 0) / total) if total else 0
+            cells = min(cells, BAR_WIDTH - used)
+            bar.append("━" * cells, style=style)
+            used += cells
+        bar.append("━" * (BAR_WIDTH - used), style="grey23")
+        return bar
 
 
 def _polled(ops: Operations, job_id: str) -> Iterator[JobProgress]:
@@ -55,7 +78,7 @@ def follow(ops: Operations, job_id: str) -> JobProgress:
     """Follow until the job is terminal; the bar lives on stderr so --json output stays clean."""
     with Progress(
         TextColumn("[bold]{task.fields[job]}"),
-        BarColumn(),
+        PartsBar(),
         MofNCompleteColumn(),
         TextColumn("{task.description}"),
         TimeElapsedColumn(),
@@ -65,8 +88,9 @@ def follow(ops: Operations, job_id: str) -> JobProgress:
         task = None
         for progress in _updates(ops, job_id):
             if task is None:
-                task = bar.add_task("", total=sum(progress.counts.values()), job=job_id)
-            bar.update(task, completed=progress.done, description=_describe(progress))
+                task = bar.add_task("", total=sum(progress.counts.values()), job=job_id, counts={})
+            counts = dict(progress.counts)
+            bar.update(task, completed=progress.done, description=_describe(progress), counts=counts)
             if progress.status in TERMINAL:
                 return progress
     raise AssertionError("unreachable: polling ends only with a terminal job")

@@ -5,10 +5,11 @@ from rich.table import Table
 from rich.text import Text
 
 from envloop.cli.output import table
-from envloop.core.display import coverage_line, format_score
+from envloop.core.display import coverage_line, format_cost, format_duration, format_score
 from envloop.core.metrics import ProfileMetrics, null_reasons
 from envloop.core.structured import Aggregate, StructuredSummary
-from envloop.wire import JobResult
+from envloop.core.words import plural
+from envloop.wire import Breakdown, JobResult, JobUsage, ProfileUsage
 
 
 def _attempt(value: float | str) -> str:
@@ -71,7 +72,7 @@ def _aggregate(value: Aggregate) -> str:
     interval = ""
     if value.ci95 is not None:
         interval = f" (95% CI {value.ci95[0]:.4g} – {value.ci95[1]:.4g})"
-    return f"{value.mean:.4g}{interval} over {value.trials} trials, {value.tasks} tasks"
+    return f"{value.mean:.4g}{interval} over {plural(value.trials, 'trial')}, {plural(value.tasks, 'task')}"
 
 
 def structured_lines(summary: StructuredSummary) -> list[Text]:
@@ -79,7 +80,7 @@ def structured_lines(summary: StructuredSummary) -> list[Text]:
     if not summary.trials and not summary.invalid:
         return []
     invalid = f", {summary.invalid} invalid (kept raw in their artifacts)" if summary.invalid else ""
-    lines = [Text(f"structured results: {summary.trials} trials{invalid}")]
+    lines = [Text(f"structured results: {plural(summary.trials, 'trial')}{invalid}")]
     if summary.composite is not None:
         lines.append(Text(f"  composite  {_aggregate(summary.composite)}"))
     for name, dimension in sorted(summary.dimensions.items()):
@@ -91,10 +92,77 @@ def structured_lines(summary: StructuredSummary) -> list[Text]:
     return lines
 
 
+def breakdown_view(found: Breakdown) -> Group:
+    """One table per profile: each group's score with its coverage and interval."""
+    parts: list[Text | Table] = [Text(f"By {found.by}", style="bold")]
+    if found.multi_valued:
+        parts.append(
+            Text(
+                f"{found.by} is a list for some tasks: such a task counts in the group of each of its "
+                "values, so the groups overlap"
+            )
+        )
+    profiles = list(found.groups[0].profiles) if found.groups else []
+    for ref in profiles:
+        rows = []
+        for group in found.groups:
+            metrics = group.profiles[ref]
+            interval = "—" if metrics.ci95 is None else " – ".join(format_score(v) for v in metrics.ci95)
+            name = group.value if group.value is not None else f"(no {found.by})"
+            rows.append([name, len(group.tasks), metrics.coverage, interval])
+        parts.append(table([found.by, "tasks", f"{ref}: score and coverage", "95% CI"], rows))
+    return Group(*parts)
+
+
+def usage_lines(usage: JobUsage) -> list[Text]:
+    """Per profile, then for the job: model calls and tokens, their cost, how long trials took."""
+    lines = []
+    named = [(ref, u) for ref, u in usage.profiles.items()]
+    if len(named) > 1:
+        named.append(("job", _as_profile(usage)))
+    for ref, found in named:
+        cost = format_cost(found.cost, usage.currency) if found.cost is not None else f"— ({found.cost_note})"
+        latency = found.latency
+        took = (
+            f"median {format_duration(latency.median_sec)}, p90 {format_duration(latency.p90_sec)}, "
+            f"longest {format_duration(latency.max_sec)}"
+            if latency.trials
+            else "—"
+        )
+        lines.append(
+            Text(
+                f"{ref}: {plural(found.calls, 'model call')}, tokens {found.input_tokens:,} in / "
+                f"{found.output_tokens:,} out, cost {cost}, trial time {took}"
+            )
+        )
+    return lines
+
+
+def _as_profile(usage: JobUsage) -> ProfileUsage:
+    """The job's totals in a profile's shape, for one more line."""
+    parts = list(usage.profiles.values())
+    note = next((p.cost_note for p in parts if p.cost is None), None)
+    return ProfileUsage(
+        model=None,
+        trials=sum(p.trials for p in parts),
+        calls=usage.calls,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=sum(p.cache_read_tokens for p in parts),
+        cost=usage.cost,
+        cost_note=note,
+        latency=usage.latency,
+    )
+
+
 def result_view(result: JobResult) -> Group:
     parts: list[Text | Group] = [Text(f"job {result.id}  {result.status}  k={result.attempts}")]
+    if (flagged := result.flags.line()) is not None:
+        parts.append(Text(f"{flagged}: see el trial get (a flag never changes a reward)", style="yellow"))
     for ref, metrics in result.profiles.items():
         parts.append(Text(""))
         parts.append(profile_block(ref, metrics))
         parts.extend(structured_lines(metrics.structured))
+        if len(result.profiles) > 1 and (flagged := metrics.flags.line()) is not None:
+            parts.append(Text(flagged))
     return Group(*parts)

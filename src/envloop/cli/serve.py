@@ -15,7 +15,13 @@ import typer
 from envloop.cli.output import note
 from envloop.cli.state import context
 from envloop.core.capacity import CAPACITY_ENV
+from envloop.core.words import plural
 from envloop.services.errors import UserError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+DEFAULT_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+"""Where `el serve` answers when started with its defaults: the console a share link opens."""
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
@@ -32,8 +38,10 @@ def is_loopback(host: str) -> bool:
 
 
 def serve(
-    host: Annotated[str, typer.Option("--host", help="Address to bind (loopback by default).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8000,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind (loopback by default).")
+    ] = DEFAULT_HOST,
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = DEFAULT_PORT,
     workers: Annotated[
         int, typer.Option("--workers", min=0, help="Local worker processes (0: only external workers).")
     ] = 1,
@@ -67,6 +75,7 @@ def serve(
     from sqlalchemy.engine import make_url  # noqa: PLC0415
 
     from envloop.api import create_app  # noqa: PLC0415
+    from envloop.runners.model_route import PRIVATE_UPSTREAM_VARIABLE  # noqa: PLC0415
     from envloop.scheduling.executor import check_executor  # noqa: PLC0415
     from envloop.scheduling.pool import WorkerPool, worker_env  # noqa: PLC0415
     from envloop.services.keys import has_active_key  # noqa: PLC0415
@@ -81,7 +90,12 @@ def serve(
     args += (["--capacity", str(capacity)] if capacity else []) + (
         ["--ray-address", ray_address] if ray_address else []
     )
-    pool = WorkerPool([args] * workers, worker_env(ctx), ctx.logs_dir / "serve-workers.log")
+    env = worker_env(ctx)
+    if not is_loopback(host):
+        # Served to others, a profile may not turn the workers' model gateway into a way into
+        # their own network, unless the operator says so.
+        env.setdefault(PRIVATE_UPSTREAM_VARIABLE, "deny")
+    pool = WorkerPool([args] * workers, env, ctx.logs_dir / "serve-workers.log")
     # uvicorn re-raises the SIGTERM it handled once it has shut down; this makes that an exit that
     # still runs the `finally` below (stopping the workers) instead of killing the process outright.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -90,7 +104,7 @@ def serve(
     where = f", trials on Ray at {ray_address or 'RAY_ADDRESS or auto'}" if executor == "ray" else ""
     note(
         f"envloop console on http://{host}:{port}/, API under /v1 "
-        f"(store {store}, {workers} local workers{where})"
+        f"(store {store}, {plural(workers, 'local worker')}{where})"
     )
     try:
         uvicorn.run(create_app(ctx), host=host, port=port, log_level="warning", access_log=False)

@@ -2,6 +2,7 @@
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -11,13 +12,18 @@ from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out, table, when
 from envloop.core.display import format_score
 from envloop.core.structured import describe_reading
-from envloop.services.errors import UserError
-from envloop.trajectories.atif import to_atif
-from envloop.trajectories.render import describe_trajectory
-from envloop.wire import LOG_FILES, LOG_PAGE_BYTES
+from envloop.core.trajectory import Step, Trajectory
+from envloop.core.words import plural
+from envloop.operations import Operations
+from envloop.services.errors import NotFoundError, UserError
+from envloop.trajectories.atif import atif_chunks
+from envloop.trajectories.render import describe_end, describe_step
+from envloop.wire import LOG_FILES, LOG_PAGE_BYTES, TrialView
 
 app = typer.Typer(help="Single attempts: status, reward, logs, artifacts.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+FLAG_PATHS_SHOWN = 10
+"""A flag's paths printed by `el trial get`; `--json` has them all."""
 
 
 @app.command("list")
@@ -74,18 +80,16 @@ def get(
         raise UserError("--format atif exports the trajectory: add --steps")
     ops = operations()
     v = ops.get_trial(trial_id)
-    trajectory = ops.trial_steps(trial_id) if steps else None
+    paged = _paged(ops, trial_id) if steps else None
     if format_ == "atif":
-        atif = to_atif(trajectory) if trajectory else None  # null when no trajectory was kept
-        document = {**v.model_dump(mode="json"), "trajectory": atif} if json_ else atif
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        atif = atif_chunks(*paged) if paged else iter(["null"])  # null when no trajectory was kept
+        _write_json(atif, v if json_ else None)
         return
     if json_:
         if not steps:
             emit_json(v)
             return
-        kept = trajectory.model_dump(mode="json") if trajectory else None
-        emit_json({**v.model_dump(mode="json"), "trajectory": kept})
+        _write_json(_trajectory_chunks(*paged) if paged else iter(["null"]), v)
         return
     out.print(f"{v.id}  {v.status}  {v.task} attempt {v.attempt}  profile {v.profile}  job {v.job_id}")
     if v.error_type:
@@ -102,6 +106,10 @@ def get(
     out.print(f"sandbox {v.sandbox or '—'}" + (f" ({v.sandbox_note})" if v.sandbox_note else ""))
     for w in v.warnings:
         out.print(f"warning: {w}")
+    for flag in v.flags:
+        shown = ", ".join(flag.paths[:FLAG_PATHS_SHOWN])
+        more = f" and {len(flag.paths) - FLAG_PATHS_SHOWN} more" if len(flag.paths) > FLAG_PATHS_SHOWN else ""
+        out.print(f"flag {flag.kind}: {flag.detail}" + (f": {shown}{more}" if shown else ""), markup=False)
     out.print(
         table(
             ["phase", "started", "ended", "exit", "timed out"],
@@ -113,9 +121,50 @@ def get(
     )
     out.print(f"runs {v.runs}  created {when(v.created_at)}  finished {when(v.finished_at)}")
     if steps:
-        lines = describe_trajectory(trajectory) if trajectory else ["no trajectory was kept for this trial"]
-        for line in lines:
-            out.print(line, markup=False)
+        if paged is None:
+            out.print("no trajectory was kept for this trial")
+            return
+        head, read = paged
+        for step in read:
+            for line in describe_step(step):
+                out.print(line, markup=False)
+        out.print(describe_end(head), markup=False)
+
+
+def _paged(ops: Operations, trial_id: str) -> tuple[Trajectory, Iterator[Step]] | None:
+    """The trajectory's other fields and its steps, read a page at a time; None when none was kept."""
+    try:
+        first = ops.trial_step_page(trial_id)
+    except NotFoundError:
+        return None
+
+    def steps() -> Iterator[Step]:
+        page = first
+        yield from page.steps
+        while page.next_offset is not None:
+            page = ops.trial_step_page(trial_id, page.next_offset)
+            yield from page.steps
+
+    return first.trajectory, steps()
+
+
+def _trajectory_chunks(head: Trajectory, steps: Iterator[Step]) -> Iterator[str]:
+    """The trajectory as JSON text, a step at a time."""
+    opening = head.model_dump_json(exclude={"steps"})
+    yield opening[:-1] + ', "steps": ['
+    for number, step in enumerate(steps):
+        yield ("," if number else "") + step.model_dump_json()
+    yield "]}"
+
+
+def _write_json(trajectory: Iterator[str], view: TrialView | None) -> None:
+    """The trajectory JSON streamed to stdout, inside the trial's own JSON when `view` is given."""
+    if view is not None:
+        sys.stdout.write(json.dumps(view.model_dump(mode="json"))[:-1] + ', "trajectory": ')
+    for chunk in trajectory:
+        sys.stdout.write(chunk)
+    sys.stdout.write(("}" if view is not None else "") + "\n")
+    sys.stdout.flush()
 
 
 @app.command()
@@ -169,7 +218,7 @@ def artifacts(
         emit_json(items)
         return
     if output:
-        note(f"copied {len(items)} files to {output}")
+        note(f"copied {plural(len(items), 'file')} to {output}")
     out.print(table(["path", "bytes"], [[i.path, i.size] for i in items]))
 
 

@@ -17,6 +17,7 @@ from envloop.core.capacity import (
     default_processes,
     split_capacity,
 )
+from envloop.core.words import plural
 from envloop.services.errors import UserError
 
 if TYPE_CHECKING:
@@ -95,7 +96,8 @@ def worker(
     )
     group = _start_group(ctx, shares[1:], lease_ttl, environment)
     runner = Worker(ctx, config, executor=chosen)
-    more = f"; {len(shares) - 1} more process(es), {total} trials at once in all" if len(shares) > 1 else ""
+    others = plural(len(shares) - 1, "more process", "more processes")
+    more = f"; {others}, {plural(total, 'trial')} at once in all" if len(shares) > 1 else ""
     note(f"worker {runner.id} on {ctx.store.url} (capacity {config.capacity}{more})")
 
     async def main() -> None:
@@ -110,7 +112,7 @@ def worker(
     finally:
         if group is not None:
             group.stop()
-    note(f"worker {runner.id} stopped after {runner.completed} trials")
+    note(f"worker {runner.id} stopped after {plural(runner.completed, 'trial')}")
 
 
 def _start_group(

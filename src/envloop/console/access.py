@@ -2,9 +2,10 @@
 
 Three ways in, each giving a `Viewer`:
 
-- a login session: the API key a user typed on the login page, kept in an HttpOnly cookie together
-  with a random per-session nonce; every action (POST) must carry the session's CSRF token, an HMAC
-  of the nonce under the key, in a hidden form field, so another site cannot act for the user;
+- a login session opened with the API key a user typed on the login page: the HttpOnly cookie
+  holds only an opaque session token (`services.console_sessions`: server-side, expiring, ended by
+  logout or by revoking the key); every action (POST) must carry the session's CSRF token in a
+  hidden form field, so another site cannot act for the user;
 - `Authorization: Bearer KEY` on the request itself (scripts, acceptance checks): no cookie is
   involved, so no CSRF token is needed;
 - a share link `/share/TOKEN/…`: a read-only view of that one job and its trials, nothing else.
@@ -13,15 +14,14 @@ Keys are checked by `services.keys.authenticate_key` and share tokens by
 `services.shares.resolve_share`, exactly as the API checks them.
 """
 
-import hashlib
 import hmac
-import secrets
 from dataclasses import dataclass
 from urllib.parse import quote
 
 from fastapi import Request
 
 from envloop.api.auth import installation
+from envloop.services.console_sessions import SESSION_TTL, resolve_session
 from envloop.services.context import Context
 from envloop.services.errors import NotFoundError
 from envloop.services.keys import authenticate_key, project_context
@@ -29,7 +29,7 @@ from envloop.services.shares import resolve_share
 
 SESSION_COOKIE = "envloop_session"
 LOGIN_COOKIE = "envloop_login"
-SESSION_MAX_AGE = 30 * 24 * 3600
+SESSION_MAX_AGE = int(SESSION_TTL.total_seconds())
 
 
 class LoginRequired(Exception):
@@ -74,15 +74,6 @@ class Viewer:
             raise NotFoundError(f"unknown job {job_id!r}")
 
 
-def csrf_token(key: str, nonce: str) -> str:
-    return hmac.new(key.encode(), f"envloop-console-csrf:{nonce}".encode(), hashlib.sha256).hexdigest()
-
-
-def new_session(key: str) -> str:
-    """The cookie value for a session of `key`: a fresh nonce and the key."""
-    return f"{secrets.token_hex(16)}.{key}"
-
-
 def _next_path(request: Request) -> str:
     path = request.url.path
     return path + (f"?{request.url.query}" if request.url.query else "")
@@ -99,12 +90,11 @@ def session_viewer(request: Request) -> Viewer:
             raise LoginRequired(_next_path(request), "unknown or revoked API key")
         return Viewer(ctx=project_context(base, project_id), bearer=True)
     cookie = request.cookies.get(SESSION_COOKIE, "")
-    nonce, _, key = cookie.partition(".")
-    if nonce and key:
-        project_id = authenticate_key(base.store, key)
-        if project_id is not None:
-            return Viewer(ctx=project_context(base, project_id), csrf=csrf_token(key, nonce))
-        raise LoginRequired(_next_path(request), "your API key was revoked: log in again")
+    if cookie:
+        grant = resolve_session(base.store, cookie)
+        if grant is not None:
+            return Viewer(ctx=project_context(base, grant.project_id), csrf=grant.csrf)
+        raise LoginRequired(_next_path(request), "your session ended (expired, or its key was revoked)")
     raise LoginRequired(_next_path(request))
 
 

@@ -19,15 +19,15 @@ from envloop.console.access import (
     SESSION_MAX_AGE,
     Viewer,
     check_action,
-    new_session,
     safe_next,
     session_viewer,
 )
 from envloop.console.render import SECURITY_HEADERS, page
 from envloop.console.routing import ConsoleRoute
 from envloop.services import jobs, shares, trials
+from envloop.services.console_sessions import end_session, open_session
 from envloop.services.errors import UserError
-from envloop.services.keys import authenticate_key, has_active_key
+from envloop.services.keys import authenticated_key, has_active_key
 from envloop.services.shares import SHARE_PREFIX
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
@@ -75,12 +75,14 @@ def login(request: Request, key: FormText = "", login_token: FormText = "", next
     key = key.strip()
     if key.startswith(SHARE_PREFIX):
         return _login_form(request, next, "that is a share token: open the share link it came with", 401)
-    if authenticate_key(installation(request).store, key) is None:
+    store = installation(request).store
+    found = authenticated_key(store, key)
+    if found is None:
         return _login_form(request, next, "unknown or revoked API key", 401)
     response = _back(safe_next(next))
     response.set_cookie(
         SESSION_COOKIE,
-        new_session(key),
+        open_session(store, found[0]),
         max_age=SESSION_MAX_AGE,
         httponly=True,
         samesite="lax",
@@ -92,8 +94,9 @@ def login(request: Request, key: FormText = "", login_token: FormText = "", next
 
 
 @router.post("/logout")
-def logout(v: SessionViewer, csrf: FormText = "") -> Response:
+def logout(request: Request, v: SessionViewer, csrf: FormText = "") -> Response:
     check_action(v, csrf)
+    end_session(installation(request).store, request.cookies.get(SESSION_COOKIE, ""))
     response = _back("/login")
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response

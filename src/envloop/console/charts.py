@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from envloop.core.display import format_score
 from envloop.core.metrics import CurvePoint
-from envloop.services.distribution import RewardHistogram
+from envloop.services.distribution import Bar, RewardHistogram
 
 WIDTH, HEIGHT = 360, 180
 LEFT, RIGHT, TOP, BOTTOM = 44, 12, 10, 30
@@ -43,13 +43,15 @@ class BarShape:
     width: float
     height: float
     label: str
-    """What the bar covers, e.g. "100%" or "0.5 – 0.6"."""
+    """What the bar holds, e.g. "100%" (one value) or "30% – 40%" (a bin)."""
     count: int
 
 
 @dataclass(frozen=True)
 class HistogramChart:
     bars: list[BarShape]
+    """Every bin, empty ones included (height 0), in axis order."""
+    x_ticks: list[Tick]
     y_ticks: list[Tick]
 
 
@@ -85,13 +87,15 @@ def curve_chart(points: list[CurvePoint]) -> CurveChart:
     )
 
 
-def _bar_label(low: float, high: float) -> str:
-    if low == high:
-        return format_score(low)
-    return f"{format_score(low)} – {format_score(high)}"
+def _bar_label(bar: Bar) -> str:
+    if bar.value is not None:
+        return format_score(bar.value)
+    return f"{format_score(bar.low)} – {format_score(bar.high)}"
 
 
 def histogram_chart(histogram: RewardHistogram) -> HistogramChart:
+    """Bins side by side on the rewards' axis, each with its count above it; ticks at bin edges
+    (every other one when there are more than six bins)."""
     top = max((b.count for b in histogram.bars), default=0)
     slots = max(len(histogram.bars), 1)
     width = PLOT_W / slots
@@ -100,14 +104,20 @@ def histogram_chart(histogram: RewardHistogram) -> HistogramChart:
         height = PLOT_H * bar.count / top if top else 0.0
         bars.append(
             BarShape(
-                x=LEFT + i * width + 2,
+                x=LEFT + i * width + 1,
                 y=TOP + PLOT_H - height,
-                width=max(width - 4, 1.0),
+                width=max(width - 2, 1.0),
                 height=height,
-                label=_bar_label(bar.low, bar.high),
+                label=_bar_label(bar),
                 count=bar.count,
             )
         )
+    step = 2 if slots > 6 else 1
+    if len(histogram.bars) == 1 and histogram.bars[0].low == histogram.bars[0].high:
+        x_ticks = [Tick(LEFT + PLOT_W / 2, format_score(histogram.bars[0].low))]
+    else:
+        edges = [b.low for b in histogram.bars] + [histogram.bars[-1].high] if histogram.bars else []
+        x_ticks = [Tick(LEFT + i * width, format_score(e)) for i, e in enumerate(edges) if i % step == 0]
     counts = sorted({0, top} | ({top // 2} if top % 2 == 0 else set())) if top else []
     y_ticks = [Tick(TOP + PLOT_H * (1 - n / top), str(n)) for n in counts]
-    return HistogramChart(bars=bars, y_ticks=y_ticks)
+    return HistogramChart(bars=bars, x_ticks=x_ticks, y_ticks=y_ticks)

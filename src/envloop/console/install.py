@@ -6,7 +6,7 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from envloop.console import actions, job_pages, live, trial_pages
+from envloop.console import actions, compare_page, job_pages, live, sample_pages, trial_pages
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -19,6 +19,9 @@ def install_console(app: FastAPI) -> None:
         trial_pages.router,
         trial_pages.shared,
         actions.router,
+        compare_page.router,
+        sample_pages.router,
+        sample_pages.shared,
         live.router,
     ):
         app.include_router(router)

@@ -10,6 +10,7 @@ viewer reads that one job only.
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, get_args
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import HTMLResponse, StreamingResponse
@@ -21,7 +22,19 @@ from envloop.console.render import SECURITY_HEADERS, fragment, page
 from envloop.console.routing import ConsoleRoute
 from envloop.core.metrics import null_reasons
 from envloop.core.status import TERMINAL, JobStatus
-from envloop.services import compare, diagnosis, jobs, leaderboard, results, shares, task_grid, tool_usage
+from envloop.services import (
+    breakdown,
+    compare,
+    diagnosis,
+    jobs,
+    leaderboard,
+    profiles,
+    results,
+    shares,
+    task_grid,
+    tool_usage,
+    usage,
+)
 from envloop.services.compare import Comparison
 from envloop.services.distribution import reward_histogram
 from envloop.services.errors import UserError
@@ -126,7 +139,7 @@ def _comparisons(viewer: Viewer, job: JobView) -> list[PairedItem]:
     return items
 
 
-def job_page(request: Request, viewer: Viewer, job_id: str) -> Response:
+def job_page(request: Request, viewer: Viewer, job_id: str, by: str | None = None) -> Response:
     viewer.check_job(job_id)
     job = jobs.get_job(viewer.ctx, job_id)
     result = results.job_result(viewer.ctx, job_id)
@@ -148,10 +161,15 @@ def job_page(request: Request, viewer: Viewer, job_id: str) -> Response:
         "blocks": blocks,
         "failures": found.failures,
         "diagnosis": found,
+        "status_note": found.status_note,
+        "usage": usage.job_usage(viewer.ctx, job_id),
         "comparisons": _comparisons(viewer, job),
         "shares": [] if viewer.read_only else shares.list_shares(viewer.ctx, job_id),
+        "profile_params": {ref: profiles.get_profile(viewer.ctx, ref) for ref in job.profiles},
+        "comparable": [] if viewer.read_only else compare.comparable_jobs(viewer.ctx, job_id),
         "view": "metrics",
         "live": job.status not in TERMINAL,
+        "breakdown_url": viewer.job_url(job_id, "breakdown") + (f"?{urlencode({'by': by})}" if by else ""),
     }
     return page(request, viewer, "job.html", nav="jobs", **values)
 
@@ -177,6 +195,29 @@ def grid_page(request: Request, viewer: Viewer, job_id: str, sort: str, offset: 
     )
 
 
+def progress_fragment(viewer: Viewer, job_id: str) -> Response:
+    """The job's progress bar and counts, re-rendered when its live feed reports a change."""
+    viewer.check_job(job_id)
+    return fragment("_progress.html", job=jobs.get_job(viewer.ctx, job_id))
+
+
+PREFERRED_FIELDS = ("category", "difficulty", "tags")
+"""What a breakdown groups by when the page names no field: the first of these the tasks set."""
+
+
+def breakdown_fragment(viewer: Viewer, job_id: str, by: str | None) -> Response:
+    """Scores per group of tasks sharing a metadata value (loaded after the page: the first look
+    at a job reads its tasks' metadata from their frozen copies)."""
+    viewer.check_job(job_id)
+    job = jobs.get_job(viewer.ctx, job_id)
+    fields = breakdown.metadata_fields(viewer.ctx, job_id)
+    found = None
+    if fields:
+        chosen = by if by in fields else next((f for f in PREFERRED_FIELDS if f in fields), fields[0])
+        found = breakdown.job_breakdown(viewer.ctx, job.id, chosen)
+    return fragment("_breakdown.html", v=viewer, found=found)
+
+
 def tools_fragment(viewer: Viewer, job_id: str) -> Response:
     viewer.check_job(job_id)
     return fragment("_tools.html", usage=tool_usage.tool_usage(viewer.ctx, job_id))
@@ -198,8 +239,8 @@ Offset = Annotated[int, Query(ge=0)]
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-def job_session(request: Request, job_id: str, v: SessionViewer) -> Response:
-    return job_page(request, v, job_id)
+def job_session(request: Request, job_id: str, v: SessionViewer, by: str | None = None) -> Response:
+    return job_page(request, v, job_id, by)
 
 
 @router.get("/jobs/{job_id}/grid", response_class=HTMLResponse)
@@ -207,6 +248,16 @@ def grid_session(
     request: Request, job_id: str, v: SessionViewer, sort: str = "task", offset: Offset = 0
 ) -> Response:
     return grid_page(request, v, job_id, sort, offset)
+
+
+@router.get("/jobs/{job_id}/progress", response_class=HTMLResponse)
+def progress_session(job_id: str, v: SessionViewer) -> Response:
+    return progress_fragment(v, job_id)
+
+
+@router.get("/jobs/{job_id}/breakdown", response_class=HTMLResponse)
+def breakdown_session(job_id: str, v: SessionViewer, by: str | None = None) -> Response:
+    return breakdown_fragment(v, job_id, by)
 
 
 @router.get("/jobs/{job_id}/tools", response_class=HTMLResponse)
@@ -225,15 +276,27 @@ def events_session(job_id: str, v: SessionViewer) -> StreamingResponse:
 
 
 @shared.get("", response_class=HTMLResponse)
-def job_shared(request: Request, v: ShareViewer) -> Response:
+def job_shared(request: Request, v: ShareViewer, by: str | None = None) -> Response:
     assert v.shared_job is not None
-    return job_page(request, v, v.shared_job)
+    return job_page(request, v, v.shared_job, by)
 
 
 @shared.get("/grid", response_class=HTMLResponse)
 def grid_shared(request: Request, v: ShareViewer, sort: str = "task", offset: Offset = 0) -> Response:
     assert v.shared_job is not None
     return grid_page(request, v, v.shared_job, sort, offset)
+
+
+@shared.get("/progress", response_class=HTMLResponse)
+def progress_shared(v: ShareViewer) -> Response:
+    assert v.shared_job is not None
+    return progress_fragment(v, v.shared_job)
+
+
+@shared.get("/breakdown", response_class=HTMLResponse)
+def breakdown_shared(v: ShareViewer, by: str | None = None) -> Response:
+    assert v.shared_job is not None
+    return breakdown_fragment(v, v.shared_job, by)
 
 
 @shared.get("/tools", response_class=HTMLResponse)

@@ -16,7 +16,15 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from envloop import __version__
 from envloop.console.access import Viewer
-from envloop.core.display import MISSING, format_score
+from envloop.core.display import (
+    MISSING,
+    format_cost,
+    format_difference,
+    format_difference_interval,
+    format_duration,
+    format_score,
+)
+from envloop.core.words import plural
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
@@ -38,20 +46,10 @@ def _when(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return MISSING
-    if value < 1:
-        return f"{value * 1000:.0f} ms"
-    if value < 120:
-        return f"{value:.2f} s"
-    return f"{value / 60:.1f} min"
-
-
 def _between(start: datetime | None, end: datetime | None) -> str:
     if start is None or end is None:
         return MISSING
-    return _seconds((end - start).total_seconds())
+    return format_duration((end - start).total_seconds())
 
 
 def _number(value: float | None) -> str:
@@ -81,6 +79,22 @@ def _size(value: int | None) -> str:
     return f"{scaled:.1f} {unit}"
 
 
+PROGRESS_PARTS = ("completed", "failed", "cancelled", "running")
+"""The coloured parts of a progress bar, left to right; what is left of the track is pending."""
+
+
+def _progress_parts(counts: dict[str, int]) -> list[tuple[str, float, float]]:
+    """(status, x, width) of each coloured part of a progress bar 100 units wide, so a job with 43
+    of 50 attempts cancelled shows mostly cancelled, not one colour for everything that ended."""
+    total = sum(counts.values())
+    parts, x = [], 0.0
+    for status in PROGRESS_PARTS:
+        width = 100.0 * counts.get(status, 0) / total if total else 0.0
+        parts.append((status, round(x, 3), round(width, 3)))
+        x += width
+    return parts
+
+
 def _reward_class(value: float | None) -> str:
     """A colour bucket for a reward in [0, 1] (r0 … r10); other scales get a neutral colour."""
     if value is None:
@@ -101,12 +115,21 @@ environment.filters.update(
     score=format_score,
     number=_number,
     when=_when,
-    seconds=_seconds,
+    seconds=format_duration,
+    cost=format_cost,
     interval=_interval,
     size=_size,
     reward_class=_reward_class,
+    difference=format_difference,
+    difference_interval=format_difference_interval,
 )
-environment.globals.update(between=_between, version=__version__, MISSING=MISSING)
+environment.globals.update(
+    between=_between,
+    version=__version__,
+    MISSING=MISSING,
+    plural=plural,
+    progress_parts=_progress_parts,
+)
 
 
 def render(template: str, **values: Any) -> str:

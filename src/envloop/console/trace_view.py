@@ -1,21 +1,24 @@
 """What the trace viewer shows of a trajectory besides the steps themselves: a one-line title per
 step for the timeline, which tool step answered each tool call (and the reverse), and where the
-grading is. Pure functions of a `Trajectory`; the trajectory comes from `services.trace`."""
+grading is. Functions of a trajectory's `Outline` (from `services.trace`), reading only the steps
+near the one shown."""
 
 from dataclasses import dataclass
 
 from envloop.core.display import format_score
 from envloop.core.trajectory import (
+    CutStep,
     ModelStep,
     ScoreStep,
     StateStep,
     Step,
     SystemStep,
     ToolStep,
-    Trajectory,
     UserStep,
     VerifierStep,
 )
+from envloop.core.words import plural
+from envloop.trajectories.pages import Outline
 
 TITLE_CHARS = 100
 
@@ -60,14 +63,19 @@ def step_item(step: Step) -> StepItem:
         elif step.timed_out:
             title += "  → timed out"
         elif step.error:
-            title += "  → could not run"
+            # A command cut off by the end of the agent's phase ran: it was interrupted, not refused.
+            ran = step.command is not None and step.exit_code is None
+            title += "  → interrupted" if ran else "  → could not run"
         changes = len(step.changes)
     elif isinstance(step, StateStep):
         changes = len(step.changes)
-        title = _line(step.note or "") or f"{changes} files changed"
+        title = _line(step.note or "") or f"{plural(changes, 'file')} changed"
     elif isinstance(step, ScoreStep):
         problem = step.reward is None
         title = f"{step.scorer}: reward {format_score(step.reward)}"
+    elif isinstance(step, CutStep):
+        problem = True
+        title = f"{step.steps} step(s) not kept ({step.bytes} bytes)"
     else:
         assert isinstance(step, VerifierStep)
         problem = step.reward is None
@@ -79,28 +87,41 @@ def step_item(step: Step) -> StepItem:
     )
 
 
-def call_results(trajectory: Trajectory) -> dict[str, ToolStep]:
-    """The tool step that ran each call, by call id (the first one, should an id repeat)."""
+NEARBY_STEPS = 64
+"""How far from a step the viewer looks for the results of its calls, or for the call of a result:
+results follow their call."""
+
+
+def call_results(outline: Outline, step: Step) -> dict[str, ToolStep]:
+    """The tool step that ran each call of a model step, by call id (the first one, should an id
+    repeat), among the steps that follow it."""
+    if not isinstance(step, ModelStep) or not step.tool_calls:
+        return {}
+    wanted = {call.id for call in step.tool_calls}
     found: dict[str, ToolStep] = {}
-    for step in trajectory.steps:
-        if isinstance(step, ToolStep):
-            found.setdefault(step.call_id, step)
+    for index in range(step.index + 1, min(outline.total, step.index + 1 + NEARBY_STEPS)):
+        later = outline.step(index)
+        if isinstance(later, ToolStep) and later.call_id in wanted:
+            found.setdefault(later.call_id, later)
+            if len(found) == len(wanted):
+                break
     return found
 
 
-def calling_step(trajectory: Trajectory, tool: ToolStep) -> int | None:
-    """The model step that asked for this tool call."""
-    for step in reversed(trajectory.steps[: tool.index]):
+def calling_step(outline: Outline, tool: ToolStep) -> int | None:
+    """The model step that asked for this tool call, among the steps before it."""
+    for index in range(tool.index - 1, max(-1, tool.index - 1 - NEARBY_STEPS), -1):
+        step = outline.step(index)
         if isinstance(step, ModelStep) and any(call.id == tool.call_id for call in step.tool_calls):
-            return step.index
+            return index
     return None
 
 
-def grading_index(trajectory: Trajectory) -> int | None:
-    """The last verifier or score step: where the grading result sits."""
-    for step in reversed(trajectory.steps):
-        if isinstance(step, VerifierStep | ScoreStep):
-            return step.index
+def grading_index(outline: Outline) -> int | None:
+    """The last verifier or score step (among the last few): where the grading result sits."""
+    for index in range(outline.total - 1, max(-1, outline.total - 1 - NEARBY_STEPS), -1):
+        if isinstance(outline.step(index), VerifierStep | ScoreStep):
+            return index
     return None
 
 

@@ -15,13 +15,14 @@ from envloop.console.access import Viewer, session_viewer, share_viewer
 from envloop.console.render import SECURITY_HEADERS, fragment, page
 from envloop.console.routing import ConsoleRoute
 from envloop.console.trace_view import call_results, calling_step, grading_index, step_item, step_text
-from envloop.core.trajectory import Step, ToolStep, Trajectory
+from envloop.core.trajectory import Step, ToolStep
 from envloop.core.trial import PhaseRecord
 from envloop.services import trace, trial_files, trials
 from envloop.services.errors import NotFoundError, UserError
 from envloop.services.trial_usage import trial_usage
 from envloop.services.trials import LOG_FILES, TrialView
 from envloop.store.artifacts import ArtifactNotFoundError
+from envloop.trajectories.pages import Outline
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 shared = APIRouter(prefix="/share/{token}", route_class=ConsoleRoute, include_in_schema=False)
@@ -36,9 +37,14 @@ TABS = (
     ("trace", "Trace"),
 )
 STEP_WINDOW = 200
+WINDOW_BYTES = 8 * 1024 * 1024
+"""The most step JSON read for one window of the timeline (a window has one step at least)."""
 CLIP = 20_000
 TEXT_CHUNK = 200_000
 PREVIEW_BYTES = 64 * 1024
+ARTIFACTS_SHOWN = 500
+"""Kept files listed on one page of the Artifacts tab (a trial may keep 200,000)."""
+FLAG_PATHS_SHOWN = 50
 
 
 @dataclass(frozen=True)
@@ -63,7 +69,8 @@ def _tab(request: Request, viewer: Viewer, trial: TrialView, tab: str, **values:
 def overview(request: Request, viewer: Viewer, trial_id: str) -> Response:
     trial = readable_trial(viewer, trial_id)
     phases = [PhaseRecord.model_validate(p) for p in trial.phases]
-    return _tab(request, viewer, trial, "overview", usage=trial_usage(viewer.ctx, trial_id), phases=phases)
+    usage = trial_usage(viewer.ctx, trial_id)
+    return _tab(request, viewer, trial, "overview", usage=usage, phases=phases, flag_paths=FLAG_PATHS_SHOWN)
 
 
 def metrics(request: Request, viewer: Viewer, trial_id: str) -> Response:
@@ -87,19 +94,14 @@ def logs(request: Request, viewer: Viewer, trial_id: str, file: str | None, offs
     return _tab(request, viewer, trial, "logs", logs=items, window=trial_files.WINDOW)
 
 
-def artifacts(request: Request, viewer: Viewer, trial_id: str, preview: str | None) -> Response:
+def artifacts(request: Request, viewer: Viewer, trial_id: str, preview: str | None, offset: int) -> Response:
     trial = readable_trial(viewer, trial_id)
     shown = None
     if preview:
         shown = trial_files.read_window(viewer.ctx, trial_id, preview, 0, PREVIEW_BYTES)
-    return _tab(
-        request,
-        viewer,
-        trial,
-        "artifacts",
-        artifacts=trials.list_artifacts(viewer.ctx, trial_id),
-        preview=shown,
-    )
+    page = trials.artifact_page(viewer.ctx, trial_id, offset, ARTIFACTS_SHOWN)
+    previous = max(0, offset - ARTIFACTS_SHOWN) if offset else None
+    return _tab(request, viewer, trial, "artifacts", page=page, previous_offset=previous, preview=shown)
 
 
 def download(viewer: Viewer, trial_id: str, path: str) -> Response:
@@ -112,39 +114,44 @@ def download(viewer: Viewer, trial_id: str, path: str) -> Response:
     )
 
 
-def _step_values(viewer: Viewer, trial: TrialView, trajectory: Trajectory, step: Step) -> dict[str, Any]:
-    grading = grading_index(trajectory)
-    last = len(trajectory.steps) - 1
+def _step_values(viewer: Viewer, trial: TrialView, outline: Outline, step: Step) -> dict[str, Any]:
+    grading = grading_index(outline)
     return {
         "v": viewer,
         "trial": trial,
         "step": step,
         "clip": CLIP,
-        "results": call_results(trajectory),
-        "call_index": calling_step(trajectory, step) if isinstance(step, ToolStep) else None,
-        "grading": step.index == (grading if grading is not None else last),
+        "results": call_results(outline, step),
+        "call_index": calling_step(outline, step) if isinstance(step, ToolStep) else None,
+        "grading": step.index == (grading if grading is not None else outline.total - 1),
     }
+
+
+def _outline(viewer: Viewer, trial_id: str) -> Outline | None:
+    return trace.load_outline(viewer.ctx, trial_id, checked=True)
 
 
 def trace_page(request: Request, viewer: Viewer, trial_id: str, selected: int) -> Response:
     trial = readable_trial(viewer, trial_id)
-    trajectory = trace.load_trace(viewer.ctx, trial_id)
-    if trajectory is None or not trajectory.steps:
+    outline = _outline(viewer, trial_id)
+    if outline is None or not outline.total:
         return _tab(request, viewer, trial, "trace", trace=None)
-    selected = min(max(0, selected), len(trajectory.steps) - 1)
-    end = max(STEP_WINDOW, selected + 1)
-    window = trajectory.steps[:end]
-    values = _step_values(viewer, trial, trajectory, trajectory.steps[selected])
+    selected = min(max(0, selected), outline.total - 1)
+    # The timeline starts at the first step (the viewer loads the rest in windows as it needs them).
+    window = outline.steps(0, max(STEP_WINDOW, selected + 1), WINDOW_BYTES)
+    end = len(window)
+    step = window[selected] if selected < end else trace.trace_step(viewer.ctx, trial_id, selected)
+    values = _step_values(viewer, trial, outline, step)
     return _tab(
         request,
         viewer,
         trial,
         "trace",
-        trace=_TraceInfo.of(trajectory),
+        trace=_TraceInfo.of(outline),
         items=[step_item(s) for s in window],
-        next_offset=end if end < len(trajectory.steps) else None,
+        next_offset=end if end < outline.total else None,
         selected=selected,
-        grading_index=grading_index(trajectory),
+        grading_index=grading_index(outline),
         **{k: value for k, value in values.items() if k not in ("v", "trial")},
     )
 
@@ -159,29 +166,33 @@ class _TraceInfo:
     usage: Any
 
     @classmethod
-    def of(cls, t: Trajectory) -> "_TraceInfo":
-        return cls(len(t.steps), t.agent, t.runner, t.model, t.stop_reason, t.usage)
+    def of(cls, outline: Outline) -> "_TraceInfo":
+        head = outline.head
+        return cls(outline.total, head.agent, head.runner, head.model, head.stop_reason, head.usage)
 
 
 def step_items(viewer: Viewer, trial_id: str, offset: int, limit: int) -> Response:
     readable_trial(viewer, trial_id)
-    window = trace.step_window(viewer.ctx, trial_id, offset, limit)
-    end = window.offset + len(window.steps)
+    outline = _outline(viewer, trial_id)
+    if outline is None:
+        raise NotFoundError(f"trial {trial_id} kept no trajectory")
+    steps = outline.steps(offset, limit, WINDOW_BYTES)
+    end = offset + len(steps)
     return fragment(
         "_step_items.html",
-        items=[step_item(s) for s in window.steps],
+        items=[step_item(s) for s in steps],
         selected=-1,
-        next_offset=end if end < window.total else None,
+        next_offset=end if end < outline.total else None,
     )
 
 
 def step_detail(viewer: Viewer, trial_id: str, index: int) -> Response:
     trial = readable_trial(viewer, trial_id)
-    trajectory = trace.load_trace(viewer.ctx, trial_id)
-    if trajectory is None:
+    outline = _outline(viewer, trial_id)
+    if outline is None:
         raise NotFoundError(f"trial {trial_id} kept no trajectory")
     step = trace.trace_step(viewer.ctx, trial_id, index)
-    return fragment("_step.html", **_step_values(viewer, trial, trajectory, step))
+    return fragment("_step.html", **_step_values(viewer, trial, outline, step))
 
 
 def step_text_chunk(viewer: Viewer, trial_id: str, index: int, field: str, offset: int) -> Response:
@@ -220,9 +231,9 @@ def _register(target: APIRouter, viewer_dependency: Any) -> None:
 
     @target.get("/trials/{trial_id}/artifacts", response_class=HTMLResponse)
     def trial_artifacts(
-        request: Request, trial_id: str, v: ViewerDep, preview: str | None = None
+        request: Request, trial_id: str, v: ViewerDep, preview: str | None = None, offset: Offset = 0
     ) -> Response:
-        return artifacts(request, v, trial_id, preview)
+        return artifacts(request, v, trial_id, preview, offset)
 
     @target.get("/trials/{trial_id}/artifacts/{path:path}")
     def trial_download(trial_id: str, path: str, v: ViewerDep) -> Response:

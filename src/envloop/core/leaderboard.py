@@ -4,10 +4,22 @@ A board only holds runs that measured the same thing: the same frozen dataset re
 reference, task names and digests, and attempt count. `RunKey` is that compatibility key; a run
 whose key differs is refused with the differing field named, so a user never has to guess why.
 
-Ranking is by primary score, highest first. Equal scores share a rank (1, 2, 2, 4) and are marked
-tied; within a tie, and everywhere else, the order is fully determined: fewer missing attempts
-first, then earlier additions, then job and profile IDs. A row without a score has no rank and is
-listed last: an unmeasured run is not a worse run.
+Missing never pays. A row's interval of possible scores runs from its lower bound (the mean over
+every requested attempt with each missing one counted as 0) to its upper bound (each missing one
+counted as the best reward: 1, or the row's highest reward when that is higher). Rows are ranked by
+the lower bound, highest first, so an attempt left without a reward (the agent made the verifier
+hang, filled its disk, crashed the verifier) can only cost the row, never lift it above a row that
+was measured; the mean of the scored attempts and the coverage are shown beside it.
+
+Rows with the same lower bound and the same missing count share a rank (1, 2, 2, 4) and are marked
+tied; at an equal lower bound, fewer missing attempts rank first. The order is fully determined:
+then earlier additions, then job and profile IDs.
+
+Two rows are separated when one's lower bound is above the other's upper bound: whatever the
+missing attempts would have scored, the order stands. Every other pair is not separated (their
+intervals overlap, ends included), and each row lists the ranks of the rows it is not separated
+from; a row with full coverage has a single point as its interval, so two such rows with the same
+score are not separated either.
 """
 
 import hashlib
@@ -86,7 +98,9 @@ class Standing(Protocol):
     """What ranking reads from a row."""
 
     @property
-    def score(self) -> float | None: ...
+    def lower_bound(self) -> float: ...
+    @property
+    def upper_bound(self) -> float: ...
     @property
     def missing(self) -> int: ...
     @property
@@ -100,8 +114,10 @@ class Standing(Protocol):
 class Placement(NamedTuple):
     row: int
     """Position of the row in the input."""
-    rank: int | None
+    rank: int
     tied: bool
+    not_separated_from: tuple[int, ...]
+    """Ranks of the other rows whose interval overlaps this row's (empty: separated from all)."""
 
 
 def rank_standings(rows: Sequence[Standing]) -> list[Placement]:
@@ -109,18 +125,34 @@ def rank_standings(rows: Sequence[Standing]) -> list[Placement]:
 
     def order(index: int) -> tuple[float, int, datetime, str, str]:
         row = rows[index]
-        score = row.score
-        return (-score if score is not None else 0.0, row.missing, row.added_at, row.job_id, row.profile)
+        return (-row.lower_bound, row.missing, row.added_at, row.job_id, row.profile)
 
-    scores = [row.score for row in rows]
-    counts = Counter(scores)
-    ranked = sorted((i for i, score in enumerate(scores) if score is not None), key=order)
-    placements: list[Placement] = []
-    rank, previous = 0, None
-    for position, i in enumerate(ranked, start=1):
-        if scores[i] != previous:
-            rank, previous = position, scores[i]
-        placements.append(Placement(i, rank, counts[scores[i]] > 1))
-    unscored = sorted((i for i, score in enumerate(scores) if score is None), key=order)
-    placements.extend(Placement(i, None, False) for i in unscored)
-    return placements
+    keys = [(_level(row.lower_bound), row.missing) for row in rows]
+    counts = Counter(keys)
+    ordered = sorted(range(len(rows)), key=order)
+    ranks: dict[int, int] = {}
+    previous = None
+    for position, i in enumerate(ordered, start=1):
+        if keys[i] != previous:
+            rank, previous = position, keys[i]
+        ranks[i] = rank
+    return [
+        Placement(i, ranks[i], counts[keys[i]] > 1, _overlapping(rows, i, ordered, ranks)) for i in ordered
+    ]
+
+
+def _overlapping(
+    rows: Sequence[Standing], i: int, ordered: list[int], ranks: dict[int, int]
+) -> tuple[int, ...]:
+    low, high = _level(rows[i].lower_bound), _level(rows[i].upper_bound)
+    found = {
+        ranks[j]
+        for j in ordered
+        if j != i and low <= _level(rows[j].upper_bound) and _level(rows[j].lower_bound) <= high
+    }
+    return tuple(sorted(found))
+
+
+def _level(bound: float) -> float:
+    """A bound as compared: two means of the same rewards summed in another order are equal."""
+    return round(bound, 12)

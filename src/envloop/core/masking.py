@@ -5,7 +5,7 @@ Pure: the file side (kept logs and artifacts) is environments/keeping.py.
 
 from collections.abc import Iterable
 
-from envloop.core.trial import TrialOutcome
+from envloop.core.trial import TrialFlag, TrialOutcome
 
 MASK = b"***"
 
@@ -19,8 +19,9 @@ def mask_text(text: str, secrets: Iterable[str]) -> str:
 def mask_outcome(outcome: TrialOutcome, secrets: Iterable[str]) -> TrialOutcome:
     """The outcome with secret values masked in every field that can carry trial output: the
     error message, the reward note (a verifier may write `score for $JUDGE_KEY`), dimension names
-    (a secret used as a reward.json key), warnings, the sandbox note and the stop reason. Two
-    dimension names that mask alike are kept apart by a suffix rather than merged."""
+    (a secret used as a reward.json key), warnings, the sandbox note, the stop reason and every
+    field of every flag (a tampered path may hold one). Two dimension names that mask alike are
+    kept apart by a suffix rather than merged."""
     secrets = [s for s in secrets if s]
     if not secrets:
         return outcome
@@ -48,5 +49,13 @@ def mask_outcome(outcome: TrialOutcome, secrets: Iterable[str]) -> TrialOutcome:
             "warnings": [mask_text(w, secrets) for w in outcome.warnings],
             "sandbox_note": masked(outcome.sandbox_note),
             "stop_reason": masked(outcome.stop_reason),
+            "flags": [
+                TrialFlag(
+                    kind=mask_text(flag.kind, secrets),
+                    detail=mask_text(flag.detail, secrets),
+                    paths=[mask_text(path, secrets) for path in flag.paths],
+                )
+                for flag in outcome.flags
+            ],
         }
     )

@@ -7,7 +7,7 @@ cannot pass for a result on the whole dataset.
 """
 
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
@@ -24,8 +24,8 @@ from envloop.core.stats import (
     t_interval,
 )
 
-SlotState = Literal["scored", "waiting", "invalid", "invalidated", "undispatched"]
-MissingState = Literal["waiting", "invalid", "invalidated", "undispatched"]
+SlotState = Literal["scored", "waiting", "invalid", "cancelled", "invalidated", "undispatched"]
+MissingState = Literal["waiting", "invalid", "cancelled", "invalidated", "undispatched"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +33,9 @@ class AttemptSlot:
     """One requested attempt of one task.
 
     scored: a counted numeric reward (a failed trial can still be scored); waiting: pending or
-    running; invalid: terminal without a reward; invalidated: excluded by a user (the excluded
-    reward may be kept for display but never counts); undispatched: never started. A plain
+    running; invalid: finished (completed or failed) without a reward; cancelled: stopped by a
+    cancellation before it had a reward; invalidated: excluded by a user (the excluded reward may
+    be kept for display but never counts); undispatched: no trial was ever made for it. A plain
     dataclass, checked where the grid is read (attempt in 1..k, a finite reward only where the
     state allows one): a job of a million attempts builds a million of these per result.
     """
@@ -52,7 +53,10 @@ class ScoreCounts(LazyModel):
     total: int = Field(description="members x k, including undispatched slots")
     scored: int = Field(description="attempts with a counted reward")
     missing: int = Field(description="requested attempts without a counted reward")
-    invalid: int = Field(description="terminal attempts without a reward (part of missing)")
+    invalid: int = Field(description="attempts that finished without a reward (part of missing)")
+    cancelled: int = Field(
+        default=0, description="attempts cancelled before they had a reward (part of missing)"
+    )
     invalidated: int = Field(description="attempts excluded by a user (part of missing)")
     total_members: int
     complete_members: int = Field(description="members with all k attempts scored")
@@ -130,6 +134,7 @@ def compute_metrics(members: Sequence[str], k: int, slots: Iterable[AttemptSlot]
         scored=scored,
         missing=len(states),
         invalid=states.count("invalid"),
+        cancelled=states.count("cancelled"),
         invalidated=states.count("invalidated"),
         total_members=len(members),
         complete_members=len(complete),
@@ -146,6 +151,22 @@ def compute_metrics(members: Sequence[str], k: int, slots: Iterable[AttemptSlot]
         ci95=ci95,
         members=rows,
     )
+
+
+def score_bounds(reward_sum: float, total: int, missing: int, best: float) -> tuple[float, float]:
+    """(lower, upper): the mean over `total` requested attempts with each of the `missing` ones
+    counted as 0, and as `best` (the highest reward the row could have had: max(1, its highest))."""
+    if total <= 0:
+        return 0.0, max(best, 1.0)
+    ceiling = max(best, 1.0)
+    return reward_sum / total, (reward_sum + missing * ceiling) / total
+
+
+def bounds_of(m: ProfileMetrics) -> tuple[float, float]:
+    """`score_bounds` of a profile's metrics: its scored rewards, its missing attempts."""
+    rewards = [value for row in m.members for value in row.attempts if not isinstance(value, str)]
+    counts = m.score_counts
+    return score_bounds(math.fsum(rewards), counts.total, counts.missing, max(rewards, default=1.0))
 
 
 def score_interval(
@@ -187,17 +208,15 @@ class PairedTasks(LazyModel):
     only_b: list[str] = Field(description="tasks only B measured (left out, never zeroed)")
 
 
-def paired_tasks(
-    a: Mapping[str, float], b: Mapping[str, float], *, rates: bool = False, binary: bool = False
-) -> PairedTasks:
+def paired_tasks(a: Mapping[str, float], b: Mapping[str, float], *, rates: bool = False) -> PairedTasks:
     """Pair per-task values by task name, in A's order; a task measured on one side only is left out.
 
-    `rates` / `binary` say what the values are (see `paired_difference`): rates keep the interval
-    of their difference within [-1, 1], pass rates of binary rewards also get a paired score interval.
+    `rates` says the values lie in [0, 1], which keeps the interval of their difference within
+    [-1, 1] (see `paired_difference`).
     """
     pairs = [TaskDifference(task=t, a=x, b=b[t], difference=b[t] - x) for t, x in a.items() if t in b]
     return PairedTasks(
-        difference=paired_difference([p.b for p in pairs], [p.a for p in pairs], rates=rates, binary=binary),
+        difference=paired_difference([p.b for p in pairs], [p.a for p in pairs], rates=rates),
         tasks=pairs,
         only_a=[t for t in a if t not in b],
         only_b=[t for t in b if t not in a],
@@ -216,16 +235,10 @@ def rewards_are_rates(m: ProfileMetrics) -> bool:
     )
 
 
-def compare_metrics(a: ProfileMetrics, b: ProfileMetrics, exclude: Collection[str] = ()) -> PairedTasks:
-    """B - A task by task over tasks both sides scored, except `exclude`; a task missing a score
-    on either side is left out, never zeroed. When both sides' rewards are rates the interval stays
-    within [-1, 1]; when both are binary it is also a paired score interval."""
-    return paired_tasks(
-        {t: v for t, v in task_means(a).items() if t not in exclude},
-        {t: v for t, v in task_means(b).items() if t not in exclude},
-        rates=rewards_are_rates(a) and rewards_are_rates(b),
-        binary=a.pass_ is not None and b.pass_ is not None,
-    )
+def compare_metrics(a: ProfileMetrics, b: ProfileMetrics) -> PairedTasks:
+    """B - A task by task over tasks both sides scored; a task missing a score on either side is
+    left out, never zeroed. When both sides' rewards are rates the interval stays within [-1, 1]."""
+    return paired_tasks(task_means(a), task_means(b), rates=rewards_are_rates(a) and rewards_are_rates(b))
 
 
 def compare_profiles(a: ProfileMetrics, b: ProfileMetrics) -> PairedDifference:

@@ -236,15 +236,25 @@ def _beta_fraction(x: float, a: float, b: float) -> float:
     raise ArithmeticError(f"incomplete beta fraction did not converge for x={x}, a={a}, b={b}")
 
 
+PAIRED_METHOD = (
+    "paired t test on the per-task differences (n - 1 degrees of freedom): the 95% interval is "
+    "mean ± t·s.e. and the p-value is that test's, so 0 lies outside the interval exactly when p < 0.05"
+)
+
+
 class PairedDifference(LazyModel):
     """Mean of per-task differences a - b over tasks both sides measured, with its uncertainty.
 
     Pairing by task removes the between-task variance both runs share (Miller 2024, section 4),
     which is why two models that are close on average can still be told apart. `correlation` is
     the Pearson correlation of the per-task values: the higher it is, the more pairing helps.
-    `p_value` is the two-sided paired t test of "no difference"; null when the differences do not
-    vary (a t statistic needs a spread). `clamped` says the t interval reached past the possible
-    range of a difference of two rates, [-1, 1], and was cut there.
+
+    The interval and the p-value come from one method, the paired t test (`PAIRED_METHOD`), so they
+    never disagree. Where that test cannot measure the uncertainty (fewer than two tasks, or every
+    task moved by exactly the same amount, which leaves no spread) both are null and
+    `no_interval` says why: a point interval would claim a certainty three tasks cannot give.
+    `clamped` says the t interval reached past the possible range of a difference of two rates,
+    [-1, 1], and was cut there (0 lies inside that range, so the cut never changes the verdict).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -256,77 +266,64 @@ class PairedDifference(LazyModel):
     correlation: float | None
     p_value: float | None = None
     clamped: bool = False
+    no_interval: str | None = None
 
 
-def paired_difference(
-    a: Sequence[float], b: Sequence[float], *, rates: bool = False, binary: bool = False
-) -> PairedDifference:
+def paired_difference(a: Sequence[float], b: Sequence[float], *, rates: bool = False) -> PairedDifference:
     """Compare two equally long sequences of per-task values (same tasks, same order).
 
     `rates`: every value lies in [0, 1] (means of rewards in [0, 1]), so the difference lies in
-    [-1, 1] and the t interval is cut there. `binary`: the values are pass rates of 0/1 rewards;
-    the interval is then the hull of the t interval and Newcombe's paired score interval, which
-    stays honest at the edges where the t interval collapses (every task differing by exactly 1
-    has no spread, yet three tasks do not make a certainty).
+    [-1, 1] and the t interval is cut there.
     """
     if len(a) != len(b):
         raise ValueError(f"paired values need equal lengths, got {len(a)} and {len(b)}")
     count = len(a)
     if count == 0:
-        return PairedDifference(tasks=0, mean_difference=None, stderr=None, ci95=None, correlation=None)
+        return PairedDifference(
+            tasks=0,
+            mean_difference=None,
+            stderr=None,
+            ci95=None,
+            correlation=None,
+            no_interval="no task was measured by both sides",
+        )
     differences = [x - y for x, y in zip(a, b, strict=True)]
     mean = math.fsum(differences) / count
     if count < 2:
-        return PairedDifference(tasks=count, mean_difference=mean, stderr=None, ci95=None, correlation=None)
+        return PairedDifference(
+            tasks=count,
+            mean_difference=mean,
+            stderr=None,
+            ci95=None,
+            correlation=None,
+            no_interval="one task measured by both sides: a t test needs two",
+        )
     variance = math.fsum((d - mean) ** 2 for d in differences) / (count - 1)
     stderr = math.sqrt(variance / count)
     correlation = _pearson(a, b)
+    if stderr == 0:
+        return PairedDifference(
+            tasks=count,
+            mean_difference=mean,
+            stderr=stderr,
+            ci95=None,
+            correlation=correlation,
+            no_interval=f"every task moved by the same amount: no spread to measure the uncertainty from "
+            f"({count} tasks are not a certainty)",
+        )
     unclamped = t_interval(mean, stderr, count - 1)
     low, high = unclamped
-    clamped = False
-    if rates or binary:
+    if rates:
         low, high = max(low, -1.0), min(high, 1.0)
-        clamped = (low, high) != unclamped
-        if binary:
-            score_low, score_high = paired_score_interval(a, b, correlation)
-            low, high = min(low, score_low), max(high, score_high)
     return PairedDifference(
         tasks=count,
         mean_difference=mean,
         stderr=stderr,
         ci95=(low, high),
         correlation=correlation,
-        p_value=t_two_sided_p(mean / stderr, count - 1) if stderr > 0 else None,
-        clamped=clamped,
+        p_value=t_two_sided_p(mean / stderr, count - 1),
+        clamped=(low, high) != unclamped,
     )
-
-
-def paired_score_interval(
-    a: Sequence[float], b: Sequence[float], correlation: float | None
-) -> tuple[float, float]:
-    """95% interval of mean(a) - mean(b) for paired rates in [0, 1]: Newcombe's hybrid score
-    interval for paired proportions (Newcombe 1998, "Improved confidence intervals for the
-    difference between binomial proportions based on paired data", Statistics in Medicine 17,
-    method 10).
-
-    Each side gets its Wilson interval over the n tasks, and the two are combined with the
-    correlation φ of the paired values (taken as 0 when a side is constant, as Newcombe does for an
-    empty margin). With one 0/1 value per task this is Newcombe's interval exactly; with task means
-    of several attempts, the Wilson interval over tasks is conservative (a mean of several
-    attempts varies less than one attempt). It never leaves [-1, 1].
-    """
-    count = len(a)
-    mean_a, mean_b = math.fsum(a) / count, math.fsum(b) / count
-    mean_a, mean_b = min(1.0, max(0.0, mean_a)), min(1.0, max(0.0, mean_b))
-    low_a, high_a = wilson_interval(mean_a, count)
-    low_b, high_b = wilson_interval(mean_b, count)
-    phi = correlation or 0.0
-    difference = mean_a - mean_b
-    below = (mean_a - low_a) ** 2 - 2 * phi * (mean_a - low_a) * (high_b - mean_b) + (high_b - mean_b) ** 2
-    above = (high_a - mean_a) ** 2 - 2 * phi * (high_a - mean_a) * (mean_b - low_b) + (mean_b - low_b) ** 2
-    low = difference - math.sqrt(max(0.0, below))
-    high = difference + math.sqrt(max(0.0, above))
-    return max(-1.0, low), min(1.0, high)
 
 
 def _pearson(a: Sequence[float], b: Sequence[float]) -> float | None:

@@ -30,6 +30,7 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from envloop.core.lazy import LazyModel
 from envloop.core.stats import clustered_stderr, t_interval
+from envloop.core.words import plural
 
 SchemaVersion = Literal["envloop.result/v1"]
 SCHEMA_VERSION: SchemaVersion = "envloop.result/v1"
@@ -269,7 +270,7 @@ def _dimension(name: str, collected: Collected) -> DimensionSummary:
     definition = collected.definition(name)
     if definition is None:
         ranked = sorted(seen.items(), key=lambda item: (-item[1], item[0].describe()))
-        parts = "; ".join(f"{d.describe()} in {n} trials" for d, n in ranked)
+        parts = "; ".join(f"{d.describe()} in {plural(n, 'trial')}" for d, n in ranked)
         return DimensionSummary(
             definition=None, aggregate=None, trials=trials, conflict=f"{name} is defined differently: {parts}"
         )

@@ -18,12 +18,14 @@ Mapping to Harbor's Agent Trajectory Interchange Format (ATIF-v1.7), done by
   requested model and truncation under `extra`.
 - `tool` step → an `observation.results[]` entry (`source_call_id`, `content`) of the agent step
   that made the call; command, exit code, streams and file changes under the entry's `extra`.
-- `state`, `score` and `verifier` steps → `source: system` steps carrying the record under `extra`.
+- `state`, `score`, `verifier` and `cut` steps → `source: system` steps carrying the record under
+  `extra`.
 
 envloop keeps its own shape because ATIF folds tool results into the calling step, while the trace
 viewer needs each tool result and the environment state after it as steps of their own.
 """
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -182,8 +184,18 @@ class VerifierStep(_Step):
     dimensions: dict[str, float] = Field(default_factory=dict)
 
 
+class CutStep(_Step):
+    """Where steps were left out of the kept trajectory to hold it within its size cap (see
+    `envloop.trajectories.caps`), or where one step too large to keep stood: how many, how large."""
+
+    kind: Literal["cut"] = "cut"
+    steps: int = Field(description="steps left out here")
+    bytes: int = Field(description="their size as recorded, in bytes of JSON")
+    note: str
+
+
 Step = Annotated[
-    SystemStep | UserStep | ModelStep | ToolStep | StateStep | ScoreStep | VerifierStep,
+    SystemStep | UserStep | ModelStep | ToolStep | StateStep | ScoreStep | VerifierStep | CutStep,
     Field(discriminator="kind"),
 ]
 
@@ -219,6 +231,20 @@ class TrajectoryRecorder:
             self.trajectory.usage = self.trajectory.usage + step.usage
         return step
 
+    def merge(self, steps: Sequence[Step], since: int) -> None:
+        """Add steps recorded elsewhere (the model gateway's calls) among those from `since` on,
+        in the order they began, and number them all again."""
+        if not steps:
+            return
+        tail = sorted([*self.trajectory.steps[since:], *steps], key=lambda step: step.at)
+        del self.trajectory.steps[since:]
+        for step in tail:
+            step.index = len(self.trajectory.steps)
+            self.trajectory.steps.append(step)
+        for step in steps:
+            if isinstance(step, ModelStep):
+                self.trajectory.usage = self.trajectory.usage + step.usage
+
     def finish(self, stop_reason: StopReason | None) -> Trajectory:
         self.trajectory.stop_reason = stop_reason
         self.trajectory.ended_at = _now()
@@ -226,10 +252,13 @@ class TrajectoryRecorder:
 
 
 def usage_totals(trajectory: Trajectory) -> dict[str, int]:
-    """The trial's `usage` record: model calls, HTTP retries and tokens, zero counts left out."""
+    """The trial's `usage` record: model calls, the calls that failed (they carry an error), HTTP
+    retries and tokens, zero counts left out. What the verdict on model failures reads
+    (`core.model_failures`)."""
     calls = [s for s in trajectory.steps if isinstance(s, ModelStep)]
     totals = {
         "calls": len(calls),
+        "failed_calls": sum(1 for s in calls if s.error is not None),
         "retries": sum(s.attempts - 1 for s in calls),
         **trajectory.usage.model_dump(),
     }

@@ -49,9 +49,6 @@ class TrialSpec(LazyModel):
     verifier_timeout_sec: float | None = None
     max_steps: int | None = None
     network: bool = False
-    forward_ports: tuple[int, ...] = Field(
-        default=(), description="host loopback ports the sandbox may reach (the agent's model endpoint)"
-    )
     run: int = Field(
         default=1, ge=1, description="which run of the trial this is (its lease); each run has its own files"
     )
@@ -86,6 +83,26 @@ class PhaseRecord(LazyModel):
     timed_out: bool = False
 
 
+TAMPER_FLAG = "tamper"
+"""Files the agent changed that a verifier may execute or read (detail: the category, such as
+"python import path", "shell start-up file", "binary on PATH", "/tests", "/logs/verifier")."""
+MODEL_ERRORS_FLAG = "model-errors"
+"""Some of the trial's model calls failed ("3 of 7 model calls failed"); it is scored all the same."""
+
+
+class TrialFlag(LazyModel):
+    """Something about a trial a reader of its reward should know. A flag never changes a reward
+    by itself: an agent asked to install a package legitimately writes site-packages."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str = Field(
+        min_length=1, max_length=40, description=f"what was seen: {TAMPER_FLAG}, {MODEL_ERRORS_FLAG}, …"
+    )
+    detail: str = Field(description="what exactly, in a few words")
+    paths: list[str] = Field(default_factory=list, description="the files concerned, if any")
+
+
 class TrialOutcome(LazyModel):
     status: TrialEndStatus
     error: TrialError | None = None
@@ -101,3 +118,4 @@ class TrialOutcome(LazyModel):
     structured_result: bool = Field(
         default=False, description="the kept artifacts hold a declared structured result (result.json)"
     )
+    flags: list[TrialFlag] = Field(default_factory=list)

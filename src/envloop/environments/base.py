@@ -20,6 +20,7 @@ from envloop.tasks.model import HarborTask, TaskUser
 
 if TYPE_CHECKING:
     from envloop.environments.policy import EffectiveLimits
+    from envloop.gateway import ModelGateway
     from envloop.tasks.phases import NetworkPolicy
     from envloop.trajectories.workspace import Snapshot
 
@@ -143,6 +144,15 @@ class Environment(Protocol):
     async def set_network(self, policy: "NetworkPolicy", phase: str = "") -> None:
         """Give the commands from now on `policy`, capped by the operator's ceiling; `phase` names
         who they are for in the instance's note."""
+        ...
+
+    async def open_gateway(self, gateway: "ModelGateway", trial_id: str) -> str:
+        """Let the next commands reach the worker's model gateway (answering `trial_id`'s token
+        only); the gateway's root URL as they reach it. Open until `close_gateway`."""
+        ...
+
+    async def close_gateway(self) -> None:
+        """The next commands no longer reach the gateway."""
         ...
 
     async def snapshot(self, previous: "Snapshot | None" = None) -> "Snapshot":

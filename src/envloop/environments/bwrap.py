@@ -74,10 +74,13 @@ def args_file(args: Iterable[str]) -> int:
     return fd
 
 
-def pasta_prefix(executable: str, forward_ports: Sequence[int] = ()) -> list[str]:
+def pasta_prefix(executable: str, forward_ports: Sequence[int] = (), *, internet: bool = True) -> list[str]:
     """User-mode networking in a namespace of its own: no host port is reachable from inside (the
-    gateway is not mapped to the host, no port forwarded) except the given loopback ports."""
-    args = [executable, "--config-net", "--no-map-gw", "--quiet", "-t", "none", "-u", "none", "-U", "none"]
+    gateway is not mapped to the host, no port forwarded) except the given loopback ports, which a
+    command reaches on its own loopback. Without `internet` the namespace is left unconfigured:
+    loopback alone, with those ports (the model gateway's) and no route anywhere."""
+    args = [executable, *(["--config-net"] if internet else []), "--no-map-gw", "--quiet"]
+    args += ["-t", "none", "-u", "none", "-U", "none"]
     ports = ",".join(str(p) for p in sorted(set(forward_ports)))
     args += ["-T", ports or "none"]
     return [*args, "--"]

@@ -5,7 +5,8 @@ it starts (whether or not any controller is available, the group's `cgroup.procs
 `cgroup.kill` ends them all), and each controller the worker may enable below its own group
 (`pids`, `memory`, `cpu`) sets its limit. A controller v2 does not delegate to the worker (its own
 group has processes, or the host keeps it) is named in the instance's note as not enforced, so a
-limit is never silently weaker than it says.
+limit is never silently weaker than it says; a controller that is enabled but refuses the limit
+fails the instance (`LimitNotSetError`).
 
 The interface is that of `limits.InstanceCgroups` (v1), which the local environment uses through
 `instance_cgroups`.
@@ -16,7 +17,15 @@ import functools
 import os
 from pathlib import Path
 
-from envloop.environments.limits import GroupMembers, InstanceCgroups, Limits, remove_dir, write_value
+from envloop.environments.limits import (
+    GroupMembers,
+    InstanceCgroups,
+    LimitNotSetError,
+    Limits,
+    remove_dir,
+    unset_message,
+    write_value,
+)
 
 UNIFIED_CANDIDATES = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
 _CONTROLLERS = ("pids", "memory", "cpu")
@@ -87,13 +96,20 @@ class UnifiedCgroup(GroupMembers):
             wanted["cpu"] = f"{int(limits.cpus * _CPU_PERIOD_US)} {_CPU_PERIOD_US}"
         files = {"pids": "pids.max", "memory": "memory.max", "cpu": "cpu.max"}
         for name, value in wanted.items():
-            if name in available and write_value(directory / files[name], value):
-                self.controllers.append(name)
-                if name == "memory":
-                    write_value(directory / "memory.swap.max", "0")
-                self.enforced.append(f"{name} cgroup v2 ({value})")
-            else:
+            if name not in available:
                 self.unenforced.append(name)
+                continue
+            try:
+                (directory / files[name]).write_text(value)
+            except OSError as exc:
+                _kill_and_remove(directory)
+                self.dirs = []
+                problem = f"{files[name]}: {exc.strerror or type(exc).__name__}"
+                raise LimitNotSetError(unset_message(name, limits, problem)) from None
+            self.controllers.append(name)
+            if name == "memory":
+                write_value(directory / "memory.swap.max", "0")
+            self.enforced.append(f"{name} cgroup v2 ({value})")
 
     def kill_all(self) -> int:
         """SIGKILL every process in the group (cgroup.kill where the kernel has it); returns how

@@ -4,7 +4,8 @@ A real cgroup per instance is preferred because it is the only limit that holds 
 (RLIMIT_NPROC is ignored for root) and the only reliable list of every process a trial started,
 including daemons that left their session. cgroup v1 controllers (`pids`, `memory`, `cpu`) are used
 when this process may create groups below its own; otherwise the instance falls back to rlimits
-alone and says so in its note.
+alone and says so in its note. A group that exists but refuses a limit fails the instance
+(`LimitNotSetError`): a trial never runs without a limit its host could have enforced.
 """
 
 import atexit
@@ -19,6 +20,8 @@ import time
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from envloop.environments.base import EnvironmentSetupError
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _CONTROLLERS = ("pids", "memory", "cpu")
@@ -61,6 +64,21 @@ def _cgroup_bases() -> dict[str, Path]:
         if os.access(parent, os.W_OK):
             bases[name] = parent / "envloop"
     return bases
+
+
+class LimitNotSetError(EnvironmentSetupError):
+    """A cgroup this host offers could not take the instance's limit: running the trial anyway
+    would run it without that limit, so the instance is not made (an `environment_error`). A host
+    offering no cgroup at all is another matter: rlimits stand in, and the instance's note says so."""
+
+
+def unset_message(controller: str, limits: Limits, problem: str) -> str:
+    wanted = {
+        "memory": f"memory limit of {limits.memory_mb} MB",
+        "pids": f"process limit of {limits.pids}",
+        "cpu": f"cpu limit of {limits.cpus:g}" if limits.cpus is not None else "cpu limit",
+    }[controller]
+    return f"the {wanted} could not be set on the instance's {controller} cgroup ({problem})"
 
 
 def write_value(path: Path, value: str) -> bool:
@@ -185,6 +203,7 @@ class InstanceCgroups(GroupMembers):
         self.controllers: list[str] = []
         self.enforced: list[str] = []
         self.trial_id = trial_id
+        self._problem = "refused"
         bases = _cgroup_bases() if enabled else {}
         # A group is never shared by two live instances: the pool hands out names this process owns.
         self.group, self._written = _POOL.take() if bases else ("", {})
@@ -197,11 +216,13 @@ class InstanceCgroups(GroupMembers):
                     continue
                 # A new directory has the kernel's defaults, whatever was written to an earlier one.
                 self._written = {p: v for p, v in self._written.items() if p.parent != directory}
-            if not self._configure(name, directory, limits):
-                remove_dir(directory)
-                continue
             self.dirs.append(directory)
             self.controllers.append(name)
+            if not self._configure(name, directory, limits):
+                for made in self.dirs:
+                    remove_dir(made)
+                self.dirs, self.controllers = [], []
+                raise LimitNotSetError(unset_message(name, limits, self._problem))
 
     @staticmethod
     def _make(directory: Path) -> bool:
@@ -224,11 +245,8 @@ class InstanceCgroups(GroupMembers):
             self.enforced.append(f"pids cgroup (max {limits.pids})")
             return True
         if name == "memory":
-            limit = limits.memory_mb * 1024 * 1024
-            if not self._set(directory / "memory.limit_in_bytes", str(limit)):
+            if not self._set_memory(directory, limits.memory_mb * 1024 * 1024):
                 return False
-            # Without this the group could swap past its limit; not every kernel has it.
-            self._set(directory / "memory.memsw.limit_in_bytes", str(limit))
             self.enforced.append(f"memory cgroup ({limits.memory_mb} MB)")
             return True
         if limits.cpus is None:
@@ -242,11 +260,31 @@ class InstanceCgroups(GroupMembers):
         self.enforced.append(f"cpu cgroup ({limits.cpus:g} cpus)")
         return True
 
+    def _set_memory(self, directory: Path, limit: int) -> bool:
+        """Memory and memory+swap to `limit`, in the order the kernel accepts: it refuses a memory
+        limit above the memory+swap limit, and a reused group keeps the last instance's (smaller)
+        one, so growing writes memory+swap first and shrinking writes memory first. Without the
+        memory+swap limit the group could swap past its limit; not every kernel has it."""
+        memory = directory / "memory.limit_in_bytes"
+        swap = directory / "memory.memsw.limit_in_bytes"
+        if not swap.exists():
+            return self._set(memory, str(limit))
+        try:
+            growing = limit > int(memory.read_text())
+        except (OSError, ValueError) as exc:
+            self._problem = f"{memory.name} unreadable: {exc}"
+            return False
+        first, then = (swap, memory) if growing else (memory, swap)
+        return self._set(first, str(limit)) and self._set(then, str(limit))
+
     def _set(self, path: Path, value: str) -> bool:
         if self._written.get(path) == value:
             return True
-        if not write_value(path, value):
+        try:
+            path.write_text(value)
+        except OSError as exc:
             self._written.pop(path, None)
+            self._problem = f"{path.name}: {exc.strerror or type(exc).__name__}"
             return False
         self._written[path] = value
         return True

@@ -29,7 +29,7 @@ from envloop.environments.local_instance import DEFAULT_AGENT_UID, LauncherFor, 
 from envloop.environments.policy import EffectiveLimits, operator_policy, resolve_limits
 from envloop.environments.shielded import finish_even_if_cancelled
 from envloop.tasks.model import HarborTask
-from envloop.tasks.phases import NO_NETWORK, phase_networks
+from envloop.tasks.phases import NO_NETWORK, phase_networks, task_networks
 
 __all__ = ["DEFAULT_AGENT_UID", "LocalEnvironment", "LocalEnvironmentProvider", "sandbox_uid"]
 
@@ -145,7 +145,13 @@ class LocalEnvironmentProvider:
                 files.fresh_layers(task.tests_sources, paths.tests)
             launcher_for = self._launchers(executable, cgroups, cgroup_limits, host_uid, spec, paths, workdir)
             network = phase_networks(task.config).baseline if limits.network else NO_NETWORK
-            launcher_for(network.mode == "public")  # a network the host cannot give fails setup
+            # A network the host cannot give fails setup, whichever phase would have asked for it.
+            opened = spec.network or any(
+                policy.mode == "public"
+                for phases in task_networks(task.config)
+                for policy in phases.policies()
+            )
+            launcher_for(limits.network and opened, None)
         except BaseException:
             cgroups.remove()
             if quota_mounted:
@@ -205,17 +211,18 @@ class LocalEnvironmentProvider:
         rlimits = rlimits_for(cgroup_limits, memory_in_cgroup=cgroups.has_memory)
 
         @cache
-        def launcher(network: bool) -> Launcher:
+        def launcher(network: bool, gateway_port: int | None) -> Launcher:
             if executable is None:
                 return Launcher(cgroups.procs_files(), rlimits, host_uid, None, [], None)
             pasta = None
-            if network:
+            if network or gateway_port is not None:
                 pasta_path, reason = pasta_executable()
                 if pasta_path is None:
                     raise EnvironmentSetupError(f"the trial asks for a network, but {reason}")
-                pasta = pasta_prefix(pasta_path, spec.forward_ports)
+                ports = () if gateway_port is None else (gateway_port,)
+                pasta = pasta_prefix(pasta_path, ports, internet=network)
             binds = [
-                *sandbox_args(network=network),
+                *sandbox_args(network=pasta is not None),
                 *("--bind", str(paths.tmp), "/tmp"),
                 *("--bind", str(paths.app), workdir),
                 *("--bind", str(paths.logs), "/logs"),

@@ -41,6 +41,7 @@ from envloop.environments.procs import (
     wait_gone,
 )
 from envloop.environments.sandbox import EnvironmentBase, PathKind, RunOutcome
+from envloop.gateway import ModelGateway
 from envloop.tasks.model import HarborTask, TaskUser
 from envloop.tasks.phases import NetworkPolicy
 from envloop.trajectories.workspace import Snapshot, snapshot
@@ -51,8 +52,9 @@ _TEARDOWN_KILL_SEC = 10.0
 _INLINE_COPY_ENTRIES = 64
 INLINE_SNAPSHOT_FILES = 500
 
-LauncherFor = Callable[[bool], Launcher]
-"""The instance's launcher for commands without (False) or with (True) a network of their own."""
+LauncherFor = Callable[[bool, int | None], Launcher]
+"""The instance's launcher for commands with a network of their own (True) or loopback alone, and the
+host port of the model gateway they reach on their loopback (None: none)."""
 
 
 def sandbox_uid(user: TaskUser | None, default: int, where: str) -> int:
@@ -113,7 +115,8 @@ class LocalEnvironment(EnvironmentBase):
         """The instance's host directories: this provider's own business, never its callers'."""
         self._cgroups = cgroups
         self._launcher_for = launcher_for
-        self._launcher = launcher_for(network.mode == "public")
+        self._launcher = launcher_for(network.mode == "public", None)
+        self._gateway_port: int | None = None
         self._run_id = spec.run_id
         self._agent_uid = agent_uid
         self.host_uid = host_uid
@@ -193,7 +196,20 @@ class LocalEnvironment(EnvironmentBase):
     async def _apply_network(self, policy: NetworkPolicy) -> None:
         if policy.mode == "allowlist":
             raise EnvironmentSetupError("the local environment cannot enforce a network allowlist")
-        self._launcher = self._launcher_for(policy.mode == "public")
+        self._launcher = self._launcher_for(policy.mode == "public", self._gateway_port)
+
+    async def open_gateway(self, gateway: ModelGateway, trial_id: str) -> str:
+        """The gateway listens on the host's loopback; pasta forwards its port to each command's
+        own loopback, in a namespace with no route anywhere else unless the phase is public."""
+        if self.mode == "plain":
+            return f"http://{gateway.host}:{gateway.port}"
+        self._gateway_port = gateway.port
+        self._launcher = self._launcher_for(self.network.mode == "public", gateway.port)
+        return f"http://127.0.0.1:{gateway.port}"
+
+    async def close_gateway(self) -> None:
+        self._gateway_port = None
+        self._launcher = self._launcher_for(self.network.mode == "public", None)
 
     async def _place(self, path: str, layers: Sequence[Path] | None) -> None:
         host = self._host_path(path)

@@ -47,6 +47,7 @@ from envloop.environments.keeping import (
 from envloop.environments.policy import NETWORK_VARIABLE, EffectiveLimits
 from envloop.environments.procs import read_tail
 from envloop.environments.variables import checked_env, trial_variables
+from envloop.gateway import ModelGateway
 from envloop.tasks.model import HarborTask, TaskUser
 from envloop.tasks.phases import NO_NETWORK, NetworkPolicy
 from envloop.tasks.variables import resolve_env
@@ -167,6 +168,15 @@ class EnvironmentBase(ABC):
     @abstractmethod
     async def _apply_network(self, policy: NetworkPolicy) -> None:
         """Switch the instance to `policy` (already checked and capped by the base class)."""
+
+    @abstractmethod
+    async def open_gateway(self, gateway: ModelGateway, trial_id: str) -> str:
+        """Let the next commands reach `gateway` (it answers only `trial_id`'s token there); its
+        root URL as a command inside reaches it."""
+
+    @abstractmethod
+    async def close_gateway(self) -> None:
+        """The next commands no longer reach the gateway."""
 
     @abstractmethod
     async def stop(self) -> None:

@@ -21,14 +21,12 @@ copy of the tests and writes its reward into a directory the agent never had.
 
 import asyncio
 import functools
-import ipaddress
 import shutil
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
-from urllib.parse import urlsplit
 
 from envloop.agents import AGENTS, Agent, AgentContext, find_agent
 from envloop.agents.base import AgentResult
@@ -43,16 +41,15 @@ from envloop.core.trajectory import (
     usage_totals,
 )
 from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec
-from envloop.environments import (
-    Environment,
-    EnvironmentProvider,
-)
+from envloop.environments import Environment, EnvironmentProvider, EnvironmentSetupError
 from envloop.environments.choice import choose_provider
 from envloop.environments.features import refuse_unsupported
 from envloop.environments.keeping import keep_tree, move_plain_tree
+from envloop.environments.shielded import finish_even_if_cancelled
 from envloop.plugins import ComponentError
 from envloop.runners.base import ComponentInfo, TaskKind
 from envloop.runners.healthcheck import wait_healthy
+from envloop.runners.model_route import ModelRoute, RouteRefused, close_route, open_route, without_model_key
 from envloop.runners.params import check_params, missing_here
 from envloop.runners.shell_multistep import run_steps
 from envloop.runners.shell_phases import (
@@ -81,8 +78,9 @@ class ShellParams(ComponentParams):
         "the agent: a built-in or plugin agent's name, or an allowed module:Name reference", default=...
     )
     NETWORK: Literal["none", "public", "host"] | None = param(
-        "public (or its older name host): the trials get a network of their own, with the model "
-        "endpoint's port when it is on the host's loopback; none (default): loopback only"
+        "public (or its older name host): the agent phase gets a network of its own (an agent that "
+        "installs itself at run time); none (default): the task's own. An agent reaches its model "
+        "through the worker's gateway either way"
     )
 
 
@@ -134,8 +132,7 @@ class ShellRunner:
     async def run(self, spec: TrialSpec) -> TrialOutcome:
         phases: list[PhaseRecord] = []
         if spec.params.get(NETWORK_PARAM, "").strip() in ("public", "host"):
-            ports = _loopback_port(spec.params.get("MODEL_BASE_URL", ""))
-            spec = spec.model_copy(update={"network": True, "forward_ports": ports})
+            spec = spec.model_copy(update={"network": True})
         params = spec.params
         recorder = TrajectoryRecorder(
             spec.trial_id,
@@ -196,6 +193,11 @@ class ShellRunner:
         environment.warnings.extend(feature_warnings)
         try:
             outcome = await self._attempt(environment, provider, task, spec, agent, phases, recorder)
+        except EnvironmentSetupError as exc:
+            # The environment failed the trial midway (a phase's network, a sidecar): its doing.
+            message = mask_text(str(exc), spec.secret_values)
+            error = TrialError(type="environment_error", message=message)
+            outcome = TrialOutcome(status="failed", error=error, phases=phases)
         except BaseException as exc:
             await context.__aexit__(type(exc), exc, exc.__traceback__)
             raise
@@ -308,12 +310,21 @@ class ShellRunner:
             recorder.add(UserStep(text=task.instruction))
             recording = RecordingEnvironment(environment, recorder, agent.info.name)
             await recording.start()
+        route: ModelRoute | None = None
+        agent_spec = spec
+        if agent.info.calls_model_inside is not None:
+            try:
+                route = await open_route(environment, spec, recorder, agent.info.calls_model_inside)
+            except RouteRefused as refused:
+                return TrialError(type=refused.kind, message=str(refused)), False
+            agent_spec = route.spec if route is not None else without_model_key(spec, environment.warnings)
         ctx = AgentContext(
             environment=recording or environment,
             task=task,
-            spec=spec,
+            spec=agent_spec,
             recorder=recorder,
             env=variables,
+            model_gateway=route is not None,
             stdout_path=captures_dir(spec) / plan.logs / "agent" / "stdout.txt",
             stderr_path=captures_dir(spec) / plan.logs / "agent" / "stderr.txt",
             logs_dir=captures_dir(spec) / plan.logs / "agent",
@@ -330,6 +341,9 @@ class ShellRunner:
             recorder.trajectory.stop_reason = "timeout"
             error = TrialError(type="agent_timeout", message=f"the agent exceeded its {timeout:g} s timeout")
             return error, True
+        finally:
+            if route is not None:
+                await finish_even_if_cancelled(close_route(route, environment, recorder))
         phases.append(
             PhaseRecord(name="agent", started_at=started, ended_at=_now(), exit_code=result.exit_code)
         )
@@ -348,21 +362,6 @@ class ShellRunner:
             message = f"the agent exited with code {result.exit_code}"
             return TrialError(type="agent_error", message=message, exit_code=result.exit_code)
         return None
-
-
-def _loopback_port(url: str) -> tuple[int, ...]:
-    """The port of a model endpoint on the host's loopback, which the sandbox may then reach."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return ()
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    return (port,) if loopback else ()
 
 
 def _setup_log(environment: Environment) -> str:

@@ -17,6 +17,7 @@ from envloop.agents.base import read_outputs
 from envloop.core.reward import RewardReading
 from envloop.core.trajectory import ToolStep, TrajectoryRecorder, VerifierStep
 from envloop.environments.base import NO_MOUNTS, Environment, ExecResult, Mounts
+from envloop.gateway import ModelGateway
 from envloop.tasks.model import TaskUser
 from envloop.tasks.phases import NetworkPolicy
 from envloop.trajectories import Snapshot, changes_between
@@ -58,6 +59,12 @@ class RecordingEnvironment:
 
     async def put_dir(self, source: Path, path: str) -> None:
         await self._inner.put_dir(source, path)
+
+    async def open_gateway(self, gateway: ModelGateway, trial_id: str) -> str:
+        return await self._inner.open_gateway(gateway, trial_id)
+
+    async def close_gateway(self) -> None:
+        await self._inner.close_gateway()
 
     @property
     def note(self) -> str | None:

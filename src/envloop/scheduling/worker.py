@@ -27,6 +27,7 @@ from envloop.core.trial import EnvironmentChoice, TrialError, TrialOutcome, Tria
 from envloop.environments.docker import DockerError, sweep_orphans
 from envloop.environments.instance import instances_under, remove_instance
 from envloop.models import close_clients
+from envloop.runners.verdict import settle_outcome
 from envloop.scheduling.executor import Executor, LocalExecutor, RunLost
 from envloop.scheduling.trial_specs import TrialSpecs
 from envloop.services.context import Context
@@ -235,7 +236,7 @@ class Worker:
             outcome = await self.executor.execute(spec)
             # Noted once here so reading a job's results never has to look for the file per trial.
             outcome.structured_result = (spec.artifacts_dir / STRUCTURED_RESULT).is_file()
-            return outcome
+            return settle_outcome(outcome, spec)
         except asyncio.CancelledError:
             raise
         except RunLost as exc:

@@ -2,26 +2,32 @@
 
 The question is "is B better than A, and by how much?". Both runs are compared task by task on
 the tasks both scored (pairing removes the task difficulty they share), giving the mean per-task
-difference B - A with its standard error, 95% interval, p-value and the correlation of the two
-runs' task scores. Tasks only one side scored, or whose content differs between the two runs, are
-left out and listed. Runs that did not measure the same thing (dataset revision, runner, attempts,
-task selection) are still compared, with a warning for each difference. Structured dimensions are
-compared only where both runs define them identically; otherwise the comparison is refused with
-the reason.
+difference B - A with its standard error, the correlation of the two runs' task scores, and a 95%
+interval and p-value from one paired t test (`core.stats.PAIRED_METHOD`), in one unit (percentage
+points between rates). Tasks only one side scored are left out and listed.
+
+Two jobs are compared only when they measured the same thing: the same dataset revision (so the
+same task contents) and runner, and at least one task in common; otherwise the comparison is
+refused, naming the reason. Other differences (attempt counts, task selections) are compared with
+a warning each. Structured dimensions are compared only where both runs define them identically;
+otherwise that dimension is refused with the reason.
 """
 
 from dataclasses import dataclass
 
-from envloop.core.leaderboard import key_differences
-from envloop.core.metrics import PairedTasks, compare_metrics, paired_tasks
+from sqlalchemy import select
+
+from envloop.core.display import DifferenceUnit
+from envloop.core.leaderboard import RunKey, key_differences
+from envloop.core.metrics import compare_metrics, paired_tasks, rewards_are_rates
 from envloop.core.status import TERMINAL
 from envloop.core.structured import Collected, definition_conflict
 from envloop.services.context import Context
 from envloop.services.errors import UserError
-from envloop.services.jobs import job_profiles, load_job
+from envloop.services.jobs import JobView, job_profiles, job_views, load_job
 from envloop.services.leaderboard import pick_profile, run_key, run_summary
 from envloop.services.results import ProfileResult, job_result_detail
-from envloop.store.tables import Profile
+from envloop.store.tables import Job, Profile
 from envloop.wire.compare import Comparison, DimensionComparison, Excluded, Side
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
@@ -57,6 +63,8 @@ def compare_runs(
             chosen_a = pick_profile(first.id, profiles_a, profile_a, "A")
             chosen_b = pick_profile(second.id, profiles_b, profile_b, "B")
         key_a, key_b = run_key(session, first), run_key(session, second)
+    if not same_job:
+        _refuse_incomparable(key_a, key_b)
     result_a, structured_a = job_result_detail(ctx, first.id)
     result_b, structured_b = (result_a, structured_a) if same_job else job_result_detail(ctx, second.id)
     runs = []
@@ -77,43 +85,70 @@ def compare_runs(
         for label, s in (("A", a.side), ("B", b.side))
         if s.job_status not in TERMINAL and (label == "A" or not same_job)
     ]
-    digests_a, digests_b = dict(key_a.tasks), dict(key_b.tasks)
-    changed = {t for t, d in digests_b.items() if digests_a.get(t, d) != d}
-    paired = compare_metrics(a.metrics, b.metrics, exclude=changed)
+    paired = compare_metrics(a.metrics, b.metrics)
     difference = paired.difference
-    excluded = [Excluded(task=t, reason="task content differs between the runs") for t in sorted(changed)]
-    excluded += [Excluded(task=t, reason="only A scored it") for t in paired.only_a]
+    excluded = [Excluded(task=t, reason="only A scored it") for t in paired.only_a]
     excluded += [Excluded(task=t, reason="only B scored it") for t in paired.only_b]
+    rates = rewards_are_rates(a.metrics) and rewards_are_rates(b.metrics)
+    unit: DifferenceUnit = "points" if rates else "reward"
     return Comparison(
         a=a.side,
         b=b.side,
+        unit=unit,
         n_tasks=difference.tasks,
+        improved=sum(t.difference > 0 for t in paired.tasks),
+        regressed=sum(t.difference < 0 for t in paired.tasks),
+        unchanged=sum(t.difference == 0 for t in paired.tasks),
         difference=difference.mean_difference,
         stderr=difference.stderr,
         ci95=difference.ci95,
         ci95_clamped=difference.clamped,
         p_value=difference.p_value,
+        no_interval=difference.no_interval,
         correlation=difference.correlation,
         only_a=len(paired.only_a),
         only_b=len(paired.only_b),
-        changed=len(changed),
         excluded=excluded,
         comparable=not differences,
         warnings=warnings,
         tasks=paired.tasks,
-        dimensions=_dimensions(a.structured, b.structured, changed),
+        dimensions=_dimensions(a.structured, b.structured),
     )
 
 
-def _pair(a: dict[str, float], b: dict[str, float], changed: set[str], *, rates: bool) -> PairedTasks:
-    return paired_tasks(
-        {t: v for t, v in a.items() if t not in changed},
-        {t: v for t, v in b.items() if t not in changed},
-        rates=rates,
-    )
+def comparable_jobs(ctx: Context, job_id: str, limit: int = 50) -> list[JobView]:
+    """Other jobs this one can be compared with (same dataset revision and runner), newest first."""
+    with ctx.store.read() as session:
+        job = load_job(session, ctx.project_id, job_id)
+        query = (
+            select(Job)
+            .where(
+                Job.project_id == ctx.project_id,
+                Job.dataset_id == job.dataset_id,
+                Job.runner == job.runner,
+                Job.id != job.id,
+            )
+            .order_by(Job.created_at.desc(), Job.id.desc())
+            .limit(limit)
+        )
+        return job_views(session, list(session.scalars(query)))
 
 
-def _dimensions(a: Collected, b: Collected, changed: set[str]) -> list[DimensionComparison]:
+def _refuse_incomparable(a: RunKey, b: RunKey) -> None:
+    """Two jobs that did not measure the same thing cannot be told apart by their scores: a
+    difference would mix the change of model with the change of tasks or harness."""
+    reason = None
+    if a.dataset != b.dataset:
+        reason = f"they ran different dataset revisions ({a.dataset} vs {b.dataset}), whose tasks differ"
+    elif a.runner != b.runner:
+        reason = f"they ran with different runners ({a.runner} vs {b.runner})"
+    elif not {name for name, _ in a.tasks} & {name for name, _ in b.tasks}:
+        reason = "they share no task"
+    if reason is not None:
+        raise UserError(f"cannot compare these jobs: {reason}")
+
+
+def _dimensions(a: Collected, b: Collected) -> list[DimensionComparison]:
     compared = []
     for name in sorted(set(a.definitions) | set(b.definitions)):
         definition_a, definition_b = a.definition(name), b.definition(name)
@@ -128,7 +163,7 @@ def _dimensions(a: Collected, b: Collected, changed: set[str]) -> list[Dimension
             compared.append(DimensionComparison(name=name, refused=conflict))
         else:
             rates = definition_a.scale == (0.0, 1.0)
-            paired = _pair(_means(a, name), _means(b, name), changed, rates=rates).difference
+            paired = paired_tasks(_means(a, name), _means(b, name), rates=rates).difference
             compared.append(
                 DimensionComparison(
                     name=name,
@@ -138,6 +173,8 @@ def _dimensions(a: Collected, b: Collected, changed: set[str]) -> list[Dimension
                     stderr=paired.stderr,
                     ci95=paired.ci95,
                     ci95_clamped=paired.clamped,
+                    p_value=paired.p_value,
+                    no_interval=paired.no_interval,
                     correlation=paired.correlation,
                 )
             )

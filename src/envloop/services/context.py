@@ -4,12 +4,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from envloop.home import envloop_home
+from envloop.home import envloop_home, private_dir, private_sqlite
 from envloop.services.secrets import seal_plaintext
 from envloop.store.artifacts import ArtifactStore, open_artifact_store
 from envloop.store.db import Store
 
 __all__ = ["Context", "envloop_home", "open_context"]
+
+DATABASE_FILE = "envloop.db"
 
 
 @dataclass
@@ -33,10 +35,13 @@ class Context:
 
 def open_context(home: Path | None = None) -> Context:
     """Open the store named by ENVLOOP_DATABASE_URL, else SQLite under ENVLOOP_HOME, and the
-    artifact store named by ENVLOOP_ARTIFACTS (a path or an fsspec URL), else under ENVLOOP_HOME."""
-    home = home or envloop_home()
-    home.mkdir(parents=True, exist_ok=True)
-    url = os.environ.get("ENVLOOP_DATABASE_URL") or f"sqlite:///{home / 'envloop.db'}"
+    artifact store named by ENVLOOP_ARTIFACTS (a path or an fsspec URL), else under ENVLOOP_HOME;
+    the home and the files of ours in it are private (`envloop.home`)."""
+    home = private_dir(home or envloop_home())
+    url = os.environ.get("ENVLOOP_DATABASE_URL")
+    if url is None:
+        private_sqlite(home / DATABASE_FILE)
+        url = f"sqlite:///{home / DATABASE_FILE}"
     store = Store(url)
     artifacts = open_artifact_store(os.environ.get("ENVLOOP_ARTIFACTS"), home)
     seal_plaintext(store, home)

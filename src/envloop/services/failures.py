@@ -1,20 +1,41 @@
-"""Why a job's attempts are failed, unscored, cancelled or excluded: trials grouped by reason.
+"""Why a job's attempts are failed, unscored, cancelled or excluded: trials grouped by reason, and
+whose doing each is.
 
 The job page answers "why are attempts missing?" with these groups, each linking to a few of its
 trials. A trial belongs to one group: an execution failure (by error type and message), a finished
 attempt without a reward (the verifier's note), a cancelled attempt, or one a user invalidated.
 Pending and running attempts are not failures; coverage counts them as waiting.
+
+Each group also says whose doing it is (`cause`), so that an agent cannot pass its own failures off
+as the platform's: a missing reward counts as 0 in the ranking whoever caused it, and the summary
+charges to the agent what the agent did.
+
+- agent: the agent crashed or timed out (`agent_error`, `agent_timeout`), it exhausted its own
+  resources (`resource_exhausted` in the agent phase: out of memory, disk quota, processes), or the
+  verifier failed on what it left (timed out, crashed, wrote no reward, exhausted its resources, or
+  printed the signs of a missing tool) while the verifier works for that task. The verifier works
+  for a task when another attempt at the same task content (its digest) got a reward from it: in
+  the same job (any profile, any attempt), or in any oracle run (a profile whose AGENT_NAME is
+  `oracle`) of the project. A verifier that hangs on a FIFO the agent left, or reports a missing
+  module because the agent printed one, is the agent's doing by this rule.
+- verifier: the verifier failed and no attempt at the task ever got a reward from it (a broken
+  task is not the agent's fault until the task is shown to work).
+- model: every model call failed (`model_error`); environment, infrastructure: those error types;
+  user: cancelled or invalidated.
 """
+
+from collections.abc import Iterable
 
 from sqlalchemy import and_, or_, select
 
 from envloop.services.context import Context
 from envloop.services.jobs import load_job
+from envloop.services.results import countable
 from envloop.store.tables import Profile, Trial
-from envloop.wire.diagnosis import EXAMPLES, FailureGroup, FailureKind
+from envloop.wire.diagnosis import EXAMPLES, Cause, FailureGroup, FailureKind
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
-__all__ = ["EXAMPLES", "FailureGroup", "FailureKind"]
+__all__ = ["EXAMPLES", "Cause", "FailureGroup", "FailureKind"]
 
 REASON_CHARS = 300
 
@@ -37,6 +58,7 @@ def failure_summary(ctx: Context, job_id: str) -> list[FailureGroup]:
             Trial.reward_note,
             Trial.invalidated,
             Trial.invalidated_reason,
+            Trial.task_digest,
             Profile.name,
             Profile.version,
         )
@@ -54,7 +76,8 @@ def failure_summary(ctx: Context, job_id: str) -> list[FailureGroup]:
     with ctx.store.read() as session:
         load_job(session, ctx.project_id, job_id)
         rows = session.execute(query).all()
-    groups: dict[tuple[str, str | None, str], FailureGroup] = {}
+    working = _verifier_works(ctx, job_id, {row.task_digest for row in rows})
+    groups: dict[tuple[str, str | None, str, Cause], FailureGroup] = {}
     for row in rows:
         kind: FailureKind
         error_type: str | None = None
@@ -67,15 +90,73 @@ def failure_summary(ctx: Context, job_id: str) -> list[FailureGroup]:
             kind, reason = "cancelled", "cancelled before it finished"
         else:
             kind, reason = "no_reward", _reason(row.reward_note, "no reward and no note")
-        key = (kind, error_type, reason)
+        cause = _cause(kind, error_type, row.error_message, row.task_digest in working)
+        key = (kind, error_type, reason, cause)
         group = groups.get(key)
         if group is None:
             group = groups[key] = FailureGroup(
-                kind=kind, error_type=error_type, reason=reason, count=0, by_profile={}, trial_ids=[]
+                kind=kind,
+                error_type=error_type,
+                reason=reason,
+                cause=cause,
+                count=0,
+                by_profile={},
+                trial_ids=[],
             )
         group.count += 1
+        if kind == "failed" and row.reward is not None and countable(row.reward):
+            group.rewarded += 1
         ref = f"{row.name}@{row.version}"
         group.by_profile[ref] = group.by_profile.get(ref, 0) + 1
         if len(group.trial_ids) < EXAMPLES:
             group.trial_ids.append(row.id)
     return sorted(groups.values(), key=lambda g: (-g.count, g.kind, g.error_type or "", g.reason))
+
+
+_OWN_CAUSES: dict[str, Cause] = {
+    "agent_error": "agent",
+    "agent_timeout": "agent",
+    "model_error": "model",
+    "environment_error": "environment",
+    "infrastructure_error": "infrastructure",
+}
+
+
+def _cause(kind: FailureKind, error_type: str | None, message: str | None, verifier_works: bool) -> Cause:
+    """Whose doing one failed or unscored attempt is (see the module docstring)."""
+    if kind in ("invalidated", "cancelled"):
+        return "user"
+    if error_type in _OWN_CAUSES:
+        return _OWN_CAUSES[error_type]
+    if error_type == "resource_exhausted" and (message or "").startswith("agent phase"):
+        return "agent"
+    return "agent" if verifier_works else "verifier"
+
+
+def _verifier_works(ctx: Context, job_id: str, digests: Iterable[str]) -> set[str]:
+    """The task digests among `digests` whose verifier gave a reward to some attempt: in this job, or
+    in an oracle run of the project."""
+    wanted = set(digests)
+    if not wanted:
+        return set()
+    rewarded = and_(Trial.reward.is_not(None), Trial.invalidated.is_(False), Trial.task_digest.in_(wanted))
+    with ctx.store.read() as session:
+        found = set(
+            session.scalars(select(Trial.task_digest).where(Trial.job_id == job_id, rewarded).distinct())
+        )
+        oracles = [
+            profile_id
+            for profile_id, params in session.execute(
+                select(Profile.id, Profile.params).where(Profile.project_id == ctx.project_id)
+            )
+            if str((params or {}).get("AGENT_NAME", "")).strip() == "oracle"
+        ]
+        if oracles and wanted - found:
+            found |= set(
+                session.scalars(
+                    select(Trial.task_digest)
+                    .where(Trial.profile_id.in_(oracles), rewarded, Trial.task_digest.in_(wanted - found))
+                    .distinct()
+                )
+            )
+    return found

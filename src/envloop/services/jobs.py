@@ -67,8 +67,9 @@ def parse_job_config_dict(data: dict[str, object], source: str = "request") -> J
 
 
 def _request_digest(request: JobRequest) -> str:
-    # A request that names no environment (or skips nothing) digests as it did before jobs could.
-    unset = {"environment"} if request.environment is None else set()
+    # A request that names no environment, name or note (or skips nothing) digests as it did before
+    # jobs could have them.
+    unset = {field for field in ("environment", "name", "note") if getattr(request, field) is None}
     if not request.skip_unsupported:
         unset.add("skip_unsupported")
     if request.verifier_environment == "task":
@@ -274,6 +275,8 @@ def _create(
         skipped=[item.model_dump() for item in skipped] or None,
         tasks=tasks,
         tags=request.tags,
+        name=request.name,
+        note=request.note,
         request_id=request.request_id,
         request_digest=digest,
     )
@@ -348,7 +351,7 @@ def job_profiles(session: Session, job_id: str) -> list[Profile]:
     )
 
 
-def _views(session: Session, page: list[Job]) -> list[JobView]:
+def job_views(session: Session, page: list[Job]) -> list[JobView]:
     """Views of a page of jobs in a fixed number of queries, whatever the page's size: datasets,
     trial counts and profiles are each read for the whole page at once."""
     if not page:
@@ -395,6 +398,8 @@ def _views(session: Session, page: list[Job]) -> list[JobView]:
             verifier_environment=job.verifier_environment,
             skipped=[SkippedTask.model_validate(item) for item in job.skipped or []],
             tags=dict(job.tags),
+            name=job.name,
+            note=job.note,
             request_id=job.request_id,
             cancel_requested=job.cancel_requested,
             counts={s: counts[job.id].get(s, 0) for s in TRIAL_STATUSES},
@@ -406,7 +411,7 @@ def _views(session: Session, page: list[Job]) -> list[JobView]:
 
 
 def _view(session: Session, job: Job) -> JobView:
-    return _views(session, [job])[0]
+    return job_views(session, [job])[0]
 
 
 def get_job(ctx: Context, job_id: str) -> JobView:
@@ -478,7 +483,7 @@ def list_jobs(
                 )
             )
         page = list(session.scalars(query.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)))
-        return _views(session, page)
+        return job_views(session, page)
 
 
 def cancel_job(ctx: Context, job_id: str) -> JobView:
@@ -508,4 +513,6 @@ def export_job(ctx: Context, job_id: str) -> JobRequest:
         skip_unsupported=view.skip_unsupported,
         verifier_environment=view.verifier_environment,
         tags=view.tags,
+        name=view.name,
+        note=view.note,
     )

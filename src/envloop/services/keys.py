@@ -125,6 +125,12 @@ def revoke_key(ctx: Context, key_id: str) -> ApiKeyView:
 
 def authenticate_key(store: Store, secret: str) -> str | None:
     """The project a presented key belongs to, or None for an unknown or revoked key."""
+    found = authenticated_key(store, secret)
+    return None if found is None else found[1]
+
+
+def authenticated_key(store: Store, secret: str) -> tuple[str, str] | None:
+    """(key id, project id) of a presented key, or None for an unknown or revoked key."""
     if not secret.startswith(KEY_PREFIX):
         return None
     digest = hash_secret(secret)
@@ -140,7 +146,7 @@ def authenticate_key(store: Store, secret: str) -> str | None:
     if row.last_used_at is None or now - row.last_used_at > _LAST_USED_RESOLUTION:
         with store.write() as session:
             session.execute(update(ApiKey).where(ApiKey.id == row.id).values(last_used_at=now))
-    return str(row.project_id)
+    return str(row.id), str(row.project_id)
 
 
 def has_active_key(store: Store) -> bool:

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from envloop.core.display import coverage_line
 from envloop.core.ids import new_id
 from envloop.core.leaderboard import RunKey, key_differences, model_label, rank_standings
-from envloop.core.metrics import ProfileMetrics
+from envloop.core.metrics import ProfileMetrics, bounds_of
 from envloop.core.status import TERMINAL
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, resolve_dataset
@@ -67,6 +67,7 @@ def _entry(
     key: RunKey, job_id: str, job_status: str, profile: Profile, metrics: ProfileResult, added_at: datetime
 ) -> BoardEntry:
     counts = metrics.score_counts
+    lower, upper = bounds_of(metrics)
     return BoardEntry(
         **dict(run_summary(key, job_id, job_status, profile, metrics)),
         pass_=metrics.pass_,
@@ -82,6 +83,10 @@ def _entry(
         composite=metrics.structured.composite,
         dimensions=metrics.structured.dimensions,
         added_at=added_at,
+        lower_bound=lower,
+        upper_bound=upper,
+        flagged=metrics.flags.flagged,
+        flags=metrics.flags.by_kind,
     )
 
 
@@ -198,5 +203,12 @@ def show_leaderboard(ctx: Context, dataset: str | None = None) -> list[BoardRow]
     for entries in sorted(boards.values(), key=lambda board: board[0].dataset):
         for placement in rank_standings(entries):
             entry = entries[placement.row]
-            ranked.append(BoardRow.model_construct(**dict(entry), rank=placement.rank, tied=placement.tied))
+            ranked.append(
+                BoardRow.model_construct(
+                    **dict(entry),
+                    rank=placement.rank,
+                    tied=placement.tied,
+                    not_separated_from=list(placement.not_separated_from),
+                )
+            )
     return ranked

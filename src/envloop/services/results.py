@@ -2,9 +2,11 @@
 
 import threading
 from collections import OrderedDict
+from typing import Any
 
 from sqlalchemy import select
 
+from envloop.core.flags import count_flags
 from envloop.core.metrics import AttemptSlot, SlotState, compute_metrics
 from envloop.core.reward import reward_problem
 from envloop.core.status import TERMINAL
@@ -19,7 +21,7 @@ from envloop.wire.results import JobResult, ProfileResult
 __all__ = ["JobResult", "ProfileResult"]
 
 
-def slot_state(status: str, reward: float | None, invalidated: bool, dispatched: bool) -> SlotState:
+def slot_state(status: str, reward: float | None, invalidated: bool) -> SlotState:
     """A missing reward is never a zero: every non-scored slot keeps the reason it has none."""
     if invalidated:
         return "invalidated"
@@ -27,8 +29,8 @@ def slot_state(status: str, reward: float | None, invalidated: bool, dispatched:
         return "scored"
     if status in ("pending", "running"):
         return "waiting"
-    if status == "cancelled" and not dispatched:
-        return "undispatched"
+    if status == "cancelled":
+        return "cancelled"
     return "invalid"
 
 
@@ -81,7 +83,7 @@ def job_result_detail(ctx: Context, job_id: str) -> _Detail:
             return found
         profiles = job_profiles(session, job.id)
         # Plain tuples from the connection: a big job has a row per attempt, and the ORM's per-row
-        # bookkeeping (or parsing a start time only tested for presence) would cost more than the rest.
+        # bookkeeping would cost more than the rest.
         rows = (
             session.connection()
             .execute(
@@ -93,16 +95,18 @@ def job_result_detail(ctx: Context, job_id: str) -> _Detail:
                     Trial.status,
                     Trial.reward,
                     Trial.invalidated,
-                    Trial.started_at.is_not(None),
                     Trial.structured_result,
+                    Trial.flags,
                 ).where(Trial.job_id == job.id)
             )
             .all()
         )
     slots: dict[str, list[AttemptSlot]] = {p.id: [] for p in profiles}
+    flags: dict[str, list[list[Any]]] = {p.id: [] for p in profiles}
     counted: list[tuple[str, str, str]] = []
-    for trial_id, profile_id, task, attempt, status, reward, invalidated, dispatched, declared in rows:
-        state = slot_state(status, reward, invalidated, dispatched)
+    for trial_id, profile_id, task, attempt, status, reward, invalidated, declared, kept_flags in rows:
+        flags[profile_id].append(kept_flags or [])
+        state = slot_state(status, reward, invalidated)
         kept = reward if state in ("scored", "invalidated") else None
         slots[profile_id].append(AttemptSlot(task, attempt, state, kept))
         if declared and counts(status, invalidated):
@@ -117,9 +121,11 @@ def job_result_detail(ctx: Context, job_id: str) -> _Detail:
             ref: ProfileResult.model_construct(
                 **dict(compute_metrics(list(job.tasks), job.attempts, slots[p.id])),
                 structured=summarize(structured[ref]),
+                flags=count_flags(flags[p.id]),
             )
             for p, ref in zip(profiles, structured, strict=True)
         },
+        flags=count_flags(f for listed in flags.values() for f in listed),
     )
     if finished:
         _remember(key, (result, structured))

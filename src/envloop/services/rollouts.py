@@ -12,7 +12,8 @@ from sqlalchemy import or_, select
 from envloop.core.status import TERMINAL
 from envloop.services.context import Context
 from envloop.services.jobs import JobRequest, get_job, submit_job
-from envloop.services.trials import get_trial, list_trials, trial_steps
+from envloop.services.trace import load_outline, step_page
+from envloop.services.trials import get_trial, list_trials
 from envloop.store.tables import Profile, Trial
 from envloop.wire.rollouts import JobEvent, ProgressEvent, RolloutRequest, RolloutView, TrialEvent
 
@@ -47,7 +48,16 @@ def start_rollout(ctx: Context, request: RolloutRequest) -> RolloutView:
 
 def get_rollout(ctx: Context, trial_id: str) -> RolloutView:
     trial = get_trial(ctx, trial_id)
-    return RolloutView(job_id=trial.job_id, trial=trial, trajectory=trial_steps(ctx, trial_id))
+    if load_outline(ctx, trial_id, checked=True) is None:
+        return RolloutView(job_id=trial.job_id, trial=trial)
+    page = step_page(ctx, trial_id)
+    return RolloutView(
+        job_id=trial.job_id,
+        trial=trial,
+        trajectory=page.trajectory.model_copy(update={"steps": page.steps}),
+        steps_total=page.total,
+        steps_next_offset=page.next_offset,
+    )
 
 
 class ProgressFeed:

@@ -16,8 +16,8 @@ from sqlalchemy import select
 from envloop.core.metrics import MissingState
 from envloop.services.context import Context
 from envloop.services.jobs import job_profiles, load_job
-from envloop.services.results import job_result, slot_state
-from envloop.store.tables import Trial
+from envloop.services.results import JobResult, job_result, slot_state
+from envloop.store.tables import Job, Profile, Trial
 
 GridSort = Literal["task", "score", "attempt_spread", "profile_spread"]
 GRID_SORTS: tuple[GridSort, ...] = ("task", "score", "attempt_spread", "profile_spread")
@@ -104,7 +104,7 @@ def task_grid(
     with ctx.store.read() as session:
         job = load_job(session, ctx.project_id, job_id)
         profiles = job_profiles(session, job.id)
-        tasks = list(job.tasks)
+    tasks = list(job.tasks)
     refs = [f"{p.name}@{p.version}" for p in profiles]
     members = [result.profiles[ref].members for ref in refs]
     summaries = []
@@ -117,6 +117,44 @@ def task_grid(
         order.sort(key=lambda position: _sort_key(sort, summaries[position]))
     end = None if limit is None else offset + limit
     page = order[offset:end]
+    cells = _cells(ctx, job, profiles, result, [tasks[position] for position in page])
+    grid_rows = []
+    for position in page:
+        task = tasks[position]
+        score, attempt_spread, profile_spread = summaries[position]
+        grid_rows.append(
+            GridRow(
+                task=task,
+                cells=[cells[task, ref] for ref in refs],
+                score=score,
+                attempt_spread=attempt_spread,
+                profile_spread=profile_spread,
+            )
+        )
+    return TaskGrid(
+        job_id=job.id,
+        attempts=job.attempts,
+        profiles=refs,
+        total_tasks=len(tasks),
+        sort=sort,
+        offset=offset,
+        rows=grid_rows,
+    )
+
+
+def task_cells(ctx: Context, job_id: str, tasks: list[str]) -> dict[tuple[str, str], GridCell]:
+    """The cells of some of the job's tasks, by (task, profile reference): each task's attempts with
+    their trials and marks (a comparison shows the tasks of its page this way)."""
+    result = job_result(ctx, job_id)
+    with ctx.store.read() as session:
+        job = load_job(session, ctx.project_id, job_id)
+        profiles = job_profiles(session, job.id)
+    return _cells(ctx, job, profiles, result, [t for t in tasks if t in set(job.tasks)])
+
+
+def _cells(
+    ctx: Context, job: Job, profiles: list[Profile], result: JobResult, tasks: list[str]
+) -> dict[tuple[str, str], GridCell]:
     with ctx.store.read() as session:
         trial_rows = (
             session.connection()
@@ -130,19 +168,17 @@ def task_grid(
                     Trial.reward,
                     Trial.invalidated,
                     Trial.error_type,
-                    Trial.started_at.is_not(None),
-                ).where(Trial.job_id == job.id, Trial.task_name.in_([tasks[p] for p in page]))
+                ).where(Trial.job_id == job.id, Trial.task_name.in_(tasks))
             )
             .all()
         )
     ref_of = {p.id: f"{p.name}@{p.version}" for p in profiles}
     trials = {(ref_of[r.profile_id], r.task_name, r.attempt): r for r in trial_rows}
-    grid_rows = []
-    for position in page:
-        task = tasks[position]
-        cells = []
-        for ref, rows in zip(refs, members, strict=True):
-            member = rows[position]
+    position_of = {task: position for position, task in enumerate(job.tasks)}
+    cells = {}
+    for task in tasks:
+        for ref in ref_of.values():
+            member = result.profiles[ref].members[position_of[task]]
             attempts = []
             for attempt, state in enumerate(member.attempts, start=1):
                 row = trials.get((ref, task, attempt))
@@ -164,37 +200,17 @@ def task_grid(
                         trial_id=row.id,
                         mark=_mark(row.status, row.reward, row.invalidated),
                         reward=row.reward,
-                        counted=slot_state(row.status, row.reward, row.invalidated, row[8]) == "scored",
+                        counted=slot_state(row.status, row.reward, row.invalidated) == "scored",
                         state=state,
                         error_type=row.error_type,
                     )
                 )
             rewards = [a for a in member.attempts if not isinstance(a, str)]
-            cells.append(
-                GridCell(
-                    profile=ref,
-                    attempts=attempts,
-                    mean=member.mean,
-                    scored=member.scored,
-                    spread=_spread(rewards),
-                )
+            cells[task, ref] = GridCell(
+                profile=ref,
+                attempts=attempts,
+                mean=member.mean,
+                scored=member.scored,
+                spread=_spread(rewards),
             )
-        score, attempt_spread, profile_spread = summaries[position]
-        grid_rows.append(
-            GridRow(
-                task=task,
-                cells=cells,
-                score=score,
-                attempt_spread=attempt_spread,
-                profile_spread=profile_spread,
-            )
-        )
-    return TaskGrid(
-        job_id=job.id,
-        attempts=job.attempts,
-        profiles=refs,
-        total_tasks=len(tasks),
-        sort=sort,
-        offset=offset,
-        rows=grid_rows,
-    )
+    return cells

@@ -1,74 +1,80 @@
-"""A trial's trajectory for the trace viewer, which asks for it a window of steps at a time.
-
-The viewer of a 1,000-step trajectory fetches the step list in windows and each selected step on
-its own; parsing the whole `trajectory.json` again for each of those requests would cost more than
-everything else. The parsed trajectory is kept in memory, keyed by the file's identity (size,
-modification time, inode): a running trial's trajectory is replaced by a rename when it grows, which
-gives a new key, so a viewer never sees a stale one for long.
+"""A trial's trajectory read a page at a time, never whole (`trajectories.pages`): the API's step
+pages and ATIF export, the console's trace viewer and a job's tool usage all read it here, so a
+trajectory of any size costs the server one step's memory.
 """
 
-import threading
-from collections import OrderedDict
-
-from pydantic import BaseModel, Field
+from collections.abc import Callable
+from typing import TypeVar
 
 from envloop.core.trajectory import TRAJECTORY_FILE, Step, Trajectory
 from envloop.services.context import Context
-from envloop.services.errors import NotFoundError
-from envloop.services.trials import get_trial, trial_steps
+from envloop.services.errors import NotFoundError, UserError
+from envloop.services.trials import get_trial
 from envloop.store.artifacts import ArtifactNotFoundError
+from envloop.trajectories.pages import Outline, TrajectoryFormatError, open_outline
+from envloop.wire.trials import PAGE_STEPS, StepPage
 
-_CACHE_SIZE = 16
-_cache: OrderedDict[tuple[str, int, int, int], Trajectory] = OrderedDict()
-_lock = threading.Lock()
-
-
-class StepWindow(BaseModel):
-    total: int = Field(description="steps in the whole trajectory")
-    offset: int
-    steps: list[Step]
+__all__ = ["StepPage", "load_outline", "step_page", "trace_step", "trial_steps"]
+_T = TypeVar("_T")
 
 
-def load_trace(ctx: Context, trial_id: str) -> Trajectory | None:
-    """The trial's trajectory as `trial_steps` reads it, from memory when the file is unchanged."""
-    get_trial(ctx, trial_id)
+def load_outline(ctx: Context, trial_id: str, *, checked: bool = False) -> Outline | None:
+    """The outline of the trial's `trajectory.json`; None when its runner kept none. `checked`: the
+    caller has already found the trial readable."""
+    if not checked:
+        get_trial(ctx, trial_id)
     try:
         path = ctx.artifacts.trial_file(trial_id, TRAJECTORY_FILE)
-        info = path.stat()
-    except (ArtifactNotFoundError, OSError):
+        return open_outline(path)
+    except ArtifactNotFoundError:
         return None
-    key = (str(path), info.st_size, info.st_mtime_ns, info.st_ino)
-    with _lock:
-        found = _cache.get(key)
-        if found is not None:
-            _cache.move_to_end(key)
-            return found
-    trajectory = trial_steps(ctx, trial_id)
-    if trajectory is not None:
-        with _lock:
-            _cache[key] = trajectory
-            while len(_cache) > _CACHE_SIZE:
-                _cache.popitem(last=False)
-    return trajectory
+    except TrajectoryFormatError as exc:
+        raise UserError(f"trial {trial_id}: {TRAJECTORY_FILE} {exc}") from None
 
 
-def step_window(ctx: Context, trial_id: str, offset: int, limit: int) -> StepWindow:
-    trajectory = _require(ctx, trial_id)
-    offset = max(0, offset)
-    return StepWindow(
-        total=len(trajectory.steps), offset=offset, steps=trajectory.steps[offset : offset + max(0, limit)]
+def require_outline(ctx: Context, trial_id: str) -> Outline:
+    outline = load_outline(ctx, trial_id)
+    if outline is None:
+        raise NotFoundError(f"trial {trial_id} kept no trajectory")
+    return outline
+
+
+def step_page(ctx: Context, trial_id: str, offset: int = 0, limit: int = PAGE_STEPS) -> StepPage:
+    """Up to `limit` steps (at most PAGE_STEPS, and at most PAGE_BYTES of them) from `offset`, with the
+    trajectory's other fields; `next_offset` continues, null at the end."""
+    if offset < 0 or not 1 <= limit <= PAGE_STEPS:
+        raise UserError(f"offset must be at least 0 and limit between 1 and {PAGE_STEPS}")
+    outline = require_outline(ctx, trial_id)
+    steps = _read(trial_id, lambda: outline.steps(offset, limit))
+    end = offset + len(steps)
+    return StepPage(
+        trajectory=outline.head,
+        total=outline.total,
+        offset=offset,
+        steps=steps,
+        next_offset=end if end < outline.total else None,
     )
 
 
+def trial_steps(ctx: Context, trial_id: str) -> Trajectory | None:
+    """The whole trajectory, read step by step (for an embedded caller that wants it all; surfaces
+    that serve it read pages); None when its runner kept none."""
+    outline = load_outline(ctx, trial_id)
+    if outline is None:
+        return None
+    steps = _read(trial_id, lambda: list(outline.iter_steps()))
+    return outline.head.model_copy(update={"steps": steps})
+
+
 def trace_step(ctx: Context, trial_id: str, index: int) -> Step:
-    trajectory = _require(ctx, trial_id)
-    if not 0 <= index < len(trajectory.steps):
+    outline = require_outline(ctx, trial_id)
+    if not 0 <= index < outline.total:
         raise NotFoundError(f"trial {trial_id} has no step {index}")
-    return trajectory.steps[index]
+    return _read(trial_id, lambda: outline.step(index))
 
 
-def _require(ctx: Context, trial_id: str) -> Trajectory:
-    trajectory = load_trace(ctx, trial_id)
-    if trajectory is None:
-        raise NotFoundError(f"trial {trial_id} kept no trajectory")
-    return trajectory
+def _read(trial_id: str, work: Callable[[], _T]) -> _T:
+    try:
+        return work()
+    except TrajectoryFormatError as exc:
+        raise UserError(f"trial {trial_id}: {TRAJECTORY_FILE} {exc}") from None

@@ -5,6 +5,7 @@ A window never splits a UTF-8 character: its end moves back to the start of a ch
 next window starts there. Bytes that are not UTF-8 show as the replacement character.
 """
 
+from datetime import UTC, datetime
 from typing import BinaryIO
 
 from pydantic import BaseModel, Field
@@ -12,6 +13,16 @@ from pydantic import BaseModel, Field
 from envloop.services.context import Context
 from envloop.services.errors import UserError
 from envloop.services.trials import get_trial
+
+PUBLISHING_SEC = 60.0
+"""A trial's files are published just after its result is recorded; this long after it ended, a
+file it has not got was never kept."""
+
+
+def surely_published(finished_at: datetime | None) -> bool:
+    """Whether a trial (or a job) that ended at `finished_at` has every file it will ever have."""
+    return finished_at is not None and (datetime.now(UTC) - finished_at).total_seconds() > PUBLISHING_SEC
+
 
 WINDOW = 64 * 1024
 MAX_WINDOW = 1024 * 1024

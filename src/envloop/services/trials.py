@@ -4,21 +4,19 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from pydantic import ValidationError
 from sqlalchemy import select, update
 
-from envloop.core.trajectory import TRAJECTORY_FILE, Trajectory
+from envloop.core.trial import TrialFlag
 from envloop.services.context import Context
 from envloop.services.errors import NotFoundError, UserError
 from envloop.services.jobs import check_status, load_job
 from envloop.services.structured import read_structured
 from envloop.store.artifacts import ArtifactInfo, ArtifactNotFoundError
 from envloop.store.tables import Job, Profile, Trial
-from envloop.trajectories.files import read_trajectory
-from envloop.wire.trials import LOG_FILES, LOG_PAGE_BYTES, LogPhase, TrialView
+from envloop.wire.trials import ARTIFACT_PAGE, LOG_FILES, LOG_PAGE_BYTES, ArtifactPage, LogPhase, TrialView
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
-__all__ = ["LOG_FILES", "LOG_PAGE_BYTES", "LogPhase", "TrialView"]
+__all__ = ["ARTIFACT_PAGE", "LOG_FILES", "LOG_PAGE_BYTES", "ArtifactPage", "LogPhase", "TrialView"]
 
 _CHUNK = 1024 * 1024
 
@@ -45,6 +43,7 @@ def _view(trial: Trial, profile_ref: str) -> TrialView:
         warnings=list(trial.warnings),
         phases=list(trial.phases),
         runs=trial.runs,
+        flags=[TrialFlag.model_validate(flag) for flag in trial.flags or []],
         created_at=trial.created_at,
         started_at=trial.started_at,
         finished_at=trial.finished_at,
@@ -141,25 +140,19 @@ def read_artifact(ctx: Context, trial_id: str, relpath: str) -> Iterator[bytes]:
     return chunks()
 
 
-def trial_steps(ctx: Context, trial_id: str) -> Trajectory | None:
-    """The trial's trajectory (its `trajectory.json` artifact); None when its runner kept none."""
-    get_trial(ctx, trial_id)
-    try:
-        path = ctx.artifacts.trial_file(trial_id, TRAJECTORY_FILE)
-    except ArtifactNotFoundError:
-        return None
-    try:
-        return read_trajectory(path)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "document"
-        message = f"trial {trial_id}: {TRAJECTORY_FILE} is not a valid trajectory ({where}: {first['msg']})"
-        raise UserError(message) from None
-
-
 def list_artifacts(ctx: Context, trial_id: str) -> list[ArtifactInfo]:
     get_trial(ctx, trial_id)
     return ctx.artifacts.list_trial(trial_id)
+
+
+def artifact_page(ctx: Context, trial_id: str, offset: int = 0, limit: int = ARTIFACT_PAGE) -> ArtifactPage:
+    """Up to `limit` of the trial's kept files from `offset`, sorted by path, and how many there are."""
+    if offset < 0 or not 1 <= limit <= ARTIFACT_PAGE:
+        raise UserError(f"offset must be at least 0 and limit between 1 and {ARTIFACT_PAGE}")
+    get_trial(ctx, trial_id)
+    items, total = ctx.artifacts.page_trial(trial_id, offset, limit)
+    end = offset + len(items)
+    return ArtifactPage(total=total, offset=offset, items=items, next_offset=end if end < total else None)
 
 
 def copy_artifacts(ctx: Context, trial_id: str, dest: Path) -> list[ArtifactInfo]:

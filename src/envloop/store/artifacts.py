@@ -17,8 +17,10 @@ import fcntl
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
+from envloop.home import private_dir
 from envloop.store.remote_files import ArtifactStoreUnavailableError, RemoteFolder, is_remote_url
 from envloop.wire.trials import ArtifactInfo
 
@@ -73,10 +75,28 @@ def regular_files(root: Path) -> list[tuple[Path, str]]:
     return sorted(found, key=lambda item: item[1])
 
 
+def _sorted_files(directory: Path, prefix: str) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """The regular files below `directory` (never through a link) with their relative paths, in the
+    order of those paths, one directory listing in memory at a time (a folder sorts as its name
+    followed by "/", which is where its files fall among the paths)."""
+    with os.scandir(directory) as listing:
+        entries = sorted(
+            ((entry.name + "/" if entry.is_dir(follow_symlinks=False) else entry.name), entry)
+            for entry in listing
+            if not entry.is_symlink()
+        )
+    for key, entry in entries:
+        if key.endswith("/"):
+            yield from _sorted_files(Path(entry.path), prefix + key)
+        elif entry.is_file(follow_symlinks=False):
+            yield prefix + entry.name, entry
+
+
 class ArtifactStore:
     def __init__(self, root: Path, remote: RemoteFolder | None = None) -> None:
         self.root = root
         self.remote = remote
+        private_dir(root)  # the hidden tests and what agents left: for this user only
         for sub in ("tasks", "task-cache", "trials", "staging", "trial-cache"):
             (root / sub).mkdir(parents=True, exist_ok=True)
 
@@ -211,19 +231,28 @@ class ArtifactStore:
         return [p.name for p in (self.root / "staging").iterdir() if not p.name.startswith(".")]
 
     def list_trial(self, trial_id: str) -> list[ArtifactInfo]:
+        return self.page_trial(trial_id, 0, None)[0]
+
+    def page_trial(self, trial_id: str, offset: int, limit: int | None) -> tuple[list[ArtifactInfo], int]:
+        """Up to `limit` kept files (all with None) from `offset`, sorted by path, and how many there
+        are: a trial that kept 200,000 files is listed a page at a time, each file's size read only
+        for its page."""
         if self.remote is not None:
             if not _single_name(trial_id):
-                return []
-            sizes = self.remote.listing(f"trials/{trial_id}")
-            return [ArtifactInfo(path=rel, size=size) for rel, size in sorted(sizes.items())]
+                return [], 0
+            sizes = sorted(self.remote.listing(f"trials/{trial_id}").items())
+            end = None if limit is None else offset + limit
+            return [ArtifactInfo(path=rel, size=size) for rel, size in sizes[offset:end]], len(sizes)
         base = self.trial_dir(trial_id)
         if not base.is_dir():
-            return []
-        return [
-            ArtifactInfo(path=p.relative_to(base).as_posix(), size=p.stat().st_size)
-            for p in sorted(base.rglob("*"))
-            if p.is_file() and not p.is_symlink()
-        ]
+            return [], 0
+        page: list[ArtifactInfo] = []
+        total = 0
+        for rel, entry in _sorted_files(base, ""):
+            if total >= offset and (limit is None or len(page) < limit):
+                page.append(ArtifactInfo(path=rel, size=entry.stat(follow_symlinks=False).st_size))
+            total += 1
+        return page, total
 
     def trial_file(self, trial_id: str, relpath: str) -> Path:
         """A local path to the kept file (for a remote store, a copy of its current version)."""

@@ -19,7 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, inspect, select, text
+from sqlalchemy import Connection, Engine, Table, create_engine, event, inspect, select, text
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -30,7 +31,7 @@ LOCK_WAIT_SEC = 5.0
 WRITE_PATIENCE_SEC = 60.0
 _LOCK_NOT_AVAILABLE = "55P03"
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-HEAD_REVISION = "0006"
+HEAD_REVISION = "0010"
 DEFAULT_PROJECT = "default"
 
 
@@ -156,6 +157,15 @@ class Store:
         """A Core write transaction without ORM bookkeeping, for the queue's hot path."""
         with self._write_engine.begin() as conn:
             yield conn
+
+    def insert_new(self, table: Table, rows: list[dict[str, Any]]) -> None:
+        """Insert rows, skipping those whose primary key is already there: for derived facts that
+        two readers may compute at once, where the first one written is as good as the second."""
+        if not rows:
+            return
+        dialect = sqlite if self.is_sqlite else postgresql
+        with self.write_connection() as conn:
+            conn.execute(dialect.insert(table).on_conflict_do_nothing(), rows)
 
     def _ensure_project(self, name: str) -> str:
         with self.read() as session:

@@ -80,7 +80,7 @@ _RUNNING_OF_JOB = select(func.count()).where(Trial.job_id == bindparam("job_id")
 _RESULT_COLUMNS = (
     "status", "error_type", "error_message", "exit_code", "reward", "reward_note", "dimensions",
     "sandbox", "sandbox_note", "warnings", "phases", "usage", "stop_reason", "structured_result",
-    "finished_at",
+    "flags", "finished_at",
 )  # fmt: skip
 _FINISH = (
     update(Trial)
@@ -200,6 +200,7 @@ def _finish(conn: Connection, trial: ClaimedTrial, outcome: TrialOutcome) -> boo
         "usage": outcome.usage,
         "stop_reason": outcome.stop_reason,
         "structured_result": outcome.structured_result,
+        "flags": [flag.model_dump(mode="json") for flag in outcome.flags],
         "finished_at": datetime.now(UTC),
     }
     params = {f"new_{name}": value for name, value in values.items()}

@@ -140,6 +140,10 @@ class Job(Base):
     tasks: Mapped[list[Any]] = mapped_column(JSON)
     """Selected member names, in dataset order."""
     tags: Mapped[dict[str, Any]] = mapped_column(JSON)
+    name: Mapped[str | None] = mapped_column(String(200), default=None)
+    """What the submitter calls the run (`--name`), shown beside its ID in lists."""
+    note: Mapped[str | None] = mapped_column(Text, default=None)
+    """Why the run was made or what changed (`--note`)."""
     request_id: Mapped[str | None] = mapped_column(String(200))
     request_digest: Mapped[str | None] = mapped_column(String(80))
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -190,6 +194,8 @@ class Trial(Base):
     stop_reason: Mapped[str | None] = mapped_column(String(40))
     structured_result: Mapped[bool] = mapped_column(Boolean, default=False)
     """Whether the kept artifacts hold a result.json, so results read only the trials that have one."""
+    flags: Mapped[list[Any]] = mapped_column(JSON, default=list, server_default="[]")
+    """What a reader of the reward should know (`core.trial.TrialFlag`: kind, detail, paths)."""
     lease_owner: Mapped[str | None] = mapped_column(String(64))
     lease_token: Mapped[int] = mapped_column(Integer, default=0)
     """Incremented by every claim: only the holder of the current token may record the result."""
@@ -201,6 +207,34 @@ class Trial(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class TaskFacts(Base):
+    """What a task asks, expects and is labelled with, by content digest: read once from the frozen
+    task (a JSONL row's prompt, answer and metadata; a Harbor task's instruction and task.toml
+    `[metadata]`), so a job's samples can be searched and its results broken down in the store."""
+
+    __tablename__ = "task_facts"
+    digest: Mapped[str] = mapped_column(String(80), primary_key=True)
+    input: Mapped[str] = mapped_column(Text)
+    """The start of the prompt or instruction."""
+    target: Mapped[str | None] = mapped_column(Text)
+    """The start of the expected answer, where the task has one (JSONL rows)."""
+    labels: Mapped[dict[str, Any]] = mapped_column(JSON)
+    """The task's metadata: a JSONL row's `metadata`, a Harbor task's `[metadata]`."""
+
+
+class TrialSample(Base):
+    """A finished trial's answer, tokens and duration as a job's samples list shows them: read once
+    from its kept trajectory (or its agent's output) the first time the list is read after it ended."""
+
+    __tablename__ = "trial_samples"
+    trial_id: Mapped[str] = mapped_column(ForeignKey("trials.id"), primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    output: Mapped[str | None] = mapped_column(Text)
+    tokens: Mapped[int | None] = mapped_column(Integer)
+    """Input and output tokens of the trial's model calls, for sorting."""
+    duration_sec: Mapped[float | None] = mapped_column(Float)
 
 
 class Worker(Base):
@@ -245,6 +279,17 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class ConsoleSession(Base):
+    """A console login: the browser's cookie holds a random token, stored here only as its hash.
+    A session lasts until it expires, its user logs out, or its API key is revoked."""
+
+    __tablename__ = "console_sessions"
+    token_hash: Mapped[str] = mapped_column(String(128), primary_key=True)
+    api_key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
 
 
 class ShareLink(Base):

@@ -37,6 +37,7 @@ DEFAULT_MAX_BYTES = 1 << 30
 DEFAULT_MAX_ENTRIES = 100_000
 
 _MAX_LINK_TARGET = 4096
+_NAME_SHOWN = 120
 _CHUNK = 1 << 20
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
@@ -160,7 +161,8 @@ def _open_members(archive: Path) -> Iterator[Iterator[_Member]]:
 
 
 def _refuse(archive: Path, raw_name: str, why: str) -> TaskFormatError:
-    return TaskFormatError(archive, why, field=f"entry {raw_name!r}")
+    shown = raw_name if len(raw_name) <= _NAME_SHOWN else raw_name[:_NAME_SHOWN] + "…"
+    return TaskFormatError(archive, why, field=f"entry {shown!r}")
 
 
 def _path_problem(raw: str) -> str | None:
@@ -170,6 +172,23 @@ def _path_problem(raw: str) -> str | None:
         return "absolute path is not allowed"
     if ".." in raw.split("/"):
         return "'..' in a path is not allowed"
+    return length_problem(raw)
+
+
+NAME_MAX_BYTES = 255
+PATH_MAX_BYTES = 4096
+"""What a file system takes: a name (one path component) and a whole path, in bytes."""
+
+
+def length_problem(path: str, what: str = "a name") -> str | None:
+    """Why a relative path cannot be written on a file system (a name or the whole path too long)."""
+    total = len(path.encode("utf-8", errors="surrogateescape"))
+    if total > PATH_MAX_BYTES:
+        return f"a path of {total} bytes is longer than the {PATH_MAX_BYTES} allowed"
+    for part in path.split("/"):
+        size = len(part.encode("utf-8", errors="surrogateescape"))
+        if size > NAME_MAX_BYTES:
+            return f"{what} of {size} bytes is longer than the {NAME_MAX_BYTES} allowed"
     return None
 
 

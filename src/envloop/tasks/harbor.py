@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from envloop.tasks.digest import task_digest
-from envloop.tasks.model import HarborTask, TaskConfig, TaskFormatError, TaskStep
+from envloop.tasks.model import HarborTask, TaskConfig, TaskFormatError, TaskStep, instruction_problem
 
 TASK_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -49,11 +49,10 @@ def load_harbor_task(root: Path, *, name: str | None = None) -> HarborTask:
     _optional_dir(root / "environment")
     if config.steps:
         steps = _load_steps(root, config)
-        instruction = (
-            (root / "instruction.md").read_text(encoding="utf-8", errors="replace")
-            if (root / "instruction.md").is_file()
-            else ""
-        )
+        instruction = ""
+        if (root / "instruction.md").is_file():
+            _check_instruction_size(root / "instruction.md")
+            instruction = (root / "instruction.md").read_text(encoding="utf-8", errors="replace")
     else:
         steps = []
         instruction = _read_instruction(root / "instruction.md")
@@ -192,7 +191,15 @@ def _read_text(path: Path, missing: str) -> str:
         raise TaskFormatError(path, f"not valid UTF-8 (byte {exc.start})") from None
 
 
+def _check_instruction_size(path: Path) -> None:
+    problem = instruction_problem(path.stat().st_size)
+    if problem is not None:
+        raise TaskFormatError(path, problem)
+
+
 def _read_instruction(path: Path) -> str:
+    if path.is_file():
+        _check_instruction_size(path)
     text = _read_text(path, "the instruction given to the agent is required")
     if not text.strip():
         raise TaskFormatError(path, "is empty (the instruction given to the agent is required)")

@@ -23,7 +23,7 @@ from typing import Literal, get_args
 from pydantic import ValidationError
 
 from envloop.tasks.harbor import TASK_NAME_PATTERN
-from envloop.tasks.model import ChatRow, TaskFormatError
+from envloop.tasks.model import ChatRow, TaskFormatError, instruction_problem
 
 ScorerName = Literal["exact", "includes", "regex", "numeric"]
 SCORERS: tuple[str, ...] = get_args(ScorerName)
@@ -90,6 +90,9 @@ def _parse_row(path: Path, number: int, line: str, fallback_id: str) -> ChatRow:
         error = exc.errors()[0]
         field = ".".join(str(part) for part in error["loc"]) or "(row)"
         raise TaskFormatError(where, _describe(error["type"], str(error["msg"])), field=field) from None
+    problem = instruction_problem(len(row.prompt.encode("utf-8", errors="surrogateescape")))
+    if problem is not None:
+        raise TaskFormatError(where, problem, field="prompt")
     if row.id is None or not TASK_NAME_PATTERN.fullmatch(row.id):
         raise TaskFormatError(
             where,

@@ -383,6 +383,19 @@ class HarborTask(BaseModel):
         return self.root / "environment"
 
 
+MAX_INSTRUCTION_BYTES = 1024 * 1024
+"""The longest instruction (a Harbor task's or step's `instruction.md`, a JSONL row's prompt) a
+dataset may hold: every attempt records it in its trajectory, so a larger one would cost every
+trial, and every reader of it, that much again."""
+
+
+def instruction_problem(size: int) -> str | None:
+    """Why an instruction of `size` bytes is refused, or None."""
+    if size <= MAX_INSTRUCTION_BYTES:
+        return None
+    return f"{size} bytes is longer than the {MAX_INSTRUCTION_BYTES} bytes an instruction may have"
+
+
 class ChatRow(BaseModel):
     """One JSONL row for model-only evaluation."""
 

@@ -1,15 +1,21 @@
 """Export to Harbor's Agent Trajectory Interchange Format (ATIF-v1.7); the mapping is documented in
 `envloop.core.trajectory`. Tool results join the agent step that made the call, as ATIF wants;
-a result whose call is not in the trajectory becomes a system step of its own."""
+a result whose call is not in the trajectory (or far behind it) becomes a system step of its own.
+The conversion reads one step at a time, so a trajectory of any size streams out (`atif_chunks`)."""
 
+import json
+from collections import deque
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from envloop.core.trajectory import (
+    CutStep,
     ModelStep,
     ScoreStep,
     StateStep,
+    Step,
     SystemStep,
     ToolStep,
     Trajectory,
@@ -18,6 +24,8 @@ from envloop.core.trajectory import (
 )
 
 ATIF_VERSION = "ATIF-v1.7"
+HELD_STEPS = 32
+"""Agent steps waiting for their tool results while a trajectory is converted a step at a time."""
 
 
 class AtifTrajectory(BaseModel):
@@ -87,40 +95,81 @@ def atif_document(trajectory: Trajectory) -> AtifTrajectory:
 
 
 def to_atif(trajectory: Trajectory) -> dict[str, Any]:
-    steps: list[dict[str, Any]] = []
-    callers: dict[str, dict[str, Any]] = {}
-    for step in trajectory.steps:
-        if isinstance(step, SystemStep | UserStep):
-            steps.append({"source": step.kind, "timestamp": step.at.isoformat(), "message": step.text})
-        elif isinstance(step, ModelStep):
-            atif = _agent_step(step)
-            steps.append(atif)
-            callers.update({call.id: atif for call in step.tool_calls})
-        elif isinstance(step, ToolStep) and step.call_id in callers:
-            observation = callers[step.call_id].setdefault("observation", {"results": []})
-            observation["results"].append(_tool_result(step))
-        else:
-            steps.append(_system_record(step))
-    for number, atif in enumerate(steps, start=1):
-        atif["step_id"] = number
-    usage = trajectory.usage
+    steps = list(atif_steps(trajectory.steps))
+    return {**_head(trajectory), "steps": steps, **_tail(trajectory, len(steps))}
+
+
+def atif_chunks(head: Trajectory, steps: Iterable[Step]) -> Iterator[str]:
+    """The ATIF document as JSON text, a step at a time: what the API streams for a trajectory read
+    in pages (`head` is the trajectory's other fields; its own steps are not read)."""
+    opening = json.dumps(_head(head))
+    yield opening[:-1] + ', "steps": ['
+    count = 0
+    for count, step in enumerate(atif_steps(steps), start=1):
+        yield ("," if count > 1 else "") + json.dumps(step)
+    yield "], " + json.dumps(_tail(head, count))[1:]
+
+
+def _head(trajectory: Trajectory) -> dict[str, Any]:
     return {
         "schema_version": ATIF_VERSION,
         "session_id": trajectory.trial_id,
         "agent": {"name": trajectory.agent, "version": trajectory.runner, "model_name": trajectory.model},
-        "steps": steps,
+    }
+
+
+def _tail(trajectory: Trajectory, steps: int) -> dict[str, Any]:
+    usage = trajectory.usage
+    return {
         "final_metrics": {
             "total_prompt_tokens": usage.input_tokens,
             "total_completion_tokens": usage.output_tokens,
             "total_cached_tokens": usage.cache_read_tokens,
-            "total_steps": len(steps),
+            "total_steps": steps,
         },
         "extra": {"stop_reason": trajectory.stop_reason, "protocol": trajectory.protocol},
     }
 
 
-def _system_record(step: ToolStep | StateStep | ScoreStep | VerifierStep) -> dict[str, Any]:
-    if isinstance(step, VerifierStep):
+def atif_steps(steps: Iterable[Step]) -> Iterator[dict[str, Any]]:
+    """ATIF steps numbered from 1, one envloop step read at a time. A tool result joins the agent
+    step that made the call while that step is among the last `HELD_STEPS` (results follow their
+    call); a result whose call is not there becomes a system step of its own."""
+    held: deque[dict[str, Any]] = deque()
+    callers: dict[str, dict[str, Any]] = {}
+    number = 0
+
+    def release() -> dict[str, Any]:
+        nonlocal number
+        atif = held.popleft()
+        for call in atif.get("tool_calls", ()):
+            callers.pop(call["tool_call_id"], None)
+        number += 1
+        return {**atif, "step_id": number}
+
+    for step in steps:
+        if isinstance(step, ToolStep) and step.call_id in callers:
+            observation = callers[step.call_id].setdefault("observation", {"results": []})
+            observation["results"].append(_tool_result(step))
+            continue
+        if isinstance(step, SystemStep | UserStep):
+            atif = {"source": step.kind, "timestamp": step.at.isoformat(), "message": step.text}
+        elif isinstance(step, ModelStep):
+            atif = _agent_step(step)
+            callers.update({call.id: atif for call in step.tool_calls})
+        else:
+            atif = _system_record(step)
+        held.append(atif)
+        if len(held) > HELD_STEPS:
+            yield release()
+    while held:
+        yield release()
+
+
+def _system_record(step: ToolStep | StateStep | ScoreStep | VerifierStep | CutStep) -> dict[str, Any]:
+    if isinstance(step, CutStep):
+        message = f"{step.steps} step(s) not kept: {step.note}"
+    elif isinstance(step, VerifierStep):
         reward = "no reward" if step.reward is None else f"reward {step.reward:g}"
         message = f"verifier: {reward}" + (f" ({step.reward_note})" if step.reward_note else "")
     elif isinstance(step, ScoreStep):

@@ -1,9 +1,14 @@
-"""Writing a trial's trajectory with secrets masked, and reading it back.
+"""Writing a trial's trajectory with secrets masked and within its caps, and reading it back.
 
 The serialised trajectory is searched for each secret, as written and as JSON escapes it; only when
 one occurs are the document's strings masked one by one, so that masking can never break the JSON
 or its schema, however short or odd a secret is. The trajectory goes through a temporary file and
 a rename, so a reader (a trace viewer polling a running trial) never sees half a file.
+
+The file is one JSON document laid out for reading a step at a time (`trajectories.pages`): its
+first line holds every field but the steps and opens the `steps` array, each step is one line of
+compact JSON, and the last line closes the document. Steps are cut to the caps of
+`trajectories.caps` on the way.
 """
 
 import json
@@ -17,6 +22,10 @@ from pydantic import BaseModel
 from envloop.core import trajectory as schema
 from envloop.core.masking import mask_text
 from envloop.core.trajectory import TRAJECTORY_FILE, Trajectory
+from envloop.trajectories.caps import compact, fit_step, fit_trajectory
+
+STEPS_OPENING = '"steps":['
+STEPS_CLOSING = "]}"
 
 _FIELD_NAMES = frozenset(
     name
@@ -47,13 +56,28 @@ def _forms(secret: str) -> tuple[str, ...]:
     return secret, json.dumps(secret, ensure_ascii=False)[1:-1], json.dumps(secret)[1:-1]
 
 
+def _present(text: str, secrets: Iterable[str]) -> list[str]:
+    """The secrets that occur in `text` in any of their forms."""
+    return [secret for secret in secrets if secret and any(form in text for form in _forms(secret))]
+
+
 def masked_json(trajectory: Trajectory, secrets: Iterable[str]) -> str:
-    """The trajectory as JSON with every secret masked inside the strings it occurs in."""
-    text = trajectory.model_dump_json(indent=1)
-    present = [secret for secret in secrets if secret and any(form in text for form in _forms(secret))]
-    if not present:
-        return text
-    return json.dumps(_masked(trajectory.model_dump(mode="json"), present), indent=1, ensure_ascii=False)
+    """The trajectory as JSON in its kept layout, every secret masked inside the strings it occurs
+    in, every step within the caps."""
+    secrets = list(secrets)
+    head = trajectory.model_dump(mode="json", exclude={"steps"})
+    lines = []
+    for step in trajectory.steps:
+        data = step.model_dump(mode="json")
+        present = _present(compact(data), secrets)
+        lines.append(fit_step(_masked(data, present) if present else data))
+    head_line = compact(head)
+    if present := _present(head_line, secrets):
+        head_line = compact(_masked(head, present))
+    text = f"{head_line[:-1]},{STEPS_OPENING}\n"
+    if lines:
+        text += ",\n".join(fit_trajectory(lines)) + "\n"
+    return text + STEPS_CLOSING + "\n"
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 
 from envloop.core.trajectory import (
+    CutStep,
     FileChange,
     ModelStep,
     ScoreStep,
@@ -117,17 +118,23 @@ def _body(step: Step) -> Iterator[str]:
         yield f"{step.scorer}  {reward}  {step.explanation}"
     elif isinstance(step, VerifierStep):
         yield from _verifier(step)
+    elif isinstance(step, CutStep):
+        yield f"{step.steps} step(s), {step.bytes} bytes, not kept: {step.note}"
 
 
 def describe_trajectory(trajectory: Trajectory) -> list[str]:
-    lines: list[str] = []
-    for step in trajectory.steps:
-        body = list(_body(step))
-        first = body[0] if body else ""
-        lines.append(f"#{step.index} {step.kind}  {step.at.strftime('%H:%M:%S.%f')[:-3]}  {first}".rstrip())
-        lines.extend(body[1:])
+    lines = [line for step in trajectory.steps for line in describe_step(step)]
+    return [*lines, describe_end(trajectory)]
+
+
+def describe_step(step: Step) -> list[str]:
+    """One step's lines: a heading with its position, kind and time, then its body."""
+    body = list(_body(step))
+    first = body[0] if body else ""
+    return [f"#{step.index} {step.kind}  {step.at.strftime('%H:%M:%S.%f')[:-3]}  {first}".rstrip(), *body[1:]]
+
+
+def describe_end(trajectory: Trajectory) -> str:
+    """The closing line: why the loop stopped, and the tokens of the whole trajectory."""
     usage = trajectory.usage
-    lines.append(
-        f"stop {trajectory.stop_reason or '—'}  tokens in {usage.input_tokens} / out {usage.output_tokens}"
-    )
-    return lines
+    return f"stop {trajectory.stop_reason or '—'}  tokens in {usage.input_tokens} / out {usage.output_tokens}"

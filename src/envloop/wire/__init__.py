@@ -8,9 +8,17 @@ The service modules re-export the models they return, so `envloop.services.jobs.
 """
 
 from envloop.wire.access import ApiKeyView, CreatedKey, CreatedShare, ShareView
+from envloop.wire.breakdown import Breakdown, BreakdownGroup, GroupMetrics
 from envloop.wire.compare import Comparison, DimensionComparison, Excluded, Side
 from envloop.wire.datasets import ENVIRONMENTS, DatasetView, EnvironmentName, MemberView, TaskFeature
-from envloop.wire.diagnosis import FailureGroup, FailureKind, JobDiagnosis, NotRunGroup, WarningGroup
+from envloop.wire.diagnosis import (
+    FailureGroup,
+    FailureKind,
+    FlagGroup,
+    JobDiagnosis,
+    NotRunGroup,
+    WarningGroup,
+)
 from envloop.wire.jobs import (
     JOB_CONFIG_SCHEMA,
     MAX_ATTEMPTS,
@@ -27,20 +35,37 @@ from envloop.wire.profiles import PROFILE_SCHEMA, ProfileDocument, ProfileSpec, 
 from envloop.wire.results import JobResult, ProfileResult
 from envloop.wire.rollouts import JobEvent, ProgressEvent, RolloutRequest, RolloutView, TrialEvent
 from envloop.wire.runners import ComponentInfo, Origin, RunnerInfo, TaskKind
-from envloop.wire.trials import LOG_FILES, LOG_PAGE_BYTES, ArtifactInfo, LogPhase, TrialView
+from envloop.wire.samples import Sample, SamplePage, SampleQuery
+from envloop.wire.trials import (
+    ARTIFACT_PAGE,
+    LOG_FILES,
+    LOG_PAGE_BYTES,
+    PAGE_STEPS,
+    ArtifactInfo,
+    ArtifactPage,
+    LogPhase,
+    StepPage,
+    TrialView,
+)
+from envloop.wire.usage import JobUsage, Latency, ProfileUsage
 
 __all__ = [
+    "ARTIFACT_PAGE",
     "ENVIRONMENTS",
     "JOB_CONFIG_SCHEMA",
     "LOG_FILES",
     "LOG_PAGE_BYTES",
     "MAX_ATTEMPTS",
+    "PAGE_STEPS",
     "PROFILE_SCHEMA",
     "TRIAL_STATUSES",
     "ApiKeyView",
     "ArtifactInfo",
+    "ArtifactPage",
     "BoardEntry",
     "BoardRow",
+    "Breakdown",
+    "BreakdownGroup",
     "Comparison",
     "ComponentInfo",
     "CreatedKey",
@@ -51,12 +76,16 @@ __all__ = [
     "Excluded",
     "FailureGroup",
     "FailureKind",
+    "FlagGroup",
+    "GroupMetrics",
     "JobDiagnosis",
     "JobEvent",
     "JobProgress",
     "JobRequest",
     "JobResult",
+    "JobUsage",
     "JobView",
+    "Latency",
     "LogPhase",
     "MemberView",
     "NotRunGroup",
@@ -66,15 +95,20 @@ __all__ = [
     "ProfileDocument",
     "ProfileResult",
     "ProfileSpec",
+    "ProfileUsage",
     "ProfileView",
     "ProgressEvent",
     "RolloutRequest",
     "RolloutView",
     "RunSummary",
     "RunnerInfo",
+    "Sample",
+    "SamplePage",
+    "SampleQuery",
     "ShareView",
     "Side",
     "SkippedTask",
+    "StepPage",
     "SubmitResult",
     "TaskFeature",
     "TaskKind",

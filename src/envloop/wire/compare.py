@@ -1,9 +1,12 @@
-"""A paired comparison of two runs, as `el job compare` and the API return it."""
+"""A paired comparison of two runs, as `el job compare`, the API and the console's compare page
+return it."""
 
 from pydantic import Field
 
+from envloop.core.display import DifferenceUnit
 from envloop.core.lazy import LazyModel
 from envloop.core.metrics import ScoreCounts, TaskDifference
+from envloop.core.stats import PAIRED_METHOD
 from envloop.core.structured import Definition
 from envloop.wire.leaderboard import RunSummary
 
@@ -25,6 +28,8 @@ class DimensionComparison(LazyModel):
     stderr: float | None = None
     ci95: tuple[float, float] | None = None
     ci95_clamped: bool = Field(default=False, description="the t interval was cut at the scale's range")
+    p_value: float | None = None
+    no_interval: str | None = Field(default=None, description="why there is no interval and p-value")
     correlation: float | None = None
     refused: str | None = Field(default=None, description="why this dimension is not compared")
 
@@ -32,23 +37,33 @@ class DimensionComparison(LazyModel):
 class Comparison(LazyModel):
     a: Side
     b: Side
+    method: str = Field(default=PAIRED_METHOD, description="where the interval and the p-value come from")
+    unit: DifferenceUnit = Field(
+        description="points: both sides' rewards are rates in [0, 1], so differences read as percentage "
+        "points (0.05 = +5.0 pts); reward: differences on the rewards' own scale"
+    )
     n_tasks: int = Field(description="tasks both sides scored")
+    improved: int = Field(description="tasks both scored where B's mean reward is higher than A's")
+    regressed: int = Field(description="tasks both scored where B's mean reward is lower than A's")
+    unchanged: int = Field(description="tasks both scored with equal mean rewards")
     difference: float | None = Field(description="mean per-task difference, B minus A")
     stderr: float | None
     ci95: tuple[float, float] | None = Field(
-        description="95% interval of the difference: Student t on the per-task differences; for rates "
-        "in [0, 1] cut at [-1, 1], for binary rewards widened to Newcombe's paired score interval"
+        description="95% interval of the difference from the paired t test (see `method`); for rates "
+        "in [0, 1] cut at [-1, 1]"
     )
     ci95_clamped: bool = Field(
         default=False, description="the t interval reached past [-1, 1] and was cut at the possible range"
     )
-    p_value: float | None = Field(description="two-sided paired t test of no difference")
+    p_value: float | None = Field(description="two-sided p-value of the same paired t test")
+    no_interval: str | None = Field(
+        default=None, description="why there is no interval and p-value (the t test cannot measure it)"
+    )
     correlation: float | None = Field(description="correlation of the two runs' per-task scores")
     only_a: int = Field(description="tasks only A scored (excluded)")
     only_b: int = Field(description="tasks only B scored (excluded)")
-    changed: int = Field(description="tasks whose content differs between the runs (excluded)")
     excluded: list[Excluded]
-    comparable: bool = Field(description="same dataset revision, runner, attempts and tasks")
+    comparable: bool = Field(description="same dataset revision, runner, attempts and task selection")
     warnings: list[str]
     tasks: list[TaskDifference]
     dimensions: list[DimensionComparison]

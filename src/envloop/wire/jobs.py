@@ -9,6 +9,7 @@ from envloop.core.status import JobStatus, TrialStatus
 from envloop.core.trial import EnvironmentChoice, VerifierEnvironment
 
 MAX_ATTEMPTS = 1000
+MAX_NOTE = 4000
 
 JOB_CONFIG_SCHEMA = "envloop.job/v1"
 
@@ -45,6 +46,16 @@ class JobRequest(LazyModel):
         "task's image with only the working directory and declared artifacts carried over",
     )
     tags: dict[str, str] = Field(default_factory=dict)
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="what to call the run in lists (--name): one line of text",
+    )
+    note: str | None = Field(
+        default=None, min_length=1, max_length=MAX_NOTE, description="why the run was made (--note)"
+    )
     request_id: str | None = Field(default=None, min_length=1, max_length=200)
 
 
@@ -72,6 +83,8 @@ class JobView(LazyModel):
         default_factory=list, description="tasks left out at submission (--skip-unsupported), with why"
     )
     tags: dict[str, str]
+    name: str | None = None
+    note: str | None = None
     request_id: str | None
     cancel_requested: bool
     counts: dict[TrialStatus, int] = Field(description="trials by status")

@@ -1,10 +1,12 @@
 """Leaderboard rows and the run summary every comparison shows."""
 
 from datetime import datetime
+from typing import Any
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, computed_field, model_validator
 
 from envloop.core.lazy import LazyModel
+from envloop.core.metrics import score_bounds
 from envloop.core.status import JobStatus
 from envloop.core.structured import Aggregate, DimensionSummary
 
@@ -46,8 +48,44 @@ class BoardEntry(RunSummary):
     composite: Aggregate | None = Field(description="mean composite of the declared structured results")
     dimensions: dict[str, DimensionSummary]
     added_at: datetime
+    lower_bound: float = Field(
+        default=0.0, description="the score over every requested attempt, each missing one counted as 0"
+    )
+    upper_bound: float = Field(
+        default=1.0,
+        description="the same with each missing attempt counted as the best reward (1, or the row's "
+        "highest reward when higher)",
+    )
+    flagged: int = Field(default=0, description="trials of the run that carry a flag")
+    flags: dict[str, int] = Field(default_factory=dict, description="flagged trials by flag kind")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounds_of_older_snapshots(cls, data: Any) -> Any:
+        """Rows saved before the bounds were: they follow from the mean, the counts and (for
+        rewards above 1) the mean itself as the best reward known."""
+        if isinstance(data, dict) and "lower_bound" not in data:
+            score, total, missing = data.get("score"), int(data.get("total", 0)), int(data.get("missing", 0))
+            reward_sum = (score or 0.0) * (total - missing)
+            lower, upper = score_bounds(reward_sum, total, missing, score or 1.0)
+            data = {**data, "lower_bound": lower, "upper_bound": upper}
+        return data
 
 
 class BoardRow(BoardEntry):
-    rank: int | None = Field(description="1 = best score; equal scores share a rank; null without a score")
-    tied: bool = Field(description="another row has exactly the same score")
+    rank: int = Field(
+        description="1 = best lower bound (missing attempts counted as 0); at an equal lower bound fewer "
+        "missing attempts rank first; rows equal in both share a rank"
+    )
+    tied: bool = Field(description="another row has the same lower bound and missing count")
+    not_separated_from: list[int] = Field(
+        description="ranks of the rows whose [lower_bound, upper_bound] interval overlaps this row's: "
+        "what the missing attempts would have scored could change their order"
+    )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def separated(self) -> bool:
+        """Whether this row's interval overlaps no other row's: its place holds whatever the
+        missing attempts would have scored."""
+        return not self.not_separated_from

@@ -30,7 +30,13 @@ class RolloutView(LazyModel):
     job_id: str
     trial: TrialView
     trajectory: Trajectory | None = Field(
-        default=None, description="the steps so far, once the runner has kept them; null before"
+        default=None,
+        description="the trajectory once the runner has kept it, null before: its first page of steps "
+        "(GET /v1/trials/{id}/steps/page from `steps_next_offset` reads the rest)",
+    )
+    steps_total: int | None = Field(default=None, description="steps in the whole trajectory")
+    steps_next_offset: int | None = Field(
+        default=None, description="where the steps left out of `trajectory` start; null when it has them all"
     )
     warnings: list[str] = Field(default_factory=list)
 

@@ -3,9 +3,13 @@
 from datetime import datetime
 from typing import Any, Literal
 
+from pydantic import Field
+
 from envloop.core.lazy import LazyModel
 from envloop.core.status import ErrorType, TrialStatus
 from envloop.core.structured import StructuredReading
+from envloop.core.trajectory import Step, Trajectory
+from envloop.core.trial import TrialFlag
 
 LogPhase = Literal["setup", "agent", "verifier", "artifacts"]
 LOG_FILES: dict[LogPhase, tuple[str, ...]] = {
@@ -38,6 +42,9 @@ class TrialView(LazyModel):
     warnings: list[str]
     phases: list[dict[str, Any]]
     runs: int
+    flags: list[TrialFlag] = []
+    """What a reader of the reward should know (files the agent changed that the verifier may run,
+    failed model calls); a flag never changes the reward by itself."""
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -54,3 +61,30 @@ streamed whole from its artifact), never loaded into memory at once."""
 class ArtifactInfo(LazyModel):
     path: str
     size: int
+
+
+ARTIFACT_PAGE = 1000
+"""The most kept files one page of a trial's listing has."""
+
+
+class ArtifactPage(LazyModel):
+    total: int = Field(description="kept files of the trial")
+    offset: int
+    items: list[ArtifactInfo] = Field(description="sorted by path")
+    next_offset: int | None = Field(description="where the next page starts; null after the last file")
+
+
+PAGE_STEPS = 500
+"""The most steps one page of a trajectory has (it also stops at PAGE_BYTES of step JSON)."""
+
+
+class StepPage(LazyModel):
+    """A page of a trial's trajectory: its steps from `offset`, and its other fields."""
+
+    trajectory: Trajectory
+    """The trajectory's own fields (agent, runner, model, usage, stop reason); its `steps` are empty."""
+    total: int
+    offset: int
+    steps: list[Step]
+    next_offset: int | None
+    """Where the next page starts; null after the last step."""

@@ -19,7 +19,7 @@ from envloop.services import datasets
 from envloop.services.context import Context
 from envloop.services.datasets import DatasetView
 from envloop.services.errors import UserError
-from envloop.tasks.archive import safe_extract
+from envloop.tasks.archive import length_problem, safe_extract
 from envloop.tasks.model import TaskFormatError
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], responses=ERRORS)
@@ -31,6 +31,9 @@ _SAFE_STEM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 def _split_name(filename: str) -> tuple[str, str]:
     """(stem, suffix) of an uploaded file name, refusing kinds we cannot read."""
     base = Path(filename).name
+    problem = length_problem(base, "a file name")
+    if problem is not None:
+        raise UserError(f"upload {base[:80]!r}…: {problem}")
     for suffix in (".jsonl", *_ARCHIVE_SUFFIXES):
         if base.endswith(suffix) and len(base) > len(suffix):
             stem = base[: -len(suffix)]

@@ -10,13 +10,16 @@ from envloop.api.auth import JobReader, ProjectContext
 from envloop.api.events import SSE_RESPONSE, event_stream
 from envloop.api.schemas import ERRORS
 from envloop.core.status import JobStatus, TrialStatus
-from envloop.services import diagnosis, jobs, results, trials
+from envloop.services import breakdown, diagnosis, jobs, results, samples, trials, usage
+from envloop.services.breakdown import Breakdown
 from envloop.services.diagnosis import JobDiagnosis
 from envloop.services.errors import UserError
 from envloop.services.jobs import JobRequest, JobView, SubmitResult
 from envloop.services.results import JobResult
 from envloop.services.rollouts import ProgressFeed
+from envloop.services.samples import SamplePage, SampleQuery
 from envloop.services.trials import TrialView
+from envloop.services.usage import JobUsage
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=ERRORS)
 TagFilter = Annotated[str, StringConstraints(pattern="^[^=]+=")]
@@ -104,6 +107,29 @@ def list_trials(
 ) -> list[TrialView]:
     """The job's trials by profile, task and attempt; `limit` and `offset` page through big jobs."""
     return trials.list_trials(ctx, job_id, status=status, task=task, limit=limit, offset=offset)
+
+
+@router.get("/{job_id}/breakdown")
+def job_breakdown(
+    job_id: str,
+    ctx: JobReader,
+    by: Annotated[str, Query(min_length=1, max_length=200, description="a metadata field of the tasks")],
+) -> Breakdown:
+    """Score and coverage per group of tasks sharing a value of a metadata field, per profile."""
+    return breakdown.job_breakdown(ctx, job_id, by)
+
+
+@router.get("/{job_id}/usage")
+def job_usage(job_id: str, ctx: JobReader) -> JobUsage:
+    """Model calls and tokens, their cost under the operator's price table, and trial durations."""
+    return usage.job_usage(ctx, job_id)
+
+
+@router.get("/{job_id}/samples")
+def job_samples(job_id: str, ctx: JobReader, query: Annotated[SampleQuery, Query()]) -> SamplePage:
+    """One row per attempt (input, target, output, reward, status, tokens, duration), filtered,
+    searched (`q`), sorted and paged in the store."""
+    return samples.job_samples(ctx, job_id, query)
 
 
 @router.get("/{job_id}/events", response_class=StreamingResponse, responses=SSE_RESPONSE)

@@ -3,15 +3,16 @@
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 
 from envloop.api.auth import ProjectContext, TrialReader
 from envloop.api.schemas import ERRORS, InvalidateRequest
 from envloop.core.trajectory import Trajectory
-from envloop.services import trials
+from envloop.services import trace, trials
 from envloop.services.trials import LOG_PAGE_BYTES, LogPhase, TrialView
 from envloop.store.artifacts import ArtifactInfo
-from envloop.trajectories.atif import AtifTrajectory, atif_document
+from envloop.trajectories.atif import AtifTrajectory, atif_chunks
+from envloop.wire.trials import PAGE_STEPS, StepPage
 
 router = APIRouter(prefix="/v1/trials", tags=["trials"], responses=ERRORS)
 
@@ -38,7 +39,16 @@ def trial_logs(
     return trials.trial_logs(ctx, trial_id, phase, offset, limit)
 
 
-@router.get("/{trial_id}/steps")
+@router.get(
+    "/{trial_id}/steps",
+    response_model=None,
+    responses={
+        200: {
+            "description": "The whole trajectory, streamed; null when its runner kept none",
+            "model": Trajectory | AtifTrajectory | None,
+        }
+    },
+)
 def trial_steps(
     trial_id: str,
     ctx: TrialReader,
@@ -49,13 +59,32 @@ def trial_steps(
             description="envloop (its own steps) or atif (Harbor's Agent Trajectory Interchange Format)",
         ),
     ] = "envloop",
-) -> Trajectory | AtifTrajectory | None:
-    """The trial's trajectory, step by step (model messages, tool calls, environment changes);
-    null when its runner kept none. Secrets are masked in both formats."""
-    trajectory = trials.trial_steps(ctx, trial_id)
-    if format_ == "atif" and trajectory is not None:
-        return atif_document(trajectory)
-    return trajectory
+) -> Response:
+    """The trial's whole trajectory, step by step (model messages, tool calls, environment changes),
+    streamed as it is read, never held whole; null when its runner kept none. Secrets are masked in
+    both formats. `/steps/page` reads it a page at a time."""
+    outline = trace.load_outline(ctx, trial_id)
+    if outline is None:
+        return JSONResponse(None)
+    if format_ == "envloop":
+        return (
+            FileResponse(outline.path, media_type="application/json")
+            if outline.data is None
+            else (Response(outline.data, media_type="application/json"))
+        )
+    return StreamingResponse(atif_chunks(outline.head, outline.iter_steps()), media_type="application/json")
+
+
+@router.get("/{trial_id}/steps/page")
+def trial_step_page(
+    trial_id: str,
+    ctx: TrialReader,
+    offset: Annotated[int, Query(ge=0, description="the first step to return")] = 0,
+    limit: Annotated[int, Query(ge=1, le=PAGE_STEPS, description="most steps to return")] = PAGE_STEPS,
+) -> StepPage:
+    """A page of the trial's trajectory: its steps from `offset` (at most `limit`, and at most 4 MiB of
+    them), its other fields, and where the next page starts."""
+    return trace.step_page(ctx, trial_id, offset, limit)
 
 
 @router.get("/{trial_id}/artifacts")

@@ -50,17 +50,13 @@ function liveJobPage() {
   const head = document.getElementById("job-head");
   if (!head || !head.dataset.eventsUrl || !window.EventSource) return;
   const source = new EventSource(head.dataset.eventsUrl);
-  source.addEventListener("job", (event) => {
+  source.addEventListener("job", async (event) => {
     const job = JSON.parse(event.data).job;
-    const counts = job.counts;
-    const total = Object.values(counts).reduce((a, b) => a + b, 0);
-    const done = counts.completed + counts.failed + counts.cancelled;
-    const bar = document.querySelector("#job-progress progress");
-    const text = document.querySelector("#job-progress .progress-text");
-    if (bar) { bar.max = total; bar.value = done; }
-    if (text) text.textContent = `${done}/${total} finished` + (counts.running ? `, ${counts.running} running` : "");
     const badge = head.querySelector("h1 .status");
     if (badge) { badge.textContent = job.status; badge.className = "status s-" + job.status; }
+    const holder = document.getElementById("job-progress");
+    const response = await fetch(head.dataset.progressUrl, { headers: { Accept: "text/html" } });
+    if (holder && response.ok) holder.innerHTML = await response.text();
   });
   source.addEventListener("end", () => { source.close(); window.location.reload(); });
 }
@@ -76,7 +72,25 @@ async function loadFragments() {
   }
 }
 
+function compareSelection() {
+  const button = document.getElementById("compare-selected");
+  const hint = document.getElementById("compare-hint");
+  if (!button || !hint) return;
+  const update = () => {
+    const picked = document.querySelectorAll("input.pick:checked").length;
+    button.disabled = picked !== 2;
+    hint.textContent = picked === 2
+      ? "Ready: the older job is A (the reference), the newer B."
+      : `Tick two jobs of one dataset revision (${picked} ticked): the older is A, the newer B.`;
+  };
+  document.addEventListener("change", (event) => {
+    if (event.target.matches("input.pick")) update();
+  });
+  update();
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  compareSelection();
   liveJobsList();
   liveJobPage();
   loadFragments();

@@ -7,9 +7,13 @@ networks, when it has them), used through the Engine API. Made by `DockerEnviron
   commands the base class shows them to, and removed before any later command.
 - Network policies switch by attaching the container to the trial's networks and detaching it
   (networks.py); an allowlist adds its proxy's address to the commands' variables (egress.py).
+- The model gateway is reached, while open, on the trial's internal bridge: a listener of the
+  worker's gateway bound to the host's address there, let through the host guard for that bridge
+  alone, answering this trial's token alone (firewall.py).
 """
 
 import contextlib
+import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import BinaryIO
@@ -19,12 +23,14 @@ from envloop.environments.base import EnvironmentSetupError, VisiblePaths
 from envloop.environments.docker.cli import DockerError
 from envloop.environments.docker.containers import Container
 from envloop.environments.docker.egress import EgressProxies
+from envloop.environments.docker.firewall import close_gateway_port, open_gateway_port
 from envloop.environments.docker.networks import TrialNetworks
 from envloop.environments.docker.workspace import ContainerSnapshots
 from envloop.environments.keeping import KeepBudget
 from envloop.environments.policy import EffectiveLimits
 from envloop.environments.sandbox import EnvironmentBase, PathKind, RunOutcome
 from envloop.environments.tampering import Tampering, tampering
+from envloop.gateway import Listener, ModelGateway
 from envloop.tasks.model import HarborTask, TaskUser
 from envloop.tasks.phases import NetworkPolicy
 from envloop.trajectories.workspace import Snapshot
@@ -85,6 +91,8 @@ class DockerEnvironment(EnvironmentBase):
         self._proxy: dict[str, str] = {}
         self._clean: dict[str, int] | None = None
         """The container's diff from its image once set up, before any agent ran."""
+        self._gateway: tuple[ModelGateway, Listener, str] | None = None
+        """The gateway listener open to the container, with its bridge."""
 
     async def _run(
         self,
@@ -203,7 +211,7 @@ class DockerEnvironment(EnvironmentBase):
         container = self.container.id
         try:
             wanted: set[str] = set()
-            if self._sidecars or policy.mode == "allowlist":
+            if self._sidecars or policy.mode == "allowlist" or self._gateway is not None:
                 wanted.add(await self._networks.internal())
             if policy.mode == "public":
                 wanted.add(await self._networks.public())
@@ -221,7 +229,50 @@ class DockerEnvironment(EnvironmentBase):
             ) from None
 
     def network_variables(self) -> dict[str, str]:
-        return dict(self._proxy)
+        variables = dict(self._proxy)
+        if variables and self._gateway is not None:
+            # The gateway is reached directly, never through an allowlist's proxy.
+            address = self._gateway[1].host
+            for name in ("NO_PROXY", "no_proxy"):
+                variables[name] = ",".join(filter(None, [variables.get(name, ""), address]))
+        return variables
+
+    async def open_gateway(self, gateway: ModelGateway, trial_id: str) -> str:
+        await self.close_gateway()
+        try:
+            bridge, address = await self._networks.internal_gateway()
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.bind((address, 0))
+                sock.listen(64)
+            except OSError:
+                sock.close()
+                raise
+            port = int(sock.getsockname()[1])
+            await open_gateway_port(bridge, address, port)
+            listener = await gateway.add_listener(sock, trial_id=trial_id)
+        except (DockerError, OSError) as exc:
+            raise EnvironmentSetupError(
+                f"the model gateway could not be opened to the container: {exc}"
+            ) from None
+        self._gateway = (gateway, listener, bridge)
+        await self._apply_network(self.network)
+        return f"http://{address}:{port}"
+
+    async def close_gateway(self) -> None:
+        if self._gateway is not None:
+            await self.release_gateway()
+            await self._apply_network(self.network)
+
+    async def release_gateway(self) -> None:
+        """Stop serving the container and close the guard again (at teardown: before the bridge
+        goes), leaving its networks as they are."""
+        if self._gateway is None:
+            return
+        gateway, listener, bridge = self._gateway
+        self._gateway = None
+        await gateway.remove_listener(listener)
+        await close_gateway_port(bridge, listener.host, listener.port)
 
     async def mark_clean(self) -> None:
         """Remember the container as set up: what changes after this is the agent's doing."""

@@ -6,8 +6,9 @@ network the host can route to. A trial with `public` network is to reach the int
 of the host, so every bridge envloop makes is named with a prefix (`elp…` public, `eli…` internal)
 and two chains of envloop's own, installed once per host and never per trial, hold for all of them:
 
-- `ENVLOOP-INPUT` (from INPUT, for packets of envloop's bridges): dropped, except the model
-  gateway's port, which asks every caller for a per-trial token;
+- `ENVLOOP-INPUT` (from INPUT, for packets of envloop's bridges): dropped, except a trial's own
+  model gateway listener while its agent phase runs (on its internal bridge's address; the
+  listener answers that trial's token alone);
 - `ENVLOOP-FORWARD` (from Docker's DOCKER-USER, for packets leaving envloop's public bridges):
   private, link-local and shared address ranges are dropped, except DNS to the host's resolvers
   (Docker's embedded resolver forwards from the container's namespace).
@@ -33,7 +34,6 @@ PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/
 _RESOLV_CONF = Path("/etc/resolv.conf")
 
 _ready = False
-_gateway_ports: set[int] = set()
 
 
 class FirewallError(EnvironmentSetupError):
@@ -104,7 +104,7 @@ async def ensure_host_guard() -> None:
     await _ensure_chain(INPUT_CHAIN)
     await _ensure_chain(FORWARD_CHAIN)
     # Rules are added when missing, never flushed: another worker process on this host may be
-    # using the chains (and its gateway's port) right now.
+    # using the chains right now.
     for resolver in _resolvers():
         for protocol in ("udp", "tcp"):
             await _ensure_rule(FORWARD_CHAIN, "-d", resolver, "-p", protocol, "--dport", "53", "-j", "RETURN")
@@ -122,12 +122,19 @@ async def _ensure_rule(chain: str, *rule: str) -> None:
         await _iptables("-A", chain, *rule)
 
 
-async def allow_gateway_port(port: int) -> None:
-    """Let trial networks reach the model gateway's port on the host (it checks a token per call)."""
-    if port in _gateway_ports:
-        return
+def _gateway_rule(bridge: str, address: str, port: int) -> tuple[str, ...]:
+    return ("-i", bridge, "-d", address, "-p", "tcp", "--dport", str(port), "-j", "ACCEPT")
+
+
+async def open_gateway_port(bridge: str, address: str, port: int) -> None:
+    """Let the containers on one trial bridge reach a gateway listener on its own address: the rule
+    names the bridge, so a later bridge reusing the address or port never inherits it."""
     await ensure_host_guard()
-    rule = ("-p", "tcp", "--dport", str(port), "-j", "ACCEPT")
+    rule = _gateway_rule(bridge, address, port)
     if not await _iptables("-C", INPUT_CHAIN, *rule, check=False):
         await _iptables("-I", INPUT_CHAIN, "1", *rule)
-    _gateway_ports.add(port)
+
+
+async def close_gateway_port(bridge: str, address: str, port: int) -> None:
+    while await _iptables("-D", INPUT_CHAIN, *_gateway_rule(bridge, address, port), check=False):
+        pass

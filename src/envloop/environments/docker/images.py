@@ -98,20 +98,14 @@ class BuildSettings(BaseModel):
 
 
 def read_build_settings(task_root: Path) -> BuildSettings:
-    """The task's `[environment] build_timeout_sec` and `docker_image`, checked (they are kept as
-    unknown fields of task.toml, so nothing validated them at push)."""
+    """The task's `[environment] build_timeout_sec` and `docker_image`, checked again where the
+    image is built (a task frozen by an older envloop was not checked at push)."""
+    path = task_root / "task.toml"
     try:
-        section = load_task_config(task_root / "task.toml").environment
-    except TaskFormatError:
-        return BuildSettings(problem="task.toml: not a valid task configuration")
-    timeout = getattr(section, "build_timeout_sec", None)
-    image = getattr(section, "docker_image", None)
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < math.inf
-    ):
-        return BuildSettings(
-            problem=f"task.toml: [environment] build_timeout_sec = {timeout!r}: expected seconds > 0"
-        )
+        section = load_task_config(path).environment
+    except TaskFormatError as exc:
+        return BuildSettings(problem="task.toml: " + str(exc).removeprefix(f"{path}: "))
+    timeout, image = section.build_timeout_sec, section.docker_image
     if image is not None and (not isinstance(image, str) or not IMAGE_REFERENCE.fullmatch(image)):
         return BuildSettings(problem=f"task.toml: [environment] docker_image = {image!r}: not an image name")
     return BuildSettings(build_timeout_sec=timeout, docker_image=image or None)

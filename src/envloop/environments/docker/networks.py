@@ -70,6 +70,16 @@ class TrialNetworks:
         self._made[role] = name
         return name
 
+    async def internal_gateway(self) -> tuple[str, str]:
+        """The internal bridge's interface and the host's address on it (made if need be)."""
+        name = await self.internal()
+        found = await engine().json("GET", f"/networks/{name}")
+        for config in (found.get("IPAM") or {}).get("Config") or []:
+            address = str(config.get("Gateway") or "")
+            if address and ":" not in address:
+                return _bridge_name(INTERNAL_PREFIX, self._run_id, "internal"), address
+        raise NotFoundError(f"network {name} has no IPv4 gateway address")
+
     async def connect(self, container: str, network: str, aliases: list[str] | None = None) -> None:
         body: dict[str, object] = {"Container": container}
         if aliases:

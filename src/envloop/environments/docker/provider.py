@@ -151,6 +151,9 @@ class DockerEnvironmentProvider:
                 await _setup(environment, {}, verifier=role.kind == "verifier")
             yield environment
         finally:
+            if environment is not None:
+                # A gateway listener left open (a phase cut short) goes before its bridge does.
+                await finish_even_if_cancelled(environment.release_gateway())
             problems = await finish_even_if_cancelled(run.teardown())
             if environment is not None:
                 environment.warnings.extend(problems)

@@ -1,0 +1,164 @@
+"""How an agent inside a trial's environment reaches its model: through the worker's gateway.
+
+A model's key never enters a sandbox. An agent that calls its model from inside (`AgentInfo
+.calls_model_inside`: Claude Code and the other CLIs, the `command` agent) is given, in place of
+the profile's `MODEL_BASE_URL` and `MODEL_API_KEY`, the gateway's address as the environment
+reaches it and a token of the trial's own. The gateway checks the token, adds the real key,
+forwards to the profile's endpoint and records every call as a model step, merged into the trial's
+trajectory when the agent phase ends (an agent that also reports its model calls leaves that to
+the gateway). The route is open for the agent phase only: no verifier reaches the gateway.
+
+One gateway per worker process (per event loop), running while any agent phase has a route. An
+upstream on a private address (the worker's own loopback, its network) is reached only where the
+operator allows it: `ENVLOOP_MODEL_PRIVATE_UPSTREAM=allow` is the default on one's own machine,
+and `el serve` beyond loopback gives its workers `deny` unless the operator sets it.
+"""
+
+import asyncio
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import ValidationError
+
+from envloop.core.trajectory import TrajectoryRecorder
+from envloop.core.trial import TrialSpec
+from envloop.environments import Environment, EnvironmentSetupError
+from envloop.gateway import GatewaySession, GatewaySettings, ModelGateway, Upstream, UpstreamRefused
+from envloop.models.settings import ModelProtocol
+
+PRIVATE_UPSTREAM_VARIABLE = "ENVLOOP_MODEL_PRIVATE_UPSTREAM"
+_GATEWAYS: dict[asyncio.AbstractEventLoop, "_Shared"] = {}
+
+
+def private_upstreams_allowed() -> bool:
+    value = os.environ.get(PRIVATE_UPSTREAM_VARIABLE, "").strip() or "allow"
+    if value not in ("allow", "deny"):
+        raise EnvironmentSetupError(f"{PRIVATE_UPSTREAM_VARIABLE}={value[:40]!r}: expected allow or deny")
+    return value == "allow"
+
+
+@dataclass
+class _Shared:
+    gateway: ModelGateway
+    routes: int = 0
+
+
+async def _acquire() -> ModelGateway:
+    """The running event loop's gateway, started for its first open route."""
+    loop = asyncio.get_running_loop()
+    shared = _GATEWAYS.get(loop)
+    if shared is None:
+        gateway = ModelGateway(GatewaySettings(allow_private_upstream=private_upstreams_allowed()))
+        shared = _GATEWAYS[loop] = _Shared(gateway)
+        try:
+            await gateway.start()
+        except BaseException:
+            del _GATEWAYS[loop]
+            raise
+    shared.routes += 1
+    return shared.gateway
+
+
+async def _release() -> None:
+    """One route fewer; the last one stops the gateway (an idle worker holds no listener, and an
+    event loop that ends leaves nothing open)."""
+    loop = asyncio.get_running_loop()
+    shared = _GATEWAYS[loop]
+    shared.routes -= 1
+    if shared.routes == 0:
+        del _GATEWAYS[loop]
+        await shared.gateway.stop()
+
+
+@dataclass
+class ModelRoute:
+    """One agent phase's way to its model: the session, and the spec the agent is given."""
+
+    session: GatewaySession
+    spec: TrialSpec
+    first_step: int
+    """Where the agent phase's steps begin in the trajectory (the gateway's are merged from here)."""
+
+
+class RouteRefused(Exception):
+    """The agent phase cannot reach its model; `kind` is whose problem that is."""
+
+    def __init__(self, kind: Literal["model_error", "environment_error"], message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _upstream(spec: TrialSpec, protocol: ModelProtocol) -> Upstream | None:
+    params = spec.params
+    base_url = params.get("MODEL_BASE_URL", "").strip()
+    if not base_url:
+        return None
+    named = params.get("MODEL_PROTOCOL", "").strip()
+    if named:
+        protocol = "anthropic" if named == "anthropic" else "openai"
+    try:
+        return Upstream(
+            protocol=protocol,
+            base_url=base_url,
+            api_key=params.get("MODEL_API_KEY") or None,
+            model=params.get("MODEL_NAME") or None,
+        )
+    except ValueError as exc:
+        reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        raise RouteRefused("model_error", f"MODEL_BASE_URL cannot be used: {reason}") from None
+
+
+def without_model_key(spec: TrialSpec, warnings: list[str]) -> TrialSpec:
+    """The spec of an agent that calls its model from inside but names no endpoint for the gateway:
+    its key stays out of the environment all the same."""
+    if not spec.params.get("MODEL_API_KEY"):
+        return spec
+    warnings.append(
+        "MODEL_API_KEY was not given to the agent: without MODEL_BASE_URL no gateway can carry it"
+    )
+    params = {name: value for name, value in spec.params.items() if name != "MODEL_API_KEY"}
+    return spec.model_copy(update={"params": params})
+
+
+async def open_route(
+    environment: Environment, spec: TrialSpec, recorder: TrajectoryRecorder, protocol: ModelProtocol
+) -> ModelRoute | None:
+    """Open the gateway to the agent phase, or None when the profile names no model endpoint."""
+    upstream = _upstream(spec, protocol)
+    if upstream is None:
+        return None
+    gateway = await _acquire()
+    try:
+        session = gateway.open_session(spec.trial_id, upstream)
+    except UpstreamRefused as exc:
+        await _release()
+        raise RouteRefused(
+            "model_error",
+            f"the model endpoint is refused: {exc} "
+            f"({PRIVATE_UPSTREAM_VARIABLE}=allow lets an operator allow it)",
+        ) from None
+    try:
+        root = await environment.open_gateway(gateway, spec.trial_id)
+    except BaseException as exc:
+        session.close()
+        await _release()
+        if isinstance(exc, EnvironmentSetupError):
+            raise RouteRefused("environment_error", str(exc)) from None
+        raise
+    base = f"{root}/v1" if upstream.protocol == "openai" else root
+    params = {**spec.params, "MODEL_BASE_URL": base, "MODEL_API_KEY": session.token}
+    if upstream.protocol == "anthropic" or spec.params.get("MODEL_PROTOCOL"):
+        params["MODEL_PROTOCOL"] = upstream.protocol
+    route_spec = spec.model_copy(update={"params": params})
+    return ModelRoute(session=session, spec=route_spec, first_step=len(recorder.trajectory.steps))
+
+
+async def close_route(route: ModelRoute, environment: Environment, recorder: TrajectoryRecorder) -> None:
+    """End the agent's access to its model and merge the calls it made into the trajectory."""
+    route.session.close()
+    try:
+        await environment.close_gateway()
+    finally:
+        recorder.merge(route.session.steps(), since=route.first_step)
+        await _release()
