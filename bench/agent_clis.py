@@ -8,8 +8,9 @@ For each agent (`--agents`, default all six):
 - warm lookup: the same call once the entry exists (what every later trial pays on the worker);
 - size of the entry, and how long making it visible in one local sandbox instance takes
   (`put_dir` until providers offer `mount_readonly`);
-- a whole trial against an echoing scripted endpoint (`--trials` of them: install step, the CLI's
-  start-up and one model call, the verifier), beside the same trial with the `nop` agent: the
+- a whole trial against an echoing scripted endpoint through the worker's model gateway, with no
+  network in the sandbox (`--trials` of them: install step, the CLI's start-up and one model call,
+  the verifier), beside the same trial with the `nop` agent: the
   difference is the agent's per-trial overhead.
 
     .venv/bin/python bench/agent_clis.py [--agents codex,opencode] [--trials 3] [--cache DIR]
@@ -86,9 +87,9 @@ def _task(root: Path) -> Path:
 
 
 def _trial_sec(agent: str, url: str, task: Path, root: Path) -> tuple[float, str]:
-    params = {"AGENT_NAME": agent, "MODEL_BASE_URL": url, "MODEL_NAME": "bench", "NETWORK": "public"}
+    params = {"AGENT_NAME": agent, "MODEL_BASE_URL": url, "MODEL_NAME": "bench"}
     if agent == "claude-code":
-        params |= {"MODEL_PROTOCOL": "anthropic", "NETWORK": "host", "MAX_STEPS": "1"}
+        params |= {"MODEL_PROTOCOL": "anthropic", "MAX_STEPS": "1"}
     elif agent != "nop":
         params |= {"MODEL_PROTOCOL": "openai", "MAX_STEPS": "1"}
     trial_id = new_id("trl")

@@ -53,7 +53,7 @@ def _ensure_in_another_process(root: str, tmp: str) -> str:
 
 def test_four_processes_asking_at_once_install_a_version_once(tmp_path: Path, fake: Path) -> None:
     root = tmp_path / "cache"
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("fork")  # the children share the imports already made
     with context.Pool(4) as pool:
         paths = pool.starmap(_ensure_in_another_process, [(str(root), str(tmp_path))] * 4)
     assert calls(fake) == 1

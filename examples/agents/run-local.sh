@@ -4,6 +4,8 @@
 #
 #   examples/agents/run-local.sh AGENT    # codex, opencode, qwen-code, mini-swe-agent or aider
 #
+# MAX_STEPS (default 2) bounds the agent's model calls (`el job submit --max-steps`).
+#
 # The agent is installed from the package registries into the worker's agent cache on its first
 # trial (ENVLOOP_AGENT_CACHE, else agents/ under ENVLOOP_HOME) and reused after that. The model is
 # far too small to solve the task: the run shows that the agent's calls reach the endpoint and come
@@ -31,11 +33,11 @@ url="$(head -n1 "$work/served.txt")"
 cat > "$work/profile.json" <<JSON
 {"schema_version": "envplatform.profile/v2", "secret_params": ["MODEL_API_KEY"],
  "spec": {"params": {"AGENT_NAME": "$agent", "MODEL_PROTOCOL": "openai", "MODEL_BASE_URL": "$url",
-                     "MODEL_NAME": "smollm2/base", "MODEL_API_KEY": "$key", "NETWORK": "public"}}}
+                     "MODEL_NAME": "smollm2/base", "MODEL_API_KEY": "$key"}}}
 JSON
 $el profile create "local/$agent" 1 --file "$work/profile.json" > /dev/null
 $el dataset push "$here/tasks" --name agent-examples > /dev/null
 job="$($el job submit --dataset agent-examples@latest --profile "local/$agent@1" \
-  --max-steps 2 --agent-timeout 1800 --wait --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')"
+  --max-steps "${MAX_STEPS:-2}" --agent-timeout 1800 --wait --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')"
 trial="$($el trial list --job "$job" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["id"])')"
 $el trial get "$trial" --steps
