@@ -1,12 +1,12 @@
 """What the agent CLIs that speak to an OpenAI-compatible endpoint share: their params, the start
-of their phase (the instruction step, the install from the worker's cache), one
-run of the CLI with its output kept in the agent's logs, and the working directory's changes.
+of their phase (the instruction step, the install from the worker's cache), one run of the CLI with
+its output kept in the agent's logs, and the working directory's changes.
 
 Each CLI module (codex.py, opencode.py, qwen_code.py, mini_swe_agent.py, aider.py) says how its CLI
 is installed (a recipe), configured and started, and turns the CLI's own record of the run (its JSON
 event stream or trajectory file) into tool steps, and into model steps too unless the worker's model
-gateway records the model calls (`AgentContext.model_gateway`): a model call is never
-recorded twice.
+gateway records the model calls (`AgentContext.model_gateway`): a model call is never recorded
+twice.
 """
 
 from collections.abc import Mapping, Sequence
