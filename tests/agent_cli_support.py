@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envloop.agents.cache import CACHE_VARIABLE
+from envloop.agents.cache import CACHE_VARIABLE, AgentCache
+from envloop.agents.recipes import NpmRecipe
 from envloop.gateway.session import TOKEN_PREFIX
 from envloop.testing import Received, ScriptedServer
 from tests.conftest import EXAMPLES, El
@@ -44,6 +45,15 @@ def shared_agent_cache() -> Path:
     root = Path(os.environ.get(TEST_CACHE_VARIABLE) or default)
     os.environ[CACHE_VARIABLE] = str(root)
     return root
+
+
+def cached_program(recipe: NpmRecipe, version: str) -> Path:
+    """An npm agent's program from the run's shared cache, installed there first if need be (for
+    tests that run the CLI on the host, outside any trial)."""
+    installed = AgentCache(shared_agent_cache()).ensure(
+        recipe.name(version), recipe.commands(version), recipe.checks(version)
+    )
+    return Path(recipe.argv(str(installed.path))[0])
 
 
 @dataclass
