@@ -132,7 +132,7 @@ def test_the_smollm2_agent_profile_runs_against_el_model_serve(el: El, tmp_path:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_claude_code_profile_runs_a_task_to_its_reward(el: El, tmp_path: Path) -> None:
-    from tests.test_claude_code import solver  # noqa: PLC0415 - only this test installs Claude Code
+    from tests.test_claude_code import solver  # noqa: PLC0415 - only this test needs Claude Code
 
     # sum-numbers asks for no memory limit of its own: Claude Code's runtime needs more than the
     # 512 MB hello-file gives its agent.

@@ -19,12 +19,11 @@ over the wire, so the stream gives only the system and tool steps, and the usage
 measure, not the CLI's own totals.
 """
 
-import json
 import re
 from datetime import UTC, datetime
 from typing import Any
 
-from envloop.agents.json_values import as_count, as_object, block_text
+from envloop.agents.json_values import as_count, as_object, block_text, parse_object
 from envloop.core.trajectory import (
     ModelRequestSummary,
     ModelStep,
@@ -78,11 +77,8 @@ class StreamTranslator:
         self.state = await self.environment.snapshot()
 
     async def feed(self, line: str) -> None:
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            return
-        if not isinstance(event, dict):
+        event = parse_object(line)
+        if not event:
             return
         kind = event.get("type")
         if kind == "system" and event.get("subtype") == "init":

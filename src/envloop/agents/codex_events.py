@@ -16,7 +16,7 @@ not JSON are skipped, so a newer CLI does not break the trajectory.
 import json
 from typing import Any
 
-from envloop.agents.json_values import as_count, as_object
+from envloop.agents.json_values import as_count, as_object, parse_object
 from envloop.core.trajectory import (
     ModelRequestSummary,
     ModelStep,
@@ -44,11 +44,8 @@ class CodexEvents:
         self.error: str | None = None
 
     def feed(self, line: str) -> None:
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            return
-        if not isinstance(event, dict):
+        event = parse_object(line)
+        if not event:
             return
         kind = event.get("type")
         if kind == "item.completed":

@@ -1,7 +1,17 @@
 """Reading values out of an agent CLI's JSON output, which envloop does not control: a field of
 the wrong type reads as empty, never as an exception in the middle of a trajectory."""
 
+import json
 from typing import Any
+
+
+def parse_object(text: str | bytes) -> dict[str, Any]:
+    """A JSON object from a line or file the CLI wrote; anything else (not JSON, not an object,
+    not UTF-8) reads as empty."""
+    try:
+        return as_object(json.loads(text))
+    except ValueError:
+        return {}
 
 
 def as_object(value: Any) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from envloop.agents.cli_agent import (
     version_param,
     write_config,
 )
-from envloop.agents.json_values import as_count, as_object
+from envloop.agents.json_values import as_count, as_object, parse_object
 from envloop.agents.recipes import PipRecipe, site_dir
 from envloop.core.params import param
 from envloop.core.trajectory import (
@@ -142,10 +142,7 @@ def _model_step(message: dict[str, Any], response: dict[str, Any], request: Mode
     for raw in map(as_object, answer.get("tool_calls") or []):
         function = as_object(raw.get("function"))
         text = str(function.get("arguments", ""))
-        try:
-            arguments = as_object(json.loads(text))
-        except json.JSONDecodeError:
-            arguments = {}
+        arguments = parse_object(text)
         calls.append(
             ToolCall(id=str(raw.get("id", "")), name=str(function.get("name", "")), arguments=arguments)
         )
@@ -201,11 +198,7 @@ class MiniSweAgent:
         raw = await environment.read_file(trajectory, 64 << 20)
         status = ""
         if raw is not None:
-            try:
-                data = as_object(json.loads(raw))
-            except json.JSONDecodeError:
-                data = {}
-            status = read_trajectory_file(data, ctx.recorder, summary, not ctx.model_gateway)
+            status = read_trajectory_file(parse_object(raw), ctx.recorder, summary, not ctx.model_gateway)
         await record_changes(ctx, started.before, "mini-swe-agent")
         if status in _MODEL_FAILURES:
             return cli_result(result, "model_error", f"mini-SWE-agent ended with {status}", "mini-swe-agent")

@@ -7,11 +7,10 @@ exactly one model call: the `text` and `reasoning` parts between them are what t
 Unknown events and lines that are not JSON are skipped.
 """
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
-from envloop.agents.json_values import as_count, as_object
+from envloop.agents.json_values import as_count, as_object, parse_object
 from envloop.core.trajectory import (
     ModelRequestSummary,
     ModelStep,
@@ -46,11 +45,8 @@ class OpenCodeEvents:
         self.error: str | None = None
 
     def feed(self, line: str) -> None:
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            return
-        if not isinstance(event, dict):
+        event = parse_object(line)
+        if not event:
             return
         kind, part = event.get("type"), as_object(event.get("part"))
         if kind == "step_start":

@@ -8,11 +8,10 @@ tool results (Qwen Code gives each block its own message id). Unknown events and
 JSON are skipped.
 """
 
-import json
 import re
 from typing import Any
 
-from envloop.agents.json_values import as_count, as_object, block_text
+from envloop.agents.json_values import as_count, as_object, block_text, parse_object
 from envloop.core.trajectory import (
     ModelRequestSummary,
     ModelStep,
@@ -49,11 +48,8 @@ class QwenEvents:
         self.result: dict[str, Any] | None = None
 
     def feed(self, line: str) -> None:
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            return
-        if not isinstance(event, dict):
+        event = parse_object(line)
+        if not event:
             return
         kind = event.get("type")
         if kind == "system" and event.get("subtype") == "init":
