@@ -116,6 +116,16 @@ def el(home: Path, tmp_path: Path) -> Iterator[El]:
     stop_background_worker(home)
 
 
+@pytest.fixture(scope="session")
+def cli_el(tmp_path_factory: pytest.TempPathFactory) -> Iterator[El]:
+    """The agent CLI tests' one `el` home for the whole run (tests/agent_cli_support.py)."""
+    from tests.agent_cli_support import open_cli_home  # noqa: PLC0415 - it imports this module
+
+    runner = open_cli_home(tmp_path_factory.mktemp("agent-clis"))
+    yield runner
+    stop_background_worker(runner.home)
+
+
 def stop_background_worker(home: Path) -> None:
     """Background workers exit on their own when idle; tests end them at once."""
     lock = home / "background-worker.lock"

@@ -4,8 +4,10 @@ profiles through `el job submit`, the question set against the local model, the 
 
 The two agent profiles that need a model endpoint run here: `smollm2-agent.json` against
 `el model serve` with a key of the project put in its MODEL_API_KEY (as for `smollm2.json`), and
-`claude-code.json` with the Claude Code CLI installed into the trial, against a scripted Messages
-endpoint in place of its placeholder address.
+`claude-code.json` with the Claude Code CLI from the worker's agent cache, against a scripted
+Messages endpoint in place of its placeholder address. The other agent CLIs' profiles and the task
+examples/agents/tasks run in their agents' tests (tests/test_agent_*.py), and
+examples/agents/run-local.sh in tests/test_agent_examples.py.
 """
 
 import importlib
@@ -20,6 +22,10 @@ from tests.test_model_serve import start_model_server
 
 DEMO = ("tests.test_cli", "test_demo_job_end_to_end_with_json_results")
 LOCAL_MODEL = ("tests.test_local_model", "test_a_real_evaluation_of_the_local_model_with_chat_at_1")
+AGENT_CLI = (
+    "tests.test_agent_opencode",
+    "test_opencode_solves_the_example_task_through_the_gateway_and_its_bash_tool_is_recorded",
+)
 RUN_BY = {
     "tasks/broken-verifier": DEMO,
     "tasks/fix-script": DEMO,
@@ -36,6 +42,31 @@ RUN_BY = {
     "profiles/claude-code.json": (
         "tests.test_examples",
         "test_the_claude_code_profile_runs_a_task_to_its_reward",
+    ),
+    "profiles/codex.json": (
+        "tests.test_agent_codex",
+        "test_codex_solves_the_example_task_over_the_responses_api_and_its_commands_are_recorded",
+    ),
+    "profiles/opencode.json": (
+        "tests.test_agent_opencode",
+        "test_opencode_solves_the_example_task_through_the_gateway_and_its_bash_tool_is_recorded",
+    ),
+    "profiles/qwen-code.json": (
+        "tests.test_agent_qwen_code",
+        "test_qwen_code_solves_the_example_task_through_the_gateway_and_its_shell_tool_is_recorded",
+    ),
+    "profiles/mini-swe-agent.json": (
+        "tests.test_agent_mini_swe_agent",
+        "test_mini_swe_agent_solves_the_example_task_through_the_gateway_and_its_bash_tool_is_recorded",
+    ),
+    "profiles/aider.json": (
+        "tests.test_agent_aider",
+        "test_aider_writes_the_file_its_model_answers_with_through_the_gateway_and_is_recorded",
+    ),
+    "agents/tasks": AGENT_CLI,
+    "agents/run-local.sh": (
+        "tests.test_agent_examples",
+        "test_run_local_runs_an_agent_against_el_model_serve_to_a_verdict",
     ),
     "qa/basics.jsonl": LOCAL_MODEL,
     "plugins/envloop-example-plugin": (
@@ -101,7 +132,7 @@ def test_the_smollm2_agent_profile_runs_against_el_model_serve(el: El, tmp_path:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_claude_code_profile_runs_a_task_to_its_reward(el: El, tmp_path: Path) -> None:
-    from tests.test_claude_code import solver  # noqa: PLC0415 - only this test installs Claude Code
+    from tests.test_claude_code import solver  # noqa: PLC0415 - only this test needs Claude Code
 
     # sum-numbers asks for no memory limit of its own: Claude Code's runtime needs more than the
     # 512 MB hello-file gives its agent.

@@ -3,8 +3,8 @@ key (ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY), as an agent inside a sandbox will b
 scripted endpoint it solves a task with its Bash tool, and against `el model serve` it reaches the
 bundled model; every call it makes is a recorded model step, and the real key never reaches it.
 
-The CLI is installed once for the module by the claude-code agent's own install script (from the
-npm registry, as tests/test_claude_code.py installs it into trials)."""
+The CLI is the claude-code agent's own install, from the test run's shared agent cache (installed
+there from the npm registry the first time, as tests/test_claude_code.py's trials find it)."""
 
 import json
 import os
@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from envloop.agents.claude_code import DEFAULT_VERSION, INSTALL_SCRIPT, MODEL_ROLES, PACKAGE, QUIET
+from envloop.agents.claude_code import DEFAULT_VERSION, MODEL_ROLES, QUIET, RECIPE
 from envloop.gateway import GatewaySession, Upstream
 from envloop.testing import ScriptedServer
+from tests.agent_cli_support import cached_program
 from tests.conftest import El
 from tests.gateway_support import GatewayThread, running_gateway
 from tests.test_claude_code import solver
@@ -29,23 +30,8 @@ KEY = "sk-ant-real-upstream-key-51c0"
 
 
 @pytest.fixture(scope="module")
-def claude(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    prefix = tmp_path_factory.mktemp("claude-code") / "prefix"
-    variables = {
-        "CLAUDE_CODE_VERSION": DEFAULT_VERSION,
-        "CLAUDE_CODE_PREFIX": str(prefix),
-        "CLAUDE_CODE_PACKAGE": PACKAGE,
-    }
-    installed = subprocess.run(
-        ["bash", "-c", INSTALL_SCRIPT],
-        env={**os.environ, **variables},
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert installed.returncode == 0, installed.stderr[-2000:]
-    return Path(installed.stdout.strip().splitlines()[-1])
+def claude() -> Path:
+    return cached_program(RECIPE, DEFAULT_VERSION)
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """The Codex CLI (`codex exec`), which speaks only the OpenAI Responses API, pointed at the model
 gateway with a gateway token, against the scripted endpoint: it runs the shell command the script
 asks for, and its calls are recorded as model steps whose tokens add up to the CLI's own totals.
-The CLI is installed once for the module from the npm registry."""
+The CLI is the codex agent's own install, from the test run's shared agent cache (installed there
+from the npm registry the first time)."""
 
 import json
 import os
@@ -11,28 +12,19 @@ from pathlib import Path
 
 import pytest
 
+from envloop.agents.codex import DEFAULT_VERSION, RECIPE
 from envloop.gateway import Upstream
 from envloop.testing import Received, Reply, ScriptedServer, ScriptedToolCall
+from tests.agent_cli_support import cached_program
 from tests.gateway_support import GatewayThread, running_gateway
 
 pytestmark = pytest.mark.slow
-CODEX_VERSION = "0.171.0"
 KEY = "sk-real-upstream-codex-key-93d1"
 
 
 @pytest.fixture(scope="module")
-def codex(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    prefix = tmp_path_factory.mktemp("codex")
-    quiet = ["--no-audit", "--no-fund", "--loglevel=error"]
-    installed = subprocess.run(
-        ["npm", "install", "--prefix", str(prefix), *quiet, f"@openai/codex@{CODEX_VERSION}"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert installed.returncode == 0, installed.stderr[-2000:]
-    return prefix / "node_modules" / ".bin" / "codex"
+def codex() -> Path:
+    return cached_program(RECIPE, DEFAULT_VERSION)
 
 
 @pytest.fixture

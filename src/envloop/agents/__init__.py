@@ -1,21 +1,38 @@
-"""Agents for the shell runner: `oracle`, `nop`, `command`, `envloop`, `claude-code`, and those of
-installed plugins (entry point group `envloop.agents`), behind one small protocol."""
+"""Agents for the shell runner: `oracle`, `nop`, `command`, `envloop`, the agent CLIs
+(`claude-code`, `codex`, `opencode`, `qwen-code`, `mini-swe-agent`, `aider`), and those of installed
+plugins (entry point group `envloop.agents`), behind one small protocol."""
 
 import inspect
 
 from pydantic import BaseModel
 
+from envloop.agents.aider import AiderAgent
 from envloop.agents.base import Agent, AgentContext, AgentInfo, AgentResult
 from envloop.agents.claude_code import ClaudeCodeAgent
+from envloop.agents.codex import CodexAgent
 from envloop.agents.command import CommandAgent
 from envloop.agents.envloop_agent import EnvloopAgent
+from envloop.agents.mini_swe_agent import MiniSweAgent
 from envloop.agents.nop import NopAgent
+from envloop.agents.opencode import OpenCodeAgent
 from envloop.agents.oracle import OracleAgent
+from envloop.agents.qwen_code import QwenCodeAgent
 from envloop.plugins import Catalog, ComponentError, Found, ShapeError, instantiate
 
 
 def _builtins() -> dict[str, Agent]:
-    agents: list[Agent] = [ClaudeCodeAgent(), CommandAgent(), EnvloopAgent(), NopAgent(), OracleAgent()]
+    agents: list[Agent] = [
+        AiderAgent(),
+        ClaudeCodeAgent(),
+        CodexAgent(),
+        CommandAgent(),
+        EnvloopAgent(),
+        MiniSweAgent(),
+        NopAgent(),
+        OpenCodeAgent(),
+        OracleAgent(),
+        QwenCodeAgent(),
+    ]
     return {agent.info.name: agent for agent in agents}
 
 
@@ -58,11 +75,16 @@ __all__ = [
     "AgentContext",
     "AgentInfo",
     "AgentResult",
+    "AiderAgent",
     "ClaudeCodeAgent",
+    "CodexAgent",
     "CommandAgent",
     "EnvloopAgent",
+    "MiniSweAgent",
     "NopAgent",
+    "OpenCodeAgent",
     "OracleAgent",
+    "QwenCodeAgent",
     "adopt_agent",
     "agent_names",
     "find_agent",

@@ -62,7 +62,7 @@ class AgentInfo(BaseModel):
 class AgentResult(BaseModel):
     exit_code: int | None = 0
     error: str | None = Field(default=None, description="why the agent could not do its job at all")
-    error_type: Literal["agent_error", "model_error"] = "agent_error"
+    error_type: Literal["agent_error", "model_error", "environment_error"] = "agent_error"
     stop_reason: StopReason | None = Field(
         default=None,
         description="why the agent's loop ended; an agent that reports one fails the trial only by `error`",

@@ -1,12 +1,12 @@
 """`claude-code`: the Claude Code CLI, run non-interactively inside the trial's environment against
 the profile's Messages endpoint.
 
-Install: unless `claude` at the profile's AGENT_VERSION (default 2.1.285) is already on the
-environment's PATH, `npm install` puts `@anthropic-ai/claude-code@AGENT_VERSION` (the npm package
-and its native binary) under the instance's home. That needs network: the profile sets
-`NETWORK=public` (or the task allows internet access); the agent refuses to start otherwise, saying
-so. The model needs none: the CLI reaches it through the worker's model gateway
-(runners/model_route.py), with a token of the trial's own in place of the key.
+Install: `@anthropic-ai/claude-code` at the profile's AGENT_VERSION (default 2.1.285), once per
+worker, into the agent cache (agents/cache.py, agents/provision.py); the CLI is the package's native
+binary for this machine, so a task image needs no Node.js. Neither the install nor the model needs
+network inside the environment: the install happens on the worker, and the CLI reaches its model
+through the worker's model gateway (runners/model_route.py), with a token of the trial's own in
+place of the key.
 
 Run: `claude -p` reads the instruction on stdin, with `--output-format stream-json --verbose
 --include-partial-messages`, permission prompts skipped (the sandbox is the boundary) and
@@ -26,55 +26,22 @@ import contextlib
 from pathlib import Path
 from typing import Literal
 
-from envloop.agents.base import (
-    AgentContext,
-    AgentInfo,
-    AgentResult,
-    StepBudgetParams,
-    read_outputs,
-)
+from envloop.agents.base import AgentContext, AgentInfo, AgentResult, StepBudgetParams
 from envloop.agents.claude_code_stream import StreamTranslator
 from envloop.agents.mcp import claude_mcp_config
+from envloop.agents.provision import provision
+from envloop.agents.recipes import NpmRecipe
 from envloop.core.params import param, read_params, secret_param
-from envloop.core.trajectory import ModelRequestSummary, ToolStep, UserStep
+from envloop.core.trajectory import ModelRequestSummary, UserStep
 from envloop.models.settings import HttpUrlText
 
 PACKAGE = "@anthropic-ai/claude-code"
 DEFAULT_VERSION = "2.1.285"
-INSTALL_TIMEOUT_SEC = 900.0
 _POLL_SEC = 0.05
 
-# Prints the path of a `claude` at the wanted version, installing it first when none is found.
-INSTALL_SCRIPT = r"""
-want="$CLAUDE_CODE_VERSION"
-for candidate in "$CLAUDE_CODE_PREFIX/bin/claude" "$(command -v claude || true)"; do
-  if [ -n "$candidate" ] && [ -x "$candidate" ] &&
-     [ "$("$candidate" --version 2>/dev/null | cut -d' ' -f1)" = "$want" ]; then
-    echo "claude $want found at $candidate" >&2
-    echo "$candidate"
-    exit 0
-  fi
-done
-command -v npm >/dev/null || { echo "npm is not installed in the environment" >&2; exit 127; }
-echo "installing $CLAUDE_CODE_PACKAGE@$want" >&2
-# --prefix moves npm's global config too; keep the machine's (registry, proxy, certificates).
-globalconfig="$(npm config get globalconfig)"
-install() {
-  npm install --global --prefix "$CLAUDE_CODE_PREFIX" --globalconfig "$globalconfig" --no-audit --no-fund \
-    --update-notifier=false --loglevel=error "$CLAUDE_CODE_PACKAGE@$want" >&2
-}
-install || exit $?
-# npm leaves out an optional dependency it could not fetch and still succeeds; Claude Code's native
-# binary is one. A CLI that does not start is installed once more, from nothing.
-if ! "$CLAUDE_CODE_PREFIX/bin/claude" --version >/dev/null 2>&1; then
-  echo "the installed claude does not start; installing it again" >&2
-  rm -rf "$CLAUDE_CODE_PREFIX"
-  install || exit $?
-fi
-"$CLAUDE_CODE_PREFIX/bin/claude" --version >&2 || exit $?
-echo "$CLAUDE_CODE_PREFIX/bin/claude"
-"""
-
+RECIPE = NpmRecipe(
+    label="claude-code", package=PACKAGE, program="node_modules/@anthropic-ai/claude-code-{platform}/claude"
+)
 RUN_SCRIPT = (
     'exec "$0" -p --output-format stream-json --verbose --include-partial-messages '
     '--dangerously-skip-permissions --model "$ANTHROPIC_MODEL" --max-turns "$1" '
@@ -134,7 +101,7 @@ class ClaudeCodeParams(StepBudgetParams):
 class ClaudeCodeAgent:
     info = AgentInfo(
         name="claude-code",
-        description="the Claude Code CLI, installed in the environment, against the profile's endpoint",
+        description="the Claude Code CLI, from the worker's agent cache, against the profile's endpoint",
         records_steps=True,
         speaks_mcp=True,
         calls_model_inside="anthropic",
@@ -148,51 +115,10 @@ class ClaudeCodeAgent:
         version = params.AGENT_VERSION
         ctx.recorder.trajectory.protocol = "anthropic"
         ctx.recorder.add(UserStep(text=ctx.task.instruction))
-        environment = ctx.environment
-        if environment.mode != "plain" and environment.network.mode == "no-network":
-            return AgentResult(
-                exit_code=None,
-                error="claude-code needs network to install the CLI, and this "
-                f"{environment.mode} environment has none: set NETWORK=public in the profile",
-            )
-        claude, problem = await self._install(ctx, version)
-        if claude is None:
-            return AgentResult(
-                exit_code=None, error=f"could not install Claude Code {version}: {problem}", attempted=False
-            )
-        return await self._run(ctx, params, claude)
-
-    async def _install(self, ctx: AgentContext, version: str) -> tuple[str | None, str]:
-        environment = ctx.environment
-        out_path, err_path = ctx.log_path("install.stdout.txt"), ctx.log_path("install.stderr.txt")
-        prefix = f"{environment.visible.home}/.envloop/claude-code-{version}"
-        variables = {
-            **ctx.env,
-            "CLAUDE_CODE_VERSION": version,
-            "CLAUDE_CODE_PREFIX": prefix,
-            "CLAUDE_CODE_PACKAGE": PACKAGE,
-        }
-        step = ToolStep(
-            call_id="install", tool="install", command=f"npm install --global {PACKAGE}@{version}"
-        )
-        result = await environment.exec(
-            ["bash", "-c", INSTALL_SCRIPT],
-            env=variables,
-            timeout=INSTALL_TIMEOUT_SEC,
-            stdout_path=out_path,
-            stderr_path=err_path,
-        )
-        step.duration_ms = result.duration_sec * 1000
-        step.exit_code, step.timed_out = result.exit_code, result.timed_out
-        step.stdout, step.stderr, step.output_truncated = read_outputs(out_path, err_path, result)
-        ctx.recorder.add(step)
-        lines = step.stdout.strip().splitlines()
-        if result.exit_code == 0 and lines:
-            return lines[-1], ""
-        # npm ends with a pointer to its debug log (inside the instance, gone at teardown): skip it.
-        tail = [line for line in step.stderr.strip().splitlines() if "complete log of this run" not in line]
-        reason = tail[-1] if tail else f"exit code {result.exit_code}"
-        return None, "timed out" if result.timed_out else reason
+        provisioned = await provision(ctx, RECIPE, version)
+        if isinstance(provisioned, AgentResult):
+            return provisioned
+        return await self._run(ctx, params, RECIPE.argv(provisioned.inside)[0])
 
     def _variables(self, ctx: AgentContext, params: ClaudeCodeParams) -> dict[str, str]:
         variables = {**ctx.env, **QUIET, **dict.fromkeys(MODEL_ROLES, params.MODEL_NAME)}

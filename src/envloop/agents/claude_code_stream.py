@@ -19,11 +19,11 @@ over the wire, so the stream gives only the system and tool steps, and the usage
 measure, not the CLI's own totals.
 """
 
-import json
 import re
 from datetime import UTC, datetime
 from typing import Any
 
+from envloop.agents.json_values import as_count, as_object, block_text, parse_object
 from envloop.core.trajectory import (
     ModelRequestSummary,
     ModelStep,
@@ -39,25 +39,6 @@ from envloop.trajectories import Snapshot, changes_between
 
 _STOPS = {"end_turn": "end", "tool_use": "tool_calls", "max_tokens": "length", "refusal": "refusal"}
 _EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (\d+)")
-
-
-def _object(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _text(value: Any) -> str:
-    """A tool result's content: a string, or the text of its blocks."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "\n".join(
-            str(b.get("text", "")) for b in value if isinstance(b, dict) and b.get("type") == "text"
-        )
-    return ""
 
 
 def _when(event: dict[str, Any]) -> datetime:
@@ -96,17 +77,14 @@ class StreamTranslator:
         self.state = await self.environment.snapshot()
 
     async def feed(self, line: str) -> None:
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            return
-        if not isinstance(event, dict):
+        event = parse_object(line)
+        if not event:
             return
         kind = event.get("type")
         if kind == "system" and event.get("subtype") == "init":
             self._init(event)
         elif kind == "stream_event":
-            self._stream_event(_object(event.get("event")), event)
+            self._stream_event(as_object(event.get("event")), event)
         elif kind == "assistant":
             self._assistant(event)
         elif kind == "user":
@@ -131,34 +109,34 @@ class StreamTranslator:
         message_id = message.get("id") if isinstance(message.get("id"), str) else None
         if self.pending is None or (message_id and self.pending.response_id != message_id):
             self._flush()
-            usage = _object(message.get("usage"))
+            usage = as_object(message.get("usage"))
             self.pending = ModelStep(
                 at=_when(event),
                 request=self.summary.model_copy(update={"messages": self.messages}),
                 served_by=message.get("model") if isinstance(message.get("model"), str) else None,
                 response_id=message_id,
                 usage=Usage(
-                    input_tokens=_count(usage.get("input_tokens")),
-                    cache_read_tokens=_count(usage.get("cache_read_input_tokens")),
-                    output_tokens=_count(usage.get("output_tokens")),
+                    input_tokens=as_count(usage.get("input_tokens")),
+                    cache_read_tokens=as_count(usage.get("cache_read_input_tokens")),
+                    output_tokens=as_count(usage.get("output_tokens")),
                 ),
             )
         return self.pending
 
     def _stream_event(self, inner: dict[str, Any], event: dict[str, Any]) -> None:
         if inner.get("type") == "message_start":
-            self._step(event, _object(inner.get("message")))
+            self._step(event, as_object(inner.get("message")))
         elif inner.get("type") == "message_delta" and self.pending is not None:
-            stop = _object(inner.get("delta")).get("stop_reason")
+            stop = as_object(inner.get("delta")).get("stop_reason")
             self.pending.finish_reason = stop if isinstance(stop, str) else None
             self.pending.stop = _STOPS.get(self.pending.finish_reason or "", "other")
-            output = _count(_object(inner.get("usage")).get("output_tokens"))
+            output = as_count(as_object(inner.get("usage")).get("output_tokens"))
             self.pending.usage = self.pending.usage.model_copy(update={"output_tokens": output})
 
     def _assistant(self, event: dict[str, Any]) -> None:
-        message = _object(event.get("message"))
+        message = as_object(event.get("message"))
         step = self._step(event, message)
-        for block in map(_object, message.get("content") or []):
+        for block in map(as_object, message.get("content") or []):
             if block.get("type") == "text":
                 step.text += str(block.get("text", ""))
             elif block.get("type") == "thinking":
@@ -167,7 +145,7 @@ class StreamTranslator:
                 call = ToolCall(
                     id=str(block.get("id", "")),
                     name=str(block.get("name", "")),
-                    arguments=_object(block.get("input")),
+                    arguments=as_object(block.get("input")),
                 )
                 step.tool_calls.append(call)
                 self.calls[call.id] = call
@@ -183,8 +161,8 @@ class StreamTranslator:
         self.messages += 1
 
     async def _tool_results(self, event: dict[str, Any]) -> None:
-        content = _object(event.get("message")).get("content")
-        results = [b for b in map(_object, content if isinstance(content, list) else []) if b]
+        content = as_object(event.get("message")).get("content")
+        results = [b for b in map(as_object, content if isinstance(content, list) else []) if b]
         results = [b for b in results if b.get("type") == "tool_result"]
         if not results:
             return
@@ -200,7 +178,7 @@ class StreamTranslator:
     ) -> ToolStep:
         call_id = str(block.get("tool_use_id", ""))
         call = self.calls.get(call_id) or ToolCall(id=call_id, name="?")
-        text = _text(block.get("content"))
+        text = block_text(block.get("content"))
         failed = block.get("is_error") is True
         step = ToolStep(
             at=_when(event), call_id=call_id, tool=call.name, arguments=call.arguments, changes=changes
@@ -226,18 +204,20 @@ class StreamTranslator:
         if self.result is None:
             return None, None
         result = self.result
-        usage = _object(result.get("usage"))
+        usage = as_object(result.get("usage"))
         if usage and self.model_steps:
             self.recorder.trajectory.usage = Usage(
-                input_tokens=_count(usage.get("input_tokens")),
-                output_tokens=_count(usage.get("output_tokens")),
-                cache_read_tokens=_count(usage.get("cache_read_input_tokens")),
-                reasoning_tokens=_count(_object(usage.get("output_tokens_details")).get("thinking_tokens")),
+                input_tokens=as_count(usage.get("input_tokens")),
+                output_tokens=as_count(usage.get("output_tokens")),
+                cache_read_tokens=as_count(usage.get("cache_read_input_tokens")),
+                reasoning_tokens=as_count(
+                    as_object(usage.get("output_tokens_details")).get("thinking_tokens")
+                ),
             )
         subtype = result.get("subtype")
         if subtype == "error_max_turns" or result.get("terminal_reason") == "max_turns":
             return "max_steps", None
-        message = _text(result.get("result")) or str(subtype)
+        message = block_text(result.get("result")) or str(subtype)
         if result.get("api_error_status") is not None:
             return "model_error", f"the model endpoint failed: {message}"
         if result.get("is_error") is True or subtype != "success":

@@ -10,10 +10,9 @@ agent's own model and tool steps; for any other agent the instruction and each c
 with its result and the working-directory changes), then the verifier's run with its reward.
 
 The sandbox has no network (loopback only) unless the task asks for one or the profile sets
-`NETWORK=host`: an agent that calls its model from inside the sandbox (`claude-code`) needs it. Even
-then the trial gets a network of its own, never the host's: of the host's local services it reaches
-only the model endpoint's port, when that endpoint is on the host's loopback. `envloop` calls its
-model from the worker, so its trials stay offline.
+`NETWORK=public` for its agent phase; even then the trial gets a network of its own, never the
+host's. An agent that calls its model from inside the sandbox reaches it through the worker's model
+gateway (runners/model_route.py), which needs no network; `envloop` calls its model from the worker.
 
 Before the verifier starts, every process the agent left is stopped; the verifier sees a fresh
 copy of the tests and writes its reward into a directory the agent never had.

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Reward 1 when /app/hello.txt holds exactly "Hello, world!", else 0.
+app="${ENVLOOP_APP_DIR:-/app}"
+logs="${ENVLOOP_LOGS_DIR:-/logs}"
+mkdir -p "$logs/verifier"
+if [ "$(cat "$app/hello.txt" 2>/dev/null)" = "Hello, world!" ]; then
+  echo "hello.txt is correct"
+  echo 1 > "$logs/verifier/reward.txt"
+else
+  echo "hello.txt is missing or wrong"
+  echo 0 > "$logs/verifier/reward.txt"
+fi

@@ -1,0 +1,197 @@
+"""The worker's cache of installed agent CLIs: each version installed once per machine, then shared
+read-only by every later trial.
+
+An entry is one directory, `ROOT/KEY`, where KEY names the recipe, its version and what the install
+was made for (`codex-0.171.0-linux-x64`, `aider-0.86.2-cp311-linux-x64`) and ends with a short
+digest of the recipe's install command, so a changed recipe never reuses an old tree. ROOT is
+`ENVLOOP_AGENT_CACHE`, else `agents/` under ENVLOOP_HOME.
+
+Installing is safe between worker processes and between trials of one process: the installer holds
+an exclusive `flock` on `ROOT/KEY.lock` (a trial that finds the lock taken waits, then finds the
+entry made), installs into a fresh `ROOT/.tmp-KEY-…` directory and renames it to `ROOT/KEY` only
+once the install succeeded, so an entry either exists whole or not at all; a crashed install leaves
+only a temporary directory that the next installer removes. The entry keeps its install's log
+(`install.log`); a failed install keeps its log at `ROOT/KEY.failed.log` and is tried again by the
+next trial (a registry outage must not be remembered). Entries are made readable by every user:
+the sandbox may run a trial as a uid of its own.
+"""
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from envloop.home import envloop_home
+
+CACHE_VARIABLE = "ENVLOOP_AGENT_CACHE"
+INSTALL_LOG = "install.log"
+ENTRY_MARK = ".envloop-entry"
+"""A file of every entry holding its key: how an environment that already shows the worker's
+directory (the local sandbox shows /usr) is told apart from one that shows something else there."""
+INSTALL_TIMEOUT_SEC = 1800.0
+_TMP_PREFIX = ".tmp-"
+
+
+class InstallError(RuntimeError):
+    """An agent could not be installed; the message is one line, `log` the install's whole log."""
+
+    def __init__(self, message: str, log: Path | None = None) -> None:
+        super().__init__(message)
+        self.log = log
+
+
+@dataclass(frozen=True)
+class InstallCommand:
+    """One command of an install, run on the worker with `{target}` replaced by the new entry."""
+
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+    def resolved(self, target: Path) -> list[str]:
+        return [arg.replace("{target}", str(target)) for arg in self.argv]
+
+
+@dataclass(frozen=True)
+class Installed:
+    """A cache entry: its directory on the worker, its key, and how long the install took (0.0 when
+    an earlier trial made it)."""
+
+    path: Path
+    key: str
+    install_sec: float
+
+
+def cache_root() -> Path:
+    configured = os.environ.get(CACHE_VARIABLE, "").strip()
+    return Path(configured).expanduser() if configured else envloop_home() / "agents"
+
+
+def entry_key(name: str, commands: Sequence[InstallCommand]) -> str:
+    """`name` (recipe, version, platform) and a digest of what installs it."""
+    text = "\n".join(" ".join(c.argv) + "|" + " ".join(f"{k}={v}" for k, v in c.env) for c in commands)
+    return f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
+
+
+class AgentCache:
+    """Install-once directories under `root` (see the module's docstring)."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or cache_root()
+
+    def ensure(self, name: str, commands: Sequence[InstallCommand], check: Sequence[str]) -> Installed:
+        """The entry for `name` made by `commands`, installed now if no trial made it before. `check`
+        (paths relative to the entry) must exist after the install, or the install failed: a
+        package manager that skipped an optional native binary still exits 0. Blocks: call it on a
+        thread. InstallError when the install fails."""
+        key = entry_key(name, commands)
+        final = self.root / key
+        if final.is_dir():
+            return Installed(final, key, 0.0)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.chmod(0o755)
+        with _locked(self.root / f"{key}.lock"):
+            if final.is_dir():
+                return Installed(final, key, 0.0)
+            self._remove_leftovers(key)
+            started = time.monotonic()
+            made = self._install(key, commands, check)
+            made.rename(final)
+            (self.root / f"{key}.failed.log").unlink(missing_ok=True)
+            return Installed(final, key, time.monotonic() - started)
+
+    def _remove_leftovers(self, key: str) -> None:
+        """Temporary trees of installs of `key` that died half-way (their installer held the lock)."""
+        for leftover in self.root.glob(f"{_TMP_PREFIX}{key}-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+    def _install(self, key: str, commands: Sequence[InstallCommand], check: Sequence[str]) -> Path:
+        target = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{key}-", dir=self.root))
+        log = target / INSTALL_LOG
+        try:
+            with log.open("w") as out:
+                for command in commands:
+                    self._run(command, target, out)
+                missing = [path for path in check if not (target / path).exists()]
+                if missing:
+                    out.write(f"missing after the install: {', '.join(missing)}\n")
+                    raise InstallError(
+                        f"the install left out {missing[0]} (a native binary for this machine?)"
+                    )
+            (target / ENTRY_MARK).write_text(key)
+            _share(target)
+            return target
+        except InstallError as exc:
+            kept = self.root / f"{key}.failed.log"
+            shutil.copyfile(log, kept)
+            shutil.rmtree(target, ignore_errors=True)
+            raise InstallError(str(exc), kept) from None
+
+    @staticmethod
+    def _run(command: InstallCommand, target: Path, out: TextIO) -> None:
+        argv = command.resolved(target)
+        out.write(f"$ {' '.join(argv)}\n")
+        out.flush()
+        # The worker's own configuration (registry, proxy, certificates: in its HOME, the machine's
+        # files or its variables) applies; envloop's own settings, secrets among them, do not. No
+        # package code runs: npm skips install scripts, pip installs wheels only.
+        env = {name: value for name, value in os.environ.items() if not name.startswith("ENVLOOP_")}
+        env |= dict(command.env)
+        try:
+            done = subprocess.run(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=target,
+                timeout=INSTALL_TIMEOUT_SEC,
+                check=False,
+            )
+        except FileNotFoundError:
+            raise InstallError(f"{argv[0]} is not installed on the worker") from None
+        except subprocess.TimeoutExpired:
+            raise InstallError(f"{argv[0]} did not finish within {INSTALL_TIMEOUT_SEC:g} s") from None
+        if done.returncode != 0:
+            out.flush()
+            raise InstallError(_last_words(target / INSTALL_LOG, argv[0], done.returncode))
+
+
+def _last_words(log: Path, program: str, code: int) -> str:
+    """The last meaningful line of a failed install's log, else its exit code."""
+    noise = ("complete log of this run", "A complete log", "WARNING: Location", "notice")
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines()]
+    lines = [
+        line for line in lines if line and not line.startswith("$ ") and not any(n in line for n in noise)
+    ]
+    return lines[-1][:300] if lines else f"{program} exited with code {code}"
+
+
+def _share(tree: Path) -> None:
+    """Readable (and, where executable, runnable) by every user, written by none but the worker."""
+    for directory, subdirs, files in os.walk(tree):
+        Path(directory).chmod(0o755)
+        for name in files:
+            path = Path(directory) / name
+            if path.is_symlink():
+                continue
+            mode = path.stat().st_mode
+            path.chmod(0o755 if mode & 0o111 else 0o644)
+        del subdirs  # os.walk descends into each on its own
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

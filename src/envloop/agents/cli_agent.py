@@ -1,0 +1,149 @@
+"""What the agent CLIs that speak to an OpenAI-compatible endpoint share: their params, the start
+of their phase (the instruction step, the install from the worker's cache), one run of the CLI with
+its output kept in the agent's logs, and the working directory's changes.
+
+Each CLI module (codex.py, opencode.py, qwen_code.py, mini_swe_agent.py, aider.py) says how its CLI
+is installed (a recipe), configured and started, and turns the CLI's own record of the run (its JSON
+event stream or trajectory file) into tool steps, and into model steps too unless the worker's model
+gateway records the model calls (`AgentContext.model_gateway`): a model call is never recorded
+twice.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, Literal, TypeVar
+
+from envloop.agents.base import AgentContext, AgentResult
+from envloop.agents.provision import Provisioned, provision
+from envloop.agents.recipes import NpmRecipe, PipRecipe
+from envloop.core.params import ComponentParams, param, read_params, secret_param
+from envloop.core.trajectory import ModelRequestSummary, StateStep, StopReason, UserStep
+from envloop.environments.base import ExecResult
+from envloop.models.settings import HttpUrlText
+from envloop.trajectories import Snapshot, changes_between
+
+VERSION_PATTERN = r"^[0-9A-Za-z][0-9A-Za-z.+-]{0,63}$"
+
+
+def version_param(package: str, default: str) -> str:
+    return param(  # type: ignore[no-any-return]
+        f"the {package} version to run (installed once per worker into its agent cache)",
+        default=default,
+        pattern=VERSION_PATTERN,
+        expect=f"a version such as {default}",
+    )
+
+
+class OpenAICliParams(ComponentParams):
+    """An OpenAI-compatible endpoint, as the model gateway (or a profile) gives it to a CLI."""
+
+    MODEL_PROTOCOL: Literal["openai"] | None = param(
+        "the protocol: this agent speaks openai only", expect="openai (this agent speaks the OpenAI API)"
+    )
+    MODEL_BASE_URL: HttpUrlText = param(
+        "the endpoint's URL ending in /v1", default=..., expect="an http:// or https:// URL"
+    )
+    MODEL_NAME: str = param("the model the CLI asks for", default=...)
+    MODEL_API_KEY: str | None = secret_param("the endpoint's credential (the gateway's per-trial token)")
+    AGENT_VERSION: str
+
+    def request_summary(
+        self, settings: dict[str, object], protocol: str = "openai", tools: list[str] | None = None
+    ) -> ModelRequestSummary:
+        """What each model call the CLI's own record describes was asked with: the endpoint, the
+        model, the CLI's version and its settings (the record holds no request of its own)."""
+        return ModelRequestSummary(
+            protocol=protocol,
+            endpoint=self.MODEL_BASE_URL,
+            model=self.MODEL_NAME,
+            messages=1,
+            tools=tools or [],
+            params={"agent_version": self.AGENT_VERSION, **settings},
+        )
+
+
+P = TypeVar("P", bound=OpenAICliParams)
+
+
+@dataclass
+class CliStart(Generic[P]):
+    """A CLI agent's phase once it may run: its params, its installed tree and the workdir's state."""
+
+    params: P
+    provisioned: Provisioned
+    before: Snapshot
+
+
+async def start_cli(
+    ctx: AgentContext, model: type[P], recipe: NpmRecipe | PipRecipe, label: str
+) -> CliStart[P] | AgentResult:
+    """Params, instruction step and install, in that order; the failed trial's result when one of
+    them fails. No network is asked for: the install happens on the worker and the model is reached
+    through the worker's gateway."""
+    params, problems = read_params(model, ctx.spec.params)
+    if params is None:
+        return AgentResult(exit_code=None, error="; ".join(problems), attempted=False)
+    ctx.recorder.trajectory.protocol = "openai"
+    ctx.recorder.add(UserStep(text=ctx.task.instruction))
+    provisioned = await provision(ctx, recipe, params.AGENT_VERSION)
+    if isinstance(provisioned, AgentResult):
+        return provisioned
+    return CliStart(params, provisioned, await ctx.environment.snapshot())
+
+
+async def write_config(ctx: AgentContext, name: str, text: str) -> str:
+    """Write a configuration file of the CLI where the agent reads but cannot change it (its
+    directory belongs to root: a CLI that writes beside its configuration copies it first)."""
+    path = f"{ctx.environment.visible.tmp}/envloop-agent/{name}"
+    await ctx.environment.write_file(path, text.encode())
+    return path
+
+
+async def run_cli(
+    ctx: AgentContext, argv: Sequence[str], env: Mapping[str, str], stdout: str, stderr: str
+) -> ExecResult:
+    """One run of the CLI with `bash -c`-free argv (the instruction comes from its file), its
+    output streamed into the agent's logs as `stdout` and `stderr`."""
+    return await ctx.environment.exec(
+        list(argv),
+        env={**ctx.env, **env},
+        stdout_path=ctx.log_path(stdout),
+        stderr_path=ctx.log_path(stderr),
+    )
+
+
+async def record_changes(ctx: AgentContext, before: Snapshot, label: str) -> None:
+    """The working directory's changes over the whole run, as one state step (a CLI's own record
+    does not say which of its tools changed which file)."""
+    after = await ctx.environment.snapshot(before)
+    changes = changes_between(before, after)
+    if changes:
+        ctx.recorder.add(StateStep(note=f"files {label} changed in the working directory", changes=changes))
+
+
+def read_lines(path: Path) -> list[str]:
+    """The lines of a log the CLI wrote (none when it wrote nothing)."""
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def cli_result(result: ExecResult, stop: StopReason | None, error: str | None, label: str) -> AgentResult:
+    """The agent's result from the CLI's exit and what its record said: the endpoint's error is a
+    `model_error`; a run its record does not show ending fails with the CLI's last words."""
+    if error is not None:
+        return AgentResult(
+            exit_code=result.exit_code, error=error, error_type="model_error", stop_reason=stop
+        )
+    if stop is None:
+        if result.timed_out:
+            return AgentResult(exit_code=None, error=f"{label} did not finish")
+        lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+        why = lines[-1].strip()[:400] if lines else "no output on stderr"
+        return AgentResult(
+            exit_code=result.exit_code,
+            error=f"{label} exited with code {result.exit_code} without finishing ({why})",
+        )
+    return AgentResult(exit_code=result.exit_code, stop_reason=stop)

@@ -1,0 +1,34 @@
+"""Reading values out of an agent CLI's JSON output, which envloop does not control: a field of
+the wrong type reads as empty, never as an exception in the middle of a trajectory."""
+
+import json
+from typing import Any
+
+
+def parse_object(text: str | bytes) -> dict[str, Any]:
+    """A JSON object from a line or file the CLI wrote; anything else (not JSON, not an object,
+    not UTF-8) reads as empty."""
+    try:
+        return as_object(json.loads(text))
+    except ValueError:
+        return {}
+
+
+def as_object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_count(value: Any) -> int:
+    """A token count: a whole number, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def block_text(value: Any) -> str:
+    """A message's or tool result's content: a string, or the text of its `text` blocks."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(
+            str(b.get("text", "")) for b in value if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return ""

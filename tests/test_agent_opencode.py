@@ -1,0 +1,48 @@
+"""The `opencode` agent for real: OpenCode installed from the npm registry into the agent cache, its
+example profile run with `el` against the scripted Chat Completions endpoint through the model
+gateway, its JSON events turned into the trial's tool steps."""
+
+from pathlib import Path
+
+import pytest
+
+from envloop.testing import Received, Reply, ScriptedServer, ScriptedToolCall
+from tests.agent_cli_support import (
+    SECRET,
+    SOLVE,
+    agent_requests,
+    assert_only_the_token_inside,
+    assert_solved_through_the_gateway,
+    offers,
+    run_example,
+    sandbox_environment,
+    tool_results,
+)
+from tests.conftest import El
+
+pytestmark = pytest.mark.slow
+
+
+def solver(received: Received) -> Reply:
+    if not offers(received, "bash"):
+        return Reply(text="A title")
+    if tool_results(received) == 0:
+        call = ScriptedToolCall(name="bash", arguments={"command": SOLVE, "description": "solve"})
+        return Reply(text="Solving it.", tool_calls=[call])
+    return Reply(text="The file is in place.")
+
+
+def test_opencode_solves_the_example_task_through_the_gateway_and_its_bash_tool_is_recorded(
+    cli_el: El, tmp_path: Path
+) -> None:
+    with ScriptedServer(default=solver, api_key=SECRET) as server:
+        run = run_example(cli_el, tmp_path, "opencode", server, TEMPERATURE="0.3", MAX_STEPS="5")
+    assert_solved_through_the_gateway(run, server)
+    requests = agent_requests(server, "bash")
+    assert len(requests) == 2 and requests[0].body.get("temperature") == 0.3
+    first = next(s for s in run.of_kind("model") if s["tool_calls"])
+    [bash] = run.tool("bash")
+    assert (bash["command"], bash["call_id"]) == (SOLVE, first["tool_calls"][0]["id"])
+    assert_only_the_token_inside(sandbox_environment(bash))
+    [state] = run.of_kind("state")
+    assert [(c["path"], c["change"]) for c in state["changes"]] == [("hello.txt", "created")]
