@@ -40,7 +40,11 @@ def write_tasks(root: Path, count: int, token: str) -> Path:
         task = root / f"task-{number:04d}"
         for sub in ("environment", "solution", "tests"):
             (task / sub).mkdir(parents=True)
-        (task / "task.toml").write_text('version = "1.0"\n[agent]\ntimeout_sec = 120\n')
+        # No network on either side (the floor runs `--network none`): a task that names none gets
+        # Harbor's public default in docker, whose network and observing proxy are another cost.
+        (task / "task.toml").write_text(
+            'version = "1.0"\n[environment]\nnetwork_mode = "no-network"\n[agent]\ntimeout_sec = 120\n'
+        )
         (task / "instruction.md").write_text(f"Task {number}: create /app/done.\n")
         (task / "environment" / "Dockerfile").write_text(
             f"FROM debian:12\nWORKDIR /app\nLABEL bench={token}-{number}\n"

@@ -93,7 +93,7 @@ def test_oracle_passes_in_the_tasks_own_container(tmp_path: Path, images: list[s
     assert outcome.error is None, outcome.error
     assert outcome.reward == 1.0
     assert outcome.sandbox == "docker"
-    assert "network: agent no-network, verifier no-network" in (outcome.sandbox_note or "")
+    assert "network: agent public, verifier public" in (outcome.sandbox_note or "")  # Harbor's default
     assert (tmp_path / "artifacts" / "verifier" / "reward.txt").read_text() == "1\n"
     assert asyncio.run(trial_containers(spec.trial_id)) == []
 
@@ -138,14 +138,20 @@ def test_a_build_failure_is_an_environment_error_naming_the_builds_reason(
     assert "did not build" in outcome.error.message and "exit code: 3" in outcome.error.message
 
 
-def test_trials_have_no_network_unless_asked(tmp_path: Path, images: list[str]) -> None:
+def test_a_task_naming_no_network_gets_harbors_public_default_and_a_closed_one_loopback_alone(
+    tmp_path: Path, images: list[str]
+) -> None:
     test_sh = (
         "#!/usr/bin/env bash\n"
         'reward=0; [ "$(ls /sys/class/net)" = lo ] && reward=1\n'
         "echo $reward > /logs/verifier/reward.txt\n"
     )
-    task = write_task(tmp_path / "closed", test_sh=test_sh)
-    assert run_docker(tmp_path, spec_for(tmp_path, task, {"AGENT_NAME": "nop"}), images).reward == 1.0
+    default = write_task(tmp_path / "default", test_sh=test_sh)
+    opened = run_docker(tmp_path / "d", spec_for(tmp_path / "d", default, {"AGENT_NAME": "nop"}), images)
+    assert opened.reward == 0.0 and "network: agent public, verifier public" in (opened.sandbox_note or "")
+    toml = '[environment]\nnetwork_mode = "no-network"\n'
+    closed = write_task(tmp_path / "closed", test_sh=test_sh, toml=toml)
+    assert run_docker(tmp_path, spec_for(tmp_path, closed, {"AGENT_NAME": "nop"}), images).reward == 1.0
 
 
 def test_the_agent_runs_as_the_tasks_user_and_the_verifier_as_root(tmp_path: Path, images: list[str]) -> None:

@@ -71,7 +71,8 @@ open("/logs/verifier/reward.txt", "w").write("1")
 def write_task(root: Path) -> Path:
     for sub in ("tests", "solution", "environment"):
         (root / sub).mkdir(parents=True)
-    (root / "task.toml").write_text('version = "1.0"\n')
+    # Closed on purpose (docker's default is Harbor's public): the gateway is the one way out.
+    (root / "task.toml").write_text('version = "1.0"\n[environment]\nnetwork_mode = "no-network"\n')
     (root / "instruction.md").write_text("Ask the model.\n")
     (root / "environment" / "agent.py").write_text(AGENT)
     (root / "tests" / "check.py").write_text(VERIFIER)

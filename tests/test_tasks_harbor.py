@@ -77,8 +77,15 @@ def test_minimal_task_needs_only_toml_instruction_and_test_script(tmp_path: Path
     task = load_harbor_task(root)
 
     assert task.config.agent.timeout_sec is None
-    # No network unless the task opens one (Harbor would open it by default).
+    # A task that names no network gets the environment's default: closed in the local sandbox,
+    # Harbor's public in a container; the older `allow_internet = false` closes it everywhere.
     assert phase_networks(task.config).agent.mode == "no-network"
+    networks = phase_networks(task.config, default="public")
+    assert (networks.baseline.mode, networks.agent.mode, networks.verifier.mode) == ("public",) * 3
+    closed = task.config.model_copy(
+        update={"environment": task.config.environment.model_copy(update={"allow_internet": False})}
+    )
+    assert phase_networks(closed, default="public").agent.mode == "no-network"
 
 
 def test_name_defaults_to_directory_name_and_can_be_overridden(task: Path) -> None:

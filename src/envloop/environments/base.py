@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from pydantic import BaseModel
 
 from envloop.core.trial import SandboxMode, TrialFlag, TrialSpec
-from envloop.tasks.model import HarborTask, TaskUser
+from envloop.tasks.model import HarborTask, NetworkMode, TaskUser
 
 if TYPE_CHECKING:
     from envloop.environments.policy import EffectiveLimits
@@ -80,6 +80,9 @@ class Environment(Protocol):
     mode: SandboxMode
     visible: VisiblePaths
     warnings: list[str]
+    default_network: NetworkMode
+    """A phase's network when the task names none: closed in the local sandbox, Harbor's `public`
+    in containers (as Harbor defines it there)."""
     flags: list[TrialFlag]
     """What a reader of the trial's reward should know that the instance saw (tamper flags)."""
     limits: "EffectiveLimits"

@@ -48,7 +48,7 @@ from envloop.environments.policy import NETWORK_VARIABLE, EffectiveLimits
 from envloop.environments.procs import read_tail
 from envloop.environments.variables import checked_env, trial_variables
 from envloop.gateway import ModelGateway
-from envloop.tasks.model import HarborTask, TaskUser
+from envloop.tasks.model import HarborTask, NetworkMode, TaskUser
 from envloop.tasks.phases import NO_NETWORK, NetworkPolicy
 from envloop.tasks.variables import resolve_env
 from envloop.trajectories.workspace import Snapshot
@@ -66,6 +66,8 @@ class RunOutcome(BaseModel):
 class EnvironmentBase(ABC):
     """One instance of a trial's environment. Providers subclass it; runners and agents use the
     public methods (the `Environment` protocol of environments/base.py)."""
+
+    default_network: NetworkMode = "no-network"
 
     mode: SandboxMode
 

@@ -239,7 +239,10 @@ class ShellRunner:
         if task.steps:
             return await run_steps(self, environment, provider, task, spec, agent, phases, recorder)
         plan = phase_plan(task, environment, spec)
-        await environment.set_network(agent_network(phase_networks(task.config).agent, spec), "agent")
+        await environment.set_network(
+            agent_network(phase_networks(task.config, default=environment.default_network).agent, spec),
+            "agent",
+        )
         agent_error, attempted = await self.agent_phase(
             environment, task, spec, agent, phases, recorder, plan
         )

@@ -55,7 +55,7 @@ async def run_steps(
         task.active_step = step.name
         view = task.model_copy(update={"instruction": step.instruction})
         plan = step_plan(task, step, environment, spec)
-        networks = phase_networks(task.config, step.config)
+        networks = phase_networks(task.config, step.config, environment.default_network)
         recorder.add(StateStep(at=datetime.now(UTC), note=f"step {step.name!r} begins"))
         await environment.set_network(networks.baseline, f"{step.name} setup")
         problem = await _step_ready(environment, step, spec, plan)

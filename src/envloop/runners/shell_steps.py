@@ -39,6 +39,7 @@ class RecordingEnvironment:
         self.mode = inner.mode
         self.visible = inner.visible
         self.warnings = inner.warnings
+        self.default_network = inner.default_network
         self.flags = inner.flags
         self.limits = inner.limits
 

@@ -85,7 +85,7 @@ async def verify(
         environment, handoff.declared(task, step), spec.artifacts_dir / plan.logs / "artifacts"
     )
     lines += [f"artifact {source}" for source, _ in kept.kept] + kept.notes
-    networks = phase_networks(task.config, step.config if step else None)
+    networks = phase_networks(task.config, step.config if step else None, environment.default_network)
     opener = provider if isinstance(provider, VerifierProvider) else None
     separate = verifier_mode(task.config, step.config if step else None) == "separate"
     apart = not separate and "separate" in (spec.verifier_environment, operator_policy().verifier_environment)

@@ -217,17 +217,15 @@ class EnvironmentSection(NetworkFields):
             data[field] = size
         return data
 
-    @property
-    def network(self) -> NetworkMode:
-        """The baseline policy. Harbor opens the network by default; envloop keeps it closed unless
-        the task says so (`network_mode` public or allowlist, or the older `allow_internet`)."""
+    def network(self, default: NetworkMode = "no-network") -> NetworkMode:
+        """The baseline policy: what the task says (`network_mode`, or the older `allow_internet`),
+        else the environment's default (Harbor's, `public`, in containers; closed in the local
+        sandbox)."""
         if self.network_mode is not None:
             return self.network_mode
-        return "public" if self.allow_internet else "no-network"
-
-    @property
-    def wants_network(self) -> bool:
-        return self.network != "no-network"
+        if self.allow_internet is not None:
+            return "public" if self.allow_internet else "no-network"
+        return default
 
 
 class VerifierSection(NetworkFields):

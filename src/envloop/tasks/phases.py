@@ -9,8 +9,8 @@ task's `tests/` (which must then hold what the verifier needs: Harbor does not c
 
 Network policies: `[environment]` is the agent environment's baseline (setup, healthchecks), a
 separate verifier's environment has its own; `[agent]` and `[verifier]` (and their step forms)
-override it for their phase. Harbor opens the network when `[environment]` says nothing; envloop
-keeps it closed (`no-network`) unless the task or the operator opens it.
+override it for their phase. When `[environment]` says nothing the environment's default holds:
+Harbor's `public` in a container, closed (`no-network`) in the local sandbox.
 """
 
 from pathlib import Path
@@ -92,8 +92,8 @@ class PhaseNetworks(BaseModel):
         return found + ([self.verifier_baseline] if self.verifier_baseline is not None else [])
 
 
-def _baseline(section: EnvironmentSection) -> NetworkPolicy:
-    return NetworkPolicy(mode=section.network, hosts=tuple(section.allowed_hosts or ()))
+def _baseline(section: EnvironmentSection, default: NetworkMode) -> NetworkPolicy:
+    return NetworkPolicy(mode=section.network(default), hosts=tuple(section.allowed_hosts or ()))
 
 
 def _explicit(*sections: NetworkFields | None) -> NetworkPolicy | None:
@@ -103,11 +103,15 @@ def _explicit(*sections: NetworkFields | None) -> NetworkPolicy | None:
     return None
 
 
-def phase_networks(config: TaskConfig, step: StepConfig | None = None) -> PhaseNetworks:
-    baseline = _baseline(config.environment)
+def phase_networks(
+    config: TaskConfig, step: StepConfig | None = None, default: NetworkMode = "no-network"
+) -> PhaseNetworks:
+    """Each phase's policy, as Harbor resolves it; `default` is the environment's, for a task that
+    names none (envloop/environments: `default_network`)."""
+    baseline = _baseline(config.environment, default)
     agent = _explicit(step.agent if step else None, config.agent) or baseline
     separate = verifier_environment(config, step)
-    verifier_baseline = _baseline(separate) if separate is not None else None
+    verifier_baseline = _baseline(separate, default) if separate is not None else None
     verifier = _explicit(step.verifier if step else None, config.verifier) or verifier_baseline or baseline
     return PhaseNetworks(
         baseline=baseline, agent=agent, verifier_baseline=verifier_baseline, verifier=verifier
@@ -124,8 +128,8 @@ def verifier_offline_by_design(config: TaskConfig, step: StepConfig | None = Non
     return section.network_mode == "no-network" or section.allow_internet is False
 
 
-def task_networks(config: TaskConfig) -> list[PhaseNetworks]:
+def task_networks(config: TaskConfig, default: NetworkMode = "no-network") -> list[PhaseNetworks]:
     """The policies of every phase of the task: one set, or one per step."""
     if not config.steps:
-        return [phase_networks(config)]
-    return [phase_networks(config, step) for step in config.steps]
+        return [phase_networks(config, default=default)]
+    return [phase_networks(config, step, default) for step in config.steps]

@@ -142,7 +142,10 @@ def _create_body(spec: ContainerSpec, labels: dict[str, str]) -> dict[str, objec
         host["CgroupParent"] = spec.cgroup_parent
     body: dict[str, object] = {
         "Image": spec.image,
-        "Hostname": "envloop" if spec.aliases == [] else spec.aliases[0],
+        # Never a service's name: the daemon's resolver answers a container's hostname on every
+        # network it joins, so `api` would resolve to its public address, which the trial's other
+        # containers cannot reach (only its aliases on the internal network are theirs).
+        "Hostname": "envloop",
         "Labels": labels,
         "Env": [f"{name}={value}" for name, value in spec.env.items()],
         "HostConfig": host,

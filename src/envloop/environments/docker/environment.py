@@ -31,7 +31,7 @@ from envloop.environments.policy import EffectiveLimits
 from envloop.environments.sandbox import EnvironmentBase, PathKind, RunOutcome
 from envloop.environments.tampering import Tampering, tampering
 from envloop.gateway import Listener, ModelGateway
-from envloop.tasks.model import HarborTask, TaskUser
+from envloop.tasks.model import HarborTask, NetworkMode, TaskUser
 from envloop.tasks.phases import NetworkPolicy
 from envloop.trajectories.workspace import Snapshot
 
@@ -44,6 +44,9 @@ def _user(user: TaskUser | None) -> str | None:
 
 class DockerEnvironment(EnvironmentBase):
     """One run's container. Build it through `DockerEnvironmentProvider.instance`."""
+
+    default_network: NetworkMode = "public"
+    """Harbor's default in a container: a task that names no network gets the internet."""
 
     mode: SandboxMode = "docker"
 
@@ -229,8 +232,12 @@ class DockerEnvironment(EnvironmentBase):
             attached = set(await self.container.networks())
             for name in sorted(attached - wanted):
                 await self._networks.disconnect(container, name)
+            internal = self._networks.internal_name
             for name in sorted(wanted - attached):
-                await self._networks.connect(container, name, aliases=["main"])
+                # `main` names this container on the internal network only, where the trial's
+                # containers reach each other (the public network isolates them).
+                aliases = ["main"] if name == internal else None
+                await self._networks.connect(container, name, aliases=aliases)
         except DockerError as exc:
             raise EnvironmentSetupError(
                 f"the network could not be switched to {policy.describe()}: {exc}"

@@ -9,8 +9,8 @@ worker starts). Nothing of the host is mounted: files cross as tar streams.
 A separate verifier (Harbor's `environment_mode = "separate"`) gets a container of its own, from an
 image built from the task's (or the step's) `tests/` (`verifier_instance`).
 
-- Network: none unless a phase asks for it (networks.py): `public` is the internet and nothing of
-  the host, `allowlist` only the named hosts, switched per phase.
+- Network: Harbor's default (`public`) unless the task names a policy (networks.py): `public` is
+  the internet and nothing of the host, `allowlist` only the named hosts, switched per phase.
 - Limits: memory (no swap beyond it), cpus and pids are the container's cgroup limits, from the
   task capped by the operator's ceilings; disk is a largest-file limit only (no quota).
 """
@@ -173,7 +173,7 @@ class DockerEnvironmentProvider:
             verifier_timeout_sec=spec.verifier_timeout_sec,
         )
         compose = None
-        networks_of = phase_networks(task.config, step)
+        networks_of = phase_networks(task.config, step, DockerEnvironment.default_network)
         if role.kind == "verifier":
             build = verifier_image_build(task, role.step)
             assert build is not None  # the section above exists
@@ -182,7 +182,7 @@ class DockerEnvironmentProvider:
             policies = [baseline, networks_of.verifier]
         else:
             image, image_id = await self._image(task_image_build(task), warnings)
-            everything = task_networks(task.config)
+            everything = task_networks(task.config, DockerEnvironment.default_network)
             policies = [p for networks in everything for p in (networks.baseline, networks.agent)]
             policies += [n.verifier for n in everything if n.verifier_baseline is None]
             baseline = networks_of.baseline

@@ -80,7 +80,9 @@ class Sidecars:
             try:
                 self.containers[name] = await Container.start(spec)
                 if public:
-                    await networks.connect(self.containers[name].id, await networks.public(), aliases=[name])
+                    # No alias there: the trial's containers reach each other on the internal
+                    # network alone (the public one isolates them), so a name must resolve there.
+                    await networks.connect(self.containers[name].id, await networks.public())
             except (DockerError, ValueError) as exc:
                 raise EnvironmentSetupError(f"sidecar {name!r} did not start: {exc}") from None
             lines.append(f"sidecar {name}: started from {image}")
