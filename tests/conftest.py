@@ -5,6 +5,7 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from envloop.environments.docker import orphans
 from envloop.services.context import Context, open_context
 from tests import pg
 
@@ -23,6 +25,15 @@ pytest_plugins = ["tests.api_server"]  # the `server` and `busy_server` fixtures
 EXAMPLES = REPO / "examples"
 SHARED = REPO.parent / "shared"
 """The workplace's shared test data and Harbor's example tasks, beside the checkout."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each pytest-xdist worker is a host of its own to the Docker orphan sweep: a worker that one
+    process's test starts sweeps only that process's containers, never those of a worker another
+    process's test killed on purpose to watch its containers wait for the sweep."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        os.environ[orphans.HOST_VARIABLE] = f"{socket.gethostname()}-{worker}"
 
 
 @pytest.hookimpl(hookwrapper=True)
