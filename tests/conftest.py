@@ -36,6 +36,19 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[orphans.HOST_VARIABLE] = f"{socket.gethostname()}-{worker}"
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses a module-scoped fixture (a server with its jobs, a model, a browser, a
+    cluster) runs on the xdist worker of the module's other such tests (`--dist loadgroup`), so the
+    fixture is set up once rather than once per worker. A test's own `xdist_group` wins."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or item.get_closest_marker("xdist_group") is not None:
+            continue
+        if any(d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """In CI nothing may be skipped silently: a skip there (no bwrap, no cgroup, …) is a failure."""
