@@ -25,7 +25,7 @@ from envloop.api import create_app
 from envloop.client import Client
 from envloop.services import keys
 from envloop.services.context import open_context
-from tests.conftest import El
+from tests.conftest import El, stop_process
 from tests.ports import free_port
 
 
@@ -60,16 +60,6 @@ class Server:
         self.halt()
 
 
-def _terminate(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def default_project_key(home: Path) -> str:
     """A new key of the default project, made in this process by the service `el key create` calls
     (its own tests run the command): one interpreter start less for every server a test starts."""
@@ -91,7 +81,7 @@ def start_server(el: El, log: Path, *args: str, host: str = "127.0.0.1") -> Serv
             stderr=sink,
         )
     server = Server(
-        url=f"http://127.0.0.1:{port}", key=key, el=el, log=log, halt=lambda: _terminate(proc), proc=proc
+        url=f"http://127.0.0.1:{port}", key=key, el=el, log=log, halt=lambda: stop_process(proc), proc=proc
     )
     deadline = time.monotonic() + 90
     while True:

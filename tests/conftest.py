@@ -140,6 +140,17 @@ def el(home: Path, tmp_path: Path) -> Iterator[El]:
     stop_background_worker(home)
 
 
+def stop_process(proc: "subprocess.Popen[Any]", grace: float = 60) -> None:
+    """SIGTERM, and SIGKILL if it has not exited within `grace` seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def stop_background_worker(home: Path) -> None:
     """Background workers exit on their own when idle; tests end them at once."""
     lock = home / "background-worker.lock"

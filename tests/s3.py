@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import boto3
 import httpx
 
+from tests.conftest import stop_process
 from tests.ports import free_port
 
 START_TIMEOUT_SEC = 30.0
@@ -49,12 +50,7 @@ def server() -> Iterator[str]:
                 time.sleep(0.1)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, grace=10)
 
 
 def bucket_env(endpoint: str) -> tuple[str, dict[str, str]]:
