@@ -1,40 +1,46 @@
-"""A real `el serve` (uvicorn on a loopback port) for the API, client and PostgreSQL tests.
+"""Real HTTP servers on loopback ports for the API, client and PostgreSQL tests.
 
-The fixtures `server` (API only) and `busy_server` (with a local worker) run it against the test's
-store, SQLite or PostgreSQL (parametrize `store_url`), with a key of the default project.
+The fixture `server` (API only) runs the API's app under uvicorn in a thread of the test's own
+process: the same app and HTTP stack `el serve` runs, without an interpreter start and a process
+stop per test (the tests of `el serve` itself start the command). `busy_server` (with a local
+worker) runs the real `el serve`, as a team would. Both serve the test's store, SQLite or
+PostgreSQL (parametrize `store_url`), with a key of the default project.
 """
 
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
+import uvicorn
 
+from envloop.api import create_app
 from envloop.client import Client
-from tests.conftest import El
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from envloop.services import keys
+from envloop.services.context import open_context
+from tests.conftest import El, stop_process
+from tests.ports import free_port
 
 
 @dataclass
 class Server:
-    """A running `el serve`, a key of the default project, and `el` on the same store."""
+    """A running server, a key of the default project, and `el` on the same store."""
 
     url: str
     key: str
     el: El
-    proc: subprocess.Popen[bytes]
     log: Path
+    """`el serve`'s output (a server in the test's process writes to the test's own)."""
+    halt: Callable[[], None]
+    proc: subprocess.Popen[bytes] | None = None
+    """The `el serve` process; None for a server in the test's process."""
     clients: list[Client] = field(default_factory=list)
 
     def client(self, key: str | None = None) -> Client:
@@ -51,17 +57,21 @@ class Server:
     def stop(self) -> None:
         for client in self.clients:
             client.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        self.halt()
+
+
+def default_project_key(home: Path) -> str:
+    """A new key of the default project, made in this process by the service `el key create` calls
+    (its own tests run the command): one interpreter start less for every server a test starts."""
+    context = open_context(home)
+    try:
+        return keys.create_key(context).key
+    finally:
+        context.close()
 
 
 def start_server(el: El, log: Path, *args: str, host: str = "127.0.0.1") -> Server:
-    key = el.ok("key", "create", "--json").json()["key"]
+    key = default_project_key(el.home)
     port = free_port()
     with log.open("ab") as sink:
         proc = subprocess.Popen(
@@ -70,7 +80,9 @@ def start_server(el: El, log: Path, *args: str, host: str = "127.0.0.1") -> Serv
             stdout=sink,
             stderr=sink,
         )
-    server = Server(url=f"http://127.0.0.1:{port}", key=key, el=el, proc=proc, log=log)
+    server = Server(
+        url=f"http://127.0.0.1:{port}", key=key, el=el, log=log, halt=lambda: stop_process(proc), proc=proc
+    )
     deadline = time.monotonic() + 90
     while True:
         if proc.poll() is not None:
@@ -86,10 +98,43 @@ def start_server(el: El, log: Path, *args: str, host: str = "127.0.0.1") -> Serv
         time.sleep(0.1)
 
 
+def serve_in_process(el: El, log: Path) -> Server:
+    """The app `el serve` runs, on the store of `el`'s home and the environment's
+    ENVLOOP_DATABASE_URL, under uvicorn in a thread, on a socket bound here (so no other server can
+    take its port first)."""
+    key = default_project_key(el.home)
+    context = open_context(el.home)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    # As `el serve` runs it, except that a request still streaming (a job followed to its end)
+    # cannot hold the test's teardown up.
+    config = uvicorn.Config(
+        create_app(context), log_level="warning", access_log=False, timeout_graceful_shutdown=5
+    )
+    running = uvicorn.Server(config)
+    thread = threading.Thread(target=running.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+
+    def halt() -> None:
+        running.should_exit = True
+        thread.join(timeout=60)
+        listener.close()
+        context.close()
+
+    deadline = time.monotonic() + 60
+    while not running.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            halt()
+            raise AssertionError("the API did not start serving in time")
+        time.sleep(0.01)
+    port = listener.getsockname()[1]
+    return Server(url=f"http://127.0.0.1:{port}", key=key, el=el, log=log, halt=halt)
+
+
 @pytest.fixture
 def server(el: El, store_url: str, tmp_path: Path) -> Iterator[Server]:
     """The API alone (no local workers): tests that run trials start workers themselves."""
-    running = start_server(el, tmp_path / "serve.log", "--workers", "0")
+    running = serve_in_process(el, tmp_path / "serve.log")
     yield running
     running.stop()
 

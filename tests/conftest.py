@@ -5,6 +5,7 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from envloop.environments.docker import orphans
 from envloop.services.context import Context, open_context
 from tests import pg
 
@@ -23,6 +25,28 @@ pytest_plugins = ["tests.api_server"]  # the `server` and `busy_server` fixtures
 EXAMPLES = REPO / "examples"
 SHARED = REPO.parent / "shared"
 """The workplace's shared test data and Harbor's example tasks, beside the checkout."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each pytest-xdist worker is a host of its own to the Docker orphan sweep: a worker that one
+    process's test starts sweeps only that process's containers, never those of a worker another
+    process's test killed on purpose to watch its containers wait for the sweep."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        os.environ[orphans.HOST_VARIABLE] = f"{socket.gethostname()}-{worker}"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses a module-scoped fixture (a server with its jobs, a model, a browser, a
+    cluster) runs on the xdist worker of the module's other such tests (`--dist loadgroup`), so the
+    fixture is set up once rather than once per worker. A test's own `xdist_group` wins."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or item.get_closest_marker("xdist_group") is not None:
+            continue
+        if any(d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -124,6 +148,17 @@ def cli_el(tmp_path_factory: pytest.TempPathFactory) -> Iterator[El]:
     runner = open_cli_home(tmp_path_factory.mktemp("agent-clis"))
     yield runner
     stop_background_worker(runner.home)
+
+
+def stop_process(proc: "subprocess.Popen[Any]", grace: float = 60) -> None:
+    """SIGTERM, and SIGKILL if it has not exited within `grace` seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def stop_background_worker(home: Path) -> None:

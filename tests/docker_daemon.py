@@ -8,12 +8,20 @@ can start, the tests fail loudly under CI=true and are skipped elsewhere, with t
 import asyncio
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from envloop.environments.docker import DockerUnavailableError, daemon_version, ensure_base_images
+from envloop.environments.docker import (
+    DockerError,
+    DockerUnavailableError,
+    daemon_version,
+    ensure_base_images,
+)
+from envloop.environments.docker.engine import engine
+from envloop.environments.docker.orphans import trial_containers
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -45,3 +53,25 @@ def docker_daemon() -> Iterator[str]:
     yield version
     if started:
         subprocess.run([script, "stop"], check=False)
+
+
+async def container_commands(name: str) -> list[str]:
+    """The command lines of a container's processes, read from the host (as `docker top`): it needs
+    no process inside, so it works in a container whose pids are all taken. None yet running: []."""
+    try:
+        top = await engine().json("GET", f"/containers/{name}/top")
+    except DockerError:  # created and not started yet, or stopped and gone meanwhile
+        return []
+    return [str(row[-1]) for row in (top or {}).get("Processes") or []]
+
+
+async def command_running(trial_id: str, command: str, timeout: float = 120) -> None:
+    """Wait until a container of the trial runs `command` (its whole command line): the moment a
+    test cancels or kills a trial mid-command, instead of a fixed sleep."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for name in await trial_containers(trial_id):
+            if command in await container_commands(name):
+                return
+        assert time.monotonic() < deadline, f"{command!r} never ran in a container of {trial_id}"
+        await asyncio.sleep(0.05)

@@ -12,7 +12,6 @@ skipping them (`scripts/setup` installs them).
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from envloop.store.db import Store
+from tests.ports import free_port
 
 BACKENDS = ["sqlite", "postgresql"]
 URL_VARIABLE = "ENVLOOP_TEST_POSTGRES_URL"
@@ -48,12 +48,6 @@ def _as_server_user(args: list[str]) -> list[str]:
     return ["runuser", "-u", PG_USER, "--", *args]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _run(args: list[str]) -> None:
     proc = subprocess.run(args, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -71,7 +65,7 @@ def start(directory: Path) -> str:
         entry = pwd.getpwnam(PG_USER)
         os.chown(directory, entry.pw_uid, entry.pw_gid)
     _run(_as_server_user([str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", PG_USER, "-N"]))
-    port = _free_port()
+    port = free_port()
     options = (
         f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={directory} "
         "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400"

@@ -18,10 +18,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 GCS_PORT = 26380
 HEAD_IP = "127.0.0.2"
 START_TIMEOUT_SEC = 90.0
 _RAY = str(Path(sys.executable).parent / "ray")
+
+ONE_CLUSTER_AT_A_TIME = pytest.mark.xdist_group("ray")
+"""For every test that starts a cluster: the GCS port and the nodes' addresses are fixed, and the
+executor's run directories are shared under the system's temporary directory, so two clusters of
+one test run would collide; these tests all go to one pytest-xdist worker, one after another."""
 
 _WAIT_FOR_NODES = """
 import sys, time, ray

@@ -5,7 +5,6 @@ returns the standard AWS variables that point envloop (and botocore) at it.
 """
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,9 @@ from contextlib import contextmanager
 import boto3
 import httpx
 
+from tests.conftest import stop_process
+from tests.ports import free_port
+
 START_TIMEOUT_SEC = 30.0
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "envloop-test",
@@ -24,16 +26,10 @@ CREDENTIALS = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def server() -> Iterator[str]:
     """A moto S3 server on a free loopback port; yields its endpoint URL."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
@@ -54,12 +50,7 @@ def server() -> Iterator[str]:
                 time.sleep(0.1)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, grace=10)
 
 
 def bucket_env(endpoint: str) -> tuple[str, dict[str, str]]:

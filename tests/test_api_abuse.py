@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from envloop.services.context import Context
-from tests.api_server import Server, start_server
+from tests.api_server import Server, serve_in_process
 from tests.conftest import El
 from tests.test_compare_support import make_profile, push_tasks, run_job
 
@@ -71,7 +71,7 @@ def small_upload_server(
     el: El, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Server]:
     monkeypatch.setenv("ENVLOOP_MAX_UPLOAD_MB", "1")
-    running = start_server(el, tmp_path / "serve.log", "--workers", "0")
+    running = serve_in_process(el, tmp_path / "serve.log")
     yield running
     running.stop()
 

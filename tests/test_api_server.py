@@ -9,9 +9,10 @@ import httpx
 import pytest
 
 from envloop.api.openapi import render
-from tests.api_server import Server, free_port, start_server
+from tests.api_server import Server, start_server
 from tests.conftest import REPO, El
 from tests.pg import BACKENDS
+from tests.ports import free_port
 
 OPENAPI_FILE = REPO / "openapi.json"
 

@@ -9,6 +9,10 @@ import pytest
 
 from tests.conftest import REPO
 
+# Beside the other test processes a benchmark's many processes take longer than the 300 s every
+# test gets; their sizes are already the smallest that print every row.
+pytestmark = pytest.mark.timeout(900)
+
 
 def _bench(script: str, *args: str) -> str:
     proc = subprocess.run(

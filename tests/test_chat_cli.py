@@ -3,7 +3,6 @@ JSONL, an endpoint's /base and /sft aliases compared, each exchange inspectable 
 `el trial get --steps`, and bad profiles refused at submission."""
 
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 
 from envloop.testing import Received, Reply, ScriptedServer
 from tests.conftest import El, write_profile
+from tests.ports import free_port
 
 ROWS = [
     {"id": "add", "prompt": "What is 2+2? Answer with a number.", "answer": "4"},
@@ -162,9 +162,7 @@ def test_chat_profiles_with_mistyped_values_are_refused_when_created(
 def test_an_unreachable_endpoint_fails_the_trials_as_model_error(
     el: El, tmp_path: Path, heldout: str
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     params = {
         "MODEL_PROTOCOL": "openai",
         "MODEL_BASE_URL": f"http://127.0.0.1:{port}/v1",

@@ -2,7 +2,6 @@
 exchange, artifacts, and every way a model call can fail."""
 
 import asyncio
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from envloop.runners.chat import ChatRunner
 from envloop.runners.params import check_params, unread_params
 from envloop.testing import Reply, ScriptedServer
 from envloop.trajectories import read_trajectory
+from tests.ports import free_port
 
 ROW = {"id": "q1", "prompt": "What is 2+2? Answer with a number.", "answer": "4", "metadata": {}}
 
@@ -140,9 +140,7 @@ def test_a_bad_key_fails_at_once_with_the_servers_message(tmp_path: Path) -> Non
 
 
 def test_an_unreachable_endpoint_is_a_model_error_naming_it(tmp_path: Path) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     params = {"MODEL_PROTOCOL": "openai", "MODEL_BASE_URL": f"http://127.0.0.1:{port}/v1", "MODEL_NAME": "m"}
     outcome = run(spec_for(tmp_path, {**params, "MAX_RETRIES": "0"}))
     assert outcome.error is not None and outcome.error.type == "model_error"

@@ -15,6 +15,7 @@ import pytest
 from envloop.services import jobs
 from envloop.services.context import Context
 from tests.conftest import EXAMPLES, El
+from tests.ports import free_port
 from tests.test_compare_support import make_profile, push_tasks, run_job
 
 JOB_ID = "job_01m8q25aaaaaaaaaaaaaaaaaaa"
@@ -131,9 +132,7 @@ def test_a_download_cut_off_midway_is_one_line_and_exit_code_4(
 
 
 def test_an_unreachable_server_is_one_line_and_exit_code_4(el: El) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     line = _one_line(el("job", "list", env={"ENVLOOP_URL": f"http://127.0.0.1:{port}"}), 4)
     assert "cannot reach the envloop server" in line
 

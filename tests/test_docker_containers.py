@@ -24,7 +24,7 @@ from envloop.environments.docker import (
 )
 from envloop.environments.docker.base_images import DEBIAN_IMAGE
 from envloop.environments.docker.cli import docker_binary
-from tests.docker_daemon import docker_daemon
+from tests.docker_daemon import command_running, container_commands, docker_daemon
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
 __all__ = ["docker_daemon"]
@@ -115,8 +115,9 @@ def test_pids_limit_stops_a_fork_storm() -> None:
             storm = await container.exec(
                 ["sh", "-c", "for i in $(seq 60); do sleep 30 & done; sleep 1"], timeout=20
             )
-            count = await container.exec(["sh", "-c", "grep -l '^sleep' /proc/[0-9]*/cmdline | wc -l"])
-            return int(count.stdout.strip() or 0), storm.stdout + storm.stderr
+            # Counted from the host: a command inside would need a pid the storm may still hold.
+            sleeping = [line for line in await container_commands(container.name) if line.startswith("sleep")]
+            return len(sleeping), storm.stdout + storm.stderr
 
     sleeping, output = asyncio.run(go())
 
@@ -233,7 +234,7 @@ def test_container_is_removed_when_the_trial_is_cancelled() -> None:
     async def go() -> list[str]:
         task = asyncio.create_task(trial())
         await asyncio.wait_for(started.wait(), 60)
-        await asyncio.sleep(0.5)
+        await command_running("trl_cancel", "sleep 600")
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -276,7 +277,7 @@ def test_orphan_sweep_removes_containers_of_killed_workers_and_spares_live_ones(
     async def go() -> tuple[list[str], list[str], list[str]]:
         live = await Container.start(_spec("trl_live"))
         try:
-            await asyncio.sleep(0.5)  # the worker is inside its command by then
+            await command_running("trl_orphan", "sleep 600")
             worker.send_signal(signal.SIGKILL)  # no finally, no cleanup: as a crash or an OOM kill
             worker.wait()
             # At once: any worker that starts on this host meanwhile sweeps orphans too.

@@ -24,7 +24,7 @@ from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.runners import ShellRunner
 from envloop.tasks.harbor import load_harbor_task
 from tests.conftest import SHARED
-from tests.docker_daemon import docker_daemon
+from tests.docker_daemon import command_running, docker_daemon
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
 __all__ = ["docker_daemon"]
@@ -162,11 +162,7 @@ def test_cancelling_a_trial_removes_its_sidecars_and_networks(tmp_path: Path) ->
 
     async def cancel_mid_agent() -> None:
         running = asyncio.ensure_future(run_async(tmp_path, spec))
-        for _ in range(600):
-            if len(await trial_containers(spec.trial_id)) >= 2:
-                break
-            await asyncio.sleep(0.1)
-        await asyncio.sleep(1)
+        await command_running(spec.trial_id, "sleep 600")
         running.cancel()
         with pytest.raises(asyncio.CancelledError):
             await running

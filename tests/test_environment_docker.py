@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from envloop.core.ids import new_id
@@ -22,8 +23,8 @@ from envloop.environments.docker.cli import docker_binary
 from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.runners import ShellRunner
 from envloop.tasks.harbor import load_harbor_task
-from tests.conftest import El, make_task, write_profile
-from tests.docker_daemon import docker_daemon
+from tests.conftest import El, make_task, wait_for, write_profile
+from tests.docker_daemon import command_running, docker_daemon
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
 __all__ = ["docker_daemon"]
@@ -226,11 +227,7 @@ def test_a_cancelled_trial_leaves_no_container(tmp_path: Path, images: list[str]
 
     async def main() -> list[str]:
         trial = asyncio.create_task(runner.run(spec))
-        for _ in range(600):
-            await asyncio.sleep(0.1)
-            if await trial_containers(spec.trial_id):
-                break
-        await asyncio.sleep(1.0)
+        await command_running(spec.trial_id, "sleep 1000")
         trial.cancel()
         with pytest.raises(asyncio.CancelledError):
             await trial
@@ -346,12 +343,19 @@ def test_a_killed_workers_container_is_removed_when_the_next_worker_starts(
         time.sleep(0.5)
     worker_pid = int((el.home / "background-worker.lock").read_text().strip())
     os.kill(worker_pid, signal.SIGKILL)
-    time.sleep(0.5)
+    wait_for(lambda: _dead(worker_pid))
     assert asyncio.run(trial_containers(trial["id"])) != []  # nobody removed it: its worker is dead
 
     el.ok("job", "cancel", job["id"])
     el.ok("worker", "--idle-exit", "0.5", timeout=120)
     assert asyncio.run(trial_containers(trial["id"])) == []
+
+
+def _dead(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def test_the_agent_timeout_kills_its_command_and_the_verifier_still_runs(

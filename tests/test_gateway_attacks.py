@@ -18,6 +18,7 @@ import pytest
 from envloop.gateway import Upstream, UpstreamRefused
 from envloop.testing import Reply, ScriptedServer
 from tests.gateway_support import GatewayThread, RawUpstream, running_gateway, sse_head
+from tests.ports import free_port
 
 KEY = "sk-upstream-real-key-7f3a9c"
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -338,9 +339,7 @@ def test_an_upstream_failure_is_the_protocols_error_for_the_agent_and_a_failed_s
 
 
 def test_an_upstream_that_refuses_connections_is_a_502_and_a_failed_step(gateway: GatewayThread) -> None:
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        port = unused.getsockname()[1]
+    port = free_port()
     session = gateway.open(Upstream(protocol="anthropic", base_url=f"http://127.0.0.1:{port}", api_key=KEY))
     with pytest.raises(anthropic.APIStatusError) as failed:
         anthropic.Anthropic(base_url=session.base_url, api_key=session.token, max_retries=0).messages.create(

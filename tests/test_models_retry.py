@@ -3,7 +3,6 @@ the scripted endpoint (and a port nothing listens on)."""
 
 import asyncio
 import random
-import socket
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -24,6 +23,7 @@ from envloop.models import (
 from envloop.models.limits import EndpointGate
 from envloop.models.retry import Backoff, retry_after_seconds
 from envloop.testing import Received, Reply, ScriptedServer
+from tests.ports import free_port
 
 PROTOCOLS = ["openai", "anthropic"]
 REQUEST = ModelRequest(messages=[Message(role="user", content="2+2?")])
@@ -49,12 +49,6 @@ def complete(settings: ModelSettings, calls: int = 1) -> list[ModelResponse | Mo
             await close_clients()
 
     return asyncio.run(run())
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

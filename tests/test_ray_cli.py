@@ -1,7 +1,6 @@
 """`el worker --executor`: bad choices are refused as bad input, and a Ray cluster that is not there
 is one line and exit 4 within seconds, never a worker waiting without end."""
 
-import socket
 import time
 from pathlib import Path
 
@@ -10,7 +9,8 @@ import pytest
 from envloop.services.jobs import JobRequest
 from tests.api_server import start_server
 from tests.conftest import El, make_task, write_profile
-from tests.ray_cluster import RayCluster
+from tests.ports import free_port
+from tests.ray_cluster import ONE_CLUSTER_AT_A_TIME, RayCluster
 
 
 def _one_line(result: object, code: int) -> str:
@@ -32,9 +32,7 @@ def test_a_ray_address_without_the_ray_executor_is_refused_as_bad_input(el: El) 
 @pytest.mark.ray
 def test_a_ray_cluster_that_is_not_there_is_one_line_and_exit_4_within_seconds(el: El) -> None:
     pytest.importorskip("ray", reason="the ray extra is not installed (scripts/setup installs it)")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.2", 0))
-        address = f"127.0.0.2:{sock.getsockname()[1]}"
+    address = f"127.0.0.2:{free_port('127.0.0.2')}"
     started = time.monotonic()
     result = el("worker", "--executor", "ray", "--ray-address", address, timeout=60)
     assert f"could not reach the Ray cluster at {address}" in _one_line(result, 4)
@@ -47,6 +45,7 @@ def test_el_serve_refuses_a_bad_executor_choice_as_bad_input(el: El) -> None:
 
 
 @pytest.mark.slow
+@ONE_CLUSTER_AT_A_TIME
 def test_a_job_submitted_to_el_serve_with_the_ray_executor_runs_its_trials_on_ray(
     el: El, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -20,9 +20,9 @@ from envloop.services import datasets, jobs, profiles, trials
 from envloop.services.context import Context
 from envloop.store.tables import Trial
 from tests.conftest import El, make_task, wait_for, write_profile
-from tests.ray_cluster import RayCluster
+from tests.ray_cluster import ONE_CLUSTER_AT_A_TIME, RayCluster
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, ONE_CLUSTER_AT_A_TIME]
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ pushed from another one, and a worker that cannot reach an archive never fails a
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from envloop.tasks.archive import pack_task
 from envloop.tasks.digest import task_digest
 from tests import s3
 from tests.conftest import El, make_task, submit_command_job, wait_for
+from tests.ports import free_port
 
 
 @pytest.fixture(scope="module")
@@ -55,12 +55,6 @@ def _bucket_client(endpoint: str) -> object:
         aws_secret_access_key=s3.CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
         region_name=s3.CREDENTIALS["AWS_DEFAULT_REGION"],
     )
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _stage(root: Path, files: dict[str, str]) -> None:
@@ -122,7 +116,7 @@ def test_task_archives_are_fetched_once_per_digest_and_checked_against_it(
 def test_an_unreachable_store_is_one_clear_error_within_seconds(
     home: Path, s3_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
     store = open_artifact_store(s3_url, home)
     started = time.monotonic()
     with pytest.raises(ArtifactStoreUnavailableError) as raised:
@@ -137,7 +131,7 @@ def test_an_unreachable_store_is_one_clear_error_within_seconds(
 def test_files_the_store_cannot_take_stay_staged_until_a_later_publish(
     home: Path, s3_url: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
     cut_off = open_artifact_store(s3_url, home)
     _stage(cut_off.staging_dir("trl_a.r1"), {"agent/stdout.txt": "kept"})
     with pytest.raises(ArtifactStoreUnavailableError):
@@ -211,7 +205,7 @@ def test_a_worker_that_cannot_fetch_an_archive_hands_the_trial_back_for_another_
         cut_off = _worker(
             tmp_path / "cut-off",
             tmp_path / "cut-off.log",
-            {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}"},
+            {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"},
         )
         try:
             wait_for(

@@ -21,9 +21,10 @@ def _slow_dataset(el: El, tmp_path: Path, tasks: int) -> None:
     el.ok("profile", "create", "sleeper", "1", "--file", str(profile))
 
 
-def _most_running_and_capacity(home: Path, job_id: str, timeout: float = 60.0) -> tuple[int, set[int]]:
+def _most_running_and_capacity(home: Path, job_id: str, timeout: float = 240.0) -> tuple[int, set[int]]:
     """The most trials seen running at once, and the total capacities of the workers (all processes
-    of the started worker) seen, until the job ends."""
+    of the started worker) seen, until the job ends (the watch ends with it: the timeout only bounds a
+    loaded machine's slow start, as beside the other test processes)."""
     ctx = open_context(home)
     most, capacities = 0, set()
     try:

@@ -4,11 +4,14 @@ Each trial container is labelled `envloop.managed=1`, `envloop.trial=<trial id>`
 `envloop.worker=<host>:<pid>:<start time>` (the start time, so a reused pid is not mistaken for the
 worker that owned the container). A worker killed mid-trial cannot remove its containers;
 `sweep_orphans`, run when a worker starts, removes those of workers on this host that are gone.
-Containers of other hosts sharing the daemon are left to their own workers.
+Containers of other hosts sharing the daemon are left to their own workers. The host is its name,
+unless ENVLOOP_WORKER_HOST names it: for several hosts that share a hostname and a daemon (the test
+suite's parallel processes are such hosts, so one's sweep never races another's killed worker).
 """
 
 import contextlib
 import json
+import os
 import socket
 from typing import Any
 
@@ -19,19 +22,24 @@ from envloop.environments.docker.engine import NotFoundError, engine
 MANAGED_LABEL = "envloop.managed"
 TRIAL_LABEL = "envloop.trial"
 WORKER_LABEL = "envloop.worker"
+HOST_VARIABLE = "ENVLOOP_WORKER_HOST"
+
+
+def _host() -> str:
+    return os.environ.get(HOST_VARIABLE) or socket.gethostname()
 
 
 def worker_identity(pid: int | None = None) -> str:
     """`host:pid:start-time` of a process (this one by default), as put in the worker label."""
     process = psutil.Process(pid)
-    return f"{socket.gethostname()}:{process.pid}:{int(process.create_time())}"
+    return f"{_host()}:{process.pid}:{int(process.create_time())}"
 
 
 def owner_gone(identity: str) -> bool:
     """True when the labelled worker ran on this host and that exact process is no longer alive."""
     host, _, rest = identity.partition(":")
     pid_text, _, started = rest.partition(":")
-    if host != socket.gethostname() or not pid_text.isdigit():
+    if host != _host() or not pid_text.isdigit():
         return False
     try:
         process = psutil.Process(int(pid_text))
