@@ -29,7 +29,18 @@ def test_list_runners_gives_the_schema_of_each_runners_and_agents_params() -> No
     assert info.params_schema["required"] == ["AGENT_NAME"]
     assert info.params_schema["properties"]["NETWORK"]["anyOf"][0]["enum"] == ["none", "public", "host"]
     agents = {agent.name: agent.params_schema for agent in info.agents}
-    assert sorted(agents) == ["claude-code", "command", "envloop", "nop", "oracle"]
+    assert sorted(agents) == [
+        "aider",
+        "claude-code",
+        "codex",
+        "command",
+        "envloop",
+        "mini-swe-agent",
+        "nop",
+        "opencode",
+        "oracle",
+        "qwen-code",
+    ]
     assert agents["command"]["required"] == ["AGENT_COMMAND"]
     assert agents["envloop"]["properties"]["MAX_STEPS"]["anyOf"][0] == {"minimum": 1, "type": "integer"}
     assert agents["nop"]["properties"] == {}
@@ -39,7 +50,13 @@ def test_list_runners_gives_the_schema_of_each_runners_and_agents_params() -> No
     ("params", "problems"),
     [
         ({}, ["AGENT_NAME is required"]),
-        ({"AGENT_NAME": "foo"}, ["unknown agent 'foo' (known: claude-code, command, envloop, nop, oracle)"]),
+        (
+            {"AGENT_NAME": "foo"},
+            [
+                "unknown agent 'foo' (known: aider, claude-code, codex, command, envloop, mini-swe-agent, "
+                "nop, opencode, oracle, qwen-code)"
+            ],
+        ),
         ({"AGENT_NAME": "command"}, ["AGENT_COMMAND is required when AGENT_NAME=command"]),
         ({"AGENT_NAME": "command", "AGENT_COMMAND": "./run-agent"}, []),
         ({"AGENT_NAME": "oracle"}, []),
