@@ -23,7 +23,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from envloop.agents.json_values import as_count, as_object, block_text, parse_object
+from envloop.agents.json_values import add_content_blocks, as_count, as_object, block_text, parse_object
 from envloop.core.trajectory import (
     ModelRequestSummary,
     ModelStep,
@@ -136,19 +136,7 @@ class StreamTranslator:
     def _assistant(self, event: dict[str, Any]) -> None:
         message = as_object(event.get("message"))
         step = self._step(event, message)
-        for block in map(as_object, message.get("content") or []):
-            if block.get("type") == "text":
-                step.text += str(block.get("text", ""))
-            elif block.get("type") == "thinking":
-                step.reasoning = (step.reasoning or "") + str(block.get("thinking", ""))
-            elif block.get("type") == "tool_use":
-                call = ToolCall(
-                    id=str(block.get("id", "")),
-                    name=str(block.get("name", "")),
-                    arguments=as_object(block.get("input")),
-                )
-                step.tool_calls.append(call)
-                self.calls[call.id] = call
+        add_content_blocks(step, message.get("content"), self.calls)
 
     def _flush(self) -> None:
         if self.pending is None:

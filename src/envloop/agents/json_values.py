@@ -4,6 +4,8 @@ the wrong type reads as empty, never as an exception in the middle of a trajecto
 import json
 from typing import Any
 
+from envloop.core.trajectory import ModelStep, ToolCall
+
 
 def parse_object(text: str | bytes) -> dict[str, Any]:
     """A JSON object from a line or file the CLI wrote; anything else (not JSON, not an object,
@@ -32,3 +34,22 @@ def block_text(value: Any) -> str:
             str(b.get("text", "")) for b in value if isinstance(b, dict) and b.get("type") == "text"
         )
     return ""
+
+
+def add_content_blocks(step: ModelStep, content: Any, calls: dict[str, ToolCall]) -> None:
+    """A Messages-shaped response's content blocks (Claude Code's stream, and Qwen Code's in the
+    same shape) added to `step`: text, thinking, and tool calls, each call also kept by its id in
+    `calls` so its result can find it."""
+    for block in map(as_object, content if isinstance(content, list) else []):
+        if block.get("type") == "text":
+            step.text += str(block.get("text", ""))
+        elif block.get("type") == "thinking":
+            step.reasoning = (step.reasoning or "") + str(block.get("thinking", ""))
+        elif block.get("type") == "tool_use":
+            call = ToolCall(
+                id=str(block.get("id", "")),
+                name=str(block.get("name", "")),
+                arguments=as_object(block.get("input")),
+            )
+            step.tool_calls.append(call)
+            calls[call.id] = call

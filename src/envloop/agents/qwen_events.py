@@ -11,7 +11,7 @@ JSON are skipped.
 import re
 from typing import Any
 
-from envloop.agents.json_values import as_count, as_object, block_text, parse_object
+from envloop.agents.json_values import add_content_blocks, as_count, as_object, block_text, parse_object
 from envloop.core.trajectory import (
     ModelRequestSummary,
     ModelStep,
@@ -78,19 +78,7 @@ class QwenEvents:
             step.usage = step.usage + usage
         if isinstance(message.get("model"), str):
             step.served_by = message["model"]
-        for block in map(as_object, message.get("content") or []):
-            if block.get("type") == "text":
-                step.text += str(block.get("text", ""))
-            elif block.get("type") == "thinking":
-                step.reasoning = (step.reasoning or "") + str(block.get("thinking", ""))
-            elif block.get("type") == "tool_use":
-                call = ToolCall(
-                    id=str(block.get("id", "")),
-                    name=str(block.get("name", "")),
-                    arguments=as_object(block.get("input")),
-                )
-                step.tool_calls.append(call)
-                self.calls[call.id] = call
+        add_content_blocks(step, message.get("content"), self.calls)
         step.stop = "tool_calls" if step.tool_calls else "end"
 
     def _results(self, message: dict[str, Any]) -> None:
