@@ -3,7 +3,8 @@ reward: Python's user site (`.pth`, `usercustomize`), git's configuration (`core
 configuration, shell start-up files. The verifier here runs Python, git and pip the way real
 verifiers do and writes 0 unless something else wrote a reward first.
 
-In the local sandbox the verifier gets a HOME of its own, so nothing an agent left there runs.
+In the local sandbox the verifier gets a HOME of its own, so nothing an agent left there runs; a job
+that wants its verifiers apart also gives it a `/tmp` of its own.
 """
 
 import asyncio
@@ -42,13 +43,15 @@ bash -lc true
 """
 
 
-def run_hostile(tmp_path: Path, mode: str) -> TrialOutcome:
+def run_hostile(
+    tmp_path: Path, mode: str, agent: str = HOSTILE, verifier: str = VERIFIER, apart: bool = False
+) -> TrialOutcome:
     task = tmp_path / "task"
     (task / "tests").mkdir(parents=True)
     (task / "environment").mkdir()
     (task / "task.toml").write_text('version = "1.0"\n')
     (task / "instruction.md").write_text("An impossible task.\n")
-    (task / "tests" / "test.sh").write_text(VERIFIER)
+    (task / "tests" / "test.sh").write_text(verifier)
     spec = TrialSpec(
         job_id="job_tamper",
         trial_id=new_id("trl"),
@@ -56,10 +59,11 @@ def run_hostile(tmp_path: Path, mode: str) -> TrialOutcome:
         attempt=1,
         profile_ref="team/hostile@1",
         runner="envloop/shell@1",
-        params={"AGENT_NAME": "command", "AGENT_COMMAND": HOSTILE},
+        params={"AGENT_NAME": "command", "AGENT_COMMAND": agent},
         task_dir=task,
         instance_root=tmp_path / "instances",
         artifacts_dir=tmp_path / "artifacts",
+        verifier_environment="separate" if apart else "task",
     )
     return asyncio.run(ShellRunner(LocalEnvironmentProvider(mode)).run(spec))  # type: ignore[arg-type]
 
@@ -77,6 +81,40 @@ def test_nothing_the_agent_left_in_its_home_runs_as_part_of_the_verifier(tmp_pat
     assert (tmp_path / "artifacts" / "agent" / "stderr.txt").read_text() == ""
     assert outcome.reward == 0.0
     assert "forged" not in (tmp_path / "artifacts" / "verifier" / "pip-config.txt").read_text()
+
+
+TMP_PLANTER = """\
+echo 1 > /tmp/verdict.txt
+mkfifo /tmp/stall
+"""
+TMP_TRUSTING_VERIFIER = """\
+#!/usr/bin/env bash
+logs="${ENVLOOP_LOGS_DIR:-/logs}"
+ls -A /tmp > "$logs/verifier/tmp-seen.txt"
+cat /tmp/verdict.txt > "$logs/verifier/reward.txt" 2>/dev/null || echo 0 > "$logs/verifier/reward.txt"
+"""
+
+
+@pytest.mark.skipif(bwrap_executable()[0] is None, reason="no bwrap")
+@pytest.mark.parametrize("apart", [False, True])
+def test_a_job_that_wants_its_verifiers_apart_gives_the_local_verifier_a_tmp_of_its_own(
+    tmp_path: Path, apart: bool
+) -> None:
+    """Harbor's shared verifier sees the agent's /tmp (its own example tasks check that it does); a job
+    submitted with `--verifier-environment separate` where no separate environment exists keeps
+    everything the agent left in /tmp (a planted verdict, a named pipe) out of the verifier's sight."""
+    outcome = run_hostile(tmp_path, "bwrap", TMP_PLANTER, TMP_TRUSTING_VERIFIER, apart=apart)
+    assert outcome.error is None, outcome.error
+    seen = (tmp_path / "artifacts" / "verifier" / "tmp-seen.txt").read_text().split()
+    if apart:
+        assert (outcome.reward, seen) == (0.0, [])
+        handoff = (tmp_path / "artifacts" / "handoff" / "output.txt").read_text()
+        assert "from a HOME and a /tmp of its own" in handoff
+    else:
+        assert outcome.reward == 1.0
+        assert {"verdict.txt", "stall"} <= set(seen)
+    # The agent's /tmp is its own again afterwards: nothing of the verifier's run is left in it.
+    assert not (tmp_path / "instances").exists() or not any((tmp_path / "instances").iterdir())
 
 
 DOCKER_HOSTILE = f"""\

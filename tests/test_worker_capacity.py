@@ -13,23 +13,27 @@ from tests.conftest import El, make_task, write_profile
 
 
 def _slow_dataset(el: El, tmp_path: Path, tasks: int) -> None:
+    """Trials that sleep far longer than a loaded machine needs to start every worker process: each
+    test cancels its job once it has seen what it waits for, so the sleep costs nothing when all is well."""
     root = tmp_path / "tasks"
     for number in range(tasks):
         make_task(root, f"t{number}")
     el.ok("dataset", "push", str(root), "--name", "slow")
-    profile = write_profile(tmp_path / "p.json", {"AGENT_NAME": "command", "AGENT_COMMAND": "sleep 3"})
+    profile = write_profile(tmp_path / "p.json", {"AGENT_NAME": "command", "AGENT_COMMAND": "sleep 120"})
     el.ok("profile", "create", "sleeper", "1", "--file", str(profile))
 
 
-def _most_running_and_capacity(home: Path, job_id: str, timeout: float = 240.0) -> tuple[int, set[int]]:
+def _most_running_and_capacity(
+    el: El, home: Path, job_id: str, expected: int, timeout: float = 240.0
+) -> tuple[int, set[int]]:
     """The most trials seen running at once, and the total capacities of the workers (all processes
-    of the started worker) seen, until the job ends (the watch ends with it: the timeout only bounds a
-    loaded machine's slow start, as beside the other test processes)."""
+    of the started worker) seen, until `expected` trials run together or the timeout; the job is then
+    cancelled. The timeout only bounds a loaded machine's slow start (beside the other test processes)."""
     ctx = open_context(home)
     most, capacities = 0, set()
     try:
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and most < expected:
             with ctx.store.read() as session:
                 running = session.scalar(
                     select(func.count()).where(Trial.job_id == job_id, Trial.status == "running")
@@ -43,6 +47,7 @@ def _most_running_and_capacity(home: Path, job_id: str, timeout: float = 240.0) 
             time.sleep(0.1)
     finally:
         ctx.close()
+        el.ok("job", "cancel", job_id)
     return most, capacities
 
 
@@ -59,7 +64,7 @@ def test_the_started_worker_runs_as_many_trials_at_once_as_asked(
     else:
         submitted = el(*args, env={"ENVLOOP_WORKER_CAPACITY": "3"})
     assert submitted.code == 0, submitted.stderr
-    most, capacities = _most_running_and_capacity(home, submitted.json()["id"])
+    most, capacities = _most_running_and_capacity(el, home, submitted.json()["id"], expected=3)
     assert capacities == {3}
     assert most == 3
 
@@ -73,7 +78,7 @@ def test_a_job_concurrency_above_the_default_capacity_is_reachable(
         "job", "submit", "--dataset", "slow@1", "--profile", "sleeper@1", "--concurrency", "4", "--json"
     )
     assert submitted.code == 0, submitted.stderr
-    most, capacities = _most_running_and_capacity(home, submitted.json()["id"])
+    most, capacities = _most_running_and_capacity(el, home, submitted.json()["id"], expected=4)
     # On 2 cores that worker is two processes of two (registering one after the other).
     assert max(capacities) == 4 and most == 4
 

@@ -24,10 +24,13 @@ if TYPE_CHECKING:
     from envloop.tasks.phases import NetworkPolicy
     from envloop.trajectories.workspace import Snapshot
 
-Mount = Literal["tests", "solution", "verifier_logs", "fresh_home"]
+Mount = Literal["tests", "solution", "verifier_logs", "fresh_home", "fresh_tmp"]
 """What a command is shown fresh: the task's tests or solution (read-only), an empty verifier log
-directory, or an empty HOME of its own (`fresh_home`: nothing an agent left in its HOME, such as a
-Python user site, a shell start-up file or a git configuration, runs as part of the verifier)."""
+directory, an empty HOME of its own (`fresh_home`: nothing an agent left in its HOME, such as a
+Python user site, a shell start-up file or a git configuration, runs as part of the verifier), or an
+empty `/tmp` of its own where the environment can give one (`fresh_tmp`: asked for a job that wants
+its verifiers apart from the agent, where no separate environment exists; Harbor's shared verifier
+sees the agent's `/tmp`, as its authors mean)."""
 Mounts = frozenset[Mount]
 NO_MOUNTS: Mounts = frozenset()
 

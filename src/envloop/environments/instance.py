@@ -44,6 +44,8 @@ class InstancePaths(BaseModel):
     home: Path
     verifier_logs: Path
     verifier_home: Path
+    verifier_tmp: Path
+    """The verifier's own `/tmp` in the sandbox: nothing an agent left in its `/tmp` reaches it."""
 
     @property
     def agent_logs(self) -> Path:
@@ -90,6 +92,7 @@ def instance_paths(root: Path) -> InstancePaths:
         home=root / "tmp" / "home",
         verifier_logs=root / "verifier",
         verifier_home=root / "verifier-home",
+        verifier_tmp=root / "verifier-tmp",
     )
 
 

@@ -171,7 +171,7 @@ class LocalEnvironmentProvider:
                 **{
                     k: str(v)
                     for k, v in paths.model_dump().items()
-                    if k not in ("root", "verifier_logs", "verifier_home")
+                    if k not in ("root", "verifier_logs", "verifier_home", "verifier_tmp")
                 }
             )
         note = _note(

@@ -50,6 +50,8 @@ DEFAULT_AGENT_UID = 1000
 """Who the agent is inside the sandbox unless its task names a user: not root."""
 _TEARDOWN_KILL_SEC = 10.0
 _INLINE_COPY_ENTRIES = 64
+_FRESH_TMP = "/verifier-tmp"
+"""How the instance names the verifier's own `/tmp` (bound at `/tmp`, where the command sees it)."""
 INLINE_SNAPSHOT_FILES = 500
 
 LauncherFor = Callable[[bool, int | None], Launcher]
@@ -109,6 +111,7 @@ class LocalEnvironment(EnvironmentBase):
             defaults=defaults,
             network=network,
             fresh_home="/verifier-home" if mode == "bwrap" else str(paths.verifier_home),
+            fresh_tmp=_FRESH_TMP if mode == "bwrap" else None,
         )
         self.mode: SandboxMode = mode
         self.paths = paths
@@ -137,6 +140,7 @@ class LocalEnvironment(EnvironmentBase):
         normal = posixpath.normpath(path)
         pairs = [
             (self.fresh_home, self.paths.verifier_home),
+            (_FRESH_TMP, self.paths.verifier_tmp),
             (self.visible.verifier_logs, self.paths.verifier_logs),
             (self.visible.home, self.paths.home),
             (self.visible.tmp, self.paths.tmp),
@@ -222,7 +226,9 @@ class LocalEnvironment(EnvironmentBase):
             if self.mode == "bwrap":
                 if path == self.visible.verifier_logs:
                     files.empty_directory(self.paths.logs / "verifier")
-                self._binds[path] = ["--bind", str(host), path]
+                # The verifier's own /tmp is laid over the agent's, which it never sees.
+                seen_at = self.visible.tmp if path == _FRESH_TMP else path
+                self._binds[path] = ["--bind", str(host), seen_at]
             return
         if not (path == self.visible.tests and self._unseen_tests):
             files.fresh_layers([layer for layer in layers if layer.is_dir()], host)

@@ -83,6 +83,7 @@ class EnvironmentBase(ABC):
         defaults: Mapping[str, str],
         network: NetworkPolicy = NO_NETWORK,
         fresh_home: str = "/verifier-home",
+        fresh_tmp: str | None = None,
     ) -> None:
         self.visible = visible
         self.limits = limits
@@ -106,6 +107,8 @@ class EnvironmentBase(ABC):
         quota, and against a cap on the number of files."""
         self.fresh_home = fresh_home
         """Where a command shown `fresh_home` finds its empty HOME."""
+        self.fresh_tmp = fresh_tmp
+        """The provider's own name for a command's empty `/tmp` (None: it cannot give one)."""
         self._network_log: list[str] = []
         """Each phase's policy, in order (`agent public`), for the note."""
 
@@ -257,7 +260,7 @@ class EnvironmentBase(ABC):
     async def _show(self, mounts: Mounts) -> None:
         """Fresh tests, solution or verifier logs for this command; tests and solution a previous
         command was shown go first (a later step's agent never sees an earlier step's tests)."""
-        gone = [self._mount_path(mount) for mount in sorted(self._shown - set(mounts))]
+        gone = [path for mount in sorted(self._shown - set(mounts)) if (path := self._mount_path(mount))]
         fresh: list[tuple[str, Sequence[Path] | None]] = []
         if "tests" in mounts:
             fresh.append((self.visible.tests, self._task.tests_sources or [self._task.tests_dir]))
@@ -267,6 +270,8 @@ class EnvironmentBase(ABC):
             fresh.append((self.visible.verifier_logs, None))
         if "fresh_home" in mounts:
             fresh.append((self.fresh_home, None))
+        if "fresh_tmp" in mounts and self.fresh_tmp is not None:
+            fresh.append((self.fresh_tmp, None))
         if not gone and not fresh:
             return
         try:
@@ -283,11 +288,12 @@ class EnvironmentBase(ABC):
         for path, layers in fresh:
             await self._place(path, layers)
 
-    def _mount_path(self, mount: Mount) -> str:
+    def _mount_path(self, mount: Mount) -> str | None:
         paths = {
             "tests": self.visible.tests,
             "solution": self.visible.solution,
             "fresh_home": self.fresh_home,
+            "fresh_tmp": self.fresh_tmp,
         }
         return paths.get(mount, self.visible.verifier_logs)
 

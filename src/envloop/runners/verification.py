@@ -34,6 +34,9 @@ from envloop.tasks.phases import phase_networks, verifier_mode, verifier_offline
 
 _REWARD_READ_LIMIT = 1024 * 1024
 SHARED_MOUNTS: Mounts = frozenset({"tests", "verifier_logs", "fresh_home"})
+APART_MOUNTS: Mounts = SHARED_MOUNTS | {"fresh_tmp"}
+"""A job that wants its verifiers apart, where the environment has no separate one: nothing of the
+agent's but its workdir (and what the task shares through it)."""
 SEPARATE_MOUNTS: Mounts = frozenset({"verifier_logs"})
 """A separate verifier's image holds its own tests (Harbor does not copy them in)."""
 
@@ -89,15 +92,16 @@ async def verify(
     opener = provider if isinstance(provider, VerifierProvider) else None
     separate = verifier_mode(task.config, step.config if step else None) == "separate"
     apart = not separate and "separate" in (spec.verifier_environment, operator_policy().verifier_environment)
+    mounts = SHARED_MOUNTS
     if apart and opener is None:
         lines.append("verifier environment separate: this environment has none, so the verifier ran in the "
-                     "agent's environment (from a HOME of its own)")  # fmt: skip
-        apart = False
+                     "agent's environment (from a HOME and a /tmp of its own)")  # fmt: skip
+        apart, mounts = False, APART_MOUNTS
     if lines:
         keep_phase_log(spec, log, "\n".join(lines) + "\n")
     if not separate and not apart:
         await environment.set_network(networks.verifier, _phase("verifier", step))
-        return await run_verifier(environment, task, spec, phases, recorder, plan, SHARED_MOUNTS)
+        return await run_verifier(environment, task, spec, phases, recorder, plan, mounts)
     started = _now()
     if opener is None:  # submission refuses such jobs; a worker's plugin provider may still lack it
         phases.append(PhaseRecord(name="verifier", started_at=started, ended_at=_now()))
