@@ -7,6 +7,7 @@ from rich.text import Text
 from envloop.cli.output import table
 from envloop.core.display import coverage_line, format_cost, format_duration, format_score
 from envloop.core.metrics import ProfileMetrics, null_reasons
+from envloop.core.oracle_check import OracleCheck
 from envloop.core.structured import Aggregate, StructuredSummary
 from envloop.core.words import plural
 from envloop.wire import Breakdown, JobResult, JobUsage, ProfileUsage
@@ -163,6 +164,29 @@ def result_view(result: JobResult) -> Group:
         parts.append(Text(""))
         parts.append(profile_block(ref, metrics))
         parts.extend(structured_lines(metrics.structured))
+        if metrics.oracle is not None:
+            parts.extend(oracle_lines(metrics.oracle, result.verifier_environment))
         if len(result.profiles) > 1 and (flagged := metrics.flags.line()) is not None:
             parts.append(Text(flagged))
     return Group(*parts)
+
+
+_MISSES_SHOWN = 10
+
+
+def oracle_lines(check: OracleCheck, verifier_environment: str) -> list[Text]:
+    """`oracle passes on 18 of 20 tasks with every verifier apart; not on: a (reward 0), …`."""
+    where = (
+        " with every verifier apart (--verifier-environment separate)"
+        if verifier_environment == "separate"
+        else ""
+    )
+    style = "yellow" if check.missed else ""
+    lines = [Text(f"oracle {check.line()}{where}", style=style)]
+    shown = ", ".join(f"{miss.task} ({miss.why})" for miss in check.missed[:_MISSES_SHOWN])
+    if shown:
+        more = len(check.missed) - _MISSES_SHOWN
+        lines.append(
+            Text(f"  not on: {shown}" + (f", and {more} more (--json lists all)" if more > 0 else ""))
+        )
+    return lines

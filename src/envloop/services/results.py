@@ -7,14 +7,15 @@ from typing import Any
 from sqlalchemy import select
 
 from envloop.core.flags import count_flags
-from envloop.core.metrics import AttemptSlot, SlotState, compute_metrics
+from envloop.core.metrics import AttemptSlot, ProfileMetrics, SlotState, compute_metrics
+from envloop.core.oracle_check import ORACLE_AGENT, OracleCheck, check_oracle
 from envloop.core.reward import reward_problem
 from envloop.core.status import TERMINAL
 from envloop.core.structured import Collected, summarize
 from envloop.services.context import Context
 from envloop.services.jobs import job_profiles, load_job
 from envloop.services.structured import collect_by_profile, counts
-from envloop.store.tables import Trial
+from envloop.store.tables import Profile, Trial
 from envloop.wire.results import JobResult, ProfileResult
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
@@ -113,15 +114,18 @@ def job_result_detail(ctx: Context, job_id: str) -> _Detail:
             counted.append((trial_id, profile_id, task))
     by_id = collect_by_profile(ctx, counted)
     structured = {f"{p.name}@{p.version}": by_id.get(p.id, Collected()) for p in profiles}
+    metrics = {p.id: compute_metrics(list(job.tasks), job.attempts, slots[p.id]) for p in profiles}
     result = JobResult(
         id=job.id,
         status=job.status,
         attempts=job.attempts,
+        verifier_environment=job.verifier_environment,
         profiles={
             ref: ProfileResult.model_construct(
-                **dict(compute_metrics(list(job.tasks), job.attempts, slots[p.id])),
+                **dict(metrics[p.id]),
                 structured=summarize(structured[ref]),
                 flags=count_flags(flags[p.id]),
+                oracle=_oracle(p, metrics[p.id]),
             )
             for p, ref in zip(profiles, structured, strict=True)
         },
@@ -130,3 +134,7 @@ def job_result_detail(ctx: Context, job_id: str) -> _Detail:
     if finished:
         _remember(key, (result, structured))
     return result, structured
+
+
+def _oracle(profile: Profile, metrics: ProfileMetrics) -> OracleCheck | None:
+    return check_oracle(metrics.members) if profile.params.get("AGENT_NAME") == ORACLE_AGENT else None

@@ -5,8 +5,10 @@ from pydantic import Field
 from envloop.core.flags import FlagCounts
 from envloop.core.lazy import LazyModel
 from envloop.core.metrics import ProfileMetrics
+from envloop.core.oracle_check import OracleCheck
 from envloop.core.status import JobStatus
 from envloop.core.structured import StructuredSummary
+from envloop.core.trial import VerifierEnvironment
 
 
 class ProfileResult(ProfileMetrics):
@@ -14,6 +16,10 @@ class ProfileResult(ProfileMetrics):
 
     structured: StructuredSummary
     flags: FlagCounts = Field(default_factory=FlagCounts, description="the profile's flagged trials")
+    oracle: OracleCheck | None = Field(
+        default=None,
+        description="for a profile whose agent is the oracle: the tasks it passes and the ones it does not",
+    )
 
 
 class JobResult(LazyModel):
@@ -21,6 +27,10 @@ class JobResult(LazyModel):
     status: JobStatus
     attempts: int
     profiles: dict[str, ProfileResult]
+    verifier_environment: VerifierEnvironment = Field(
+        default="task",
+        description="where the job ran its verifiers: as each task declares, or every one separate",
+    )
     flags: FlagCounts = Field(
         default_factory=FlagCounts,
         description="flagged trials (a flag never changes a reward): how many, and how many of each kind",
