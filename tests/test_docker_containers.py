@@ -322,3 +322,42 @@ def test_exec_keeps_only_the_tail_of_long_output_while_the_file_keeps_all(tmp_pa
     assert (short, short_whole) == ("short\n", True)
     assert (len(tail), tail_whole) == (64 * 1024, False)
     assert out.stat().st_size == 200_000
+
+
+def test_a_file_changed_again_after_set_up_and_one_removed_are_seen_where_the_daemons_diff_is_blind(
+    tmp_path: Path,
+) -> None:
+    """Read from the writable layer, a file that set-up wrote and the agent rewrote with the same
+    size and a forged mtime is changed; the daemon's diff says `changed` both times and misses it."""
+    from envloop.environments.docker import layer_changes  # noqa: PLC0415
+
+    async def go() -> tuple[dict[str, str], dict[str, str], dict[str, str], dict[str, str], bool]:
+        async with running_container(_spec("trl_layer")) as container:
+
+            async def run(script: str) -> None:
+                done = await container.exec(
+                    ["sh", "-c", script], stdout=tmp_path / "o", stderr=tmp_path / "e"
+                )
+                assert done.exit_code == 0, (tmp_path / "e").read_text()
+
+            await run("echo one > /usr/local/bin/tool && touch /etc/setup-only && sync")
+            before = await container.changes()
+            daemon_before = await layer_changes.read_daemon_diff(container.id)
+            await asyncio.sleep(0.05)  # a later ctime than set-up's, on any clock granularity
+            await run(
+                "echo two > /usr/local/bin/tool && touch -d '2001-01-01' /usr/local/bin/tool "
+                "&& rm /etc/setup-only /etc/debian_version"
+            )
+            after = await container.changes()
+            daemon = await layer_changes.read_daemon_diff(container.id)
+            upper = await layer_changes.upper_dir(container.id) is not None
+            return before, after, daemon_before, daemon, upper
+
+    before, after, daemon_before, daemon, from_upper = asyncio.run(go())
+    assert from_upper  # the worker runs as root beside the daemon here
+    assert before["/usr/local/bin/tool"] != after["/usr/local/bin/tool"]
+    assert daemon_before["/usr/local/bin/tool"] == daemon["/usr/local/bin/tool"]  # "added", both times
+    assert "/etc/setup-only" in before and "/etc/setup-only" not in after
+    assert after["/etc/debian_version"] == "deleted"
+    # The same paths as the daemon's own diff, directories included.
+    assert set(after) == set(daemon)

@@ -13,7 +13,6 @@ from envloop.environments.docker.cli import (
     DockerError,
     DockerUnavailableError,
     daemon_version,
-    image_id,
 )
 from envloop.environments.docker.containers import (
     Container,
@@ -21,6 +20,7 @@ from envloop.environments.docker.containers import (
     ExecOutcome,
     running_container,
 )
+from envloop.environments.docker.engine import image_id
 from envloop.environments.docker.images import (
     BuildConfigError,
     BuildNetwork,

@@ -23,8 +23,8 @@ from envloop.environments.docker.cli import (
     DockerUnavailableError,
     docker_binary,
     first_line,
-    image_id,
 )
+from envloop.environments.docker.engine import image_id
 from envloop.environments.docker.prepare import NeededImage, PreparedDockerfile
 from envloop.environments.docker.records import BuildRecords, tail
 from envloop.environments.docker.references import normalized

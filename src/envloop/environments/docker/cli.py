@@ -108,13 +108,3 @@ async def daemon_version() -> str:
     if result.returncode != 0 or not version:
         raise DockerUnavailableError("no Docker daemon answers")
     return version
-
-
-async def image_id(reference: str) -> str | None:
-    """The local image's ID, or None when the daemon has no image of that name (one inspect)."""
-    result = await docker(["image", "inspect", "--format", "{{.Id}}", reference], check=False)
-    if result.returncode != 0:
-        if "No such image" in result.stderr or "No such object" in result.stderr:
-            return None
-        raise DockerError(f"docker image inspect: {first_line(result.stderr)}")
-    return result.stdout.decode().strip() or None

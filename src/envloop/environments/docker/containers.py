@@ -29,7 +29,7 @@ from typing import BinaryIO, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from envloop.environments.docker import transfer
+from envloop.environments.docker import layer_changes, transfer
 from envloop.environments.docker.cli import DockerError
 from envloop.environments.docker.engine import NotFoundError, demultiplex, engine
 from envloop.environments.docker.orphans import (
@@ -178,6 +178,8 @@ class Container:
         self.spec = spec
         self._stopped = False
         self._removed = False
+        self._upper: Path | Literal[False] | None = None
+        """Its writable layer's directory; False when it cannot be read here; None until known."""
 
     @classmethod
     async def start(cls, spec: ContainerSpec) -> "Container":
@@ -386,10 +388,14 @@ class Container:
             return "other"
         return "directory" if mode & _GO_MODE_DIR else "file"
 
-    async def changes(self) -> dict[str, int]:
-        """The container's filesystem diff from its image: path -> 0 changed, 1 added, 2 deleted."""
-        found = await engine().json("GET", f"/containers/{self.id}/changes")
-        return {str(entry["Path"]): int(entry["Kind"]) for entry in found or []}
+    async def changes(self) -> layer_changes.Signatures:
+        """The container's filesystem changes from its image, path -> its state: two readings of
+        the same container compare (layer_changes.py), readings of different containers do not."""
+        if self._upper is None:
+            self._upper = await layer_changes.upper_dir(self.id) or False
+        if self._upper is False:
+            return await layer_changes.read_daemon_diff(self.id)
+        return await layer_changes.read_upper(self._upper)
 
     async def networks(self) -> list[str]:
         """The names of the networks the container is attached to now."""

@@ -30,9 +30,9 @@ import re
 import time
 
 from envloop.environments.base import EnvironmentSetupError
-from envloop.environments.docker.cli import DockerError, docker_binary, first_line, image_id
+from envloop.environments.docker.cli import DockerError, docker_binary, first_line
 from envloop.environments.docker.containers import Container, ContainerSpec
-from envloop.environments.docker.engine import engine
+from envloop.environments.docker.engine import engine, image_id
 from envloop.environments.docker.networks import TrialNetworks
 
 EGRESS_IMAGE = "envloop/egress:squid"

@@ -147,3 +147,12 @@ def engine() -> Engine:
             del _ENGINES[stale]
         found = _ENGINES[loop] = Engine()
     return found
+
+
+async def image_id(reference: str) -> str | None:
+    """The local image's ID, or None when the daemon has no image of that name."""
+    try:
+        found = await engine().json("GET", f"/images/{reference}/json")
+    except NotFoundError:
+        return None
+    return str(found.get("Id") or "") or None

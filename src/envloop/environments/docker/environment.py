@@ -24,6 +24,7 @@ from envloop.environments.docker.cli import DockerError
 from envloop.environments.docker.containers import Container
 from envloop.environments.docker.egress import PUBLIC_HOSTS, EgressProxies
 from envloop.environments.docker.firewall import close_gateway_port, open_gateway_port
+from envloop.environments.docker.layer_changes import Signatures
 from envloop.environments.docker.networks import TrialNetworks
 from envloop.environments.docker.workspace import ContainerSnapshots
 from envloop.environments.keeping import KeepBudget
@@ -94,7 +95,7 @@ class DockerEnvironment(EnvironmentBase):
         self._unreachable: list[str] = []
         """Allowed destinations the trial's proxy could not connect, found at the last stop."""
         self._proxy: dict[str, str] = {}
-        self._clean: dict[str, int] | None = None
+        self._clean: Signatures | None = None
         """The container's diff from its image once set up, before any agent ran."""
         self._gateway: tuple[ModelGateway, Listener, str] | None = None
         """The gateway listener open to the container, with its bridge."""
@@ -303,7 +304,8 @@ class DockerEnvironment(EnvironmentBase):
         except DockerError as exc:
             self.warnings.append(f"what the agent changed could not be listed: {exc}")
             return []
-        changed = [path for path, kind in now.items() if self._clean.get(path) != kind]
+        changed = [path for path, state in now.items() if self._clean.get(path) != state]
+        changed += [path for path in self._clean if path not in now]  # made at set-up, then removed
         return tampering(changed, ignored=[self.visible.app, self.visible.agent_logs, HOME_DIR])
 
     def service(self, name: str) -> "DockerEnvironment | None":

@@ -34,7 +34,8 @@ from envloop.environments.docker.build_settings import (
     image_substitutes,
 )
 from envloop.environments.docker.builder import BuildAttempt, BuildTarget, build_prepared
-from envloop.environments.docker.cli import docker, image_id
+from envloop.environments.docker.cli import docker
+from envloop.environments.docker.engine import image_id
 from envloop.environments.docker.prepare import PreparedDockerfile, Substitution, prepare_dockerfile
 from envloop.environments.docker.records import BuildRecord, BuildRecords, key_name, tail
 from envloop.environments.docker.references import IMAGE_REFERENCE

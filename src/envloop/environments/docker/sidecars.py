@@ -14,10 +14,10 @@ import asyncio
 import time
 
 from envloop.environments.base import EnvironmentSetupError
-from envloop.environments.docker.cli import DockerError, image_id
+from envloop.environments.docker.cli import DockerError
 from envloop.environments.docker.compose import ComposeFile, Dependency, Service
 from envloop.environments.docker.containers import Container, ContainerSpec
-from envloop.environments.docker.engine import engine
+from envloop.environments.docker.engine import engine, image_id
 from envloop.environments.docker.images import BuildNetwork, BuildRecords, ensure_task_image
 from envloop.environments.docker.networks import TrialNetworks
 from envloop.environments.docker.task_images import sidecar_image_builds

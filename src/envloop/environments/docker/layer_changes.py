@@ -1,0 +1,76 @@
+"""What changed in a container's filesystem since its image, as cheaply as it can be read.
+
+The daemon's own diff (`GET /containers/ID/changes`) costs a third of a second or more even for a
+container that changed nothing, and envloop reads it twice per trial (once set up, once after the
+agent: tamper flags). With the overlay2 driver the container's changes are exactly the files of its
+upper directory, which a worker running as root beside the daemon reads in a millisecond or two.
+
+Each path's state is a signature: in the upper directory its type, size, mode and ctime (which no
+process can set back, unlike mtime), so a file changed again after the first reading is seen
+changed even when the daemon would report the same kind; a whiteout (a character device 0/0) is a
+deletion. Where the upper directory cannot be read (another driver, a daemon elsewhere, a worker
+that is not root) the daemon's diff is used instead, for both readings of a container alike.
+"""
+
+import asyncio
+import os
+import stat
+from pathlib import Path
+
+from envloop.environments.docker.engine import engine
+
+Signatures = dict[str, str]
+"""Path inside the container -> its state, comparable between two readings of one container."""
+
+
+async def upper_dir(container_id: str) -> Path | None:
+    """The container's overlay2 upper directory when this process can read it, else None."""
+    inspected = await engine().json("GET", f"/containers/{container_id}/json")
+    driver = inspected.get("GraphDriver") or {}
+    upper = (driver.get("Data") or {}).get("UpperDir")
+    if driver.get("Name") != "overlay2" or not isinstance(upper, str) or not upper:
+        return None
+    path = Path(upper)
+    try:
+        info = path.lstat()
+    except OSError:
+        return None
+    readable = stat.S_ISDIR(info.st_mode) and info.st_uid == 0 and os.access(path, os.R_OK | os.X_OK)
+    return path if readable else None
+
+
+async def read_upper(upper: Path) -> Signatures:
+    return await asyncio.to_thread(_walk, upper)
+
+
+async def read_daemon_diff(container_id: str) -> Signatures:
+    """The daemon's diff: path -> `0` changed, `1` added, `2` deleted."""
+    found = await engine().json("GET", f"/containers/{container_id}/changes")
+    return {str(entry["Path"]): str(entry["Kind"]) for entry in found or []}
+
+
+def _walk(upper: Path) -> Signatures:
+    found: Signatures = {}
+    pending = [(str(upper), "")]
+    while pending:
+        directory, inside = pending.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue  # gone while read (the container is running): the next reading sees it
+        for entry in entries:
+            path = f"{inside}/{entry.name}"
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            found[path] = _signature(info)
+            if stat.S_ISDIR(info.st_mode):
+                pending.append((entry.path, path))
+    return found
+
+
+def _signature(info: os.stat_result) -> str:
+    if stat.S_ISCHR(info.st_mode) and info.st_rdev == 0:
+        return "deleted"
+    return f"{stat.S_IFMT(info.st_mode):o}:{info.st_mode & 0o7777:o}:{info.st_size}:{info.st_ctime_ns}"
