@@ -6,7 +6,7 @@ the tests' or the verifier logs' directory) runs as part of the verifier. envloo
 change from a legitimate one (an agent asked to install a package writes site-packages), so it never
 changes a reward by itself: the trial is flagged with the kind and the paths, and a job that must
 not trust its agents runs every verifier in a fresh environment (`--verifier-environment
-separate`). Pure: the paths come from the environment (the daemon's filesystem diff in docker).
+separate`). Pure: the paths come from the environment (in docker, the container's writable layer).
 """
 
 import fnmatch
