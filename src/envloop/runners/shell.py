@@ -50,20 +50,15 @@ from envloop.runners.base import ComponentInfo, TaskKind
 from envloop.runners.healthcheck import wait_healthy
 from envloop.runners.model_route import ModelRoute, RouteRefused, close_route, open_route, without_model_key
 from envloop.runners.params import check_params, missing_here
-from envloop.runners.shell_multistep import run_steps
+from envloop.runners.shell_multistep import agent_then_verifier, run_steps
 from envloop.runners.shell_phases import (
-    UNATTEMPTED,
     PhasePlan,
     agent_network,
     captures_dir,
-    cut_off,
-    exhausted,
     keep_phase_log,
     phase_plan,
-    unless_cut_off,
 )
 from envloop.runners.shell_steps import RecordingEnvironment
-from envloop.runners.verification import verify
 from envloop.tasks.harbor import load_harbor_task
 from envloop.tasks.model import HarborTask
 from envloop.tasks.phases import phase_networks
@@ -243,23 +238,10 @@ class ShellRunner:
             agent_network(phase_networks(task.config, default=environment.default_network).agent, spec),
             "agent",
         )
-        agent_error, attempted = await self.agent_phase(
-            environment, task, spec, agent, phases, recorder, plan
-        )
-        # Nothing the agent started may outlive its phase: a leftover process could rewrite the
-        # reward after the verifier wrote it.
-        await environment.stop()
-        agent_error = exhausted("agent", environment) or agent_error
-        unreachable = cut_off("agent", environment)
-        reading, verifier_error = (
-            await verify(environment, provider, task, None, spec, phases, recorder, plan)
-            if attempted
-            else (UNATTEMPTED, None)
+        reading, agent_error, verifier_error = await agent_then_verifier(
+            self, environment, provider, task, None, spec, agent, phases, recorder, plan
         )
         started = _now()
-        await environment.stop()
-        verifier_error = exhausted("verifier", environment) or verifier_error
-        reading, agent_error = unless_cut_off(reading, agent_error, unreachable, environment)
         kept = await self.keep_artifacts(environment, spec)
         keep_phase_log(spec, "collection", kept)
         phases.append(PhaseRecord(name="artifacts", started_at=started, ended_at=_now()))

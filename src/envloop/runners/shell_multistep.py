@@ -1,7 +1,9 @@
-"""A multi-step Harbor task in `envloop/shell@1`: its steps run in order in one environment, each an
-agent phase with the step's instruction and a verifier run with the step's tests laid over the
-task's; the steps' results roll up into the trial's reward by the task's strategy (core.multistep,
-which states Harbor's rules and envloop's one stricter rule).
+"""A multi-step Harbor task in `envloop/shell@1`, and the agent-then-verifier pair every task runs.
+
+The steps run in order in one environment, each an agent phase with the step's instruction and a
+verifier run with the step's tests laid over the task's; the steps' results roll up into the
+trial's reward by the task's strategy (core.multistep, which states Harbor's rules and envloop's
+one stricter rule).
 
 A step whose result misses its `min_reward`, or whose phase ran out of memory or disk, ends the
 trial: later steps do not run, and the trial says after which step and why. Each step's verifier
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from envloop.agents import Agent
 from envloop.core.multistep import StepResult, below_minimum, roll_up, step_values
+from envloop.core.reward import RewardReading
 from envloop.core.trajectory import StateStep, TrajectoryRecorder
 from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec
 from envloop.environments import Environment, EnvironmentProvider
@@ -35,6 +38,37 @@ from envloop.tasks.phases import phase_networks, verifier_mode
 
 if TYPE_CHECKING:
     from envloop.runners.shell import ShellRunner
+
+
+async def agent_then_verifier(
+    runner: "ShellRunner",
+    environment: Environment,
+    provider: EnvironmentProvider,
+    task: HarborTask,
+    step: TaskStep | None,
+    spec: TrialSpec,
+    agent: Agent,
+    phases: list[PhaseRecord],
+    recorder: TrajectoryRecorder,
+    plan: PhasePlan,
+) -> tuple[RewardReading, TrialError | None, TrialError | None]:
+    """One agent phase and the verifier after it, for a whole task or one step: (reading, the
+    agent's error, the verifier's). Nothing a phase started outlives it (a leftover process could
+    rewrite the reward after the verifier wrote it); a phase that ran out of its limits, or whose
+    allowed hosts this machine could not reach, leaves the reading unscored."""
+    agent_error, attempted = await runner.agent_phase(environment, task, spec, agent, phases, recorder, plan)
+    await environment.stop()
+    agent_error = exhausted("agent", environment) or agent_error
+    unreachable = cut_off("agent", environment)
+    reading, verifier_error = (
+        await verify(environment, provider, task, step, spec, phases, recorder, plan)
+        if attempted
+        else (UNATTEMPTED, None)
+    )
+    await environment.stop()
+    verifier_error = exhausted("verifier", environment) or verifier_error
+    reading, agent_error = unless_cut_off(reading, agent_error, unreachable, environment)
+    return reading, agent_error, verifier_error
 
 
 async def run_steps(
@@ -62,20 +96,9 @@ async def run_steps(
         if problem is not None:
             return await _stopped_before(runner, environment, task, spec, step, results, phases, problem)
         await environment.set_network(agent_network(networks.agent, spec), f"{step.name} agent")
-        agent_error, attempted = await runner.agent_phase(
-            environment, view, spec, agent, phases, recorder, plan
+        reading, agent_error, verifier_error = await agent_then_verifier(
+            runner, environment, provider, view, step, spec, agent, phases, recorder, plan
         )
-        await environment.stop()
-        agent_error = exhausted("agent", environment) or agent_error
-        unreachable = cut_off("agent", environment)
-        reading, verifier_error = (
-            await verify(environment, provider, view, step, spec, phases, recorder, plan)
-            if attempted
-            else (UNATTEMPTED, None)
-        )
-        await environment.stop()
-        verifier_error = exhausted("verifier", environment) or verifier_error
-        reading, agent_error = unless_cut_off(reading, agent_error, unreachable, environment)
         if verifier_mode(task.config, step.config) == "shared":
             await environment.get_dir(
                 environment.visible.verifier_logs, spec.artifacts_dir / "steps" / step.name / "verifier"
