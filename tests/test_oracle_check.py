@@ -38,7 +38,7 @@ def test_a_task_passes_only_when_every_attempt_scored_one() -> None:
     assert check.passing == ["all-one"]
     assert [(m.task, m.why) for m in check.missed] == [
         ("half", "reward 0.5"),
-        ("none", "no reward (invalid), reward 0"),
+        ("none", "no reward: invalid, reward 0"),
     ]
     assert check.pending == ["running", "never"]
     assert check.line() == "passes on 1 of 3 tasks (2 still running)"

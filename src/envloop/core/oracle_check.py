@@ -55,10 +55,10 @@ def check_oracle(rows: list[MemberRow]) -> OracleCheck:
 
 
 def _why(attempts: Sequence[float | str]) -> str:
-    """`reward 0`, `reward 0.5, no reward (invalid)`: each distinct outcome once, in attempt order."""
+    """`reward 0`, `reward 0.5, no reward: invalid`: each distinct outcome once, in attempt order."""
     seen: list[str] = []
     for attempt in attempts:
-        said = f"no reward ({attempt})" if isinstance(attempt, str) else f"reward {attempt:g}"
+        said = f"no reward: {attempt}" if isinstance(attempt, str) else f"reward {attempt:g}"
         if said not in seen and attempt != 1.0:
             seen.append(said)
     return ", ".join(seen)
