@@ -9,6 +9,7 @@ Each trial runs a probe in its agent phase and in its verifier, whose findings t
 import asyncio
 import json
 import secrets
+import shlex
 from pathlib import Path
 
 import pytest
@@ -78,13 +79,14 @@ def run_probe(
     with host_listener() as listener:
         task = write_task(tmp_path / "task", toml + '\n[verifier.env]\nPROBE_TARGETS = "${PROBE_TARGETS}"\n'
                           'PROBE_PORT = "${PROBE_PORT}"\nPROBE_HOSTS = "${PROBE_HOSTS}"\n')  # fmt: skip
-        params = {
-            "AGENT_NAME": "command",
-            "AGENT_COMMAND": 'python3 /probe.py agent "$PROBE_TARGETS" "$PROBE_PORT" $PROBE_HOSTS',
+        probe = {
             "PROBE_TARGETS": targets,
             "PROBE_PORT": str(listener.port),
             "PROBE_HOSTS": " ".join(host_addresses()),
         }
+        # The verifier's own params never reach the agent: its command names the same values itself.
+        agent_probe = f"python3 /probe.py agent {shlex.quote(targets)} {listener.port} {probe['PROBE_HOSTS']}"
+        params = {"AGENT_NAME": "command", "AGENT_COMMAND": agent_probe, **probe}
         spec = TrialSpec(
             job_id="job_networks",
             trial_id=new_id("trl"),

@@ -34,6 +34,7 @@ from envloop.environments.docker.cli import DockerError, docker_binary, first_li
 from envloop.environments.docker.containers import Container, ContainerSpec
 from envloop.environments.docker.engine import engine, image_id
 from envloop.environments.docker.networks import TrialNetworks
+from envloop.tasks.phases import NetworkPolicy
 
 EGRESS_IMAGE = "envloop/egress:squid"
 EGRESS_PORT = 3128
@@ -130,18 +131,24 @@ class EgressProxies:
         self._networks = networks
         self._trial_id = trial_id
         self._labels = labels
-        self._proxies: dict[tuple[str, ...], tuple[Container, str]] = {}
+        self._proxies: dict[tuple[str, ...], asyncio.Task[tuple[Container, str]]] = {}
+        """Each proxy as it starts (or started): a trial's first is started beside its container."""
         self._read: dict[str, int] = {}
         """Lines of each proxy's access log already read."""
+
+    def prestart(self, hosts: tuple[str, ...], internal: str) -> None:
+        """Start the proxy for `hosts` now, while the trial's container starts; `proxy_for` waits
+        for it (and raises what its start raised)."""
+        if hosts not in self._proxies:
+            self._proxies[hosts] = asyncio.ensure_future(self._start(hosts, internal))
 
     async def proxy_for(
         self, hosts: tuple[str, ...], internal: str, direct: tuple[str, ...] = ()
     ) -> dict[str, str]:
         """The variables that send a command's traffic through the proxy for `hosts`, except to
         the trial's own containers (`main`, and the service names in `direct`)."""
-        if hosts not in self._proxies:
-            self._proxies[hosts] = await self._start(hosts, internal)
-        _, address = self._proxies[hosts]
+        self.prestart(hosts, internal)
+        _, address = await self._proxies[hosts]
         url = f"http://{address}:{EGRESS_PORT}"
         skip = ",".join(["localhost", "127.0.0.1", "::1", "main", *direct])
         return {
@@ -186,7 +193,7 @@ class EgressProxies:
     async def unreachable(self) -> list[str]:
         """The allowed destinations the proxies could not reach since the last call."""
         found: list[str] = []
-        for hosts, (container, _) in self._proxies.items():
+        for hosts, container in self._started():
             try:
                 log = await container.read_file(ACCESS_LOG, max_bytes=4 << 20)
             except DockerError:
@@ -202,9 +209,27 @@ class EgressProxies:
         return found
 
     async def remove(self) -> None:
-        for container, _ in self._proxies.values():
-            await container.remove()
+        """Remove every proxy, one still starting included (its start is cancelled and cleans up)."""
+        for starting in self._proxies.values():
+            starting.cancel()
+        await asyncio.gather(*self._proxies.values(), return_exceptions=True)
+        await asyncio.gather(*(container.remove() for _, container in self._started()))
         self._proxies.clear()
+
+    def _started(self) -> list[tuple[tuple[str, ...], Container]]:
+        return [
+            (hosts, starting.result()[0])
+            for hosts, starting in self._proxies.items()
+            if starting.done() and not starting.cancelled() and starting.exception() is None
+        ]
+
+
+def proxy_hosts(policy: NetworkPolicy) -> tuple[str, ...] | None:
+    """The hosts a phase's proxy lets through (every one for `public`, which it only observes);
+    None for a phase without a proxy."""
+    if policy.mode == "allowlist":
+        return policy.hosts
+    return PUBLIC_HOSTS if policy.mode == "public" else None
 
 
 def _unreachable(line: str) -> str | None:

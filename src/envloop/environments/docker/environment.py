@@ -22,7 +22,7 @@ from envloop.core.trial import SandboxMode, TrialSpec
 from envloop.environments.base import EnvironmentSetupError, VisiblePaths
 from envloop.environments.docker.cli import DockerError
 from envloop.environments.docker.containers import Container
-from envloop.environments.docker.egress import PUBLIC_HOSTS, EgressProxies
+from envloop.environments.docker.egress import EgressProxies, proxy_hosts
 from envloop.environments.docker.firewall import close_gateway_port, open_gateway_port
 from envloop.environments.docker.layer_changes import Signatures
 from envloop.environments.docker.networks import TrialNetworks
@@ -222,11 +222,10 @@ class DockerEnvironment(EnvironmentBase):
             if policy.mode == "public":
                 wanted.add(await self._networks.public())
             self._proxy = {}
-            if policy.mode in ("allowlist", "public"):
+            if (hosts := proxy_hosts(policy)) is not None:
                 # A public phase's HTTP(S) goes through an observing proxy (egress.py) to learn of
                 # hosts this machine cannot reach; anything else still goes out directly.
                 wanted.add(await self._networks.internal())
-                hosts = policy.hosts if policy.mode == "allowlist" else PUBLIC_HOSTS
                 self._proxy = await self._egress.proxy_for(
                     hosts, await self._networks.internal(), direct=tuple(self._sidecars)
                 )

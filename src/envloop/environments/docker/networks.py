@@ -14,6 +14,7 @@
 Every network carries the trial's labels, so a crashed worker's are swept with its containers.
 """
 
+import asyncio
 import contextlib
 import hashlib
 
@@ -35,6 +36,8 @@ class TrialNetworks:
         self._labels = {MANAGED_LABEL: "1", TRIAL_LABEL: trial_id, WORKER_LABEL: worker_identity()}
         self._made: dict[str, str] = {}
         """Network name by role (`internal`, `public`, ...)."""
+        self._making = asyncio.Lock()
+        """The container and its proxy start at once, and may both ask for the same network."""
 
     @property
     def internal_name(self) -> str | None:
@@ -47,8 +50,12 @@ class TrialNetworks:
         return await self._network("public", internal=False)
 
     async def _network(self, role: str, *, internal: bool) -> str:
-        if role in self._made:
+        async with self._making:
+            if role not in self._made:
+                self._made[role] = await self._create(role, internal=internal)
             return self._made[role]
+
+    async def _create(self, role: str, *, internal: bool) -> str:
         await ensure_host_guard()
         prefix = INTERNAL_PREFIX if internal else PUBLIC_PREFIX
         name = f"envloop-{self._run_id}-{role}"
@@ -67,7 +74,6 @@ class TrialNetworks:
                 "Options": options,
             },
         )
-        self._made[role] = name
         return name
 
     async def internal_gateway(self) -> tuple[str, str]:
@@ -94,13 +100,16 @@ class TrialNetworks:
 
     async def remove(self) -> list[str]:
         """Remove every network made (after their containers); problems, if any."""
-        problems = []
-        for name in self._made.values():
-            try:
-                await engine().request("DELETE", f"/networks/{name}")
-            except NotFoundError:
-                continue
-            except Exception as exc:
-                problems.append(f"network {name} could not be removed: {exc}")
+        found = await asyncio.gather(*(_remove(name) for name in self._made.values()))
         self._made.clear()
-        return problems
+        return [problem for problem in found if problem is not None]
+
+
+async def _remove(network: str) -> str | None:
+    try:
+        await engine().request("DELETE", f"/networks/{network}")
+    except NotFoundError:
+        return None
+    except Exception as exc:
+        return f"network {network} could not be removed: {exc}"
+    return None

@@ -27,7 +27,7 @@ from envloop.environments.base import Environment, EnvironmentSetupError
 from envloop.environments.docker.cli import DockerError, DockerUnavailableError
 from envloop.environments.docker.compose import ComposeError, ComposeFile, read_compose
 from envloop.environments.docker.containers import Container, ContainerSpec
-from envloop.environments.docker.egress import EgressProxies
+from envloop.environments.docker.egress import EgressProxies, proxy_hosts
 from envloop.environments.docker.engine import NotFoundError, engine
 from envloop.environments.docker.environment import HOME_DIR, DockerEnvironment
 from envloop.environments.docker.images import (
@@ -106,6 +106,8 @@ class DockerEnvironmentProvider:
                     build_network=self.build_network,
                 )
             network = await run.networks.internal() if plan.needs_network else "none"
+            if plan.needs_network and (hosts := proxy_hosts(plan.baseline)) is not None:
+                run.egress.prestart(hosts, network)  # beside the container, not after it
             container_spec = ContainerSpec(
                 image=plan.image,
                 trial_id=spec.trial_id,
@@ -266,23 +268,34 @@ class _Run:
     cgroup: TrialCgroup | None = None
 
     async def teardown(self) -> list[str]:
-        problems: list[str] = []
-        try:
-            if self.container is not None:
-                await self.container.remove()
-        except DockerError as exc:
-            problems.append(f"the container could not be removed: {exc}")
-        if self.sidecars is not None:
-            problems += await self.sidecars.remove()
-        if self.egress is not None:
-            try:
-                await self.egress.remove()
-            except DockerError as exc:
-                problems.append(f"the allowlist proxy could not be removed: {exc}")
+        """The containers go at once, then the networks and the cgroup they used."""
+        found = await asyncio.gather(
+            self._remove_container(), self._remove_sidecars(), self._remove_proxies()
+        )
+        problems = [problem for listed in found for problem in listed]
         problems += await self.networks.remove()
         if self.cgroup is not None:
             problems += [f"cgroup {left} could not be removed" for left in self.cgroup.remove()]
         return problems
+
+    async def _remove_container(self) -> list[str]:
+        try:
+            if self.container is not None:
+                await self.container.remove()
+        except DockerError as exc:
+            return [f"the container could not be removed: {exc}"]
+        return []
+
+    async def _remove_sidecars(self) -> list[str]:
+        return await self.sidecars.remove() if self.sidecars is not None else []
+
+    async def _remove_proxies(self) -> list[str]:
+        try:
+            if self.egress is not None:
+                await self.egress.remove()
+        except DockerError as exc:
+            return [f"the allowlist proxy could not be removed: {exc}"]
+        return []
 
 
 def _note(image: str, limits: EffectiveLimits, task: HarborTask, image_user: str, role: str) -> str:
