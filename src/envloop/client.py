@@ -19,7 +19,6 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -27,17 +26,14 @@ import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from envloop.core.trajectory import Trajectory
+from envloop.operation import Operation, Req, Resp
+from envloop.operations import Operations
 from envloop.services.errors import ConflictError, NotFoundError, ServerError, UserError
 from envloop.wire import (
     LOG_PAGE_BYTES,
     PAGE_STEPS,
-    ApiKeyView,
     ArtifactInfo,
-    BoardRow,
     Breakdown,
-    Comparison,
-    CreatedKey,
-    CreatedShare,
     DatasetView,
     JobDiagnosis,
     JobEvent,
@@ -46,7 +42,6 @@ from envloop.wire import (
     JobResult,
     JobUsage,
     JobView,
-    Plan,
     ProfileDocument,
     ProfileView,
     ProgressEvent,
@@ -55,7 +50,6 @@ from envloop.wire import (
     RunnerInfo,
     SamplePage,
     SampleQuery,
-    ShareView,
     StepPage,
     SubmitResult,
     TrialEvent,
@@ -113,7 +107,7 @@ def _tls_verification(url: str) -> ssl.SSLContext | bool:
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
-class Client:
+class Client(Operations):
     """A connection to an envloop server; `url` and `api_key` default to ENVLOOP_URL / ENVLOOP_API_KEY."""
 
     def __init__(self, url: str | None = None, api_key: str | None = None, timeout: float = 120.0) -> None:
@@ -130,13 +124,12 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> "Client":
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+    def call(self, operation: Operation[..., Req, Resp], request: Req) -> Resp:
+        """Send a declared operation's request to its route and read its answer."""
+        path = operation.url(request)
+        if operation.method == "GET":
+            return self._parse(self._send("GET", path, params=operation.query(request)), operation.response)
+        return self._parse(self._send("POST", path, json=operation.json_body(request)), operation.response)
 
     # -- plumbing -----------------------------------------------------------------------------------
 
@@ -371,65 +364,6 @@ class Client:
 
     def watch_rollout(self, trial_id: str) -> Iterator[ProgressEvent]:
         return self._events(f"/v1/rollouts/{quote(trial_id)}/events")
-
-    # -- across runs --------------------------------------------------------------------------------
-
-    def show_leaderboard(self, dataset: str | None = None) -> list[BoardRow]:
-        return self._get("/v1/leaderboard", list[BoardRow], dataset=dataset)
-
-    def add_to_leaderboard(self, job_id: str, profile: str | None = None) -> list[BoardRow]:
-        return self._post("/v1/leaderboard", list[BoardRow], {"job_id": job_id, "profile": profile})
-
-    def compare_runs(
-        self,
-        job_a: str,
-        job_b: str | None = None,
-        profile_a: str | None = None,
-        profile_b: str | None = None,
-    ) -> Comparison:
-        return self._get(
-            "/v1/compare", Comparison, job_a=job_a, job_b=job_b, profile_a=profile_a, profile_b=profile_b
-        )
-
-    def plan_comparison(
-        self,
-        job_id: str,
-        effect: float,
-        profile: str | None = None,
-        power: float = 0.8,
-        alpha: float = 0.05,
-        correlation: float = 0.0,
-    ) -> Plan:
-        return self._get(
-            f"/v1/jobs/{quote(job_id)}/plan",
-            Plan,
-            effect=effect,
-            profile=profile,
-            power=power,
-            alpha=alpha,
-            correlation=correlation,
-        )
-
-    # -- access -------------------------------------------------------------------------------------
-
-    def create_share(self, job_id: str, expires_in_sec: float | None = None) -> CreatedShare:
-        body = {"expires_in_sec": expires_in_sec}
-        return self._post(f"/v1/jobs/{quote(job_id)}/shares", CreatedShare, body)
-
-    def list_shares(self, job_id: str) -> list[ShareView]:
-        return self._get(f"/v1/jobs/{quote(job_id)}/shares", list[ShareView])
-
-    def revoke_share(self, share_id: str) -> ShareView:
-        return self._post(f"/v1/shares/{quote(share_id)}/revoke", ShareView)
-
-    def create_key(self, name: str | None = None) -> CreatedKey:
-        return self._post("/v1/keys", CreatedKey, {"name": name})
-
-    def list_keys(self) -> list[ApiKeyView]:
-        return self._get("/v1/keys", list[ApiKeyView])
-
-    def revoke_key(self, key_id: str) -> ApiKeyView:
-        return self._post(f"/v1/keys/{quote(key_id)}/revoke", ApiKeyView)
 
     # -- server-sent events -------------------------------------------------------------------------
 

@@ -16,24 +16,20 @@ As `el job submit` does, a submission starts a background worker for the store w
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 
 from envloop.core.status import TERMINAL
 from envloop.core.trajectory import Trajectory
+from envloop.operation import Operation, Req, Resp
+from envloop.operations import Operations
 from envloop.services import (
     breakdown,
-    compare,
     datasets,
     diagnosis,
     jobs,
-    keys,
-    leaderboard,
-    planning,
     profiles,
     results,
     rollouts,
     samples,
-    shares,
     trace,
     trials,
     usage,
@@ -43,13 +39,8 @@ from envloop.services.rollouts import ProgressFeed
 from envloop.wire import (
     LOG_PAGE_BYTES,
     PAGE_STEPS,
-    ApiKeyView,
     ArtifactInfo,
-    BoardRow,
     Breakdown,
-    Comparison,
-    CreatedKey,
-    CreatedShare,
     DatasetView,
     JobDiagnosis,
     JobProgress,
@@ -57,7 +48,6 @@ from envloop.wire import (
     JobResult,
     JobUsage,
     JobView,
-    Plan,
     ProfileDocument,
     ProfileView,
     ProgressEvent,
@@ -66,7 +56,6 @@ from envloop.wire import (
     RunnerInfo,
     SamplePage,
     SampleQuery,
-    ShareView,
     StepPage,
     SubmitResult,
     TrialView,
@@ -76,7 +65,7 @@ WATCH_POLL_SEC = 0.5
 """How often `watch_job` reads the store for changes (the server's event stream polls as often)."""
 
 
-class LocalClient:
+class LocalClient(Operations):
     """The service layer on this machine's store, with `envloop.Client`'s methods."""
 
     def __init__(self, home: Path | str | None = None, *, run_trials: bool = True) -> None:
@@ -99,13 +88,12 @@ class LocalClient:
         if self._owned:
             self._ctx.close()
 
-    def __enter__(self) -> "LocalClient":
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+    def call(self, operation: Operation[..., Req, Resp], request: Req) -> Resp:
+        """Do a declared operation with its service function, on this client's store."""
+        answer = operation.serve(self._ctx, request)
+        if operation.queued_status is not None:
+            self._start_worker(operation.queued_status(answer))
+        return answer
 
     def _start_worker(self, status: str) -> None:
         if self.run_trials and status not in TERMINAL:
@@ -248,54 +236,6 @@ class LocalClient:
 
     def watch_rollout(self, trial_id: str) -> Iterator[ProgressEvent]:
         return self.watch_job(self.get_rollout(trial_id).job_id)
-
-    # -- across runs --------------------------------------------------------------------------------
-
-    def show_leaderboard(self, dataset: str | None = None) -> list[BoardRow]:
-        return leaderboard.show_leaderboard(self._ctx, dataset)
-
-    def add_to_leaderboard(self, job_id: str, profile: str | None = None) -> list[BoardRow]:
-        return leaderboard.add_to_leaderboard(self._ctx, job_id, profile)
-
-    def compare_runs(
-        self,
-        job_a: str,
-        job_b: str | None = None,
-        profile_a: str | None = None,
-        profile_b: str | None = None,
-    ) -> Comparison:
-        return compare.compare_runs(self._ctx, job_a, job_b, profile_a, profile_b)
-
-    def plan_comparison(
-        self,
-        job_id: str,
-        effect: float,
-        profile: str | None = None,
-        power: float = 0.8,
-        alpha: float = 0.05,
-        correlation: float = 0.0,
-    ) -> Plan:
-        return planning.plan_comparison(self._ctx, job_id, effect, profile, power, alpha, correlation)
-
-    # -- access -------------------------------------------------------------------------------------
-
-    def create_share(self, job_id: str, expires_in_sec: float | None = None) -> CreatedShare:
-        return shares.create_share(self._ctx, job_id, expires_in_sec)
-
-    def list_shares(self, job_id: str) -> list[ShareView]:
-        return shares.list_shares(self._ctx, job_id)
-
-    def revoke_share(self, share_id: str) -> ShareView:
-        return shares.revoke_share(self._ctx, share_id)
-
-    def create_key(self, name: str | None = None) -> CreatedKey:
-        return keys.create_key(self._ctx, name)
-
-    def list_keys(self) -> list[ApiKeyView]:
-        return keys.list_keys(self._ctx)
-
-    def revoke_key(self, key_id: str) -> ApiKeyView:
-        return keys.revoke_key(self._ctx, key_id)
 
 
 __all__ = ["LocalClient"]

@@ -7,9 +7,20 @@ The service modules re-export the models they return, so `envloop.services.jobs.
 `envloop.wire.JobView` are the same class.
 """
 
-from envloop.wire.access import ApiKeyView, CreatedKey, CreatedShare, ShareView
+from envloop.wire.access import (
+    ApiKeyView,
+    CreatedKey,
+    CreatedShare,
+    CreateKey,
+    CreateShare,
+    ListKeys,
+    ListShares,
+    RevokeKey,
+    RevokeShare,
+    ShareView,
+)
 from envloop.wire.breakdown import Breakdown, BreakdownGroup, GroupMetrics
-from envloop.wire.compare import Comparison, DimensionComparison, Excluded, Side
+from envloop.wire.compare import CompareRuns, Comparison, DimensionComparison, Excluded, Side
 from envloop.wire.datasets import ENVIRONMENTS, DatasetView, EnvironmentName, MemberView, TaskFeature
 from envloop.wire.diagnosis import (
     FailureGroup,
@@ -29,8 +40,8 @@ from envloop.wire.jobs import (
     SkippedTask,
     SubmitResult,
 )
-from envloop.wire.leaderboard import BoardEntry, BoardRow, RunSummary
-from envloop.wire.planning import Plan, PlanOption
+from envloop.wire.leaderboard import AddToLeaderboard, BoardEntry, BoardRow, RunSummary, ShowLeaderboard
+from envloop.wire.planning import Plan, PlanComparison, PlanOption
 from envloop.wire.profiles import PROFILE_SCHEMA, ProfileDocument, ProfileSpec, ProfileView
 from envloop.wire.results import JobResult, ProfileResult
 from envloop.wire.rollouts import JobEvent, ProgressEvent, RolloutRequest, RolloutView, TrialEvent
@@ -59,6 +70,7 @@ __all__ = [
     "PAGE_STEPS",
     "PROFILE_SCHEMA",
     "TRIAL_STATUSES",
+    "AddToLeaderboard",
     "ApiKeyView",
     "ArtifactInfo",
     "ArtifactPage",
@@ -66,8 +78,11 @@ __all__ = [
     "BoardRow",
     "Breakdown",
     "BreakdownGroup",
+    "CompareRuns",
     "Comparison",
     "ComponentInfo",
+    "CreateKey",
+    "CreateShare",
     "CreatedKey",
     "CreatedShare",
     "DatasetView",
@@ -86,11 +101,14 @@ __all__ = [
     "JobUsage",
     "JobView",
     "Latency",
+    "ListKeys",
+    "ListShares",
     "LogPhase",
     "MemberView",
     "NotRunGroup",
     "Origin",
     "Plan",
+    "PlanComparison",
     "PlanOption",
     "ProfileDocument",
     "ProfileResult",
@@ -98,6 +116,8 @@ __all__ = [
     "ProfileUsage",
     "ProfileView",
     "ProgressEvent",
+    "RevokeKey",
+    "RevokeShare",
     "RolloutRequest",
     "RolloutView",
     "RunSummary",
@@ -106,6 +126,7 @@ __all__ = [
     "SamplePage",
     "SampleQuery",
     "ShareView",
+    "ShowLeaderboard",
     "Side",
     "SkippedTask",
     "StepPage",
