@@ -30,30 +30,13 @@ from envloop.operation import Operation, Req, Resp
 from envloop.operations import Operations
 from envloop.services.errors import ConflictError, NotFoundError, ServerError, UserError
 from envloop.wire import (
-    LOG_PAGE_BYTES,
-    PAGE_STEPS,
     ArtifactInfo,
-    Breakdown,
     DatasetView,
-    JobDiagnosis,
     JobEvent,
     JobProgress,
-    JobRequest,
-    JobResult,
-    JobUsage,
     JobView,
-    ProfileDocument,
-    ProfileView,
     ProgressEvent,
-    RolloutRequest,
-    RolloutView,
-    RunnerInfo,
-    SamplePage,
-    SampleQuery,
-    StepPage,
-    SubmitResult,
     TrialEvent,
-    TrialView,
 )
 
 _M = TypeVar("_M")
@@ -215,32 +198,7 @@ class Client(Operations):
         with tarfile.open(dest, "w:gz") as tar:
             tar.add(root, arcname=root.name, filter=keep)
 
-    def get_dataset(self, ref: str) -> DatasetView:
-        return self._get(f"/v1/datasets/{self._ref(ref)}", DatasetView)
-
-    def list_datasets(self) -> list[DatasetView]:
-        return self._get("/v1/datasets", list[DatasetView])
-
-    def create_profile(self, name: str, version: str, document: ProfileDocument) -> ProfileView:
-        body = {"name": name, "version": version, "document": document.model_dump(mode="json")}
-        return self._post("/v1/profiles", ProfileView, body)
-
-    def get_profile(self, ref: str) -> ProfileView:
-        return self._get(f"/v1/profiles/{self._ref(ref)}", ProfileView)
-
-    def list_profiles(self) -> list[ProfileView]:
-        return self._get("/v1/profiles", list[ProfileView])
-
-    def list_runners(self) -> list[RunnerInfo]:
-        return self._get("/v1/runners", list[RunnerInfo])
-
     # -- jobs ---------------------------------------------------------------------------------------
-
-    def submit_job(self, request: JobRequest) -> SubmitResult:
-        return self._post("/v1/jobs", SubmitResult, request)
-
-    def get_job(self, job_id: str) -> JobView:
-        return self._get(f"/v1/jobs/{quote(job_id)}", JobView)
 
     def job_progress(self, job_id: str) -> JobProgress:
         """The job's status and trial counts (a follower's poll when the event stream is gone)."""
@@ -257,59 +215,11 @@ class Client(Operations):
         tag = [f"{k}={v}" for k, v in (tags or {}).items()] or None
         return self._get("/v1/jobs", list[JobView], status=status, tag=tag, limit=limit, before=before)
 
-    def job_result(self, job_id: str) -> JobResult:
-        return self._get(f"/v1/jobs/{quote(job_id)}/result", JobResult)
-
-    def job_diagnosis(self, job_id: str) -> JobDiagnosis:
-        return self._get(f"/v1/jobs/{quote(job_id)}/diagnosis", JobDiagnosis)
-
-    def job_breakdown(self, job_id: str, by: str) -> Breakdown:
-        return self._get(f"/v1/jobs/{quote(job_id)}/breakdown", Breakdown, by=by)
-
-    def job_usage(self, job_id: str) -> JobUsage:
-        return self._get(f"/v1/jobs/{quote(job_id)}/usage", JobUsage)
-
-    def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:
-        params = (query or SampleQuery()).model_dump(exclude_defaults=True)
-        return self._get(f"/v1/jobs/{quote(job_id)}/samples", SamplePage, **params)
-
-    def cancel_job(self, job_id: str) -> JobView:
-        return self._post(f"/v1/jobs/{quote(job_id)}/cancel", JobView)
-
-    def export_job(self, job_id: str) -> JobRequest:
-        return self._get(f"/v1/jobs/{quote(job_id)}/export", JobRequest)
-
     def watch_job(self, job_id: str) -> Iterator[ProgressEvent]:
         """Job and trial status changes as they happen, until the job ends."""
         return self._events(f"/v1/jobs/{quote(job_id)}/events")
 
     # -- trials -------------------------------------------------------------------------------------
-
-    def list_trials(
-        self,
-        job_id: str,
-        status: str | None = None,
-        task: str | None = None,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> list[TrialView]:
-        return self._get(
-            f"/v1/jobs/{quote(job_id)}/trials",
-            list[TrialView],
-            status=status,
-            task=task,
-            limit=limit,
-            offset=offset or None,
-        )
-
-    def get_trial(self, trial_id: str) -> TrialView:
-        return self._get(f"/v1/trials/{quote(trial_id)}", TrialView)
-
-    def trial_logs(
-        self, trial_id: str, phase: str = "agent", offset: int = 0, limit: int = LOG_PAGE_BYTES
-    ) -> dict[str, str]:
-        path = f"/v1/trials/{quote(trial_id)}/logs"
-        return self._get(path, dict[str, str], phase=phase, offset=offset or None, limit=limit)
 
     def read_artifact(self, trial_id: str, relpath: str) -> Iterator[bytes]:
         """A kept file's bytes in chunks, streamed from the server."""
@@ -323,13 +233,6 @@ class Client(Operations):
     def trial_steps(self, trial_id: str) -> Trajectory | None:
         """The whole trajectory (the server streams it); `trial_step_page` reads it a page at a time."""
         return self._get(f"/v1/trials/{quote(trial_id)}/steps", Trajectory | None)  # type: ignore[arg-type]
-
-    def trial_step_page(self, trial_id: str, offset: int = 0, limit: int = PAGE_STEPS) -> StepPage:
-        path = f"/v1/trials/{quote(trial_id)}/steps/page"
-        return self._get(path, StepPage, offset=offset or None, limit=limit)
-
-    def list_artifacts(self, trial_id: str) -> list[ArtifactInfo]:
-        return self._get(f"/v1/trials/{quote(trial_id)}/artifacts", list[ArtifactInfo])
 
     def copy_artifacts(self, trial_id: str, dest: Path) -> list[ArtifactInfo]:
         """Download every kept file of the trial under `dest`, keeping their relative paths."""
@@ -350,17 +253,7 @@ class Client(Operations):
                         sink.write(chunk)
         return items
 
-    def invalidate_trial(self, trial_id: str, reason: str | None, undo: bool = False) -> TrialView:
-        body = {"reason": reason, "undo": undo}
-        return self._post(f"/v1/trials/{quote(trial_id)}/invalidate", TrialView, body)
-
     # -- rollouts -----------------------------------------------------------------------------------
-
-    def start_rollout(self, request: RolloutRequest) -> RolloutView:
-        return self._post("/v1/rollouts", RolloutView, request)
-
-    def get_rollout(self, trial_id: str) -> RolloutView:
-        return self._get(f"/v1/rollouts/{quote(trial_id)}", RolloutView)
 
     def watch_rollout(self, trial_id: str) -> Iterator[ProgressEvent]:
         return self._events(f"/v1/rollouts/{quote(trial_id)}/events")

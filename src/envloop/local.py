@@ -22,43 +22,19 @@ from envloop.core.trajectory import Trajectory
 from envloop.operation import Operation, Req, Resp
 from envloop.operations import Operations
 from envloop.services import (
-    breakdown,
     datasets,
-    diagnosis,
     jobs,
-    profiles,
-    results,
-    rollouts,
-    samples,
     trace,
     trials,
-    usage,
 )
 from envloop.services.context import Context, open_context
 from envloop.services.rollouts import ProgressFeed
 from envloop.wire import (
-    LOG_PAGE_BYTES,
-    PAGE_STEPS,
     ArtifactInfo,
-    Breakdown,
     DatasetView,
-    JobDiagnosis,
     JobProgress,
-    JobRequest,
-    JobResult,
-    JobUsage,
     JobView,
-    ProfileDocument,
-    ProfileView,
     ProgressEvent,
-    RolloutRequest,
-    RolloutView,
-    RunnerInfo,
-    SamplePage,
-    SampleQuery,
-    StepPage,
-    SubmitResult,
-    TrialView,
 )
 
 WATCH_POLL_SEC = 0.5
@@ -108,35 +84,7 @@ class LocalClient(Operations):
     ) -> DatasetView:
         return datasets.push_dataset(self._ctx, Path(path), name, runner=runner, scorer=scorer)
 
-    def get_dataset(self, ref: str) -> DatasetView:
-        return datasets.get_dataset(self._ctx, ref)
-
-    def list_datasets(self) -> list[DatasetView]:
-        return datasets.list_datasets(self._ctx)
-
-    def create_profile(self, name: str, version: str, document: ProfileDocument) -> ProfileView:
-        return profiles.create_profile(self._ctx, name, version, document)
-
-    def get_profile(self, ref: str) -> ProfileView:
-        return profiles.get_profile(self._ctx, ref)
-
-    def list_profiles(self) -> list[ProfileView]:
-        return profiles.list_profiles(self._ctx)
-
-    def list_runners(self) -> list[RunnerInfo]:
-        from envloop.runners.registry import list_runners  # noqa: PLC0415 - loads every runner
-
-        return list_runners()
-
     # -- jobs ---------------------------------------------------------------------------------------
-
-    def submit_job(self, request: JobRequest) -> SubmitResult:
-        submitted = jobs.submit_job(self._ctx, request)
-        self._start_worker(submitted.job.status)
-        return submitted
-
-    def get_job(self, job_id: str) -> JobView:
-        return jobs.get_job(self._ctx, job_id)
 
     def job_progress(self, job_id: str) -> JobProgress:
         return jobs.job_progress(self._ctx, job_id)
@@ -149,27 +97,6 @@ class LocalClient(Operations):
         before: str | None = None,
     ) -> list[JobView]:
         return jobs.list_jobs(self._ctx, status=status, tags=tags, limit=limit, before=before)
-
-    def job_result(self, job_id: str) -> JobResult:
-        return results.job_result(self._ctx, job_id)
-
-    def job_diagnosis(self, job_id: str) -> JobDiagnosis:
-        return diagnosis.job_diagnosis(self._ctx, job_id)
-
-    def job_breakdown(self, job_id: str, by: str) -> Breakdown:
-        return breakdown.job_breakdown(self._ctx, job_id, by)
-
-    def job_usage(self, job_id: str) -> JobUsage:
-        return usage.job_usage(self._ctx, job_id)
-
-    def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:
-        return samples.job_samples(self._ctx, job_id, query or SampleQuery())
-
-    def cancel_job(self, job_id: str) -> JobView:
-        return jobs.cancel_job(self._ctx, job_id)
-
-    def export_job(self, job_id: str) -> JobRequest:
-        return jobs.export_job(self._ctx, job_id)
 
     def watch_job(self, job_id: str) -> Iterator[ProgressEvent]:
         """Job and trial status changes as they happen, until the job ends."""
@@ -186,24 +113,6 @@ class LocalClient(Operations):
 
     # -- trials -------------------------------------------------------------------------------------
 
-    def list_trials(
-        self,
-        job_id: str,
-        status: str | None = None,
-        task: str | None = None,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> list[TrialView]:
-        return trials.list_trials(self._ctx, job_id, status=status, task=task, limit=limit, offset=offset)
-
-    def get_trial(self, trial_id: str) -> TrialView:
-        return trials.get_trial(self._ctx, trial_id)
-
-    def trial_logs(
-        self, trial_id: str, phase: str = "agent", offset: int = 0, limit: int = LOG_PAGE_BYTES
-    ) -> dict[str, str]:
-        return trials.trial_logs(self._ctx, trial_id, phase, offset, limit)
-
     def read_artifact(self, trial_id: str, relpath: str) -> Iterator[bytes]:
         """A kept file's bytes in chunks, read from the artifact store."""
         return trials.read_artifact(self._ctx, trial_id, relpath)
@@ -211,28 +120,11 @@ class LocalClient(Operations):
     def trial_steps(self, trial_id: str) -> Trajectory | None:
         return trace.trial_steps(self._ctx, trial_id)
 
-    def trial_step_page(self, trial_id: str, offset: int = 0, limit: int = PAGE_STEPS) -> StepPage:
-        return trace.step_page(self._ctx, trial_id, offset, limit)
-
-    def list_artifacts(self, trial_id: str) -> list[ArtifactInfo]:
-        return trials.list_artifacts(self._ctx, trial_id)
-
     def copy_artifacts(self, trial_id: str, dest: Path) -> list[ArtifactInfo]:
         """Copy every kept file of the trial under `dest`, keeping their relative paths."""
         return trials.copy_artifacts(self._ctx, trial_id, Path(dest))
 
-    def invalidate_trial(self, trial_id: str, reason: str | None, undo: bool = False) -> TrialView:
-        return trials.invalidate_trial(self._ctx, trial_id, reason, undo=undo)
-
     # -- rollouts -----------------------------------------------------------------------------------
-
-    def start_rollout(self, request: RolloutRequest) -> RolloutView:
-        started = rollouts.start_rollout(self._ctx, request)
-        self._start_worker(started.trial.status)
-        return started
-
-    def get_rollout(self, trial_id: str) -> RolloutView:
-        return rollouts.get_rollout(self._ctx, trial_id)
 
     def watch_rollout(self, trial_id: str) -> Iterator[ProgressEvent]:
         return self.watch_job(self.get_rollout(trial_id).job_id)

@@ -13,7 +13,7 @@ loads the store). From the declaration:
 - both clients get a method of the operation's name whose parameters are the request's fields,
   checked by mypy (the declaration is a descriptor typed by the request class's constructor).
 
-Adding an operation is one declaration in `envloop.operations` and one service function.
+Adding an operation is one declaration in `envloop.declarations` and one service function.
 """
 
 import dataclasses
@@ -54,7 +54,7 @@ def one_line(error: dict[str, Any]) -> str:
 
 
 class Operation(Generic[P, Req, Resp]):
-    """An operation's declaration; as a class attribute of `Operations`, a method of every client."""
+    """An operation's declaration; as a class attribute of `Declarations`, a method of every client."""
 
     name: str
 
@@ -145,7 +145,11 @@ class Operation(Generic[P, Req, Resp]):
                 inspect.Parameter(
                     name,
                     inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                    default=inspect.Parameter.empty if info.is_required() else info.default,
+                    default=(
+                        inspect.Parameter.empty
+                        if info.is_required()
+                        else info.get_default(call_default_factory=True)
+                    ),
                     annotation=info.annotation,
                 )
                 for name, info in self.fields.items()

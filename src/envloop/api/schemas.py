@@ -2,9 +2,7 @@
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from envloop.services.profiles import ProfileDocument
+from pydantic import BaseModel, Field
 
 
 class ErrorBody(BaseModel):
@@ -19,19 +17,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorBody, "description": "Contradicts what is stored"},
     413: {"model": ErrorBody, "description": "The request body is larger than its limit"},
 }
-
-
-class ProfileCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str
-    version: str
-    document: ProfileDocument
-
-
-class InvalidateRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    reason: str | None = Field(default=None, description="why it must not count (needed unless undo)")
-    undo: bool = Field(default=False, description="count the trial again")
 
 
 class Health(BaseModel):

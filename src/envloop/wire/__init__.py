@@ -13,13 +13,11 @@ from envloop.wire.access import (
     CreatedShare,
     CreateKey,
     CreateShare,
-    ListKeys,
-    ListShares,
     RevokeKey,
     RevokeShare,
     ShareView,
 )
-from envloop.wire.breakdown import Breakdown, BreakdownGroup, GroupMetrics
+from envloop.wire.breakdown import Breakdown, BreakdownGroup, GroupMetrics, JobBreakdown
 from envloop.wire.compare import CompareRuns, Comparison, DimensionComparison, Excluded, Side
 from envloop.wire.datasets import ENVIRONMENTS, DatasetView, EnvironmentName, MemberView, TaskFeature
 from envloop.wire.diagnosis import (
@@ -38,15 +36,24 @@ from envloop.wire.jobs import (
     JobRequest,
     JobView,
     SkippedTask,
+    SubmitJob,
     SubmitResult,
 )
 from envloop.wire.leaderboard import AddToLeaderboard, BoardEntry, BoardRow, RunSummary, ShowLeaderboard
 from envloop.wire.planning import Plan, PlanComparison, PlanOption
-from envloop.wire.profiles import PROFILE_SCHEMA, ProfileDocument, ProfileSpec, ProfileView
+from envloop.wire.profiles import PROFILE_SCHEMA, CreateProfile, ProfileDocument, ProfileSpec, ProfileView
+from envloop.wire.request import JobId, NoArguments, Ref, TrialId
 from envloop.wire.results import JobResult, ProfileResult
-from envloop.wire.rollouts import JobEvent, ProgressEvent, RolloutRequest, RolloutView, TrialEvent
+from envloop.wire.rollouts import (
+    JobEvent,
+    ProgressEvent,
+    RolloutRequest,
+    RolloutView,
+    StartRollout,
+    TrialEvent,
+)
 from envloop.wire.runners import ComponentInfo, Origin, RunnerInfo, TaskKind
-from envloop.wire.samples import Sample, SamplePage, SampleQuery
+from envloop.wire.samples import JobSamples, Sample, SamplePage, SampleQuery
 from envloop.wire.trials import (
     ARTIFACT_PAGE,
     LOG_FILES,
@@ -54,8 +61,12 @@ from envloop.wire.trials import (
     PAGE_STEPS,
     ArtifactInfo,
     ArtifactPage,
+    InvalidateTrial,
+    ListTrials,
     LogPhase,
     StepPage,
+    TrialLogs,
+    TrialStepPage,
     TrialView,
 )
 from envloop.wire.usage import JobUsage, Latency, ProfileUsage
@@ -82,6 +93,7 @@ __all__ = [
     "Comparison",
     "ComponentInfo",
     "CreateKey",
+    "CreateProfile",
     "CreateShare",
     "CreatedKey",
     "CreatedShare",
@@ -93,18 +105,22 @@ __all__ = [
     "FailureKind",
     "FlagGroup",
     "GroupMetrics",
+    "InvalidateTrial",
+    "JobBreakdown",
     "JobDiagnosis",
     "JobEvent",
+    "JobId",
     "JobProgress",
     "JobRequest",
     "JobResult",
+    "JobSamples",
     "JobUsage",
     "JobView",
     "Latency",
-    "ListKeys",
-    "ListShares",
+    "ListTrials",
     "LogPhase",
     "MemberView",
+    "NoArguments",
     "NotRunGroup",
     "Origin",
     "Plan",
@@ -116,6 +132,7 @@ __all__ = [
     "ProfileUsage",
     "ProfileView",
     "ProgressEvent",
+    "Ref",
     "RevokeKey",
     "RevokeShare",
     "RolloutRequest",
@@ -129,11 +146,16 @@ __all__ = [
     "ShowLeaderboard",
     "Side",
     "SkippedTask",
+    "StartRollout",
     "StepPage",
+    "SubmitJob",
     "SubmitResult",
     "TaskFeature",
     "TaskKind",
     "TrialEvent",
+    "TrialId",
+    "TrialLogs",
+    "TrialStepPage",
     "TrialView",
     "WarningGroup",
 ]

@@ -47,11 +47,6 @@ class CreateKey:
 
 
 @dataclass(config=REQUEST, frozen=True)
-class ListKeys:
-    """Every key of the calling project."""
-
-
-@dataclass(config=REQUEST, frozen=True)
 class RevokeKey:
     key_id: str
 
@@ -62,11 +57,6 @@ class CreateShare:
     expires_in_sec: Annotated[
         float | None, Field(gt=0, le=MAX_EXPIRY.total_seconds(), description="None: until revoked")
     ] = None
-
-
-@dataclass(config=REQUEST, frozen=True)
-class ListShares:
-    job_id: str
 
 
 @dataclass(config=REQUEST, frozen=True)

@@ -1,4 +1,4 @@
-"""The routes of the declared operations (`envloop.operations`), each built from its declaration.
+"""The routes of the declared operations (`envloop.declarations`), each built from its declaration.
 
 A route's parameters are the request's fields: those named in the path, then, for a GET, the
 others as query parameters with their limits and descriptions; for a POST, the others as the JSON
@@ -16,8 +16,8 @@ from pydantic.fields import FieldInfo
 
 from envloop.api.auth import job_reader, project, trial_reader
 from envloop.api.schemas import ERRORS
+from envloop.declarations import Declarations
 from envloop.operation import Operation
-from envloop.operations import Operations
 from envloop.services.context import Context
 
 SCOPES: dict[str, Callable[..., Context]] = {"project": project, "job": job_reader, "trial": trial_reader}
@@ -28,8 +28,8 @@ _BODY = "body"
 
 
 def declared_operations() -> list[Operation[..., Any, Any]]:
-    """Every operation declared on `Operations`, in declaration order."""
-    return [value for value in vars(Operations).values() if isinstance(value, Operation)]
+    """Every declared operation, in declaration order."""
+    return [value for value in vars(Declarations).values() if isinstance(value, Operation)]
 
 
 def _parameter(name: str, annotation: Any, default: Any = inspect.Parameter.empty) -> inspect.Parameter:
