@@ -157,7 +157,8 @@ def test_unknown_statuses_are_refused_not_matched_to_nothing(el: El, ctx: Contex
     job = run_job(ctx, dataset, [profile], 1, lambda *_: 1.0)
     line = _one_line(el("job", "list", "--status", "bogus"), 2)
     assert "unknown job status 'bogus'" in line and "completed" in line
-    assert "unknown trial status" in _one_line(el("trial", "list", "--job", job, "--status", "done"), 2)
+    refused = _one_line(el("trial", "list", "--job", job, "--status", "done"), 2)
+    assert refused.startswith("el: error: status: Input should be 'pending'") and "completed" in refused
     assert len(el.ok("trial", "list", "--job", job, "--status", "completed", "--json").json()) == 1
 
 

@@ -175,4 +175,4 @@ def test_cli_plan_prints_json_and_refuses_bad_input_with_exit_2(
     text = el.ok("plan", "--baseline", job, "--effect", "0.1").stdout
     assert "to detect 0.1 (two-sided alpha 0.05, power 80%, correlation 0)" in text
     refused = el("plan", "--baseline", job, "--effect", "-1")
-    assert refused.code == 2 and "effect must be a positive" in refused.stderr
+    assert refused.code == 2 and "effect: Input should be greater than 0" in refused.stderr

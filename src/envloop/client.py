@@ -19,7 +19,6 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -27,39 +26,17 @@ import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from envloop.core.trajectory import Trajectory
+from envloop.operation import Operation, Req, Resp
+from envloop.operations import Operations
 from envloop.services.errors import ConflictError, NotFoundError, ServerError, UserError
 from envloop.wire import (
-    LOG_PAGE_BYTES,
-    PAGE_STEPS,
-    ApiKeyView,
     ArtifactInfo,
-    BoardRow,
-    Breakdown,
-    Comparison,
-    CreatedKey,
-    CreatedShare,
     DatasetView,
-    JobDiagnosis,
     JobEvent,
     JobProgress,
-    JobRequest,
-    JobResult,
-    JobUsage,
     JobView,
-    Plan,
-    ProfileDocument,
-    ProfileView,
     ProgressEvent,
-    RolloutRequest,
-    RolloutView,
-    RunnerInfo,
-    SamplePage,
-    SampleQuery,
-    ShareView,
-    StepPage,
-    SubmitResult,
     TrialEvent,
-    TrialView,
 )
 
 _M = TypeVar("_M")
@@ -113,7 +90,7 @@ def _tls_verification(url: str) -> ssl.SSLContext | bool:
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
-class Client:
+class Client(Operations):
     """A connection to an envloop server; `url` and `api_key` default to ENVLOOP_URL / ENVLOOP_API_KEY."""
 
     def __init__(self, url: str | None = None, api_key: str | None = None, timeout: float = 120.0) -> None:
@@ -130,13 +107,12 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> "Client":
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+    def call(self, operation: Operation[..., Req, Resp], request: Req) -> Resp:
+        """Send a declared operation's request to its route and read its answer."""
+        path = operation.url(request)
+        if operation.method == "GET":
+            return self._parse(self._send("GET", path, params=operation.query(request)), operation.response)
+        return self._parse(self._send("POST", path, json=operation.json_body(request)), operation.response)
 
     # -- plumbing -----------------------------------------------------------------------------------
 
@@ -222,32 +198,7 @@ class Client:
         with tarfile.open(dest, "w:gz") as tar:
             tar.add(root, arcname=root.name, filter=keep)
 
-    def get_dataset(self, ref: str) -> DatasetView:
-        return self._get(f"/v1/datasets/{self._ref(ref)}", DatasetView)
-
-    def list_datasets(self) -> list[DatasetView]:
-        return self._get("/v1/datasets", list[DatasetView])
-
-    def create_profile(self, name: str, version: str, document: ProfileDocument) -> ProfileView:
-        body = {"name": name, "version": version, "document": document.model_dump(mode="json")}
-        return self._post("/v1/profiles", ProfileView, body)
-
-    def get_profile(self, ref: str) -> ProfileView:
-        return self._get(f"/v1/profiles/{self._ref(ref)}", ProfileView)
-
-    def list_profiles(self) -> list[ProfileView]:
-        return self._get("/v1/profiles", list[ProfileView])
-
-    def list_runners(self) -> list[RunnerInfo]:
-        return self._get("/v1/runners", list[RunnerInfo])
-
     # -- jobs ---------------------------------------------------------------------------------------
-
-    def submit_job(self, request: JobRequest) -> SubmitResult:
-        return self._post("/v1/jobs", SubmitResult, request)
-
-    def get_job(self, job_id: str) -> JobView:
-        return self._get(f"/v1/jobs/{quote(job_id)}", JobView)
 
     def job_progress(self, job_id: str) -> JobProgress:
         """The job's status and trial counts (a follower's poll when the event stream is gone)."""
@@ -264,59 +215,11 @@ class Client:
         tag = [f"{k}={v}" for k, v in (tags or {}).items()] or None
         return self._get("/v1/jobs", list[JobView], status=status, tag=tag, limit=limit, before=before)
 
-    def job_result(self, job_id: str) -> JobResult:
-        return self._get(f"/v1/jobs/{quote(job_id)}/result", JobResult)
-
-    def job_diagnosis(self, job_id: str) -> JobDiagnosis:
-        return self._get(f"/v1/jobs/{quote(job_id)}/diagnosis", JobDiagnosis)
-
-    def job_breakdown(self, job_id: str, by: str) -> Breakdown:
-        return self._get(f"/v1/jobs/{quote(job_id)}/breakdown", Breakdown, by=by)
-
-    def job_usage(self, job_id: str) -> JobUsage:
-        return self._get(f"/v1/jobs/{quote(job_id)}/usage", JobUsage)
-
-    def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:
-        params = (query or SampleQuery()).model_dump(exclude_defaults=True)
-        return self._get(f"/v1/jobs/{quote(job_id)}/samples", SamplePage, **params)
-
-    def cancel_job(self, job_id: str) -> JobView:
-        return self._post(f"/v1/jobs/{quote(job_id)}/cancel", JobView)
-
-    def export_job(self, job_id: str) -> JobRequest:
-        return self._get(f"/v1/jobs/{quote(job_id)}/export", JobRequest)
-
     def watch_job(self, job_id: str) -> Iterator[ProgressEvent]:
         """Job and trial status changes as they happen, until the job ends."""
         return self._events(f"/v1/jobs/{quote(job_id)}/events")
 
     # -- trials -------------------------------------------------------------------------------------
-
-    def list_trials(
-        self,
-        job_id: str,
-        status: str | None = None,
-        task: str | None = None,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> list[TrialView]:
-        return self._get(
-            f"/v1/jobs/{quote(job_id)}/trials",
-            list[TrialView],
-            status=status,
-            task=task,
-            limit=limit,
-            offset=offset or None,
-        )
-
-    def get_trial(self, trial_id: str) -> TrialView:
-        return self._get(f"/v1/trials/{quote(trial_id)}", TrialView)
-
-    def trial_logs(
-        self, trial_id: str, phase: str = "agent", offset: int = 0, limit: int = LOG_PAGE_BYTES
-    ) -> dict[str, str]:
-        path = f"/v1/trials/{quote(trial_id)}/logs"
-        return self._get(path, dict[str, str], phase=phase, offset=offset or None, limit=limit)
 
     def read_artifact(self, trial_id: str, relpath: str) -> Iterator[bytes]:
         """A kept file's bytes in chunks, streamed from the server."""
@@ -330,13 +233,6 @@ class Client:
     def trial_steps(self, trial_id: str) -> Trajectory | None:
         """The whole trajectory (the server streams it); `trial_step_page` reads it a page at a time."""
         return self._get(f"/v1/trials/{quote(trial_id)}/steps", Trajectory | None)  # type: ignore[arg-type]
-
-    def trial_step_page(self, trial_id: str, offset: int = 0, limit: int = PAGE_STEPS) -> StepPage:
-        path = f"/v1/trials/{quote(trial_id)}/steps/page"
-        return self._get(path, StepPage, offset=offset or None, limit=limit)
-
-    def list_artifacts(self, trial_id: str) -> list[ArtifactInfo]:
-        return self._get(f"/v1/trials/{quote(trial_id)}/artifacts", list[ArtifactInfo])
 
     def copy_artifacts(self, trial_id: str, dest: Path) -> list[ArtifactInfo]:
         """Download every kept file of the trial under `dest`, keeping their relative paths."""
@@ -357,79 +253,10 @@ class Client:
                         sink.write(chunk)
         return items
 
-    def invalidate_trial(self, trial_id: str, reason: str | None, undo: bool = False) -> TrialView:
-        body = {"reason": reason, "undo": undo}
-        return self._post(f"/v1/trials/{quote(trial_id)}/invalidate", TrialView, body)
-
     # -- rollouts -----------------------------------------------------------------------------------
-
-    def start_rollout(self, request: RolloutRequest) -> RolloutView:
-        return self._post("/v1/rollouts", RolloutView, request)
-
-    def get_rollout(self, trial_id: str) -> RolloutView:
-        return self._get(f"/v1/rollouts/{quote(trial_id)}", RolloutView)
 
     def watch_rollout(self, trial_id: str) -> Iterator[ProgressEvent]:
         return self._events(f"/v1/rollouts/{quote(trial_id)}/events")
-
-    # -- across runs --------------------------------------------------------------------------------
-
-    def show_leaderboard(self, dataset: str | None = None) -> list[BoardRow]:
-        return self._get("/v1/leaderboard", list[BoardRow], dataset=dataset)
-
-    def add_to_leaderboard(self, job_id: str, profile: str | None = None) -> list[BoardRow]:
-        return self._post("/v1/leaderboard", list[BoardRow], {"job_id": job_id, "profile": profile})
-
-    def compare_runs(
-        self,
-        job_a: str,
-        job_b: str | None = None,
-        profile_a: str | None = None,
-        profile_b: str | None = None,
-    ) -> Comparison:
-        return self._get(
-            "/v1/compare", Comparison, job_a=job_a, job_b=job_b, profile_a=profile_a, profile_b=profile_b
-        )
-
-    def plan_comparison(
-        self,
-        job_id: str,
-        effect: float,
-        profile: str | None = None,
-        power: float = 0.8,
-        alpha: float = 0.05,
-        correlation: float = 0.0,
-    ) -> Plan:
-        return self._get(
-            f"/v1/jobs/{quote(job_id)}/plan",
-            Plan,
-            effect=effect,
-            profile=profile,
-            power=power,
-            alpha=alpha,
-            correlation=correlation,
-        )
-
-    # -- access -------------------------------------------------------------------------------------
-
-    def create_share(self, job_id: str, expires_in_sec: float | None = None) -> CreatedShare:
-        body = {"expires_in_sec": expires_in_sec}
-        return self._post(f"/v1/jobs/{quote(job_id)}/shares", CreatedShare, body)
-
-    def list_shares(self, job_id: str) -> list[ShareView]:
-        return self._get(f"/v1/jobs/{quote(job_id)}/shares", list[ShareView])
-
-    def revoke_share(self, share_id: str) -> ShareView:
-        return self._post(f"/v1/shares/{quote(share_id)}/revoke", ShareView)
-
-    def create_key(self, name: str | None = None) -> CreatedKey:
-        return self._post("/v1/keys", CreatedKey, {"name": name})
-
-    def list_keys(self) -> list[ApiKeyView]:
-        return self._get("/v1/keys", list[ApiKeyView])
-
-    def revoke_key(self, key_id: str) -> ApiKeyView:
-        return self._post(f"/v1/keys/{quote(key_id)}/revoke", ApiKeyView)
 
     # -- server-sent events -------------------------------------------------------------------------
 

@@ -16,67 +16,32 @@ As `el job submit` does, a submission starts a background worker for the store w
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 
 from envloop.core.status import TERMINAL
 from envloop.core.trajectory import Trajectory
+from envloop.operation import Operation, Req, Resp
+from envloop.operations import Operations
 from envloop.services import (
-    breakdown,
-    compare,
     datasets,
-    diagnosis,
     jobs,
-    keys,
-    leaderboard,
-    planning,
-    profiles,
-    results,
-    rollouts,
-    samples,
-    shares,
     trace,
     trials,
-    usage,
 )
 from envloop.services.context import Context, open_context
 from envloop.services.rollouts import ProgressFeed
 from envloop.wire import (
-    LOG_PAGE_BYTES,
-    PAGE_STEPS,
-    ApiKeyView,
     ArtifactInfo,
-    BoardRow,
-    Breakdown,
-    Comparison,
-    CreatedKey,
-    CreatedShare,
     DatasetView,
-    JobDiagnosis,
     JobProgress,
-    JobRequest,
-    JobResult,
-    JobUsage,
     JobView,
-    Plan,
-    ProfileDocument,
-    ProfileView,
     ProgressEvent,
-    RolloutRequest,
-    RolloutView,
-    RunnerInfo,
-    SamplePage,
-    SampleQuery,
-    ShareView,
-    StepPage,
-    SubmitResult,
-    TrialView,
 )
 
 WATCH_POLL_SEC = 0.5
 """How often `watch_job` reads the store for changes (the server's event stream polls as often)."""
 
 
-class LocalClient:
+class LocalClient(Operations):
     """The service layer on this machine's store, with `envloop.Client`'s methods."""
 
     def __init__(self, home: Path | str | None = None, *, run_trials: bool = True) -> None:
@@ -99,13 +64,12 @@ class LocalClient:
         if self._owned:
             self._ctx.close()
 
-    def __enter__(self) -> "LocalClient":
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+    def call(self, operation: Operation[..., Req, Resp], request: Req) -> Resp:
+        """Do a declared operation with its service function, on this client's store."""
+        answer = operation.serve(self._ctx, request)
+        if operation.queued_status is not None:
+            self._start_worker(operation.queued_status(answer))
+        return answer
 
     def _start_worker(self, status: str) -> None:
         if self.run_trials and status not in TERMINAL:
@@ -120,35 +84,7 @@ class LocalClient:
     ) -> DatasetView:
         return datasets.push_dataset(self._ctx, Path(path), name, runner=runner, scorer=scorer)
 
-    def get_dataset(self, ref: str) -> DatasetView:
-        return datasets.get_dataset(self._ctx, ref)
-
-    def list_datasets(self) -> list[DatasetView]:
-        return datasets.list_datasets(self._ctx)
-
-    def create_profile(self, name: str, version: str, document: ProfileDocument) -> ProfileView:
-        return profiles.create_profile(self._ctx, name, version, document)
-
-    def get_profile(self, ref: str) -> ProfileView:
-        return profiles.get_profile(self._ctx, ref)
-
-    def list_profiles(self) -> list[ProfileView]:
-        return profiles.list_profiles(self._ctx)
-
-    def list_runners(self) -> list[RunnerInfo]:
-        from envloop.runners.registry import list_runners  # noqa: PLC0415 - loads every runner
-
-        return list_runners()
-
     # -- jobs ---------------------------------------------------------------------------------------
-
-    def submit_job(self, request: JobRequest) -> SubmitResult:
-        submitted = jobs.submit_job(self._ctx, request)
-        self._start_worker(submitted.job.status)
-        return submitted
-
-    def get_job(self, job_id: str) -> JobView:
-        return jobs.get_job(self._ctx, job_id)
 
     def job_progress(self, job_id: str) -> JobProgress:
         return jobs.job_progress(self._ctx, job_id)
@@ -161,27 +97,6 @@ class LocalClient:
         before: str | None = None,
     ) -> list[JobView]:
         return jobs.list_jobs(self._ctx, status=status, tags=tags, limit=limit, before=before)
-
-    def job_result(self, job_id: str) -> JobResult:
-        return results.job_result(self._ctx, job_id)
-
-    def job_diagnosis(self, job_id: str) -> JobDiagnosis:
-        return diagnosis.job_diagnosis(self._ctx, job_id)
-
-    def job_breakdown(self, job_id: str, by: str) -> Breakdown:
-        return breakdown.job_breakdown(self._ctx, job_id, by)
-
-    def job_usage(self, job_id: str) -> JobUsage:
-        return usage.job_usage(self._ctx, job_id)
-
-    def job_samples(self, job_id: str, query: SampleQuery | None = None) -> SamplePage:
-        return samples.job_samples(self._ctx, job_id, query or SampleQuery())
-
-    def cancel_job(self, job_id: str) -> JobView:
-        return jobs.cancel_job(self._ctx, job_id)
-
-    def export_job(self, job_id: str) -> JobRequest:
-        return jobs.export_job(self._ctx, job_id)
 
     def watch_job(self, job_id: str) -> Iterator[ProgressEvent]:
         """Job and trial status changes as they happen, until the job ends."""
@@ -198,24 +113,6 @@ class LocalClient:
 
     # -- trials -------------------------------------------------------------------------------------
 
-    def list_trials(
-        self,
-        job_id: str,
-        status: str | None = None,
-        task: str | None = None,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> list[TrialView]:
-        return trials.list_trials(self._ctx, job_id, status=status, task=task, limit=limit, offset=offset)
-
-    def get_trial(self, trial_id: str) -> TrialView:
-        return trials.get_trial(self._ctx, trial_id)
-
-    def trial_logs(
-        self, trial_id: str, phase: str = "agent", offset: int = 0, limit: int = LOG_PAGE_BYTES
-    ) -> dict[str, str]:
-        return trials.trial_logs(self._ctx, trial_id, phase, offset, limit)
-
     def read_artifact(self, trial_id: str, relpath: str) -> Iterator[bytes]:
         """A kept file's bytes in chunks, read from the artifact store."""
         return trials.read_artifact(self._ctx, trial_id, relpath)
@@ -223,79 +120,14 @@ class LocalClient:
     def trial_steps(self, trial_id: str) -> Trajectory | None:
         return trace.trial_steps(self._ctx, trial_id)
 
-    def trial_step_page(self, trial_id: str, offset: int = 0, limit: int = PAGE_STEPS) -> StepPage:
-        return trace.step_page(self._ctx, trial_id, offset, limit)
-
-    def list_artifacts(self, trial_id: str) -> list[ArtifactInfo]:
-        return trials.list_artifacts(self._ctx, trial_id)
-
     def copy_artifacts(self, trial_id: str, dest: Path) -> list[ArtifactInfo]:
         """Copy every kept file of the trial under `dest`, keeping their relative paths."""
         return trials.copy_artifacts(self._ctx, trial_id, Path(dest))
 
-    def invalidate_trial(self, trial_id: str, reason: str | None, undo: bool = False) -> TrialView:
-        return trials.invalidate_trial(self._ctx, trial_id, reason, undo=undo)
-
     # -- rollouts -----------------------------------------------------------------------------------
-
-    def start_rollout(self, request: RolloutRequest) -> RolloutView:
-        started = rollouts.start_rollout(self._ctx, request)
-        self._start_worker(started.trial.status)
-        return started
-
-    def get_rollout(self, trial_id: str) -> RolloutView:
-        return rollouts.get_rollout(self._ctx, trial_id)
 
     def watch_rollout(self, trial_id: str) -> Iterator[ProgressEvent]:
         return self.watch_job(self.get_rollout(trial_id).job_id)
-
-    # -- across runs --------------------------------------------------------------------------------
-
-    def show_leaderboard(self, dataset: str | None = None) -> list[BoardRow]:
-        return leaderboard.show_leaderboard(self._ctx, dataset)
-
-    def add_to_leaderboard(self, job_id: str, profile: str | None = None) -> list[BoardRow]:
-        return leaderboard.add_to_leaderboard(self._ctx, job_id, profile)
-
-    def compare_runs(
-        self,
-        job_a: str,
-        job_b: str | None = None,
-        profile_a: str | None = None,
-        profile_b: str | None = None,
-    ) -> Comparison:
-        return compare.compare_runs(self._ctx, job_a, job_b, profile_a, profile_b)
-
-    def plan_comparison(
-        self,
-        job_id: str,
-        effect: float,
-        profile: str | None = None,
-        power: float = 0.8,
-        alpha: float = 0.05,
-        correlation: float = 0.0,
-    ) -> Plan:
-        return planning.plan_comparison(self._ctx, job_id, effect, profile, power, alpha, correlation)
-
-    # -- access -------------------------------------------------------------------------------------
-
-    def create_share(self, job_id: str, expires_in_sec: float | None = None) -> CreatedShare:
-        return shares.create_share(self._ctx, job_id, expires_in_sec)
-
-    def list_shares(self, job_id: str) -> list[ShareView]:
-        return shares.list_shares(self._ctx, job_id)
-
-    def revoke_share(self, share_id: str) -> ShareView:
-        return shares.revoke_share(self._ctx, share_id)
-
-    def create_key(self, name: str | None = None) -> CreatedKey:
-        return keys.create_key(self._ctx, name)
-
-    def list_keys(self) -> list[ApiKeyView]:
-        return keys.list_keys(self._ctx)
-
-    def revoke_key(self, key_id: str) -> ApiKeyView:
-        return keys.revoke_key(self._ctx, key_id)
 
 
 __all__ = ["LocalClient"]

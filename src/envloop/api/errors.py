@@ -12,15 +12,9 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from envloop.operation import one_line
+
 _FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
-
-
-def one_line(error: dict[str, Any]) -> str:
-    """`where: what` for the first problem of a validation error."""
-    where = ".".join(str(part) for part in error.get("loc", ()))
-    message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
-    text = f"{where}: {message}" if where else message
-    return " ".join(text.split())[:500]
 
 
 async def validation_error(request: Request, exc: Exception) -> JSONResponse:

@@ -2,10 +2,7 @@
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from envloop.services.profiles import ProfileDocument
-from envloop.services.shares import MAX_EXPIRY
+from pydantic import BaseModel, Field
 
 
 class ErrorBody(BaseModel):
@@ -20,37 +17,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorBody, "description": "Contradicts what is stored"},
     413: {"model": ErrorBody, "description": "The request body is larger than its limit"},
 }
-
-
-class ProfileCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str
-    version: str
-    document: ProfileDocument
-
-
-class InvalidateRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    reason: str | None = Field(default=None, description="why it must not count (needed unless undo)")
-    undo: bool = Field(default=False, description="count the trial again")
-
-
-class ShareRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    expires_in_sec: float | None = Field(
-        default=None, gt=0, le=MAX_EXPIRY.total_seconds(), description="None: until revoked"
-    )
-
-
-class KeyRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str | None = Field(default=None, description="a label to recognise the key by")
-
-
-class LeaderboardAdd(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    job_id: str
-    profile: str | None = Field(default=None, description="only this profile of the job (NAME@VERSION)")
 
 
 class Health(BaseModel):

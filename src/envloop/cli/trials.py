@@ -4,13 +4,14 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 
 from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out, table, when
 from envloop.core.display import format_score
+from envloop.core.status import TrialStatus
 from envloop.core.structured import describe_reading
 from envloop.core.trajectory import Step, Trajectory
 from envloop.core.words import plural
@@ -18,7 +19,7 @@ from envloop.operations import Operations
 from envloop.services.errors import NotFoundError, UserError
 from envloop.trajectories.atif import atif_chunks
 from envloop.trajectories.render import describe_end, describe_step
-from envloop.wire import LOG_FILES, LOG_PAGE_BYTES, TrialView
+from envloop.wire import LOG_FILES, LOG_PAGE_BYTES, LogPhase, TrialView
 
 app = typer.Typer(help="Single attempts: status, reward, logs, artifacts.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
@@ -34,7 +35,8 @@ def list_(
     json_: JsonOpt = False,
 ) -> None:
     """A job's trials."""
-    views = operations().list_trials(job, status=status, task=task)
+    # The request checks the status, as the server does: an unknown one is a one-line error.
+    views = operations().list_trials(job, status=cast(TrialStatus | None, status), task=task)
     if json_:
         emit_json(views)
         return
@@ -185,12 +187,13 @@ def logs(
 
     The text is streamed whole, however long; --json gives one page of each stream."""
     ops = operations()
+    checked = cast(LogPhase, phase)  # the request refuses an unknown phase, as the server does
     if json_:
-        emit_json(ops.trial_logs(trial_id, phase, offset, limit))
+        emit_json(ops.trial_logs(trial_id, checked, offset, limit))
         return
     kept = {item.path for item in ops.list_artifacts(trial_id)}
-    ops.trial_logs(trial_id, phase, 0, 1)  # refuses an unknown phase, as --json does
-    for rel in LOG_FILES.get(phase, ()):  # type: ignore[call-overload]
+    ops.trial_logs(trial_id, checked, 0, 1)  # refuses an unknown phase, as --json does
+    for rel in LOG_FILES[checked]:
         if rel not in kept:
             continue
         note(f"--- {phase} {Path(rel).stem} ---")

@@ -10,9 +10,12 @@ from envloop.agents import AGENTS
 from envloop.core.trial import BUILTIN_ENVIRONMENTS
 from envloop.environments.catalog import ENVIRONMENT_PROVIDERS
 from envloop.plugins import Catalog, ComponentError, Origin
+from envloop.runners import registry
 from envloop.runners.registry import RUNNERS
+from envloop.services.context import Context
 from envloop.services.errors import UserError
 from envloop.tasks.scorers import SCORER_CATALOG
+from envloop.wire.runners import RunnerInfo
 
 ComponentKind = Literal["agent", "runner", "scorer", "environment"]
 
@@ -64,3 +67,9 @@ def check_environment(name: str) -> None:
             *(n for n in ENVIRONMENT_PROVIDERS.names() if n not in BUILTIN_ENVIRONMENTS),
         ]
         raise UserError(f"{shown}: expected {', '.join(known[:-1])} or {known[-1]}") from None
+
+
+def list_runners(ctx: Context) -> list[RunnerInfo]:
+    """The runners this installation can run, with the profile params each reads and requires: the
+    same for every project."""
+    return registry.list_runners()

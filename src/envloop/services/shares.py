@@ -17,13 +17,12 @@ from envloop.services.jobs import load_job
 from envloop.services.keys import hash_secret
 from envloop.store.db import Store
 from envloop.store.tables import ShareLink
-from envloop.wire.access import CreatedShare, ShareView
+from envloop.wire.access import MAX_EXPIRY, CreatedShare, ShareView
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
 __all__ = ["CreatedShare", "ShareView"]
 
 SHARE_PREFIX = "els_"
-MAX_EXPIRY = timedelta(days=3650)
 
 
 @dataclass(frozen=True)

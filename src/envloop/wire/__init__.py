@@ -7,9 +7,18 @@ The service modules re-export the models they return, so `envloop.services.jobs.
 `envloop.wire.JobView` are the same class.
 """
 
-from envloop.wire.access import ApiKeyView, CreatedKey, CreatedShare, ShareView
-from envloop.wire.breakdown import Breakdown, BreakdownGroup, GroupMetrics
-from envloop.wire.compare import Comparison, DimensionComparison, Excluded, Side
+from envloop.wire.access import (
+    ApiKeyView,
+    CreatedKey,
+    CreatedShare,
+    CreateKey,
+    CreateShare,
+    RevokeKey,
+    RevokeShare,
+    ShareView,
+)
+from envloop.wire.breakdown import Breakdown, BreakdownGroup, GroupMetrics, JobBreakdown
+from envloop.wire.compare import CompareRuns, Comparison, DimensionComparison, Excluded, Side
 from envloop.wire.datasets import ENVIRONMENTS, DatasetView, EnvironmentName, MemberView, TaskFeature
 from envloop.wire.diagnosis import (
     FailureGroup,
@@ -27,15 +36,24 @@ from envloop.wire.jobs import (
     JobRequest,
     JobView,
     SkippedTask,
+    SubmitJob,
     SubmitResult,
 )
-from envloop.wire.leaderboard import BoardEntry, BoardRow, RunSummary
-from envloop.wire.planning import Plan, PlanOption
-from envloop.wire.profiles import PROFILE_SCHEMA, ProfileDocument, ProfileSpec, ProfileView
+from envloop.wire.leaderboard import AddToLeaderboard, BoardEntry, BoardRow, RunSummary, ShowLeaderboard
+from envloop.wire.planning import Plan, PlanComparison, PlanOption
+from envloop.wire.profiles import PROFILE_SCHEMA, CreateProfile, ProfileDocument, ProfileSpec, ProfileView
+from envloop.wire.request import JobId, NoArguments, Ref, TrialId
 from envloop.wire.results import JobResult, ProfileResult
-from envloop.wire.rollouts import JobEvent, ProgressEvent, RolloutRequest, RolloutView, TrialEvent
+from envloop.wire.rollouts import (
+    JobEvent,
+    ProgressEvent,
+    RolloutRequest,
+    RolloutView,
+    StartRollout,
+    TrialEvent,
+)
 from envloop.wire.runners import ComponentInfo, Origin, RunnerInfo, TaskKind
-from envloop.wire.samples import Sample, SamplePage, SampleQuery
+from envloop.wire.samples import JobSamples, Sample, SamplePage, SampleQuery
 from envloop.wire.trials import (
     ARTIFACT_PAGE,
     LOG_FILES,
@@ -43,8 +61,12 @@ from envloop.wire.trials import (
     PAGE_STEPS,
     ArtifactInfo,
     ArtifactPage,
+    InvalidateTrial,
+    ListTrials,
     LogPhase,
     StepPage,
+    TrialLogs,
+    TrialStepPage,
     TrialView,
 )
 from envloop.wire.usage import JobUsage, Latency, ProfileUsage
@@ -59,6 +81,7 @@ __all__ = [
     "PAGE_STEPS",
     "PROFILE_SCHEMA",
     "TRIAL_STATUSES",
+    "AddToLeaderboard",
     "ApiKeyView",
     "ArtifactInfo",
     "ArtifactPage",
@@ -66,8 +89,12 @@ __all__ = [
     "BoardRow",
     "Breakdown",
     "BreakdownGroup",
+    "CompareRuns",
     "Comparison",
     "ComponentInfo",
+    "CreateKey",
+    "CreateProfile",
+    "CreateShare",
     "CreatedKey",
     "CreatedShare",
     "DatasetView",
@@ -78,19 +105,26 @@ __all__ = [
     "FailureKind",
     "FlagGroup",
     "GroupMetrics",
+    "InvalidateTrial",
+    "JobBreakdown",
     "JobDiagnosis",
     "JobEvent",
+    "JobId",
     "JobProgress",
     "JobRequest",
     "JobResult",
+    "JobSamples",
     "JobUsage",
     "JobView",
     "Latency",
+    "ListTrials",
     "LogPhase",
     "MemberView",
+    "NoArguments",
     "NotRunGroup",
     "Origin",
     "Plan",
+    "PlanComparison",
     "PlanOption",
     "ProfileDocument",
     "ProfileResult",
@@ -98,6 +132,9 @@ __all__ = [
     "ProfileUsage",
     "ProfileView",
     "ProgressEvent",
+    "Ref",
+    "RevokeKey",
+    "RevokeShare",
     "RolloutRequest",
     "RolloutView",
     "RunSummary",
@@ -106,13 +143,19 @@ __all__ = [
     "SamplePage",
     "SampleQuery",
     "ShareView",
+    "ShowLeaderboard",
     "Side",
     "SkippedTask",
+    "StartRollout",
     "StepPage",
+    "SubmitJob",
     "SubmitResult",
     "TaskFeature",
     "TaskKind",
     "TrialEvent",
+    "TrialId",
+    "TrialLogs",
+    "TrialStepPage",
     "TrialView",
     "WarningGroup",
 ]

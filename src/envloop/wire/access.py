@@ -1,10 +1,16 @@
-"""API keys and share links as they read back (the secret only at creation)."""
+"""API keys and share links as they read back (the secret only at creation), and the requests
+that make, list and revoke them."""
 
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Annotated
 
 from pydantic import Field
+from pydantic.dataclasses import dataclass
 
 from envloop.core.lazy import LazyModel
+from envloop.wire.request import REQUEST
+
+MAX_EXPIRY = timedelta(days=3650)
 
 
 class ApiKeyView(LazyModel):
@@ -33,3 +39,26 @@ class ShareView(LazyModel):
 class CreatedShare(ShareView):
     token: str = Field(description="the read-only token; shown only at creation")
     path: str = Field(description="the job's page for holders of the token, relative to the server")
+
+
+@dataclass(config=REQUEST, frozen=True)
+class CreateKey:
+    name: Annotated[str | None, Field(description="a label to recognise the key by")] = None
+
+
+@dataclass(config=REQUEST, frozen=True)
+class RevokeKey:
+    key_id: str
+
+
+@dataclass(config=REQUEST, frozen=True)
+class CreateShare:
+    job_id: str
+    expires_in_sec: Annotated[
+        float | None, Field(gt=0, le=MAX_EXPIRY.total_seconds(), description="None: until revoked")
+    ] = None
+
+
+@dataclass(config=REQUEST, frozen=True)
+class RevokeShare:
+    share_id: str

@@ -1,10 +1,14 @@
 """A job's results broken down by a field of its tasks' metadata (JSONL `metadata`, task.toml
 `[metadata]`): score and coverage per group of tasks, per profile."""
 
+from typing import Annotated
+
 from pydantic import Field
+from pydantic.dataclasses import dataclass
 
 from envloop.core.lazy import LazyModel
 from envloop.core.metrics import ScoreCounts
+from envloop.wire.request import REQUEST
 
 
 class GroupMetrics(LazyModel):
@@ -32,3 +36,9 @@ class Breakdown(LazyModel):
         "so groups overlap and their attempts add up to more than the job's"
     )
     groups: list[BreakdownGroup]
+
+
+@dataclass(config=REQUEST, frozen=True)
+class JobBreakdown:
+    job_id: str
+    by: Annotated[str, Field(min_length=1, max_length=200, description="a metadata field of the tasks")]

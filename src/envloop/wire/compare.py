@@ -1,7 +1,10 @@
 """A paired comparison of two runs, as `el job compare`, the API and the console's compare page
 return it."""
 
+from typing import Annotated
+
 from pydantic import Field
+from pydantic.dataclasses import dataclass
 
 from envloop.core.display import DifferenceUnit
 from envloop.core.lazy import LazyModel
@@ -9,6 +12,7 @@ from envloop.core.metrics import ScoreCounts, TaskDifference
 from envloop.core.stats import PAIRED_METHOD
 from envloop.core.structured import Definition
 from envloop.wire.leaderboard import RunSummary
+from envloop.wire.request import REQUEST
 
 
 class Side(RunSummary):
@@ -67,3 +71,13 @@ class Comparison(LazyModel):
     warnings: list[str]
     tasks: list[TaskDifference]
     dimensions: list[DimensionComparison]
+
+
+@dataclass(config=REQUEST, frozen=True)
+class CompareRuns:
+    job_a: Annotated[str, Field(description="the reference run (before)")]
+    job_b: Annotated[str | None, Field(description="the run compared to it; absent: two profiles of A")] = (
+        None
+    )
+    profile_a: str | None = None
+    profile_b: str | None = None

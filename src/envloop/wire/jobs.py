@@ -3,10 +3,12 @@
 from datetime import datetime
 
 from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass
 
 from envloop.core.lazy import LazyModel
 from envloop.core.status import JobStatus, TrialStatus
 from envloop.core.trial import EnvironmentChoice, VerifierEnvironment
+from envloop.wire.request import REQUEST
 
 MAX_ATTEMPTS = 1000
 MAX_NOTE = 4000
@@ -112,3 +114,8 @@ class SubmitResult(LazyModel):
     job: JobView
     warnings: list[str]
     existing: bool = Field(description="True when the request ID matched an earlier identical submission")
+
+
+@dataclass(config=REQUEST, frozen=True)
+class SubmitJob:
+    request: JobRequest

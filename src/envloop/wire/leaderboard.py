@@ -1,14 +1,16 @@
 """Leaderboard rows and the run summary every comparison shows."""
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, computed_field, model_validator
+from pydantic.dataclasses import dataclass
 
 from envloop.core.lazy import LazyModel
 from envloop.core.metrics import score_bounds
 from envloop.core.status import JobStatus
 from envloop.core.structured import Aggregate, DimensionSummary
+from envloop.wire.request import REQUEST
 
 
 class RunSummary(LazyModel):
@@ -89,3 +91,16 @@ class BoardRow(BoardEntry):
         """Whether this row's interval overlaps no other row's: its place holds whatever the
         missing attempts would have scored."""
         return not self.not_separated_from
+
+
+@dataclass(config=REQUEST, frozen=True)
+class ShowLeaderboard:
+    dataset: Annotated[
+        str | None, Field(description="one revision's board (NAME@N); all boards if absent")
+    ] = None
+
+
+@dataclass(config=REQUEST, frozen=True)
+class AddToLeaderboard:
+    job_id: str
+    profile: Annotated[str | None, Field(description="only this profile of the job (NAME@VERSION)")] = None

@@ -1,10 +1,14 @@
 """A comparison plan: tasks and attempts needed to detect an effect."""
 
+from typing import Annotated
+
 from pydantic import Field
+from pydantic.dataclasses import dataclass
 
 from envloop.core.lazy import LazyModel
 from envloop.core.planning import VarianceComponents
 from envloop.wire.compare import Side
+from envloop.wire.request import REQUEST
 
 
 class PlanOption(LazyModel):
@@ -31,3 +35,13 @@ class Plan(LazyModel):
         description="smallest effect the baseline's own design (its tasks and attempts) detects"
     )
     notes: list[str]
+
+
+@dataclass(config=REQUEST, frozen=True)
+class PlanComparison:
+    job_id: str
+    effect: Annotated[float, Field(gt=0, description="difference to detect, in reward units")]
+    profile: str | None = None
+    power: Annotated[float, Field(gt=0, lt=1)] = 0.8
+    alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
+    correlation: Annotated[float, Field(ge=-1, le=1)] = 0.0

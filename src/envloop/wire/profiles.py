@@ -4,8 +4,10 @@ from datetime import datetime
 from typing import Literal
 
 from pydantic import ConfigDict, Field, StrictStr
+from pydantic.dataclasses import dataclass
 
 from envloop.core.lazy import LazyModel
+from envloop.wire.request import REQUEST
 
 PROFILE_SCHEMA = "envplatform.profile/v2"
 
@@ -43,3 +45,10 @@ class ProfileView(LazyModel):
         exclude_if=lambda value: value is None,
         description="only on create: false when identical content already had this version",
     )
+
+
+@dataclass(config=REQUEST, frozen=True)
+class CreateProfile:
+    name: str
+    version: str
+    document: ProfileDocument

@@ -3,11 +3,13 @@
 from typing import Literal
 
 from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass
 
 from envloop.core.lazy import LazyModel
 from envloop.core.status import ErrorType, TrialStatus
 from envloop.core.trajectory import Trajectory
 from envloop.wire.jobs import JobView
+from envloop.wire.request import REQUEST
 from envloop.wire.trials import TrialView
 
 
@@ -60,3 +62,8 @@ class TrialEvent(LazyModel):
 
 
 ProgressEvent = JobEvent | TrialEvent
+
+
+@dataclass(config=REQUEST, frozen=True)
+class StartRollout:
+    request: RolloutRequest

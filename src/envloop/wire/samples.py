@@ -4,9 +4,11 @@ answered, filtered, searched, sorted and paged by the store."""
 from typing import Literal
 
 from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass
 
 from envloop.core.lazy import LazyModel
 from envloop.core.status import ErrorType, TrialStatus
+from envloop.wire.request import REQUEST
 
 SampleSort = Literal["attempt", "reward", "-reward", "duration", "-duration", "tokens", "-tokens"]
 SAMPLE_SORTS: tuple[SampleSort, ...] = (
@@ -85,3 +87,9 @@ class SamplePage(LazyModel):
     total: int = Field(description="samples matching the query, on every page")
     offset: int
     samples: list[Sample]
+
+
+@dataclass(config=REQUEST, frozen=True)
+class JobSamples:
+    job_id: str
+    query: SampleQuery = Field(default_factory=SampleQuery)

@@ -1,15 +1,17 @@
 """Trials on the wire: one attempt, its log phases, and its kept files."""
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
+from pydantic.dataclasses import dataclass
 
 from envloop.core.lazy import LazyModel
 from envloop.core.status import ErrorType, TrialStatus
 from envloop.core.structured import StructuredReading
 from envloop.core.trajectory import Step, Trajectory
 from envloop.core.trial import TrialFlag
+from envloop.wire.request import REQUEST
 
 LogPhase = Literal["setup", "agent", "verifier", "artifacts"]
 LOG_FILES: dict[LogPhase, tuple[str, ...]] = {
@@ -88,3 +90,36 @@ class StepPage(LazyModel):
     steps: list[Step]
     next_offset: int | None
     """Where the next page starts; null after the last step."""
+
+
+@dataclass(config=REQUEST, frozen=True)
+class ListTrials:
+    job_id: str
+    status: TrialStatus | None = None
+    task: str | None = None
+    limit: Annotated[int | None, Field(ge=1, le=10000)] = None
+    offset: Annotated[int, Field(ge=0)] = 0
+
+
+@dataclass(config=REQUEST, frozen=True)
+class TrialLogs:
+    trial_id: str
+    phase: LogPhase = "agent"
+    offset: Annotated[int, Field(ge=0, description="first byte of each stream to return")] = 0
+    limit: Annotated[
+        int, Field(ge=1, le=LOG_PAGE_BYTES, description="most bytes of each stream to return")
+    ] = LOG_PAGE_BYTES
+
+
+@dataclass(config=REQUEST, frozen=True)
+class TrialStepPage:
+    trial_id: str
+    offset: Annotated[int, Field(ge=0, description="the first step to return")] = 0
+    limit: Annotated[int, Field(ge=1, le=PAGE_STEPS, description="most steps to return")] = PAGE_STEPS
+
+
+@dataclass(config=REQUEST, frozen=True)
+class InvalidateTrial:
+    trial_id: str
+    reason: Annotated[str | None, Field(description="why it must not count (needed unless undo)")] = None
+    undo: Annotated[bool, Field(description="count the trial again")] = False

@@ -1,1 +1,2 @@
-"""One router per resource; each route is a thin call into the service layer."""
+"""The routes of the declared operations (`declared`), and one router per resource for those written
+out by hand: uploads, event streams, file downloads, health."""

@@ -1,4 +1,4 @@
-"""Datasets: push a task archive (or a JSONL file) as a new revision, list and show revisions.
+"""Datasets: push a task archive (or a JSONL file) as a new revision, an upload written out by hand.
 
 An upload is unpacked with the same hostile-archive checks as any task archive, into a scratch
 folder named after the uploaded file, and then pushed exactly like a local path.
@@ -76,11 +76,6 @@ def _push(ctx: Context, upload: UploadFile, name: str, runner: str | None, score
             raise type(exc)(str(exc).replace(prefix, "")) from None
 
 
-@router.get("")
-def list_datasets(ctx: ProjectContext) -> list[DatasetView]:
-    return datasets.list_datasets(ctx)
-
-
 @router.post(
     "",
     status_code=201,
@@ -101,9 +96,3 @@ def push_dataset(
     if not view.created:
         response.status_code = 200
     return view
-
-
-@router.get("/{ref:path}")
-def get_dataset(ref: str, ctx: ProjectContext) -> DatasetView:
-    """One revision (NAME@N or NAME@latest) with its members and digests."""
-    return datasets.get_dataset(ctx, ref)

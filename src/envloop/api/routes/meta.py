@@ -1,12 +1,9 @@
-"""Health (no credentials needed) and the runners this server can run."""
+"""Health, the one endpoint that needs no credentials."""
 
 from fastapi import APIRouter
 
 from envloop import __version__
-from envloop.api.auth import ProjectContext
-from envloop.api.schemas import ERRORS, Health
-from envloop.runners.base import RunnerInfo
-from envloop.runners.registry import list_runners
+from envloop.api.schemas import Health
 
 router = APIRouter(prefix="/v1")
 
@@ -15,9 +12,3 @@ router = APIRouter(prefix="/v1")
 def health() -> Health:
     """Whether the server answers; the only endpoint that needs no credentials."""
     return Health(status="ok", version=__version__)
-
-
-@router.get("/runners", tags=["runners"], responses=ERRORS)
-def runners(ctx: ProjectContext) -> list[RunnerInfo]:
-    """Runners this server can run, with the profile params each reads and requires."""
-    return list_runners()

@@ -1,42 +1,17 @@
-"""Trials: one attempt's record, logs, artifacts (listed and downloaded), invalidation."""
+"""Trials written out by hand: the whole trajectory (streamed, in two formats) and a kept file's bytes."""
 
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 
-from envloop.api.auth import ProjectContext, TrialReader
-from envloop.api.schemas import ERRORS, InvalidateRequest
+from envloop.api.auth import TrialReader
+from envloop.api.schemas import ERRORS
 from envloop.core.trajectory import Trajectory
 from envloop.services import trace, trials
-from envloop.services.trials import LOG_PAGE_BYTES, LogPhase, TrialView
-from envloop.store.artifacts import ArtifactInfo
 from envloop.trajectories.atif import AtifTrajectory, atif_chunks
-from envloop.wire.trials import PAGE_STEPS, StepPage
 
 router = APIRouter(prefix="/v1/trials", tags=["trials"], responses=ERRORS)
-
-
-@router.get("/{trial_id}")
-def get_trial(trial_id: str, ctx: TrialReader) -> TrialView:
-    """Status, error type and exit code, reward, dimensions, phases, sandbox mode."""
-    return trials.get_trial(ctx, trial_id)
-
-
-@router.get("/{trial_id}/logs")
-def trial_logs(
-    trial_id: str,
-    ctx: TrialReader,
-    phase: LogPhase = "agent",
-    offset: Annotated[int, Query(ge=0, description="first byte of each stream to return")] = 0,
-    limit: Annotated[
-        int, Query(ge=1, le=LOG_PAGE_BYTES, description="most bytes of each stream to return")
-    ] = LOG_PAGE_BYTES,
-) -> dict[str, str]:
-    """The captured output of a phase, by stream, one page at a time (secrets were masked when they
-    were kept); a phase that kept no output gives an empty object. A whole log streams from its
-    artifact (`agent/stdout.txt`, …), which also answers HTTP Range requests."""
-    return trials.trial_logs(ctx, trial_id, phase, offset, limit)
 
 
 @router.get(
@@ -75,23 +50,6 @@ def trial_steps(
     return StreamingResponse(atif_chunks(outline.head, outline.iter_steps()), media_type="application/json")
 
 
-@router.get("/{trial_id}/steps/page")
-def trial_step_page(
-    trial_id: str,
-    ctx: TrialReader,
-    offset: Annotated[int, Query(ge=0, description="the first step to return")] = 0,
-    limit: Annotated[int, Query(ge=1, le=PAGE_STEPS, description="most steps to return")] = PAGE_STEPS,
-) -> StepPage:
-    """A page of the trial's trajectory: its steps from `offset` (at most `limit`, and at most 4 MiB of
-    them), its other fields, and where the next page starts."""
-    return trace.step_page(ctx, trial_id, offset, limit)
-
-
-@router.get("/{trial_id}/artifacts")
-def list_artifacts(trial_id: str, ctx: TrialReader) -> list[ArtifactInfo]:
-    return trials.list_artifacts(ctx, trial_id)
-
-
 @router.get(
     "/{trial_id}/artifacts/{path:path}",
     response_class=FileResponse,
@@ -101,9 +59,3 @@ def download_artifact(trial_id: str, path: str, ctx: TrialReader) -> FileRespons
     """One kept file, by its path within the trial (as the artifact list gives it)."""
     trials.get_trial(ctx, trial_id)
     return FileResponse(ctx.artifacts.trial_file(trial_id, path), media_type="application/octet-stream")
-
-
-@router.post("/{trial_id}/invalidate")
-def invalidate_trial(trial_id: str, body: InvalidateRequest, ctx: ProjectContext) -> TrialView:
-    """Exclude the trial's reward from every aggregate, keeping its record (or, with undo, count it again)."""
-    return trials.invalidate_trial(ctx, trial_id, body.reason, undo=body.undo)

@@ -1,0 +1,398 @@
+"""The declared operations: one `Operation` each (see `envloop.operation`).
+
+Each is a method of both clients (`envloop.Operations`), a route of the HTTP API, and a call of
+its service function in process. Adding an operation is one declaration here, its request in
+`envloop.wire` when no existing one fits, and its service function.
+"""
+
+from envloop.operation import Operation
+from envloop.wire import (
+    AddToLeaderboard,
+    ApiKeyView,
+    ArtifactInfo,
+    BoardRow,
+    Breakdown,
+    CompareRuns,
+    Comparison,
+    CreatedKey,
+    CreatedShare,
+    CreateKey,
+    CreateProfile,
+    CreateShare,
+    DatasetView,
+    InvalidateTrial,
+    JobBreakdown,
+    JobDiagnosis,
+    JobId,
+    JobRequest,
+    JobResult,
+    JobSamples,
+    JobUsage,
+    JobView,
+    ListTrials,
+    NoArguments,
+    Plan,
+    PlanComparison,
+    ProfileView,
+    Ref,
+    RevokeKey,
+    RevokeShare,
+    RolloutView,
+    RunnerInfo,
+    SamplePage,
+    ShareView,
+    ShowLeaderboard,
+    StartRollout,
+    StepPage,
+    SubmitJob,
+    SubmitResult,
+    TrialId,
+    TrialLogs,
+    TrialStepPage,
+    TrialView,
+)
+
+
+class Declarations:
+    """The operations declared once; `envloop.operations.Operations` inherits them as methods."""
+
+    # -- datasets, profiles, runners ----------------------------------------------------------------
+
+    list_datasets = Operation(
+        "GET",
+        "/v1/datasets",
+        NoArguments,
+        list[DatasetView],
+        service="envloop.services.datasets:list_datasets",
+        tag="datasets",
+    )
+    get_dataset = Operation(
+        "GET",
+        "/v1/datasets/{ref:path}",
+        Ref,
+        DatasetView,
+        service="envloop.services.datasets:get_dataset",
+        tag="datasets",
+        doc="One revision (NAME@N or NAME@latest) with its members and digests.",
+    )
+    list_profiles = Operation(
+        "GET",
+        "/v1/profiles",
+        NoArguments,
+        list[ProfileView],
+        service="envloop.services.profiles:list_profiles",
+        tag="profiles",
+    )
+    create_profile = Operation(
+        "POST",
+        "/v1/profiles",
+        CreateProfile,
+        ProfileView,
+        service="envloop.services.profiles:create_profile",
+        tag="profiles",
+        body="ProfileCreate",
+        status_code=201,
+        existing=lambda view: not view.created,
+        existing_doc="Identical content: the existing version",
+        doc="Publish NAME@VERSION; the same content again is a no-op, different content is refused (409).",
+    )
+    get_profile = Operation(
+        "GET",
+        "/v1/profiles/{ref:path}",
+        Ref,
+        ProfileView,
+        service="envloop.services.profiles:get_profile",
+        tag="profiles",
+    )
+    list_runners = Operation(
+        "GET",
+        "/v1/runners",
+        NoArguments,
+        list[RunnerInfo],
+        service="envloop.services.components:list_runners",
+        tag="runners",
+        doc="Runners this server can run, with the profile params each reads and requires.",
+    )
+
+    # -- jobs ---------------------------------------------------------------------------------------
+
+    submit_job = Operation(
+        "POST",
+        "/v1/jobs",
+        SubmitJob,
+        SubmitResult,
+        service="envloop.services.jobs:submit_job",
+        tag="jobs",
+        status_code=201,
+        existing=lambda submitted: submitted.existing,
+        existing_doc="The request ID matched an earlier submission",
+        queued_status=lambda submitted: submitted.job.status,
+        doc="Validate everything, then create every trial pending at once (or nothing, on error).",
+    )
+    get_job = Operation(
+        "GET",
+        "/v1/jobs/{job_id}",
+        JobId,
+        JobView,
+        service="envloop.services.jobs:get_job",
+        tag="jobs",
+        scope="job",
+    )
+    job_result = Operation(
+        "GET",
+        "/v1/jobs/{job_id}/result",
+        JobId,
+        JobResult,
+        service="envloop.services.results:job_result",
+        tag="jobs",
+        scope="job",
+        doc="Coverage, score, pass, pass@k, pass^k, curve and per-task rows, per profile.",
+    )
+    job_diagnosis = Operation(
+        "GET",
+        "/v1/jobs/{job_id}/diagnosis",
+        JobId,
+        JobDiagnosis,
+        service="envloop.services.diagnosis:job_diagnosis",
+        tag="jobs",
+        scope="job",
+        doc="Why attempts are missing (failures by reason), how trials were isolated, and their warnings.",
+    )
+    cancel_job = Operation(
+        "POST",
+        "/v1/jobs/{job_id}/cancel",
+        JobId,
+        JobView,
+        service="envloop.services.jobs:cancel_job",
+        tag="jobs",
+        doc="Pending trials are cancelled at once; running ones are stopped by their workers shortly.",
+    )
+    export_job = Operation(
+        "GET",
+        "/v1/jobs/{job_id}/export",
+        JobId,
+        JobRequest,
+        service="envloop.services.jobs:export_job",
+        tag="jobs",
+        scope="job",
+        doc="The job's configuration, which POST /v1/jobs accepts to run it again (never secret values).",
+    )
+    list_trials = Operation(
+        "GET",
+        "/v1/jobs/{job_id}/trials",
+        ListTrials,
+        list[TrialView],
+        service="envloop.services.trials:list_trials",
+        tag="jobs",
+        scope="job",
+        doc="The job's trials by profile, task and attempt; `limit` and `offset` page through big jobs.",
+    )
+    job_breakdown = Operation(
+        "GET",
+        "/v1/jobs/{job_id}/breakdown",
+        JobBreakdown,
+        Breakdown,
+        service="envloop.services.breakdown:job_breakdown",
+        tag="jobs",
+        scope="job",
+        doc="Score and coverage per group of tasks sharing a value of a metadata field, per profile.",
+    )
+    job_usage = Operation(
+        "GET",
+        "/v1/jobs/{job_id}/usage",
+        JobId,
+        JobUsage,
+        service="envloop.services.usage:job_usage",
+        tag="jobs",
+        scope="job",
+        doc="Model calls and tokens, their cost under the operator's price table, and trial durations.",
+    )
+    job_samples = Operation(
+        "GET",
+        "/v1/jobs/{job_id}/samples",
+        JobSamples,
+        SamplePage,
+        service="envloop.services.samples:job_samples",
+        tag="jobs",
+        scope="job",
+        doc="One row per attempt (input, target, output, reward, status, tokens, duration), filtered,\n"
+        "searched (`q`), sorted and paged in the store.",
+    )
+
+    # -- trials -------------------------------------------------------------------------------------
+
+    get_trial = Operation(
+        "GET",
+        "/v1/trials/{trial_id}",
+        TrialId,
+        TrialView,
+        service="envloop.services.trials:get_trial",
+        tag="trials",
+        scope="trial",
+        doc="Status, error type and exit code, reward, dimensions, phases, sandbox mode.",
+    )
+    trial_logs = Operation(
+        "GET",
+        "/v1/trials/{trial_id}/logs",
+        TrialLogs,
+        dict[str, str],
+        service="envloop.services.trials:trial_logs",
+        tag="trials",
+        scope="trial",
+        doc="The captured output of a phase, by stream, one page at a time (secrets were masked when they\n"
+        "were kept); a phase that kept no output gives an empty object. A whole log streams from its\n"
+        "artifact (`agent/stdout.txt`, …), which also answers HTTP Range requests.",
+    )
+    trial_step_page = Operation(
+        "GET",
+        "/v1/trials/{trial_id}/steps/page",
+        TrialStepPage,
+        StepPage,
+        service="envloop.services.trace:step_page",
+        tag="trials",
+        scope="trial",
+        doc="A page of the trial's trajectory: its steps from `offset` (at most `limit`, and at most "
+        "4 MiB of\nthem), its other fields, and where the next page starts.",
+    )
+    list_artifacts = Operation(
+        "GET",
+        "/v1/trials/{trial_id}/artifacts",
+        TrialId,
+        list[ArtifactInfo],
+        service="envloop.services.trials:list_artifacts",
+        tag="trials",
+        scope="trial",
+    )
+    invalidate_trial = Operation(
+        "POST",
+        "/v1/trials/{trial_id}/invalidate",
+        InvalidateTrial,
+        TrialView,
+        service="envloop.services.trials:invalidate_trial",
+        tag="trials",
+        body="InvalidateRequest",
+        doc="Exclude the trial's reward from every aggregate, keeping its record (or, with undo, count it "
+        "again).",
+    )
+
+    # -- rollouts -----------------------------------------------------------------------------------
+
+    start_rollout = Operation(
+        "POST",
+        "/v1/rollouts",
+        StartRollout,
+        RolloutView,
+        service="envloop.services.rollouts:start_rollout",
+        tag="rollouts",
+        status_code=201,
+        queued_status=lambda started: started.trial.status,
+        doc="Queue one attempt (a one-trial job tagged rollout=true); its trial ID is the rollout's ID.",
+    )
+    get_rollout = Operation(
+        "GET",
+        "/v1/rollouts/{trial_id}",
+        TrialId,
+        RolloutView,
+        service="envloop.services.rollouts:get_rollout",
+        tag="rollouts",
+        scope="trial",
+    )
+
+    # -- across runs --------------------------------------------------------------------------------
+
+    show_leaderboard = Operation(
+        "GET",
+        "/v1/leaderboard",
+        ShowLeaderboard,
+        list[BoardRow],
+        service="envloop.services.leaderboard:show_leaderboard",
+        tag="leaderboard",
+        doc="Ranked rows (job, profile) of the project's boards, each with its coverage.",
+    )
+    add_to_leaderboard = Operation(
+        "POST",
+        "/v1/leaderboard",
+        AddToLeaderboard,
+        list[BoardRow],
+        service="envloop.services.leaderboard:add_to_leaderboard",
+        tag="leaderboard",
+        body="LeaderboardAdd",
+        doc="Save a finished job's rows; adding it again returns the saved rows unchanged.",
+    )
+    compare_runs = Operation(
+        "GET",
+        "/v1/compare",
+        CompareRuns,
+        Comparison,
+        service="envloop.services.compare:compare_runs",
+        tag="compare",
+        doc="Paired comparison B - A on the tasks both scored: difference, s.e., 95% CI, correlation.",
+    )
+    plan_comparison = Operation(
+        "GET",
+        "/v1/jobs/{job_id}/plan",
+        PlanComparison,
+        Plan,
+        service="envloop.services.planning:plan_comparison",
+        tag="compare",
+        scope="job",
+        doc="Tasks and attempts a comparison needs to detect `effect`, from this job's variance.",
+    )
+
+    # -- access -------------------------------------------------------------------------------------
+
+    list_keys = Operation(
+        "GET",
+        "/v1/keys",
+        NoArguments,
+        list[ApiKeyView],
+        service="envloop.services.keys:list_keys",
+        tag="keys",
+        doc="The calling project's keys, revoked ones included; secrets are never shown again.",
+    )
+    create_key = Operation(
+        "POST",
+        "/v1/keys",
+        CreateKey,
+        CreatedKey,
+        service="envloop.services.keys:create_key",
+        tag="keys",
+        status_code=201,
+        body="KeyRequest",
+        doc="Another key for the calling project; the response is the only time its secret is shown.",
+    )
+    revoke_key = Operation(
+        "POST",
+        "/v1/keys/{key_id}/revoke",
+        RevokeKey,
+        ApiKeyView,
+        service="envloop.services.keys:revoke_key",
+        tag="keys",
+    )
+    create_share = Operation(
+        "POST",
+        "/v1/jobs/{job_id}/shares",
+        CreateShare,
+        CreatedShare,
+        service="envloop.services.shares:create_share",
+        tag="shares",
+        status_code=201,
+        body="ShareRequest",
+        doc="A read-only token for this job; the response is the only time the token is shown.",
+    )
+    list_shares = Operation(
+        "GET",
+        "/v1/jobs/{job_id}/shares",
+        JobId,
+        list[ShareView],
+        service="envloop.services.shares:list_shares",
+        tag="shares",
+    )
+    revoke_share = Operation(
+        "POST",
+        "/v1/shares/{share_id}/revoke",
+        RevokeShare,
+        ShareView,
+        service="envloop.services.shares:revoke_share",
+        tag="shares",
+    )

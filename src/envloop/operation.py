@@ -1,0 +1,220 @@
+"""One operation of envloop, declared once.
+
+An `Operation` names everything about an operation that used to be written in five places: its
+typed request (a pydantic dataclass in `envloop.wire`, whose fields are the operation's parameters
+with their defaults and limits), its answer, its HTTP method and path, who may call it, and the
+service function that does it (`"module:function"`, imported on first use so the HTTP client never
+loads the store). From the declaration:
+
+- `envloop.api` builds the HTTP route (path parameters, query parameters or a JSON body, the caller
+  check, the status code), so the OpenAPI document follows the declaration;
+- `envloop.Client` sends the request and reads the answer;
+- `envloop.LocalClient` calls the service function in this process;
+- both clients get a method of the operation's name whose parameters are the request's fields,
+  checked by mypy (the declaration is a descriptor typed by the request class's constructor).
+
+Adding an operation is one declaration in `envloop.declarations` and one service function.
+"""
+
+import dataclasses
+import importlib
+import inspect
+import re
+from collections.abc import Callable
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Self, TypeVar, cast, overload
+from urllib.parse import quote
+
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import to_jsonable_python
+
+from envloop.services.errors import UserError
+
+if TYPE_CHECKING:
+    from envloop.operations import Operations
+
+P = ParamSpec("P")
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+Scope = Literal["project", "job", "trial"]
+"""Who may call: any API key of the project; or also a share token of the job (`job_id` in the
+path) or of the trial's job (`trial_id` in the path)."""
+
+_PATH_PARAM = re.compile(r"{(\w+)(:path)?}")
+
+
+def one_line(error: dict[str, Any]) -> str:
+    """`where: what` for the first problem of a validation error."""
+    where = ".".join(str(part) for part in error.get("loc", ()))
+    message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+    text = f"{where}: {message}" if where else message
+    return " ".join(text.split())[:500]
+
+
+class Operation(Generic[P, Req, Resp]):
+    """An operation's declaration; as a class attribute of `Declarations`, a method of every client."""
+
+    name: str
+
+    def __init__(
+        self,
+        method: Literal["GET", "POST"],
+        path: str,
+        request: Callable[P, Req],
+        response: type[Resp],
+        *,
+        service: str,
+        tag: str,
+        scope: Scope = "project",
+        doc: str | None = None,
+        status_code: int = 200,
+        existing: Callable[[Resp], bool] | None = None,
+        existing_doc: str = "",
+        body: str | None = None,
+        queued_status: Callable[[Resp], str] | None = None,
+    ) -> None:
+        """`service` is `"module:function"`, called as `function(ctx, **fields of the request)`.
+        `existing` says when an answer is something already stored (200 instead of `status_code`),
+        `existing_doc` how the OpenAPI document describes that answer.
+        `body` names the JSON body of a POST whose fields are not one model (its OpenAPI schema).
+        `queued_status` gives the status of what the operation queued, so an in-process client can
+        start a worker when trials wait."""
+        self.method = method
+        self.path = path
+        self.request = request
+        self.request_type = cast(type[Any], request)
+        self.response = response
+        self.service = service
+        self.tag = tag
+        self.scope = scope
+        self.doc = doc
+        self.status_code = status_code
+        self.existing = existing
+        self.existing_doc = existing_doc
+        self.body = body
+        self.queued_status = queued_status
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> Self: ...
+    @overload
+    def __get__(self, obj: "Operations", owner: type[Any]) -> Callable[P, Resp]: ...
+    def __get__(self, obj: "Operations | None", owner: type[Any]) -> "Self | Callable[P, Resp]":
+        if obj is None:
+            return self
+        client = obj
+
+        def bound(*args: P.args, **kwargs: P.kwargs) -> Resp:
+            return client.call(self, self.make(*args, **kwargs))
+
+        bound.__name__ = bound.__qualname__ = self.name
+        bound.__doc__ = self.doc
+        bound.__signature__ = self.signature  # type: ignore[attr-defined]
+        return bound
+
+    def make(self, *args: P.args, **kwargs: P.kwargs) -> Req:
+        """The request from a method's arguments; a value out of bounds is a `UserError`."""
+        names = list(self.fields)
+        if len(args) > len(names):
+            raise TypeError(
+                f"{self.name}() takes {len(names)} positional arguments but {len(args)} were given"
+            )
+        try:
+            construct = cast(Callable[..., Req], self.request)
+            return construct(**dict(zip(names, args, strict=False)), **kwargs)
+        except ValidationError as exc:
+            raise UserError(one_line(dict(exc.errors()[0]))) from None
+
+    # -- the parts of the request ------------------------------------------------------------------
+
+    @cached_property
+    def fields(self) -> dict[str, FieldInfo]:
+        """The request's fields in order, with their types, defaults and limits."""
+        declared: dict[str, FieldInfo] = self.request_type.__pydantic_fields__
+        return {f.name: declared[f.name] for f in dataclasses.fields(self.request_type)}
+
+    @cached_property
+    def signature(self) -> inspect.Signature:
+        """The method's parameters: the request's fields, in order, with their defaults."""
+        return inspect.Signature(
+            [
+                inspect.Parameter(
+                    name,
+                    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                    default=(
+                        inspect.Parameter.empty
+                        if info.is_required()
+                        else info.get_default(call_default_factory=True)
+                    ),
+                    annotation=info.annotation,
+                )
+                for name, info in self.fields.items()
+            ],
+            return_annotation=self.response,
+        )
+
+    @cached_property
+    def path_params(self) -> list[str]:
+        return [m.group(1) for m in _PATH_PARAM.finditer(self.path)]
+
+    @cached_property
+    def other_params(self) -> list[str]:
+        """The fields that are not in the path: the query of a GET, the body of a POST."""
+        return [name for name in self.fields if name not in self.path_params]
+
+    @cached_property
+    def whole_body(self) -> str | None:
+        """The one field whose model is a POST's whole body (`submit_job`'s JobRequest), if any."""
+        if self.method != "POST" or self.body is not None or len(self.other_params) != 1:
+            return None
+        name = self.other_params[0]
+        annotation = self.fields[name].annotation
+        return name if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+    @property
+    def responses(self) -> dict[int | str, dict[str, Any]]:
+        """The answers the OpenAPI document lists beside the usual one and the errors."""
+        if self.existing is None:
+            return {}
+        return {200: {"model": self.response, "description": self.existing_doc}}
+
+    def arguments(self, request: Req) -> dict[str, Any]:
+        return {name: getattr(request, name) for name in self.fields}
+
+    def url(self, request: Req) -> str:
+        def fill(match: re.Match[str]) -> str:
+            value = str(getattr(request, match.group(1)))
+            return quote(value, safe="@/") if match.group(2) else quote(value, safe="")
+
+        return _PATH_PARAM.sub(fill, self.path)
+
+    def query(self, request: Req) -> dict[str, Any]:
+        """A GET's query parameters: each field that is set, a model's fields that differ from
+        their defaults."""
+        params: dict[str, Any] = {}
+        for name in self.other_params:
+            value = getattr(request, name)
+            if isinstance(value, BaseModel):
+                params.update(value.model_dump(mode="json", exclude_defaults=True))
+            elif value is not None:
+                params[self.fields[name].alias or name] = to_jsonable_python(value)
+        return params
+
+    def json_body(self, request: Req) -> Any:
+        if self.whole_body is not None:
+            return to_jsonable_python(getattr(request, self.whole_body))
+        return {name: to_jsonable_python(getattr(request, name)) for name in self.other_params}
+
+    # -- doing it ----------------------------------------------------------------------------------
+
+    def implementation(self) -> Callable[..., Resp]:
+        module, _, function = self.service.partition(":")
+        return cast(Callable[..., Resp], getattr(importlib.import_module(module), function))
+
+    def serve(self, ctx: Any, request: Req) -> Resp:
+        """Do the operation on a context (`envloop.services.context.Context`) in this process."""
+        return self.implementation()(ctx, **self.arguments(request))
