@@ -17,29 +17,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
+from envloop.core.lazy_modules import lazy_module
 from envloop.core.status import TERMINAL
 from envloop.core.trajectory import Trajectory
-from envloop.services import (
-    breakdown,
-    compare,
-    datasets,
-    diagnosis,
-    jobs,
-    keys,
-    leaderboard,
-    planning,
-    profiles,
-    results,
-    rollouts,
-    samples,
-    shares,
-    trace,
-    trials,
-    usage,
-)
 from envloop.services.context import Context, open_context
-from envloop.services.rollouts import ProgressFeed
 from envloop.wire import (
     LOG_PAGE_BYTES,
     PAGE_STEPS,
@@ -71,6 +54,47 @@ from envloop.wire import (
     SubmitResult,
     TrialView,
 )
+
+if TYPE_CHECKING:
+    from envloop.services import (
+        breakdown,
+        compare,
+        datasets,
+        diagnosis,
+        job_reads,
+        jobs,
+        keys,
+        leaderboard,
+        planning,
+        profiles,
+        results,
+        rollouts,
+        samples,
+        shares,
+        trace,
+        trials,
+        usage,
+    )
+else:
+    # Each service module is imported when a method first uses it: `el job get` on the embedded
+    # store loads neither SQLAlchemy nor the services that it does not call.
+    breakdown = lazy_module("envloop.services.breakdown")
+    compare = lazy_module("envloop.services.compare")
+    datasets = lazy_module("envloop.services.datasets")
+    diagnosis = lazy_module("envloop.services.diagnosis")
+    job_reads = lazy_module("envloop.services.job_reads")
+    jobs = lazy_module("envloop.services.jobs")
+    keys = lazy_module("envloop.services.keys")
+    leaderboard = lazy_module("envloop.services.leaderboard")
+    planning = lazy_module("envloop.services.planning")
+    profiles = lazy_module("envloop.services.profiles")
+    results = lazy_module("envloop.services.results")
+    rollouts = lazy_module("envloop.services.rollouts")
+    samples = lazy_module("envloop.services.samples")
+    shares = lazy_module("envloop.services.shares")
+    trace = lazy_module("envloop.services.trace")
+    trials = lazy_module("envloop.services.trials")
+    usage = lazy_module("envloop.services.usage")
 
 WATCH_POLL_SEC = 0.5
 """How often `watch_job` reads the store for changes (the server's event stream polls as often)."""
@@ -148,7 +172,7 @@ class LocalClient:
         return submitted
 
     def get_job(self, job_id: str) -> JobView:
-        return jobs.get_job(self._ctx, job_id)
+        return job_reads.get_job(self._ctx, job_id)
 
     def job_progress(self, job_id: str) -> JobProgress:
         return jobs.job_progress(self._ctx, job_id)
@@ -185,7 +209,7 @@ class LocalClient:
 
     def watch_job(self, job_id: str) -> Iterator[ProgressEvent]:
         """Job and trial status changes as they happen, until the job ends."""
-        feed = ProgressFeed(self._ctx, job_id)  # an unknown job fails here, before the first event
+        feed = rollouts.ProgressFeed(self._ctx, job_id)  # an unknown job fails here, before the first event
 
         def events() -> Iterator[ProgressEvent]:
             while True:

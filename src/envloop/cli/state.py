@@ -14,5 +14,5 @@ def context() -> "Context":
     if _context is None:
         from envloop.services.context import open_context  # noqa: PLC0415
 
-        _context = open_context()
+        _context = open_context(light=True)
     return _context
