@@ -77,6 +77,7 @@ def test_compiled_queries_are_kept_and_recompiled_when_their_fingerprint_changes
     job_reads.get_job(light, job_id)
     light.close()
     cache = home / CACHE_FILE
+    assert cache.stat().st_mode & 0o777 == 0o600
     entries = json.loads(cache.read_text())
     name = job_reads.job_by_id.name
     assert "FROM jobs" in entries[name]["sql"]

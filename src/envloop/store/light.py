@@ -12,6 +12,7 @@ full store, which migrates it).
 import json
 import sqlite3
 import tempfile
+import threading
 from collections import namedtuple
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -171,19 +172,22 @@ class SqliteReads:
 
 
 class LightStore:
-    """The embedded SQLite store for reads: a `sqlite3` connection and the home's query cache."""
+    """The embedded SQLite store for reads: one `sqlite3` connection and the home's query cache.
+    One snapshot at a time: a second thread waits for the first to finish its reads."""
 
     def __init__(self, conn: sqlite3.Connection, cache: QueryCache) -> None:
         self.conn = conn
         self.cache = cache
+        self._turn = threading.Lock()
 
     @contextmanager
     def reads(self) -> Iterator[SqliteReads]:
-        self.conn.execute("BEGIN")
-        try:
-            yield SqliteReads(self.conn, self.cache)
-        finally:
-            self.conn.execute("COMMIT")
+        with self._turn:
+            self.conn.execute("BEGIN")
+            try:
+                yield SqliteReads(self.conn, self.cache)
+            finally:
+                self.conn.execute("COMMIT")
 
     def close(self) -> None:
         self.conn.close()
