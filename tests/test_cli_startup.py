@@ -162,3 +162,15 @@ def test_el_job_get_and_result_on_the_embedded_store_load_no_sqlalchemy(
     code, modules = el_modules(home, "job", command, job_id)
     assert (first_code, code) == (0, 0)
     assert loaded(modules, NOT_FOR_AN_EMBEDDED_READ) == []
+
+
+def test_every_wire_name_is_the_model_of_the_module_that_defines_it() -> None:
+    """`envloop.wire` imports a model's module when the name is first read; the table it reads
+    names each exported model once, with its real module."""
+    import importlib  # noqa: PLC0415
+
+    from envloop import wire  # noqa: PLC0415
+
+    assert set(wire.__all__) == set(wire._MODULE_OF)
+    for name, module in wire._MODULE_OF.items():
+        assert getattr(wire, name) is getattr(importlib.import_module(f"envloop.wire.{module}"), name)
