@@ -136,6 +136,8 @@ NOT_FOR_AN_EMBEDDED_READ = (
     "alembic",
     "envloop.store.db",
     "envloop.store.tables",
+    "envloop.services.jobs",
+    "envloop.services.datasets",
     "envloop.services.secrets",
     "cryptography",
     "httpx",

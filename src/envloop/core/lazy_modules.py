@@ -1,23 +1,25 @@
-"""Modules loaded on first attribute access, for a module that names many but uses few per process."""
+"""Modules imported on first use, for a module that names many but uses few per process."""
 
-import importlib.util
-import sys
-from types import ModuleType
+import importlib
+from typing import Any
 
 
-def lazy_module(name: str) -> ModuleType:
-    """`name`, imported now if it already was, else when one of its attributes is first read
-    (the standard library's `importlib.util.LazyLoader`). `envloop.local` names every service
-    module while a command calls one or two; the others (SQLAlchemy, the runners) stay unloaded."""
-    found = sys.modules.get(name)
-    if found is not None:
-        return found
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None:
-        raise ModuleNotFoundError(f"no module named {name!r}", name=name)
-    loader = importlib.util.LazyLoader(spec.loader)
-    spec.loader = loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    loader.exec_module(module)
-    return module
+class LazyModule:
+    """Stands for the module `name` and imports it when one of its attributes is first read.
+
+    `envloop.local` names every service module while a command calls one or two; the others (and
+    SQLAlchemy behind them) stay unloaded. Each read goes through `importlib.import_module`, which
+    holds the import lock, so threads that first use a module at once import it once."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(importlib.import_module(self._name), attribute)
+
+    def __repr__(self) -> str:
+        return f"<lazy module {self._name!r}>"
+
+
+def lazy_module(name: str) -> Any:
+    return LazyModule(name)
