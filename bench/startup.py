@@ -9,9 +9,11 @@ figure is the median over the rounds, wall and CPU (user + system, from wait4) i
 
     .venv/bin/python bench/startup.py --baseline 9e0fad4 --rounds 9   # before the lazy imports
 
-The baseline's `src/` is exported with `git archive` into a temporary directory; both variants use
-this venv's interpreter and packages. Each variant runs every command once before the rounds, so
-neither pays for writing its bytecode cache inside a measured run.
+The embedded `el job get` and `el job result` are held to 0.3 s (median wall, this tree); the last
+lines say whether they meet it. The baseline's `src/` is exported with `git archive` into a
+temporary directory; both variants use this venv's interpreter and packages. Each variant runs
+every command once before the rounds, so neither pays for writing its bytecode cache (nor this
+tree for compiling its queries into the home's query cache) inside a measured run.
 """
 
 import argparse
@@ -39,6 +41,10 @@ COMMANDS = [
     (["job", "result", "{job}"], True),
 ]
 """Each command, and whether it runs against the server (ENVLOOP_URL) instead of the store."""
+TARGET_SEC = 0.3
+"""The most an embedded `el job get` or `el job result` may take, cold (median wall)."""
+TARGETED = (3, 4)
+"""The indices in COMMANDS of the embedded reads held to TARGET_SEC."""
 ONE_TASK = len(COMMANDS)
 """The index under which the one-task job's figures are kept."""
 
@@ -214,6 +220,10 @@ def main() -> None:
             cells.append(f"{statistics.median(walls):7.3f} s wall {statistics.median(cpus):6.3f} s CPU")
         print(f"{shown:<28}" + "".join(f"{cell:>30}" for cell in cells))
     print("one-task job, cold: el job submit --wait on a fresh home and the worker it starts (CPU: el only)")
+    for index in TARGETED:
+        wall = statistics.median(w for w, _ in times[("this tree", index)])
+        verdict = "met" if wall <= TARGET_SEC else "not met"
+        print(f"target {rows[index][0]} <= {TARGET_SEC} s: this tree {wall:.3f} s, {verdict}")
 
 
 if __name__ == "__main__":

@@ -129,3 +129,50 @@ def test_the_stand_ins_list_exactly_the_help_the_real_commands_give() -> None:
 
 def test_a_mistyped_name_gets_the_same_suggestion_from_the_stand_ins() -> None:
     assert help_of(None, "jbo") == help_of("*", "jbo")
+
+
+NOT_FOR_AN_EMBEDDED_READ = (
+    "sqlalchemy",
+    "alembic",
+    "envloop.store.db",
+    "envloop.store.tables",
+    "envloop.services.jobs",
+    "envloop.services.datasets",
+    "envloop.services.secrets",
+    "cryptography",
+    "httpx",
+    "fastapi",
+    "uvicorn",
+)
+
+
+@pytest.mark.parametrize("command", ["get", "result"])
+def test_el_job_get_and_result_on_the_embedded_store_load_no_sqlalchemy(
+    home: Path, tmp_path: Path, command: str
+) -> None:
+    """After the first command has compiled its queries into the home's cache, an embedded read runs
+    them with `sqlite3` alone: no SQLAlchemy, Alembic, tables, secrets or HTTP stack."""
+    from envloop.services.context import open_context  # noqa: PLC0415 - only to set the store up
+    from tests.conftest import submit_command_job  # noqa: PLC0415
+
+    ctx = open_context(home)
+    try:
+        job_id = submit_command_job(ctx, tmp_path, "true")
+    finally:
+        ctx.close()
+    first_code, _ = el_modules(home, "job", command, job_id)
+    code, modules = el_modules(home, "job", command, job_id)
+    assert (first_code, code) == (0, 0)
+    assert loaded(modules, NOT_FOR_AN_EMBEDDED_READ) == []
+
+
+def test_every_wire_name_is_the_model_of_the_module_that_defines_it() -> None:
+    """`envloop.wire` imports a model's module when the name is first read; the table it reads
+    names each exported model once, with its real module."""
+    import importlib  # noqa: PLC0415
+
+    from envloop import wire  # noqa: PLC0415
+
+    assert set(wire.__all__) == set(wire._MODULE_OF)
+    for name, module in wire._MODULE_OF.items():
+        assert getattr(wire, name) is getattr(importlib.import_module(f"envloop.wire.{module}"), name)

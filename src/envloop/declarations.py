@@ -134,7 +134,7 @@ class Declarations:
         "/v1/jobs/{job_id}",
         JobId,
         JobView,
-        service="envloop.services.jobs:get_job",
+        service="envloop.services.job_reads:get_job",
         tag="jobs",
         scope="job",
     )

@@ -16,19 +16,14 @@ As `el job submit` does, a submission starts a background worker for the store w
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from envloop.core.lazy_modules import lazy_module
 from envloop.core.status import TERMINAL
 from envloop.core.trajectory import Trajectory
 from envloop.operation import Operation, Req, Resp
 from envloop.operations import Operations
-from envloop.services import (
-    datasets,
-    jobs,
-    trace,
-    trials,
-)
 from envloop.services.context import Context, open_context
-from envloop.services.rollouts import ProgressFeed
 from envloop.wire import (
     ArtifactInfo,
     DatasetView,
@@ -36,6 +31,18 @@ from envloop.wire import (
     JobView,
     ProgressEvent,
 )
+
+if TYPE_CHECKING:
+    from envloop.services import datasets, jobs, rollouts, trace, trials
+else:
+    # Each service module is imported when a method first uses it (a declared operation's own
+    # service module is, by its declaration): `el job get` on the embedded store loads neither
+    # SQLAlchemy nor the services that it does not call.
+    datasets = lazy_module("envloop.services.datasets")
+    jobs = lazy_module("envloop.services.jobs")
+    rollouts = lazy_module("envloop.services.rollouts")
+    trace = lazy_module("envloop.services.trace")
+    trials = lazy_module("envloop.services.trials")
 
 WATCH_POLL_SEC = 0.5
 """How often `watch_job` reads the store for changes (the server's event stream polls as often)."""
@@ -100,7 +107,7 @@ class LocalClient(Operations):
 
     def watch_job(self, job_id: str) -> Iterator[ProgressEvent]:
         """Job and trial status changes as they happen, until the job ends."""
-        feed = ProgressFeed(self._ctx, job_id)  # an unknown job fails here, before the first event
+        feed = rollouts.ProgressFeed(self._ctx, job_id)  # an unknown job fails here, before the first event
 
         def events() -> Iterator[ProgressEvent]:
             while True:

@@ -35,7 +35,7 @@ def operations() -> Operations:
     from envloop.local import LocalClient  # noqa: PLC0415
 
     # The CLI starts its own background worker where a command needs one (`el job submit`).
-    return LocalClient.on_context(context(), run_trials=False)
+    return LocalClient.on_context(context(light=True), run_trials=False)
 
 
 __all__ = ["Operations", "operations", "remote"]

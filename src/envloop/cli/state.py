@@ -9,10 +9,15 @@ if TYPE_CHECKING:
 _context: "Context | None" = None
 
 
-def context() -> "Context":
+def context(light: bool = False) -> "Context":
+    """The installation; `light` for a command whose operations may only read (`cli.backend`): an
+    embedded store is then opened with `sqlite3` alone until something asks for the full store.
+    A server or a worker (many threads at once) asks without it and gets the full store."""
     global _context  # noqa: PLW0603 - one store handle per CLI process
     if _context is None:
         from envloop.services.context import open_context  # noqa: PLC0415
 
-        _context = open_context()
+        _context = open_context(light=light)
+    elif not light:
+        _context.store  # noqa: B018 - opens the full store now, so every read goes through it
     return _context

@@ -5,3 +5,8 @@ still say "1 trial"."""
 def plural(count: int, singular: str, several: str | None = None) -> str:
     """`1 profile`, `2 profiles`, `0 profiles`: a count with its noun in the right number."""
     return f"{count} {singular if count == 1 else several or singular + 's'}"
+
+
+def not_run_line(count: int, reason: str) -> str:
+    """How a job says it left tasks out: on submission and in its diagnosis."""
+    return f"{count} task{'' if count == 1 else 's'} not run: {reason}"

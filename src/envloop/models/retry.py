@@ -4,24 +4,22 @@ Rate limits (429), overload (529), server errors (5xx), request timeouts (408), 
 failures to connect or to get an answer in time are retried; every other status is the request's
 own fault (400 "unexpected reasoning effort", 401, 404, ...) and fails at once, since sending the
 same request again cannot change the answer. The wait is the server's `Retry-After` (or
-`retry-after-ms`) when it gives one, capped so a confused server cannot park a trial for hours;
-otherwise exponential backoff with full jitter, so that many trials throttled together do not come
-back in lockstep.
+`retry-after-ms`) when it gives one, else envloop's one retry policy (`envloop.core.retry_policy`:
+the wait capped, exponential backoff with full jitter).
 """
 
 import asyncio
-import random
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
+from envloop.core.retry_policy import RETRY_AFTER_CAP_SEC, Backoff, retrying
 from envloop.models.types import ModelError, ModelErrorKind
 
-T = TypeVar("T")
+__all__ = ["RETRY_AFTER_CAP_SEC", "Backoff", "kind_for_status", "retry_after_seconds", "with_retries"]
 
-RETRY_AFTER_CAP_SEC = 120.0
+T = TypeVar("T")
 
 
 def kind_for_status(status: int) -> ModelErrorKind:
@@ -63,19 +61,6 @@ def retry_after_seconds(headers: Mapping[str, str], now: datetime | None = None)
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
-@dataclass(frozen=True)
-class Backoff:
-    base_sec: float = 1.0
-    cap_sec: float = 30.0
-
-    def delay(self, retry: int, retry_after: float | None, rng: random.Random | None = None) -> float:
-        """Seconds to wait before retry number `retry` (1-based)."""
-        if retry_after is not None:
-            return min(retry_after, RETRY_AFTER_CAP_SEC)
-        ceiling = min(self.cap_sec, self.base_sec * 2 ** (retry - 1))
-        return (rng or random).uniform(0, ceiling)
-
-
 async def with_retries(
     call: Callable[[], Awaitable[T]],
     *,
@@ -83,14 +68,25 @@ async def with_retries(
     backoff: Backoff,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> tuple[T, int]:
-    """The call's result and how many attempts it took; a ModelError once retrying cannot help."""
-    attempt = 0
-    while True:
-        attempt += 1
+    """The call's result and how many attempts it took; a ModelError once retrying cannot help
+    (envloop's one retry policy, `envloop.core.retry_policy`)."""
+    attempts = 0
+
+    async def attempt() -> T:
+        nonlocal attempts
+        attempts += 1
         try:
-            return await call(), attempt
+            return await call()
         except ModelError as exc:
-            exc.attempts = attempt
-            if not exc.retryable or attempt > max_retries:
-                raise
-            await sleep(backoff.delay(attempt, exc.retry_after))
+            exc.attempts = attempts
+            raise
+
+    policy = retrying(
+        worth_retrying=lambda exc: isinstance(exc, ModelError) and exc.retryable,
+        backoff=backoff,
+        max_retries=max_retries,
+        retry_after=lambda exc: exc.retry_after if isinstance(exc, ModelError) else None,
+        sleep=sleep,
+    )
+    result: T = await policy(attempt)
+    return result, attempts

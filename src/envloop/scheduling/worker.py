@@ -22,6 +22,7 @@ from sqlalchemy.exc import OperationalError
 
 from envloop.core.capacity import default_capacity
 from envloop.core.ids import new_id
+from envloop.core.retry_policy import Backoff, retrying
 from envloop.core.status import TERMINAL
 from envloop.core.trial import EnvironmentChoice, TrialError, TrialOutcome, TrialSpec
 from envloop.environments.docker import DockerError, sweep_orphans
@@ -40,6 +41,8 @@ from envloop.store.tables import Worker as WorkerRow
 
 log = logging.getLogger("envloop.worker")
 _T = TypeVar("_T")
+STORE_BACKOFF = Backoff(base_sec=0.05, cap_sec=2.0)
+"""How a store call that gave up waiting for a lock is tried again: soon, and never more than 2 s apart."""
 _COALESCE_SEC = 0.003
 FETCH_DELAYS_SEC = (0.5, 2.0)
 """Pauses between the tries of one run to fetch a task archive from the artifact store."""
@@ -160,17 +163,20 @@ class Worker:
 
     async def _off_loop(self, what: str, call: Callable[..., _T], *args: Any) -> _T:
         """Run a store (or disk) call in a thread. A wait for a lock that timed out changed nothing:
-        it is tried again, with backoff, for as long as it takes; every other error is raised."""
-        delay = 0.05
-        while True:
-            try:
-                return await asyncio.to_thread(call, *args)
-            except OperationalError as exc:
-                if not is_lock_timeout(exc):
-                    raise
-                log.warning("%s: the store stayed locked; trying again in %.2f s", what, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 2.0)
+        it is tried again, by envloop's one retry policy, for as long as it takes; every other
+        error is raised."""
+
+        def warn(_: BaseException, delay: float) -> None:
+            log.warning("%s: the store stayed locked; trying again in %.2f s", what, delay)
+
+        policy = retrying(
+            worth_retrying=lambda exc: isinstance(exc, OperationalError) and is_lock_timeout(exc),
+            backoff=STORE_BACKOFF,
+            max_retries=None,
+            on_retry=warn,
+        )
+        result: _T = await policy(asyncio.to_thread, call, *args)
+        return result
 
     async def _keep_up(self) -> None:
         """Upkeep at a steady pace for the worker's whole life, whatever the main loop waits for."""

@@ -24,10 +24,12 @@ from envloop.core.status import TERMINAL
 from envloop.core.structured import Collected, definition_conflict
 from envloop.services.context import Context
 from envloop.services.errors import UserError
+from envloop.services.job_reads import ProfileRow
 from envloop.services.jobs import JobView, job_profiles, job_views, load_job
 from envloop.services.leaderboard import pick_profile, run_key, run_summary
 from envloop.services.results import ProfileResult, job_result_detail
-from envloop.store.tables import Job, Profile
+from envloop.store.reads import SessionReads
+from envloop.store.tables import Job
 from envloop.wire.compare import Comparison, DimensionComparison, Excluded, Side
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
@@ -56,7 +58,10 @@ def compare_runs(
     with ctx.store.read() as session:
         first = load_job(session, ctx.project_id, job_a)
         second = first if same_job else load_job(session, ctx.project_id, job_b or job_a)
-        profiles_a, profiles_b = job_profiles(session, first.id), job_profiles(session, second.id)
+        profiles_a, profiles_b = (
+            job_profiles(SessionReads(session), first.id),
+            job_profiles(SessionReads(session), second.id),
+        )
         if same_job:
             chosen_a, chosen_b = _two_of_one_job(first.id, profiles_a, profile_a, profile_b)
         else:
@@ -131,7 +136,7 @@ def comparable_jobs(ctx: Context, job_id: str, limit: int = 50) -> list[JobView]
             .order_by(Job.created_at.desc(), Job.id.desc())
             .limit(limit)
         )
-        return job_views(session, list(session.scalars(query)))
+        return job_views(SessionReads(session), list(session.scalars(query)))
 
 
 def _refuse_incomparable(a: RunKey, b: RunKey) -> None:
@@ -185,13 +190,13 @@ def _means(collected: Collected, name: str) -> dict[str, float]:
     return {task: sum(values) / len(values) for task, values in collected.values[name].items()}
 
 
-def _ref(profile: Profile) -> str:
+def _ref(profile: ProfileRow) -> str:
     return f"{profile.name}@{profile.version}"
 
 
 def _two_of_one_job(
-    job_id: str, profiles: list[Profile], ref_a: str | None, ref_b: str | None
-) -> tuple[Profile, Profile]:
+    job_id: str, profiles: list[ProfileRow], ref_a: str | None, ref_b: str | None
+) -> tuple[ProfileRow, ProfileRow]:
     if ref_a is None and ref_b is None and len(profiles) == 2:
         return profiles[0], profiles[1]
     if ref_a is None or ref_b is None:

@@ -1,13 +1,20 @@
 """Where the embedded installation lives, and the handles every operation needs."""
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envloop.home import envloop_home, private_dir, private_sqlite
-from envloop.services.secrets import seal_plaintext
 from envloop.store.artifacts import ArtifactStore, open_artifact_store
-from envloop.store.db import Store
+from envloop.store.reads import Reads, SessionReads, plaintext_secret, project_by_name
+from envloop.store.schema import DEFAULT_PROJECT
+
+if TYPE_CHECKING:
+    from envloop.store.db import Store
+    from envloop.store.light import LightStore
 
 __all__ = ["Context", "envloop_home", "open_context"]
 
@@ -16,10 +23,34 @@ DATABASE_FILE = "envloop.db"
 
 @dataclass
 class Context:
+    """The store, the artifact store and the project. A context opened for reads (`open_context(
+    light=True)`) runs its reads with `sqlite3` alone and opens the full store (SQLAlchemy,
+    migrations) only when something first asks for `store`."""
+
     home: Path
-    store: Store
     artifacts: ArtifactStore
     project_id: str
+    url: str
+    _store: "Store | None" = None
+    _light: "LightStore | None" = None
+
+    @property
+    def store(self) -> "Store":
+        if self._store is None:
+            from envloop.store.db import Store  # noqa: PLC0415 - SQLAlchemy, only when needed
+
+            self._store = Store(self.url)
+        return self._store
+
+    @contextmanager
+    def reads(self) -> Iterator[Reads]:
+        """One snapshot to run read queries in (`envloop.store.reads`)."""
+        if self._store is None and self._light is not None:
+            with self._light.reads() as reads:
+                yield reads
+            return
+        with self.store.read() as session:
+            yield SessionReads(session)
 
     @property
     def instances_dir(self) -> Path:
@@ -30,19 +61,49 @@ class Context:
         return self.home / "logs"
 
     def close(self) -> None:
-        self.store.close()
+        if self._light is not None:
+            self._light.close()
+        if self._store is not None:
+            self._store.close()
 
 
-def open_context(home: Path | None = None) -> Context:
+def open_context(home: Path | None = None, *, light: bool = False) -> Context:
     """Open the store named by ENVLOOP_DATABASE_URL, else SQLite under ENVLOOP_HOME, and the
     artifact store named by ENVLOOP_ARTIFACTS (a path or an fsspec URL), else under ENVLOOP_HOME;
-    the home and the files of ours in it are private (`envloop.home`)."""
+    the home and the files of ours in it are private (`envloop.home`).
+
+    `light` (the CLI: most commands only read) opens an embedded SQLite store that is already at
+    the current schema with `sqlite3` alone (`envloop.store.light`), and in full only when a
+    command first asks for `store`; any other store, or one that needs migrating, sealing or its
+    project created, is opened in full at once."""
     home = private_dir(home or envloop_home())
     url = os.environ.get("ENVLOOP_DATABASE_URL")
+    artifacts = open_artifact_store(os.environ.get("ENVLOOP_ARTIFACTS"), home)
     if url is None:
         private_sqlite(home / DATABASE_FILE)
         url = f"sqlite:///{home / DATABASE_FILE}"
+        if light:
+            opened = _open_light(home, artifacts, url)
+            if opened is not None:
+                return opened
+    from envloop.services.secrets import seal_plaintext  # noqa: PLC0415 - cryptography, SQLAlchemy
+    from envloop.store.db import Store  # noqa: PLC0415
+
     store = Store(url)
-    artifacts = open_artifact_store(os.environ.get("ENVLOOP_ARTIFACTS"), home)
     seal_plaintext(store, home)
-    return Context(home=home, store=store, artifacts=artifacts, project_id=store.default_project_id)
+    return Context(home=home, artifacts=artifacts, project_id=store.default_project_id, url=url, _store=store)
+
+
+def _open_light(home: Path, artifacts: ArtifactStore, url: str) -> Context | None:
+    from envloop.store.light import open_light  # noqa: PLC0415
+
+    light = open_light(home / DATABASE_FILE, home)
+    if light is None:
+        return None
+    with light.reads() as reads:
+        project = reads.first(project_by_name, name=DEFAULT_PROJECT)
+        unsealed = reads.first(plaintext_secret)
+    if project is None or unsealed is not None:
+        light.close()
+        return None
+    return Context(home=home, artifacts=artifacts, project_id=project.id, url=url, _light=light)

@@ -9,16 +9,17 @@ all read this one summary.
 """
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
-from sqlalchemy import select
-
-from envloop.core.words import plural
+from envloop.core.words import not_run_line, plural
 from envloop.services.context import Context
 from envloop.services.failures import EXAMPLES, failure_summary
-from envloop.services.jobs import load_job
-from envloop.services.unsupported import not_run_line
-from envloop.store.tables import Trial
+from envloop.services.job_reads import job_row
+from envloop.store.reads import query
 from envloop.wire.diagnosis import FailureGroup, FlagGroup, JobDiagnosis, NotRunGroup, WarningGroup
+
+if TYPE_CHECKING:
+    from envloop.store.reads import Statement
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
 __all__ = ["FlagGroup", "JobDiagnosis", "NotRunGroup", "WarningGroup"]
@@ -52,15 +53,23 @@ def status_note(status: str, failures: list[FailureGroup]) -> str | None:
     return f"failed: {plural(count, 'trial')} ended with an error ({types}); {scored}"
 
 
-def job_diagnosis(ctx: Context, job_id: str) -> JobDiagnosis:
-    query = (
+@query
+def trial_notes() -> "Statement":
+    from sqlalchemy import bindparam, select  # noqa: PLC0415 - only when compiled (store.reads)
+
+    from envloop.store.tables import Trial  # noqa: PLC0415
+
+    return (
         select(Trial.id, Trial.sandbox, Trial.warnings, Trial.flags)
-        .where(Trial.job_id == job_id)
+        .where(Trial.job_id == bindparam("job_id"))
         .order_by(Trial.profile_id, Trial.member_position, Trial.attempt)
     )
-    with ctx.store.read() as session:
-        job = load_job(session, ctx.project_id, job_id)
-        rows = session.execute(query).all()
+
+
+def job_diagnosis(ctx: Context, job_id: str) -> JobDiagnosis:
+    with ctx.reads() as reads:
+        job = job_row(reads, ctx.project_id, job_id)
+        rows = reads.rows(trial_notes, job_id=job_id)
     skipped: dict[str, list[str]] = {}
     for item in job.skipped or []:
         skipped.setdefault(str(item.get("reason", "")), []).append(str(item.get("task", "")))

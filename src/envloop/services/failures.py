@@ -25,14 +25,18 @@ charges to the agent what the agent did.
 """
 
 from collections.abc import Iterable
-
-from sqlalchemy import and_, or_, select
+from typing import TYPE_CHECKING
 
 from envloop.services.context import Context
-from envloop.services.jobs import load_job
+from envloop.services.job_reads import job_row
 from envloop.services.results import countable
-from envloop.store.tables import Profile, Trial
+from envloop.store.reads import query
 from envloop.wire.diagnosis import EXAMPLES, Cause, FailureGroup, FailureKind
+
+if TYPE_CHECKING:
+    from sqlalchemy import ColumnElement
+
+    from envloop.store.reads import Statement
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
 __all__ = ["EXAMPLES", "Cause", "FailureGroup", "FailureKind"]
@@ -45,10 +49,13 @@ def _reason(text: str | None, fallback: str) -> str:
     return first[:REASON_CHARS] or fallback
 
 
-def failure_summary(ctx: Context, job_id: str) -> list[FailureGroup]:
-    """The job's failure groups, largest first (a failed trial with a reward still counts here: its
-    execution failed even though the verifier scored what it left)."""
-    query = (
+@query
+def failed_trials() -> "Statement":
+    from sqlalchemy import and_, bindparam, or_, select  # noqa: PLC0415 - only when compiled (store.reads)
+
+    from envloop.store.tables import Profile, Trial  # noqa: PLC0415
+
+    return (
         select(
             Trial.id,
             Trial.status,
@@ -64,7 +71,7 @@ def failure_summary(ctx: Context, job_id: str) -> list[FailureGroup]:
         )
         .join(Profile, Profile.id == Trial.profile_id)
         .where(
-            Trial.job_id == job_id,
+            Trial.job_id == bindparam("job_id"),
             or_(
                 Trial.invalidated.is_(True),
                 Trial.status.in_(("failed", "cancelled")),
@@ -73,9 +80,14 @@ def failure_summary(ctx: Context, job_id: str) -> list[FailureGroup]:
         )
         .order_by(Trial.profile_id, Trial.member_position, Trial.attempt)
     )
-    with ctx.store.read() as session:
-        load_job(session, ctx.project_id, job_id)
-        rows = session.execute(query).all()
+
+
+def failure_summary(ctx: Context, job_id: str) -> list[FailureGroup]:
+    """The job's failure groups, largest first (a failed trial with a reward still counts here: its
+    execution failed even though the verifier scored what it left)."""
+    with ctx.reads() as reads:
+        job_row(reads, ctx.project_id, job_id)
+        rows = reads.rows(failed_trials, job_id=job_id)
     working = _verifier_works(ctx, job_id, {row.task_digest for row in rows})
     groups: dict[tuple[str, str | None, str, Cause], FailureGroup] = {}
     for row in rows:
@@ -133,30 +145,67 @@ def _cause(kind: FailureKind, error_type: str | None, message: str | None, verif
     return "agent" if verifier_works else "verifier"
 
 
+def _rewarded() -> "ColumnElement[bool]":
+    """A trial at one of the task digests `digests` that got a counted reward from its verifier."""
+    from sqlalchemy import and_, bindparam  # noqa: PLC0415
+
+    from envloop.store.tables import Trial  # noqa: PLC0415
+
+    return and_(
+        Trial.reward.is_not(None),
+        Trial.invalidated.is_(False),
+        Trial.task_digest.in_(bindparam("digests", expanding=True)),
+    )
+
+
+@query
+def rewarded_in_job() -> "Statement":
+    from sqlalchemy import bindparam, select  # noqa: PLC0415
+
+    from envloop.store.tables import Trial  # noqa: PLC0415
+
+    return select(Trial.task_digest).where(Trial.job_id == bindparam("job_id"), _rewarded()).distinct()
+
+
+@query
+def rewarded_by_profiles() -> "Statement":
+    from sqlalchemy import bindparam, select  # noqa: PLC0415
+
+    from envloop.store.tables import Trial  # noqa: PLC0415
+
+    return (
+        select(Trial.task_digest)
+        .where(Trial.profile_id.in_(bindparam("profile_ids", expanding=True)), _rewarded())
+        .distinct()
+    )
+
+
+@query
+def project_profiles() -> "Statement":
+    from sqlalchemy import bindparam, select  # noqa: PLC0415
+
+    from envloop.store.tables import Profile  # noqa: PLC0415
+
+    return select(Profile.id, Profile.params).where(Profile.project_id == bindparam("project_id"))
+
+
 def _verifier_works(ctx: Context, job_id: str, digests: Iterable[str]) -> set[str]:
     """The task digests among `digests` whose verifier gave a reward to some attempt: in this job, or
     in an oracle run of the project."""
     wanted = set(digests)
     if not wanted:
         return set()
-    rewarded = and_(Trial.reward.is_not(None), Trial.invalidated.is_(False), Trial.task_digest.in_(wanted))
-    with ctx.store.read() as session:
-        found = set(
-            session.scalars(select(Trial.task_digest).where(Trial.job_id == job_id, rewarded).distinct())
-        )
+    with ctx.reads() as reads:
+        found = {row.task_digest for row in reads.rows(rewarded_in_job, job_id=job_id, digests=list(wanted))}
         oracles = [
             profile_id
-            for profile_id, params in session.execute(
-                select(Profile.id, Profile.params).where(Profile.project_id == ctx.project_id)
-            )
+            for profile_id, params in reads.rows(project_profiles, project_id=ctx.project_id)
             if str((params or {}).get("AGENT_NAME", "")).strip() == "oracle"
         ]
         if oracles and wanted - found:
-            found |= set(
-                session.scalars(
-                    select(Trial.task_digest)
-                    .where(Trial.profile_id.in_(oracles), rewarded, Trial.task_digest.in_(wanted - found))
-                    .distinct()
-                )
-            )
+            others = list(wanted - found)
+            found |= {
+                row.task_digest
+                for row in reads.rows(rewarded_by_profiles, profile_ids=oracles, digests=others)
+            }
     return found

@@ -16,11 +16,13 @@ from envloop.core.status import JobStatus, TrialStatus
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, member_features, resolve_dataset
 from envloop.services.errors import ConflictError, NotFoundError, UserError
+from envloop.services.job_reads import get_job, job_profiles, job_views
 from envloop.services.missing_images import tasks_missing_images
 from envloop.services.profiles import resolve_profile, resolved_params
 from envloop.services.refs import dataset_ref
 from envloop.services.unsupported import unsupported_tasks
 from envloop.store import queue
+from envloop.store.reads import SessionReads
 from envloop.store.tables import Dataset, DatasetMember, Job, JobProfile, Profile, Trial
 from envloop.wire.jobs import (
     JOB_CONFIG_SCHEMA,
@@ -42,6 +44,9 @@ __all__ = [
     "JobRequest",
     "JobView",
     "SubmitResult",
+    "get_job",
+    "job_profiles",
+    "job_views",
 ]
 
 
@@ -238,10 +243,14 @@ def submit_job(ctx: Context, request: JobRequest) -> SubmitResult:
                         raise ConflictError(
                             f"request ID {request.request_id!r} was already used for a different submission"
                         )
-                    return SubmitResult(job=_view(session, earlier), warnings=[], existing=True)
+                    return SubmitResult(
+                        job=job_views(SessionReads(session), [earlier])[0], warnings=[], existing=True
+                    )
             dataset, profiles, tasks, warnings, skipped = _validate(session, ctx, request)
             job = _create(session, ctx, request, digest, dataset, profiles, tasks, skipped)
-            return SubmitResult(job=_view(session, job), warnings=warnings, existing=False)
+            return SubmitResult(
+                job=job_views(SessionReads(session), [job])[0], warnings=warnings, existing=False
+            )
     except IntegrityError:
         if request.request_id is None:
             raise
@@ -340,85 +349,6 @@ def load_job(session: Session, project_id: str, job_id: str) -> Job:
     return job
 
 
-def job_profiles(session: Session, job_id: str) -> list[Profile]:
-    return list(
-        session.scalars(
-            select(Profile)
-            .join(JobProfile, JobProfile.profile_id == Profile.id)
-            .where(JobProfile.job_id == job_id)
-            .order_by(JobProfile.position)
-        )
-    )
-
-
-def job_views(session: Session, page: list[Job]) -> list[JobView]:
-    """Views of a page of jobs in a fixed number of queries, whatever the page's size: datasets,
-    trial counts and profiles are each read for the whole page at once."""
-    if not page:
-        return []
-    ids = [job.id for job in page]
-    dataset_refs = {
-        row.id: dataset_ref(row.name, row.version)
-        for row in session.execute(
-            select(Dataset.id, Dataset.name, Dataset.version).where(
-                Dataset.id.in_({job.dataset_id for job in page})
-            )
-        )
-    }
-    counts: dict[str, dict[str, int]] = {job_id: {} for job_id in ids}
-    for job_id, status, count in session.execute(
-        select(Trial.job_id, Trial.status, func.count())
-        .where(Trial.job_id.in_(ids))
-        .group_by(Trial.job_id, Trial.status)
-    ):
-        counts[job_id][status] = count
-    refs: dict[str, list[str]] = {job_id: [] for job_id in ids}
-    for job_id, name, version in session.execute(
-        select(JobProfile.job_id, Profile.name, Profile.version)
-        .join(Profile, Profile.id == JobProfile.profile_id)
-        .where(JobProfile.job_id.in_(ids))
-        .order_by(JobProfile.job_id, JobProfile.position)
-    ):
-        refs[job_id].append(f"{name}@{version}")
-    return [
-        JobView(
-            id=job.id,
-            status=job.status,
-            dataset=dataset_refs[job.dataset_id],
-            runner=job.runner,
-            profiles=refs[job.id],
-            attempts=job.attempts,
-            tasks=list(job.tasks),
-            concurrency=job.concurrency,
-            max_steps=job.max_steps,
-            agent_timeout_sec=job.agent_timeout_sec,
-            verifier_timeout_sec=job.verifier_timeout_sec,
-            environment=job.environment,
-            skip_unsupported=job.skip_unsupported,
-            verifier_environment=job.verifier_environment,
-            skipped=[SkippedTask.model_validate(item) for item in job.skipped or []],
-            tags=dict(job.tags),
-            name=job.name,
-            note=job.note,
-            request_id=job.request_id,
-            cancel_requested=job.cancel_requested,
-            counts={s: counts[job.id].get(s, 0) for s in TRIAL_STATUSES},
-            created_at=job.created_at,
-            finished_at=job.finished_at,
-        )
-        for job in page
-    ]
-
-
-def _view(session: Session, job: Job) -> JobView:
-    return job_views(session, [job])[0]
-
-
-def get_job(ctx: Context, job_id: str) -> JobView:
-    with ctx.store.read() as session:
-        return _view(session, load_job(session, ctx.project_id, job_id))
-
-
 def job_progress(ctx: Context, job_id: str) -> JobProgress:
     """One query: the job's status and its trials counted by status (what a follower needs)."""
     query = (
@@ -483,7 +413,7 @@ def list_jobs(
                 )
             )
         page = list(session.scalars(query.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit)))
-        return job_views(session, page)
+        return job_views(SessionReads(session), page)
 
 
 def cancel_job(ctx: Context, job_id: str) -> JobView:
@@ -497,7 +427,7 @@ def export_job(ctx: Context, job_id: str) -> JobRequest:
     """The job's configuration, reproducible with `el job submit --config`; never secret values."""
     with ctx.store.read() as session:
         job = load_job(session, ctx.project_id, job_id)
-        view = _view(session, job)
+        view = job_views(SessionReads(session), [job])[0]
         all_members = [m.name for m in dataset_members(session, job.dataset_id)]
     chosen = set(view.tasks) | {item.task for item in view.skipped}
     return JobRequest(

@@ -17,6 +17,7 @@ from envloop.services.context import Context
 from envloop.services.errors import NotFoundError, UserError
 from envloop.services.refs import check_name
 from envloop.store.db import Store
+from envloop.store.reads import SessionReads, project_by_name
 from envloop.store.tables import ApiKey, Project
 from envloop.wire.access import ApiKeyView, CreatedKey
 
@@ -37,9 +38,9 @@ def ensure_project(store: Store, name: str) -> str:
     check_name("project", name)
     project_id = f"prj_{name}"
     with store.read() as session:
-        found = session.scalar(select(Project.id).where(Project.name == name))
+        found = SessionReads(session).first(project_by_name, name=name)
     if found is not None:
-        return found
+        return str(found.id)
     try:
         with store.write() as session:
             session.add(Project(id=project_id, name=name))
@@ -50,10 +51,10 @@ def ensure_project(store: Store, name: str) -> str:
 
 def find_project(store: Store, name: str) -> str:
     with store.read() as session:
-        found = session.scalar(select(Project.id).where(Project.name == name))
+        found = SessionReads(session).first(project_by_name, name=name)
     if found is None:
         raise NotFoundError(f"unknown project {name!r}")
-    return found
+    return str(found.id)
 
 
 def project_context(ctx: Context, project_id: str) -> Context:

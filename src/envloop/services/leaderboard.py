@@ -21,10 +21,12 @@ from envloop.core.status import TERMINAL
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, resolve_dataset
 from envloop.services.errors import UserError
+from envloop.services.job_reads import ProfileRow
 from envloop.services.jobs import job_profiles, load_job
 from envloop.services.refs import dataset_ref
 from envloop.services.results import ProfileResult, job_result
-from envloop.store.tables import Dataset, Job, LeaderboardRow, Profile, utcnow
+from envloop.store.reads import SessionReads
+from envloop.store.tables import Dataset, Job, LeaderboardRow, utcnow
 from envloop.wire.leaderboard import BoardEntry, BoardRow, RunSummary
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
@@ -32,7 +34,7 @@ __all__ = ["BoardEntry", "BoardRow", "RunSummary"]
 
 
 def run_summary(
-    key: RunKey, job_id: str, job_status: str, profile: Profile, metrics: ProfileMetrics
+    key: RunKey, job_id: str, job_status: str, profile: ProfileRow, metrics: ProfileMetrics
 ) -> RunSummary:
     ref = f"{profile.name}@{profile.version}"
     return RunSummary(
@@ -64,7 +66,7 @@ def run_key(session: Session, job: Job) -> RunKey:
 
 
 def _entry(
-    key: RunKey, job_id: str, job_status: str, profile: Profile, metrics: ProfileResult, added_at: datetime
+    key: RunKey, job_id: str, job_status: str, profile: ProfileRow, metrics: ProfileResult, added_at: datetime
 ) -> BoardEntry:
     counts = metrics.score_counts
     lower, upper = bounds_of(metrics)
@@ -102,7 +104,7 @@ def add_to_leaderboard(ctx: Context, job_id: str, profile: str | None = None) ->
             raise UserError(
                 f"job {job.id} is {job.status}: add it when it has finished (a row is a snapshot)"
             )
-        profiles = job_profiles(session, job.id)
+        profiles = job_profiles(SessionReads(session), job.id)
         chosen = profiles if profile is None else [pick_profile(job.id, profiles, profile, "the board")]
         key = run_key(session, job)
         saved = set(
@@ -120,7 +122,7 @@ def add_to_leaderboard(ctx: Context, job_id: str, profile: str | None = None) ->
     return [row for row in show_leaderboard(ctx, key.dataset) if row.job_id == job.id and row.profile in refs]
 
 
-def pick_profile(job_id: str, profiles: list[Profile], ref: str | None, role: str) -> Profile:
+def pick_profile(job_id: str, profiles: list[ProfileRow], ref: str | None, role: str) -> ProfileRow:
     """The job's profile named `ref`; without a name, its only profile. `role` names what it is for."""
     refs = ", ".join(f"{p.name}@{p.version}" for p in profiles)
     if ref is None:
@@ -137,7 +139,7 @@ def _insert(
     ctx: Context,
     job: Job,
     key: RunKey,
-    profiles: list[Profile],
+    profiles: list[ProfileRow],
     status: str,
     metrics: dict[str, ProfileResult],
 ) -> None:

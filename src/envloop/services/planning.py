@@ -22,6 +22,7 @@ from envloop.services.errors import UserError
 from envloop.services.jobs import job_profiles, load_job
 from envloop.services.leaderboard import pick_profile, run_key, run_summary
 from envloop.services.results import job_result
+from envloop.store.reads import SessionReads
 from envloop.wire.planning import Plan, PlanOption
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
@@ -40,7 +41,7 @@ def plan_comparison(
     _check(effect, power, alpha, correlation)
     with ctx.store.read() as session:
         job = load_job(session, ctx.project_id, job_id)
-        chosen = pick_profile(job.id, job_profiles(session, job.id), profile, "the baseline")
+        chosen = pick_profile(job.id, job_profiles(SessionReads(session), job.id), profile, "the baseline")
         dataset_tasks = len(dataset_members(session, job.dataset_id))
         key = run_key(session, job)
     ref = f"{chosen.name}@{chosen.version}"

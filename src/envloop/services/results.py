@@ -2,9 +2,7 @@
 
 import threading
 from collections import OrderedDict
-from typing import Any
-
-from sqlalchemy import select
+from typing import TYPE_CHECKING, Any
 
 from envloop.core.flags import count_flags
 from envloop.core.metrics import AttemptSlot, ProfileMetrics, SlotState, compute_metrics
@@ -13,10 +11,14 @@ from envloop.core.reward import reward_problem
 from envloop.core.status import TERMINAL
 from envloop.core.structured import Collected, summarize
 from envloop.services.context import Context
-from envloop.services.jobs import job_profiles, load_job
+from envloop.services.job_reads import job_profiles, job_row
 from envloop.services.structured import collect_by_profile, counts
-from envloop.store.tables import Profile, Trial
+from envloop.store.reads import query
 from envloop.wire.results import JobResult, ProfileResult
+
+if TYPE_CHECKING:
+    from envloop.services.job_reads import ProfileRow
+    from envloop.store.reads import Statement
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
 __all__ = ["JobResult", "ProfileResult"]
@@ -41,6 +43,25 @@ def countable(reward: float) -> bool:
     overflow every sum) must still give the rest of the job its metrics, so such a trial counts
     as terminal without a reward."""
     return reward_problem(reward) is None
+
+
+@query
+def attempts_of_job() -> "Statement":
+    from sqlalchemy import bindparam, select  # noqa: PLC0415 - only when compiled (store.reads)
+
+    from envloop.store.tables import Trial  # noqa: PLC0415
+
+    return select(
+        Trial.id,
+        Trial.profile_id,
+        Trial.task_name,
+        Trial.attempt,
+        Trial.status,
+        Trial.reward,
+        Trial.invalidated,
+        Trial.structured_result,
+        Trial.flags,
+    ).where(Trial.job_id == bindparam("job_id"))
 
 
 def job_result(ctx: Context, job_id: str) -> JobResult:
@@ -76,32 +97,14 @@ def job_result_detail(ctx: Context, job_id: str) -> _Detail:
     bumps the job's `result_version`; until then a server answers it from memory (a console polling a
     job of 100,000 trials would otherwise rebuild it on every request). Callers must not modify it.
     """
-    with ctx.store.read() as session:
-        job = load_job(session, ctx.project_id, job_id)
-        key = (ctx.store.url, job.id, job.result_version)
+    with ctx.reads() as reads:
+        job = job_row(reads, ctx.project_id, job_id)
+        key = (ctx.url, job.id, job.result_version)
         finished = job.status in TERMINAL
         if finished and (found := _cached(key)) is not None:
             return found
-        profiles = job_profiles(session, job.id)
-        # Plain tuples from the connection: a big job has a row per attempt, and the ORM's per-row
-        # bookkeeping would cost more than the rest.
-        rows = (
-            session.connection()
-            .execute(
-                select(
-                    Trial.id,
-                    Trial.profile_id,
-                    Trial.task_name,
-                    Trial.attempt,
-                    Trial.status,
-                    Trial.reward,
-                    Trial.invalidated,
-                    Trial.structured_result,
-                    Trial.flags,
-                ).where(Trial.job_id == job.id)
-            )
-            .all()
-        )
+        profiles = job_profiles(reads, job.id)
+        rows = reads.rows(attempts_of_job, job_id=job.id)
     slots: dict[str, list[AttemptSlot]] = {p.id: [] for p in profiles}
     flags: dict[str, list[list[Any]]] = {p.id: [] for p in profiles}
     counted: list[tuple[str, str, str]] = []
@@ -136,5 +139,5 @@ def job_result_detail(ctx: Context, job_id: str) -> _Detail:
     return result, structured
 
 
-def _oracle(profile: Profile, metrics: ProfileMetrics) -> OracleCheck | None:
+def _oracle(profile: "ProfileRow", metrics: ProfileMetrics) -> OracleCheck | None:
     return check_oracle(metrics.members) if profile.params.get("AGENT_NAME") == ORACLE_AGENT else None

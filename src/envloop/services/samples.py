@@ -23,6 +23,7 @@ from envloop.services.results import countable
 from envloop.services.task_facts import record_task_facts
 from envloop.services.trial_files import surely_published
 from envloop.store.artifacts import ArtifactNotFoundError
+from envloop.store.reads import SessionReads
 from envloop.store.tables import Job, JobProfile, Profile, TaskFacts, Trial, TrialSample
 from envloop.trajectories.files import read_trajectory
 from envloop.wire.samples import EXCERPT_CHARS, Sample, SamplePage, SampleQuery
@@ -39,7 +40,7 @@ _TABLE: Table = TrialSample.__table__  # type: ignore[assignment]
 def job_samples(ctx: Context, job_id: str, query: SampleQuery) -> SamplePage:
     with ctx.store.read() as session:
         job = load_job(session, ctx.project_id, job_id)
-        refs = {f"{p.name}@{p.version}": p.id for p in job_profiles(session, job.id)}
+        refs = {f"{p.name}@{p.version}": p.id for p in job_profiles(SessionReads(session), job.id)}
     if query.profile is not None and query.profile not in refs:
         raise UserError(f"job {job.id} did not run profile {query.profile} (it ran {', '.join(refs)})")
     record_task_facts(ctx, job)

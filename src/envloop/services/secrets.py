@@ -30,12 +30,14 @@ from sqlalchemy import select, update
 
 from envloop.services.errors import UserError
 from envloop.store.db import Store
+from envloop.store.reads import SessionReads, plaintext_secret
+from envloop.store.schema import SEALED_PREFIX
 from envloop.store.tables import ProfileSecret
 
 if TYPE_CHECKING:
     from cryptography.fernet import MultiFernet
 
-PREFIX = "fernet:"
+PREFIX = SEALED_PREFIX
 KEY_ENV = "ENVLOOP_SECRET_KEY"
 KEY_FILE_ENV = "ENVLOOP_SECRET_KEY_FILE"
 KEY_FILE_NAME = "secret.key"
@@ -153,9 +155,7 @@ def seal_plaintext(store: Store, home: Path) -> int:
     if not (store.is_sqlite or has_key(home)):
         return 0
     with store.read() as session:
-        plain = session.scalar(
-            select(ProfileSecret.profile_id).where(ProfileSecret.value.not_like(f"{PREFIX}%")).limit(1)
-        )
+        plain = SessionReads(session).first(plaintext_secret)
     if plain is None:
         return 0
     ring = keyring(home)

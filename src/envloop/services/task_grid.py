@@ -15,9 +15,11 @@ from sqlalchemy import select
 
 from envloop.core.metrics import MissingState
 from envloop.services.context import Context
+from envloop.services.job_reads import ProfileRow
 from envloop.services.jobs import job_profiles, load_job
 from envloop.services.results import JobResult, job_result, slot_state
-from envloop.store.tables import Job, Profile, Trial
+from envloop.store.reads import SessionReads
+from envloop.store.tables import Job, Trial
 
 GridSort = Literal["task", "score", "attempt_spread", "profile_spread"]
 GRID_SORTS: tuple[GridSort, ...] = ("task", "score", "attempt_spread", "profile_spread")
@@ -103,7 +105,7 @@ def task_grid(
     result = job_result(ctx, job_id)
     with ctx.store.read() as session:
         job = load_job(session, ctx.project_id, job_id)
-        profiles = job_profiles(session, job.id)
+        profiles = job_profiles(SessionReads(session), job.id)
     tasks = list(job.tasks)
     refs = [f"{p.name}@{p.version}" for p in profiles]
     members = [result.profiles[ref].members for ref in refs]
@@ -148,12 +150,12 @@ def task_cells(ctx: Context, job_id: str, tasks: list[str]) -> dict[tuple[str, s
     result = job_result(ctx, job_id)
     with ctx.store.read() as session:
         job = load_job(session, ctx.project_id, job_id)
-        profiles = job_profiles(session, job.id)
+        profiles = job_profiles(SessionReads(session), job.id)
     return _cells(ctx, job, profiles, result, [t for t in tasks if t in set(job.tasks)])
 
 
 def _cells(
-    ctx: Context, job: Job, profiles: list[Profile], result: JobResult, tasks: list[str]
+    ctx: Context, job: Job, profiles: list[ProfileRow], result: JobResult, tasks: list[str]
 ) -> dict[tuple[str, str], GridCell]:
     with ctx.store.read() as session:
         trial_rows = (

@@ -27,6 +27,7 @@ from envloop.services.context import Context
 from envloop.services.jobs import job_profiles, load_job
 from envloop.services.trial_files import surely_published
 from envloop.store.artifacts import ArtifactNotFoundError
+from envloop.store.reads import SessionReads
 from envloop.store.tables import Trial
 from envloop.trajectories.pages import TrajectoryFormatError, open_outline
 
@@ -66,7 +67,7 @@ def tool_usage(ctx: Context, job_id: str) -> ToolUsage:
         key = (ctx.store.url, job.id, job.result_version)
         finished = job.status in TERMINAL
         settled = surely_published(job.finished_at)
-        profiles = job_profiles(session, job.id)
+        profiles = job_profiles(SessionReads(session), job.id)
         if finished:
             with _lock:
                 found = _cache.get(key)

@@ -7,6 +7,7 @@ job keeps which tasks it left out and why (they get no trial, so never a reward 
 """
 
 from envloop.core.trial import EnvironmentChoice
+from envloop.core.words import not_run_line
 from envloop.services.datasets import member_features
 from envloop.services.errors import UserError
 from envloop.store.tables import DatasetMember
@@ -74,8 +75,3 @@ def unsupported_tasks(
 def _listed(names: list[str], limit: int = 5) -> str:
     shown = ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
     return f"task {shown}" if len(names) == 1 else f"tasks {shown}"
-
-
-def not_run_line(count: int, reason: str) -> str:
-    """How a job says it left tasks out: on submission and in its diagnosis."""
-    return f"{count} task{'' if count == 1 else 's'} not run: {reason}"

@@ -16,15 +16,17 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-
-from sqlalchemy import select
+from typing import TYPE_CHECKING
 
 from envloop.core.prices import PriceTable, PriceTableError, parse_price_table, token_cost
 from envloop.core.status import TERMINAL
 from envloop.services.context import Context
-from envloop.services.jobs import job_profiles, load_job
-from envloop.store.tables import Trial
+from envloop.services.job_reads import job_profiles, job_row
+from envloop.store.reads import query
 from envloop.wire.usage import JobUsage, Latency, ProfileUsage
+
+if TYPE_CHECKING:
+    from envloop.store.reads import Statement
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
 __all__ = ["JobUsage", "Latency", "ProfileUsage"]
@@ -77,9 +79,9 @@ def price_table(ctx: Context) -> PriceTable | None:
 
 
 def job_usage(ctx: Context, job_id: str) -> JobUsage:
-    with ctx.store.read() as session:
-        job = load_job(session, ctx.project_id, job_id)
-        profiles = job_profiles(session, job.id)
+    with ctx.reads() as reads:
+        job = job_row(reads, ctx.project_id, job_id)
+        profiles = job_profiles(reads, job.id)
         finished = job.status in TERMINAL
     sums = _job_sums(ctx, job.id, finished)
     pricing: PriceTable | str  # the table, or why there is none to price with
@@ -132,18 +134,26 @@ def _cost(
     return token_cost(price, tokens, protocol), None
 
 
+@query
+def finished_trial_usage() -> "Statement":
+    from sqlalchemy import bindparam, select  # noqa: PLC0415 - only when compiled (store.reads)
+
+    from envloop.store.tables import Trial  # noqa: PLC0415
+
+    return select(Trial.profile_id, Trial.usage, Trial.started_at, Trial.finished_at).where(
+        Trial.job_id == bindparam("job_id"), Trial.status.in_(TERMINAL)
+    )
+
+
 def _job_sums(ctx: Context, job_id: str, finished: bool) -> dict[str, _Sums]:
-    key = (ctx.store.url, job_id)
+    key = (ctx.url, job_id)
     with _lock:
         cached = _sums.get(key)
     if cached is not None:
         return cached
-    query = select(Trial.profile_id, Trial.usage, Trial.started_at, Trial.finished_at).where(
-        Trial.job_id == job_id, Trial.status.in_(TERMINAL)
-    )
     sums: dict[str, _Sums] = {}
-    with ctx.store.read() as session:
-        for profile_id, usage, started, ended in session.execute(query):
+    with ctx.reads() as reads:
+        for profile_id, usage, started, ended in reads.rows(finished_trial_usage, job_id=job_id):
             found = sums.setdefault(profile_id, _Sums())
             found.trials += 1
             for name in TOKEN_KEYS:

@@ -19,20 +19,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, create_engine, event, inspect, select, text
+from sqlalchemy import Connection, Engine, Table, create_engine, event, inspect, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from envloop.store.reads import SessionReads, project_by_name
+from envloop.store.schema import DEFAULT_PROJECT, HEAD_REVISION, LOCK_WAIT_SEC, VERSION_QUERY
 from envloop.store.tables import Project
 
 log = logging.getLogger("envloop.store")
-LOCK_WAIT_SEC = 5.0
 WRITE_PATIENCE_SEC = 60.0
 _LOCK_NOT_AVAILABLE = "55P03"
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-HEAD_REVISION = "0010"
-DEFAULT_PROJECT = "default"
 
 
 def is_lock_timeout(exc: BaseException) -> bool:
@@ -99,7 +98,7 @@ def make_engine(url: str) -> Engine:
 def _version(conn: Connection) -> str | None:
     if not inspect(conn).has_table("alembic_version"):
         return None
-    return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    return conn.execute(text(VERSION_QUERY)).scalar()
 
 
 def _migrate(engine: Engine) -> None:
@@ -169,9 +168,9 @@ class Store:
 
     def _ensure_project(self, name: str) -> str:
         with self.read() as session:
-            found = session.scalar(select(Project.id).where(Project.name == name))
+            found = SessionReads(session).first(project_by_name, name=name)
         if found is not None:
-            return found
+            return str(found.id)
         try:
             with self.write() as session:
                 session.add(Project(id=f"prj_{name}", name=name))

@@ -1,0 +1,74 @@
+"""The one way envloop tries something again: a model call that the provider throttled or failed
+for a moment, and a store call that gave up waiting for a lock.
+
+Which failures are worth another try is the caller's (a model error that is retryable, a lock
+timeout); how long to wait is this policy's. The wait is what the failure asks for when it says
+(a server's `Retry-After`), capped at RETRY_AFTER_CAP_SEC so a confused server cannot park a trial
+for hours; otherwise exponential backoff with full jitter, so that many trials or workers held up
+together do not come back in lockstep. The retrying itself is tenacity's.
+"""
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, stop_never
+
+RETRY_AFTER_CAP_SEC = 120.0
+
+
+@dataclass(frozen=True)
+class Backoff:
+    base_sec: float = 1.0
+    cap_sec: float = 30.0
+
+    def delay(self, retry: int, retry_after: float | None, rng: random.Random | None = None) -> float:
+        """Seconds to wait before retry number `retry` (1-based)."""
+        if retry_after is not None:
+            return min(retry_after, RETRY_AFTER_CAP_SEC)
+        ceiling = min(self.cap_sec, self.base_sec * 2 ** (retry - 1))
+        return (rng or random).uniform(0, ceiling)
+
+
+def _no_wait_asked(_: BaseException) -> float | None:
+    return None
+
+
+def retrying(
+    *,
+    worth_retrying: Callable[[BaseException], bool],
+    backoff: Backoff,
+    max_retries: int | None,
+    retry_after: Callable[[BaseException], float | None] = _no_wait_asked,
+    on_retry: Callable[[BaseException, float], None] | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> AsyncRetrying:
+    """Call the result with an async function and its arguments: it is tried again while it fails
+    with an error `worth_retrying` (at most `max_retries` times, None for as long as it takes),
+    waiting as `backoff` says; any other error, or the last one, is raised as it was."""
+
+    def wait(state: RetryCallState) -> float:
+        failure = _failure(state)
+        return backoff.delay(state.attempt_number, retry_after(failure))
+
+    def before_sleep(state: RetryCallState) -> None:
+        if on_retry is not None:
+            on_retry(_failure(state), state.upcoming_sleep)
+
+    return AsyncRetrying(
+        retry=retry_if_exception(worth_retrying),
+        stop=stop_never if max_retries is None else stop_after_attempt(max_retries + 1),
+        wait=wait,
+        before_sleep=before_sleep,
+        sleep=sleep,
+        reraise=True,
+    )
+
+
+def _failure(state: RetryCallState) -> BaseException:
+    outcome = state.outcome
+    failure = outcome.exception() if outcome is not None else None
+    if not isinstance(failure, BaseException):
+        raise RuntimeError("a retry was asked for without a failure")
+    return failure

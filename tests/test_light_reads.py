@@ -1,0 +1,122 @@
+"""Reads of the embedded store with `sqlite3` alone (`envloop.store.light`) give what the same
+queries give through SQLAlchemy, and the store opens that way only when it needs nothing done."""
+
+import asyncio
+import json
+import sqlite3
+from pathlib import Path
+
+from envloop.scheduling.worker import Worker, WorkerConfig
+from envloop.services import diagnosis, job_reads, results, usage
+from envloop.services.context import DATABASE_FILE, Context, open_context
+from envloop.services.failures import rewarded_by_profiles
+from envloop.store.light import CACHE_FILE, SqliteReads, open_light
+from envloop.store.reads import SessionReads
+from tests.conftest import submit_command_job
+
+
+def finished_job(ctx: Context, tmp_path: Path) -> str:
+    """Two tasks, two attempts each: the command passes on t0 and fails on t1's verifier."""
+    job_id = submit_command_job(ctx, tmp_path, "true", tasks=2, attempts=2)
+    worker = Worker(ctx, WorkerConfig(capacity=2, idle_poll=0.01))
+    asyncio.run(worker.run(until=lambda: worker.completed >= 4))
+    return job_id
+
+
+def test_a_light_context_answers_every_read_of_el_job_get_and_result_as_the_full_store_does(
+    ctx: Context, home: Path, tmp_path: Path
+) -> None:
+    job_id = finished_job(ctx, tmp_path)
+    light = open_context(home, light=True)
+    try:
+        assert light._light is not None and light._store is None
+        for read in (job_reads.get_job, results.job_result, diagnosis.job_diagnosis, usage.job_usage):
+            results._cache.clear()
+            usage._sums.clear()
+            assert read(light, job_id).model_dump() == read(ctx, job_id).model_dump()
+        assert light._store is None, "no read opened the full store"
+    finally:
+        light.close()
+
+
+def test_rows_have_the_types_sqlalchemy_gives_them(ctx: Context, home: Path, tmp_path: Path) -> None:
+    job_id = finished_job(ctx, tmp_path)
+    light = open_light(home / DATABASE_FILE, home)
+    assert light is not None
+    try:
+        with ctx.store.read() as session, light.reads() as sqlite_reads:
+            full = SessionReads(session).first(job_reads.job_by_id, job_id=job_id)
+            bare = sqlite_reads.first(job_reads.job_by_id, job_id=job_id)
+        assert tuple(bare) == tuple(full)
+        assert [type(value) for value in bare] == [type(value) for value in full]
+        assert bare.created_at.tzinfo is not None and isinstance(bare.tasks, list)
+        assert isinstance(bare.cancel_requested, bool)
+    finally:
+        light.close()
+
+
+def test_a_list_parameter_may_be_empty_or_long(ctx: Context, home: Path, tmp_path: Path) -> None:
+    finished_job(ctx, tmp_path)
+    light = open_light(home / DATABASE_FILE, home)
+    assert light is not None
+    try:
+        with light.reads() as reads:
+            assert isinstance(reads, SqliteReads)
+            assert reads.rows(rewarded_by_profiles, profile_ids=[], digests=["x"]) == []
+            profile_ids = [f"prf_{n}" for n in range(500)]
+            assert reads.rows(rewarded_by_profiles, profile_ids=profile_ids, digests=[]) == []
+    finally:
+        light.close()
+
+
+def test_compiled_queries_are_kept_and_recompiled_when_their_fingerprint_changes(
+    ctx: Context, home: Path, tmp_path: Path
+) -> None:
+    job_id = finished_job(ctx, tmp_path)
+    light = open_context(home, light=True)
+    job_reads.get_job(light, job_id)
+    light.close()
+    cache = home / CACHE_FILE
+    assert cache.stat().st_mode & 0o777 == 0o600
+    entries = json.loads(cache.read_text())
+    name = job_reads.job_by_id.name
+    assert "FROM jobs" in entries[name]["sql"]
+    entries[name] = {**entries[name], "fingerprint": "stale", "sql": "SELECT 'stale'"}
+    cache.write_text(json.dumps(entries))
+    light = open_context(home, light=True)
+    try:
+        assert job_reads.get_job(light, job_id).id == job_id
+    finally:
+        light.close()
+    assert json.loads(cache.read_text())[name]["fingerprint"] == job_reads.job_by_id.fingerprint
+
+
+def test_a_store_behind_the_current_schema_is_not_read_lightly(ctx: Context, home: Path) -> None:
+    assert open_light(home / "missing.db", home) is None
+    with sqlite3.connect(home / DATABASE_FILE) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '0001'")
+    assert open_light(home / DATABASE_FILE, home) is None
+
+
+def test_a_new_home_is_created_and_migrated_in_full(tmp_path: Path) -> None:
+    fresh = open_context(tmp_path / "new-home", light=True)
+    try:
+        assert fresh._light is None and fresh._store is not None
+        assert (tmp_path / "new-home" / DATABASE_FILE).is_file()
+    finally:
+        fresh.close()
+
+
+def test_a_write_through_a_light_context_opens_the_full_store(
+    ctx: Context, home: Path, tmp_path: Path
+) -> None:
+    job_id = submit_command_job(ctx, tmp_path, "true")
+    light = open_context(home, light=True)
+    try:
+        from envloop.services import jobs  # noqa: PLC0415
+
+        assert jobs.cancel_job(light, job_id).cancel_requested
+        assert light._store is not None
+        assert job_reads.get_job(light, job_id).cancel_requested
+    finally:
+        light.close()
