@@ -43,16 +43,23 @@ bash -lc true
 """
 
 
-def run_hostile(
-    tmp_path: Path, mode: str, agent: str = HOSTILE, verifier: str = VERIFIER, apart: bool = False
-) -> TrialOutcome:
+def hostile_spec(
+    tmp_path: Path,
+    agent: str,
+    verifier: str,
+    verifier_environment: str = "task",
+    dockerfile: str | None = None,
+) -> TrialSpec:
+    """One trial of an impossible task whose command agent is `agent` and verifier `verifier`."""
     task = tmp_path / "task"
     (task / "tests").mkdir(parents=True)
     (task / "environment").mkdir()
     (task / "task.toml").write_text('version = "1.0"\n')
     (task / "instruction.md").write_text("An impossible task.\n")
     (task / "tests" / "test.sh").write_text(verifier)
-    spec = TrialSpec(
+    if dockerfile is not None:
+        (task / "environment" / "Dockerfile").write_text(dockerfile)
+    return TrialSpec(
         job_id="job_tamper",
         trial_id=new_id("trl"),
         task_name="task",
@@ -63,8 +70,14 @@ def run_hostile(
         task_dir=task,
         instance_root=tmp_path / "instances",
         artifacts_dir=tmp_path / "artifacts",
-        verifier_environment="separate" if apart else "task",
+        verifier_environment=verifier_environment,  # type: ignore[arg-type]
     )
+
+
+def run_hostile(
+    tmp_path: Path, mode: str, agent: str = HOSTILE, verifier: str = VERIFIER, apart: bool = False
+) -> TrialOutcome:
+    spec = hostile_spec(tmp_path, agent, verifier, "separate" if apart else "task")
     return asyncio.run(ShellRunner(LocalEnvironmentProvider(mode)).run(spec))  # type: ignore[arg-type]
 
 
@@ -135,26 +148,8 @@ def run_hostile_container(tmp_path: Path, verifier_environment: str) -> TrialOut
     from envloop.environments.docker import BuildRecords  # noqa: PLC0415
     from envloop.environments.docker.provider import DockerEnvironmentProvider  # noqa: PLC0415
 
-    task = tmp_path / "task"
-    (task / "tests").mkdir(parents=True)
-    (task / "environment").mkdir()
-    (task / "task.toml").write_text('version = "1.0"\n')
-    (task / "instruction.md").write_text("An impossible task.\n")
-    (task / "environment" / "Dockerfile").write_text("FROM python:3.11-slim\nWORKDIR /app\n")
-    (task / "tests" / "test.sh").write_text(DOCKER_VERIFIER)
-    spec = TrialSpec(
-        job_id="job_tamper",
-        trial_id=new_id("trl"),
-        task_name="task",
-        attempt=1,
-        profile_ref="team/hostile@1",
-        runner="envloop/shell@1",
-        params={"AGENT_NAME": "command", "AGENT_COMMAND": DOCKER_HOSTILE},
-        task_dir=task,
-        instance_root=tmp_path / "instances",
-        artifacts_dir=tmp_path / "artifacts",
-        verifier_environment=verifier_environment,  # type: ignore[arg-type]
-    )
+    dockerfile = "FROM python:3.11-slim\nWORKDIR /app\n"
+    spec = hostile_spec(tmp_path, DOCKER_HOSTILE, DOCKER_VERIFIER, verifier_environment, dockerfile)
     provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
     return asyncio.run(ShellRunner(provider).run(spec))
 
