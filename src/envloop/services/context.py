@@ -1,11 +1,11 @@
 """Where the embedded installation lives, and the handles every operation needs."""
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from envloop.home import envloop_home, private_dir, private_sqlite
 from envloop.services.secrets import seal_plaintext
+from envloop.settings import settings
 from envloop.store.artifacts import ArtifactStore, open_artifact_store
 from envloop.store.db import Store
 
@@ -38,11 +38,12 @@ def open_context(home: Path | None = None) -> Context:
     artifact store named by ENVLOOP_ARTIFACTS (a path or an fsspec URL), else under ENVLOOP_HOME;
     the home and the files of ours in it are private (`envloop.home`)."""
     home = private_dir(home or envloop_home())
-    url = os.environ.get("ENVLOOP_DATABASE_URL")
+    chosen = settings()
+    url = chosen.database_url
     if url is None:
         private_sqlite(home / DATABASE_FILE)
         url = f"sqlite:///{home / DATABASE_FILE}"
     store = Store(url)
-    artifacts = open_artifact_store(os.environ.get("ENVLOOP_ARTIFACTS"), home)
+    artifacts = open_artifact_store(chosen.artifacts, home)
     seal_plaintext(store, home)
     return Context(home=home, store=store, artifacts=artifacts, project_id=store.default_project_id)
