@@ -10,7 +10,6 @@ A finished job's sums never change, so they are kept in memory.
 """
 
 import math
-import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -23,13 +22,14 @@ from envloop.core.prices import PriceTable, PriceTableError, parse_price_table, 
 from envloop.core.status import TERMINAL
 from envloop.services.context import Context
 from envloop.services.jobs import job_profiles, load_job
+from envloop.settings import env_name, settings
 from envloop.store.tables import Trial
 from envloop.wire.usage import JobUsage, Latency, ProfileUsage
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
 __all__ = ["JobUsage", "Latency", "ProfileUsage"]
 
-PRICES_ENV = "ENVLOOP_PRICES"
+PRICES_ENV = env_name("prices")
 NO_TABLE = f"no price table (set {PRICES_ENV}, or put prices.toml in ENVLOOP_HOME)"
 TOKEN_KEYS = ("calls", "input_tokens", "output_tokens", "cache_read_tokens")
 
@@ -50,7 +50,7 @@ _lock = threading.Lock()
 
 
 def prices_path(ctx: Context) -> Path:
-    return Path(os.environ.get(PRICES_ENV) or ctx.home / "prices.toml").expanduser()
+    return (settings().prices or ctx.home / "prices.toml").expanduser()
 
 
 def price_table(ctx: Context) -> PriceTable | None:
