@@ -288,7 +288,7 @@ def _validated(_environ: tuple[tuple[str, str], ...]) -> Settings:
 
 
 def _one_line(exc: ValidationError) -> str:
-    """`ENVLOOP_X='value': what is wrong (the default of --option)` for the first refused value."""
+    """`NAME='value': what is wrong (the default of --option)` for the first refused value."""
     error = exc.errors(include_url=False)[0]
     field = str(error["loc"][0]) if error["loc"] else ""
     raw = os.environ.get(env_name(field), "")
