@@ -47,7 +47,7 @@ OTHERS: dict[str, list[tuple[str, str, str]]] = {
 INTROS = {
     TRIALS: "Read by every worker for every trial; "
     "[Sandboxes and limits](../operators/sandboxes.md#operator-settings) says what each one does. "
-    "The Ray executor passes the ones set on the worker to its nodes.",
+    "The Ray executor passes those set on the worker to its nodes, and with them ",
     DOCKER: "See [Docker daemon and base images](../operators/docker.md).",
 }
 
@@ -66,7 +66,9 @@ def environment_markdown() -> str:
     ]
     for group in GROUPS:
         lines += ["", f"## {group}", ""]
-        if INTROS.get(group):
+        if group == TRIALS:
+            lines += [INTROS[group] + _also_forwarded() + ".", ""]
+        elif INTROS.get(group):
             lines += [INTROS[group], ""]
         lines += ["| variable | default | meaning |", "|---|---|---|"]
         lines += [
@@ -92,6 +94,16 @@ def environment_markdown() -> str:
         f"| {', '.join(f'`{n}`' for n in names)} | {cell(meaning)} |" for names, meaning in SET_FOR_TRIALS
     ]
     return "\n".join(lines) + "\n"
+
+
+def _also_forwarded() -> str:
+    """The trial settings listed in other sections (the model marks them `trial`)."""
+    names = [
+        f"`{env_name(name)}`"
+        for name, field in Settings.model_fields.items()
+        if _extra(field)["trial"] and _extra(field)["group"] != TRIALS
+    ]
+    return ", ".join(names[:-1]) + f" and {names[-1]}"
 
 
 def _row(name: str, field: FieldInfo) -> str:
