@@ -1,8 +1,9 @@
 """MkDocs hook: the pages written from the code when the site is built.
 
-The CLI, HTTP API and task.toml references come from the commands, `openapi.json` and the typed
-task model, so they cannot drift from them; `BENCHMARKS.md` stays at the project's root, where the
-bench scripts' readers look, and is shown in the site as it is.
+The CLI, HTTP API, task.toml and environment variable references come from the commands,
+`openapi.json`, the typed task model and the settings model, so they cannot drift from them;
+`BENCHMARKS.md` stays at the project's root, where the bench scripts' readers look, and is shown in
+the site as it is.
 """
 
 import json
@@ -11,6 +12,7 @@ from typing import Any
 
 from api_reference import api_markdown
 from cli_reference import cli_markdown
+from environment_reference import environment_markdown
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
@@ -24,6 +26,7 @@ def on_files(files: Files, config: MkDocsConfig, **_: Any) -> Files:
     generated = {
         "reference/cli.md": cli_markdown(),
         "reference/http-api.md": api_markdown(json.loads((ROOT / "openapi.json").read_text())),
+        "reference/environment.md": environment_markdown(),
         "benchmarks.md": (ROOT / "BENCHMARKS.md").read_text(),
     }
     for uri, content in generated.items():

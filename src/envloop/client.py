@@ -11,7 +11,6 @@ without changing anything else. Errors come back as the same exception classes: 
             ...
 """
 
-import os
 import re
 import ssl
 import tarfile
@@ -29,6 +28,7 @@ from envloop.core.trajectory import Trajectory
 from envloop.operation import Operation, Req, Resp
 from envloop.operations import Operations
 from envloop.services.errors import ConflictError, NotFoundError, ServerError, UserError
+from envloop.settings import settings
 from envloop.wire import (
     ArtifactInfo,
     DatasetView,
@@ -94,10 +94,11 @@ class Client(Operations):
     """A connection to an envloop server; `url` and `api_key` default to ENVLOOP_URL / ENVLOOP_API_KEY."""
 
     def __init__(self, url: str | None = None, api_key: str | None = None, timeout: float = 120.0) -> None:
-        url = url or os.environ.get("ENVLOOP_URL")
+        chosen = settings()
+        url = url or chosen.url
         if not url:
             raise UserError("no server given: set ENVLOOP_URL (and ENVLOOP_API_KEY)")
-        token = api_key if api_key is not None else os.environ.get("ENVLOOP_API_KEY")
+        token = api_key if api_key is not None else chosen.api_key and chosen.api_key.get_secret_value()
         self.url = url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(

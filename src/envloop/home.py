@@ -13,13 +13,15 @@ import os
 import stat
 from pathlib import Path
 
+from envloop.settings import settings
+
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
 SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 
 
 def envloop_home() -> Path:
-    return Path(os.environ.get("ENVLOOP_HOME") or Path.home() / ".envloop").expanduser()
+    return (settings().home or Path.home() / ".envloop").expanduser()
 
 
 def private_dir(path: Path) -> Path:

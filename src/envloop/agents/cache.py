@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import TextIO
 
 from envloop.home import envloop_home
+from envloop.settings import env_name, settings
 
-CACHE_VARIABLE = "ENVLOOP_AGENT_CACHE"
+CACHE_VARIABLE = env_name("agent_cache")
 INSTALL_LOG = "install.log"
 ENTRY_MARK = ".envloop-entry"
 """A file of every entry holding its key: how an environment that already shows the worker's
@@ -70,8 +71,8 @@ class Installed:
 
 
 def cache_root() -> Path:
-    configured = os.environ.get(CACHE_VARIABLE, "").strip()
-    return Path(configured).expanduser() if configured else envloop_home() / "agents"
+    configured = settings().agent_cache
+    return configured.expanduser() if configured else envloop_home() / "agents"
 
 
 def entry_key(name: str, commands: Sequence[InstallCommand]) -> str:

@@ -10,7 +10,6 @@ archive may unpack to is capped where it is unpacked (`max_unpacked_bytes`).
 """
 
 import json
-import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -20,6 +19,7 @@ from starlette.exceptions import HTTPException
 from envloop.services.context import Context
 from envloop.services.keys import authenticate_key
 from envloop.services.shares import resolve_share
+from envloop.settings import settings
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -34,7 +34,7 @@ _MIB = 1024 * 1024
 
 
 def max_upload_bytes() -> int:
-    return int(os.environ.get("ENVLOOP_MAX_UPLOAD_MB") or 256) * _MIB
+    return settings().max_upload_mb * _MIB
 
 
 def max_unpacked_bytes() -> int:

@@ -6,11 +6,11 @@ the same output either way. Each is imported only when a command first asks for 
 against a server never loads the store, and `el --help` loads neither.
 """
 
-import os
 from typing import TYPE_CHECKING
 
 from envloop.cli.state import context
 from envloop.operations import Operations
+from envloop.settings import settings
 
 if TYPE_CHECKING:
     from envloop.client import Client
@@ -21,7 +21,7 @@ _remote: "Client | None" = None
 def remote() -> "Client | None":
     """The server client when ENVLOOP_URL is set (the client is imported only then)."""
     global _remote  # noqa: PLW0603 - one connection per CLI process
-    if _remote is None and os.environ.get("ENVLOOP_URL"):
+    if _remote is None and settings().url:
         from envloop.client import Client  # noqa: PLC0415
 
         _remote = Client()

@@ -1,6 +1,5 @@
 """`el dataset build`: pre-build the docker environment's image of every task of a revision."""
 
-import os
 from typing import Annotated
 
 import typer
@@ -8,6 +7,7 @@ import typer
 from envloop.cli.output import emit_json, note, out, table
 from envloop.cli.state import context
 from envloop.services.errors import UserError
+from envloop.settings import settings
 
 
 def build(
@@ -27,7 +27,7 @@ def build(
     from envloop.services import builds  # noqa: PLC0415 - the Docker stack loads only for a build
     from envloop.services.builds import TaskBuildView  # noqa: PLC0415
 
-    if os.environ.get("ENVLOOP_URL"):
+    if settings().url:
         raise UserError(
             "el dataset build runs where the Docker daemon is, on the embedded store: unset ENVLOOP_URL"
         )

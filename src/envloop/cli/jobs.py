@@ -1,6 +1,5 @@
 """`el job submit|get|list|cancel|export|watch|share|shares|unshare`."""
 
-import os
 import time
 from pathlib import Path
 from typing import Annotated
@@ -18,6 +17,7 @@ from envloop.core.status import TERMINAL, TrialStatus
 from envloop.core.words import plural
 from envloop.home import envloop_home
 from envloop.services.errors import UserError
+from envloop.settings import settings
 from envloop.wire import JobRequest, JobView, ShareView
 
 app = typer.Typer(help="Evaluation jobs: a dataset revision x profiles x attempts.", no_args_is_help=True)
@@ -346,9 +346,10 @@ def share(
     out.print(f"{created.id}  read-only access to job {created.job_id}, expires {expiry}")
     out.print(f"token  {created.token}")
     # The console page a reader opens in a browser, with no key at all.
-    base = (url or os.environ.get("ENVLOOP_URL") or DEFAULT_URL).rstrip("/")
+    server = settings().url
+    base = (url or server or DEFAULT_URL).rstrip("/")
     out.print(f"page   {base}{created.path}")
-    if not url and not os.environ.get("ENVLOOP_URL"):
+    if not url and not server:
         note(f"the page is served by `el serve` on this machine ({DEFAULT_URL}); --url names another address")
     note(
         "give the page's address to a reader, or the token as ENVLOOP_API_KEY (with ENVLOOP_URL "

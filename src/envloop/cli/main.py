@@ -7,7 +7,6 @@ other top-level names are mounted as stand-ins that carry only their one-line he
 """
 
 import importlib
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -166,9 +165,29 @@ def _one_line(message: str) -> str:
     return "".join(ch if ch.isprintable() else " " for ch in lines[0]) if lines else "failed"
 
 
+def _check_settings() -> None:
+    """Every ENVLOOP_* value, checked before a command runs: a bad one stops it in one line naming
+    the variable (exit code 2) before anything is created. `el --help` skips this, loading no pydantic."""
+    from envloop.settings import settings  # noqa: PLC0415
+
+    settings()
+
+
+def _debugging() -> bool:
+    from envloop.settings import SettingsError, settings  # noqa: PLC0415
+
+    try:
+        return settings().debug
+    except SettingsError:
+        return False
+
+
 def run() -> None:
     try:
-        command = typer.main.get_command(build_app(_wanted(sys.argv[1:])))
+        wanted = _wanted(sys.argv[1:])
+        if wanted is not None:
+            _check_settings()
+        command = typer.main.get_command(build_app(wanted))
         code = command.main(prog_name="el", standalone_mode=False)
     except TyperException as exc:
         ctx = getattr(exc, "ctx", None)
@@ -183,7 +202,7 @@ def run() -> None:
     except ServerError as exc:
         _fail(str(exc) or type(exc).__name__, exits.SERVER)
     except Exception as exc:
-        if os.environ.get("ENVLOOP_DEBUG"):
+        if _debugging():
             raise
         _fail(f"internal error: {type(exc).__name__}: {exc} (ENVLOOP_DEBUG=1 shows where)", exits.INTERNAL)
     sys.exit(code if isinstance(code, int) else exits.OK)

@@ -3,11 +3,13 @@ import, for the CLI's options."""
 
 import os
 
-CAPACITY_ENV = "ENVLOOP_WORKER_CAPACITY"
+from envloop.settings import env_name
+
+CAPACITY_ENV = env_name("worker_capacity")
 """Trials at once for a worker started without `--capacity` (`el worker`, the one `el job submit`
 starts, `el serve`'s); unset: max(2, cores)."""
 
-PROCESSES_ENV = "ENVLOOP_WORKER_PROCESSES"
+PROCESSES_ENV = env_name("worker_processes")
 """Processes that share a local worker's capacity when `--processes` is not given; unset: see
 `default_processes`."""
 

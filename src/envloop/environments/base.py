@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from pydantic import BaseModel
 
 from envloop.core.trial import SandboxMode, TrialFlag, TrialSpec
+from envloop.settings import Settings, SettingsError, settings
 from envloop.tasks.model import HarborTask, NetworkMode, TaskUser
 
 if TYPE_CHECKING:
@@ -73,6 +74,15 @@ class VisiblePaths(BaseModel):
 
 class EnvironmentSetupError(RuntimeError):
     """The instance could not be prepared (the runner reports `environment_error`)."""
+
+
+def trial_settings() -> Settings:
+    """The operator's settings as a trial reads them at its setup: a bad value fails that trial's
+    setup (`environment_error`) with the line naming the variable, never runs it unbounded."""
+    try:
+        return settings()
+    except SettingsError as exc:
+        raise EnvironmentSetupError(str(exc)) from None
 
 
 class Environment(Protocol):

@@ -26,6 +26,7 @@ from envloop.environments.limits import (
     unset_message,
     write_value,
 )
+from envloop.settings import settings
 
 UNIFIED_CANDIDATES = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
 _CONTROLLERS = ("pids", "memory", "cpu")
@@ -34,8 +35,8 @@ _CPU_PERIOD_US = 100_000
 
 def unified_root() -> Path | None:
     """Where the v2 hierarchy is mounted, if it is (ENVLOOP_CGROUP2_ROOT names another mount)."""
-    override = os.environ.get("ENVLOOP_CGROUP2_ROOT")
-    for root in (Path(override),) if override else UNIFIED_CANDIDATES:
+    override = settings().cgroup2_root
+    for root in (override,) if override else UNIFIED_CANDIDATES:
         if (root / "cgroup.controllers").is_file():
             return root
     return None
@@ -149,7 +150,7 @@ def instance_cgroups(run_id: str, limits: Limits, *, enabled: bool) -> InstanceC
     """v1 groups where the host has writable v1 controllers, else one v2 group; an operator who
     names a v2 mount (ENVLOOP_CGROUP2_ROOT) gets v2 there."""
     root = unified_root()
-    if enabled and root is not None and os.environ.get("ENVLOOP_CGROUP2_ROOT"):
+    if enabled and root is not None and settings().cgroup2_root:
         return UnifiedCgroup(run_id, limits, root)
     groups = InstanceCgroups(run_id, limits, enabled=enabled)
     if groups.tracks_processes or not enabled or root is None:

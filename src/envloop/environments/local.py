@@ -8,7 +8,6 @@ files.
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from functools import cache
@@ -17,7 +16,7 @@ from typing import Literal
 from envloop.core.trial import TrialSpec
 from envloop.environments import instance as files
 from envloop.environments import quota
-from envloop.environments.base import Environment, EnvironmentSetupError, VisiblePaths
+from envloop.environments.base import Environment, EnvironmentSetupError, VisiblePaths, trial_settings
 from envloop.environments.bwrap import bwrap_executable, pasta_executable, pasta_prefix, sandbox_args
 from envloop.environments.cgroup2 import UnifiedCgroup, instance_cgroups
 from envloop.environments.dockerfile import IMAGE_PATH
@@ -28,6 +27,7 @@ from envloop.environments.limits import InstanceCgroups, Limits, rlimits_for
 from envloop.environments.local_instance import DEFAULT_AGENT_UID, LauncherFor, LocalEnvironment, sandbox_uid
 from envloop.environments.policy import EffectiveLimits, operator_policy, resolve_limits
 from envloop.environments.shielded import finish_even_if_cancelled
+from envloop.settings import env_name
 from envloop.tasks.model import HarborTask
 from envloop.tasks.phases import NO_NETWORK, phase_networks, task_networks
 
@@ -43,7 +43,7 @@ async def _close_once_made(creation: "asyncio.Future[LocalEnvironment]") -> None
 
 
 SandboxPreference = Literal["auto", "bwrap", "plain"]
-SANDBOX_VARIABLE = "ENVLOOP_SANDBOX"
+SANDBOX_VARIABLE = env_name("sandbox")
 PLAIN_WARNING = (
     "plain mode (ENVLOOP_SANDBOX=plain): no sandbox; the trial's commands ran on the host with its "
     "network and could read whatever the host lets any user read"
@@ -52,10 +52,7 @@ PLAIN_WARNING = (
 
 def sandbox_preference() -> SandboxPreference:
     """The operator's choice from ENVLOOP_SANDBOX (auto | bwrap | plain), read per instance."""
-    value = os.environ.get(SANDBOX_VARIABLE, "auto") or "auto"
-    if value not in ("auto", "bwrap", "plain"):
-        raise EnvironmentSetupError(f"{SANDBOX_VARIABLE}={value!r}: expected auto, bwrap or plain")
-    return value  # type: ignore[return-value]
+    return trial_settings().sandbox
 
 
 class LocalEnvironmentProvider:

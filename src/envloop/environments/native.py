@@ -19,8 +19,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from envloop.settings import env_name, settings
+
 SOURCE = Path(__file__).with_name("launcher.c")
-LAUNCHER_VARIABLE = "ENVLOOP_LAUNCHER"
+LAUNCHER_VARIABLE = env_name("launcher")
 _COMPILE_TIMEOUT_SEC = 60.0
 
 
@@ -63,7 +65,7 @@ def _compile(compiler: str, target: Path) -> bool:
 @functools.cache
 def launcher_binary() -> str | None:
     """The launcher's path, building it on first use; None when the shell fallback is to be used."""
-    if os.environ.get(LAUNCHER_VARIABLE, "") == "shell":
+    if settings().launcher == "shell":
         return None
     digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
     cache = _cache_dir()

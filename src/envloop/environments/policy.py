@@ -2,27 +2,22 @@
 
 A task is written by a third party: its `memory_mb`, `storage_mb`, `cpus`, timeouts and network
 request are wishes, not orders. The operator of a worker sets maximums with environment variables
-(read for every instance, so a test or a restarted worker sees the current values); whatever a task
-asks beyond them is cut to the ceiling and the trial says so. Every timeout is finite.
+(read for every instance through `envloop.settings`, so a test or a restarted worker sees the
+current values); whatever a task asks beyond them is cut to the ceiling and the trial says so.
+Every timeout is finite.
 """
 
-import math
 import os
-from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from envloop.core.trial import VerifierEnvironment
-from envloop.environments.base import EnvironmentSetupError
+from envloop.environments.base import trial_settings
+from envloop.settings import env_name
 from envloop.tasks.model import EnvironmentSection, HarborTask
 
-MAX_MEMORY_VARIABLE = "ENVLOOP_MAX_MEMORY_MB"
-MAX_CPUS_VARIABLE = "ENVLOOP_MAX_CPUS"
-MAX_DISK_VARIABLE = "ENVLOOP_MAX_DISK_MB"
-MAX_TIMEOUT_VARIABLE = "ENVLOOP_MAX_TIMEOUT_SEC"
-NETWORK_VARIABLE = "ENVLOOP_TRIAL_NETWORK"
-VERIFIER_VARIABLE = "ENVLOOP_VERIFIER_ENVIRONMENT"
+NETWORK_VARIABLE = env_name("trial_network")
 
 DEFAULT_MEMORY_MB = 4096
 DEFAULT_DISK_MB = 10240
@@ -33,63 +28,35 @@ TrialNetworkPolicy = Literal["task", "none"]
 
 
 class OperatorPolicy(BaseModel):
-    """The ceilings of this worker. Defaults are safe for a shared machine: a task gets at most
-    8 GB of memory, 10 GB of disk, every CPU and four hours per phase unless the operator says
-    otherwise."""
+    """The ceilings of this worker, from the operator's settings (`envloop.settings`: safe defaults
+    for a shared machine, 8 GB of memory, 10 GB of disk, every CPU and four hours per phase)."""
 
     model_config = ConfigDict(frozen=True)
 
-    max_memory_mb: int = Field(default=8192, gt=0)
-    max_cpus: float = Field(default_factory=lambda: float(os.cpu_count() or 1), gt=0)
+    max_memory_mb: int = Field(gt=0)
+    max_cpus: float = Field(gt=0)
     cpus_set: bool = Field(default=False, description="the operator chose max_cpus explicitly")
-    max_disk_mb: int = Field(default=DEFAULT_DISK_MB, gt=0)
-    max_timeout_sec: float = Field(default=4 * 3600.0, gt=0)
-    network: TrialNetworkPolicy = "task"
-    verifier_environment: VerifierEnvironment = "task"
+    max_disk_mb: int = Field(gt=0)
+    max_timeout_sec: float = Field(gt=0)
+    network: TrialNetworkPolicy
+    verifier_environment: VerifierEnvironment
     """`separate`: every verifier of this worker's trials runs in a fresh environment, whatever
     the job asked."""
 
 
-def _number(environ: Mapping[str, str], name: str, kind: type[int] | type[float]) -> float | None:
-    raw = environ.get(name, "").strip()
-    if not raw:
-        return None
-    try:
-        value = kind(raw)
-    except ValueError:
-        value = None
-    if value is None or not math.isfinite(value) or value <= 0:
-        raise EnvironmentSetupError(f"{name}={raw[:40]!r}: expected a positive finite number")
-    return value
-
-
-def operator_policy(environ: Mapping[str, str] | None = None) -> OperatorPolicy:
+def operator_policy() -> OperatorPolicy:
     """The ceilings from ENVLOOP_MAX_*, ENVLOOP_TRIAL_NETWORK and ENVLOOP_VERIFIER_ENVIRONMENT; a bad
-    value fails the trial's
-    setup with a message naming the variable rather than running it unbounded."""
-    env = os.environ if environ is None else environ
-    values: dict[str, object] = {}
-    memory = _number(env, MAX_MEMORY_VARIABLE, int)
-    if memory is not None:
-        values["max_memory_mb"] = int(memory)
-    cpus = _number(env, MAX_CPUS_VARIABLE, float)
-    if cpus is not None:
-        values |= {"max_cpus": cpus, "cpus_set": True}
-    disk = _number(env, MAX_DISK_VARIABLE, int)
-    if disk is not None:
-        values["max_disk_mb"] = int(disk)
-    timeout = _number(env, MAX_TIMEOUT_VARIABLE, float)
-    if timeout is not None:
-        values["max_timeout_sec"] = timeout
-    network = env.get(NETWORK_VARIABLE, "").strip() or "task"
-    if network not in ("task", "none"):
-        raise EnvironmentSetupError(f"{NETWORK_VARIABLE}={network[:40]!r}: expected task or none")
-    values["network"] = network
-    verifier = env.get(VERIFIER_VARIABLE, "").strip() or "task"
-    if verifier not in ("task", "separate"):
-        raise EnvironmentSetupError(f"{VERIFIER_VARIABLE}={verifier[:40]!r}: expected task or separate")
-    values["verifier_environment"] = verifier
-    return OperatorPolicy.model_validate(values)
+    value fails the trial's setup with a message naming the variable rather than running it unbounded."""
+    chosen = trial_settings()
+    return OperatorPolicy(
+        max_memory_mb=chosen.max_memory_mb,
+        max_cpus=chosen.max_cpus or float(os.cpu_count() or 1),
+        cpus_set=chosen.max_cpus is not None,
+        max_disk_mb=chosen.max_disk_mb,
+        max_timeout_sec=chosen.max_timeout_sec,
+        network=chosen.trial_network,
+        verifier_environment=chosen.verifier_environment,
+    )
 
 
 class EffectiveLimits(BaseModel):

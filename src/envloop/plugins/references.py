@@ -14,13 +14,13 @@ Anything else is refused before any import happens.
 
 import importlib
 import importlib.metadata
-import os
 import re
 from functools import cache
 
 from envloop.plugins.errors import ComponentError, one_line
+from envloop.settings import env_name, settings
 
-ALLOW_VARIABLE = "ENVLOOP_PLUGIN_MODULES"
+ALLOW_VARIABLE = env_name("plugin_modules")
 GROUPS = ("envloop.agents", "envloop.runners", "envloop.scorers", "envloop.environments")
 
 _REFERENCE = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*)$")
@@ -49,8 +49,7 @@ def _normal(name: str) -> str:
 
 
 def _allowed_by_operator(module: str) -> bool:
-    allowed = [m.strip() for m in os.environ.get(ALLOW_VARIABLE, "").split(",") if m.strip()]
-    return any(module == m or module.startswith(m + ".") for m in allowed)
+    return any(module == m or module.startswith(m + ".") for m in settings().plugin_modules)
 
 
 def resolve(reference: str, kind: str) -> object:

@@ -15,7 +15,6 @@ and `el serve` beyond loopback gives its workers `deny` unless the operator sets
 """
 
 import asyncio
-import os
 from dataclasses import dataclass
 from typing import Literal
 
@@ -24,18 +23,17 @@ from pydantic import ValidationError
 from envloop.core.trajectory import TrajectoryRecorder
 from envloop.core.trial import TrialSpec
 from envloop.environments import Environment, EnvironmentSetupError
+from envloop.environments.base import trial_settings
 from envloop.gateway import GatewaySession, GatewaySettings, ModelGateway, Upstream, UpstreamRefused
 from envloop.models.settings import ModelProtocol
+from envloop.settings import env_name
 
-PRIVATE_UPSTREAM_VARIABLE = "ENVLOOP_MODEL_PRIVATE_UPSTREAM"
+PRIVATE_UPSTREAM_VARIABLE = env_name("model_private_upstream")
 _GATEWAYS: dict[asyncio.AbstractEventLoop, "_Shared"] = {}
 
 
 def private_upstreams_allowed() -> bool:
-    value = os.environ.get(PRIVATE_UPSTREAM_VARIABLE, "").strip() or "allow"
-    if value not in ("allow", "deny"):
-        raise EnvironmentSetupError(f"{PRIVATE_UPSTREAM_VARIABLE}={value[:40]!r}: expected allow or deny")
-    return value == "allow"
+    return trial_settings().model_private_upstream == "allow"
 
 
 @dataclass

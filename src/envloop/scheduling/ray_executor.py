@@ -40,24 +40,11 @@ from envloop.environments.instance import instances_under, remove_instance
 from envloop.runners.registry import get_runner
 from envloop.scheduling.executor import RunLost
 from envloop.services.errors import ServerError, UserError
+from envloop.settings import settings
 from envloop.store.artifacts import regular_files
 from envloop.tasks.archive import pack_task, safe_extract
 from envloop.tasks.harbor import load_task_config
 
-FORWARDED_SETTINGS = (
-    "ENVLOOP_SANDBOX",
-    "ENVLOOP_TRIAL_NETWORK",
-    "ENVLOOP_CGROUP2_ROOT",
-    "ENVLOOP_VERIFIER_ENVIRONMENT",
-    "ENVLOOP_MODEL_PRIVATE_UPSTREAM",
-    "ENVLOOP_IMAGE_SUBSTITUTES",
-    "ENVLOOP_DOCKER_BUILD_NETWORK",
-    "ENVLOOP_MAX_CPUS",
-    "ENVLOOP_MAX_MEMORY_MB",
-    "ENVLOOP_MAX_DISK_MB",
-    "ENVLOOP_MAX_TIMEOUT_SEC",
-)
-"""The operator's trial settings on the worker that apply to its trials on Ray nodes too."""
 CANCEL_GRACE_SEC = 5.0
 """How long a cancelled run may take to tear its environment down before its Ray worker is killed."""
 _KEPT_ARCHIVES = 256
@@ -195,7 +182,9 @@ class RayExecutor:
         except (ConnectionError, RuntimeError, ValueError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise ServerError(f"could not join the Ray cluster at {address}: {first[:200]}") from None
-        env = {name: os.environ[name] for name in FORWARDED_SETTINGS if name in os.environ}
+        # The operator's trial settings apply to this worker's trials on every node (the model marks
+        # which; the home, the store and the secret key stay on the worker).
+        env = settings().trial_environ()
         # A lost run is handed back to the queue as a new run (recorded once), never retried by Ray.
         self._options: dict[str, Any] = {"max_retries": 0}
         if env:

@@ -1,6 +1,5 @@
 """Where the embedded installation lives, and the handles every operation needs."""
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -8,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envloop.home import envloop_home, private_dir, private_sqlite
+from envloop.settings import settings
 from envloop.store.artifacts import ArtifactStore, open_artifact_store
 from envloop.store.reads import Reads, SessionReads, plaintext_secret, project_by_name
 from envloop.store.schema import DEFAULT_PROJECT
@@ -77,8 +77,9 @@ def open_context(home: Path | None = None, *, light: bool = False) -> Context:
     command first asks for `store`; any other store, or one that needs migrating, sealing or its
     project created, is opened in full at once."""
     home = private_dir(home or envloop_home())
-    url = os.environ.get("ENVLOOP_DATABASE_URL")
-    artifacts = open_artifact_store(os.environ.get("ENVLOOP_ARTIFACTS"), home)
+    chosen = settings()
+    url = chosen.database_url
+    artifacts = open_artifact_store(chosen.artifacts, home)
     if url is None:
         private_sqlite(home / DATABASE_FILE)
         url = f"sqlite:///{home / DATABASE_FILE}"

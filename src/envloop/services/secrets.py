@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from sqlalchemy import select, update
 
 from envloop.services.errors import UserError
+from envloop.settings import env_name, settings
 from envloop.store.db import Store
 from envloop.store.reads import SessionReads, plaintext_secret
 from envloop.store.schema import SEALED_PREFIX
@@ -38,8 +39,7 @@ if TYPE_CHECKING:
     from cryptography.fernet import MultiFernet
 
 PREFIX = SEALED_PREFIX
-KEY_ENV = "ENVLOOP_SECRET_KEY"
-KEY_FILE_ENV = "ENVLOOP_SECRET_KEY_FILE"
+KEY_ENV = env_name("secret_key")
 KEY_FILE_NAME = "secret.key"
 
 
@@ -97,13 +97,13 @@ def _source(ring: Keyring) -> str:
 
 
 def key_file(home: Path) -> Path:
-    configured = os.environ.get(KEY_FILE_ENV)
-    return Path(configured).expanduser() if configured else home / KEY_FILE_NAME
+    configured = settings().secret_key_file
+    return configured.expanduser() if configured else home / KEY_FILE_NAME
 
 
 def keyring(home: Path) -> Keyring:
     """The keys for the store under `home`; the key file is created (0600) when there is none."""
-    from_env = os.environ.get(KEY_ENV, "").strip()
+    from_env = _keys_from_environment()
     if from_env:
         return Keyring(tuple(k.strip().encode() for k in from_env.split(",") if k.strip()), None)
     path = key_file(home)
@@ -142,7 +142,12 @@ def _write_keys(path: Path, keys: list[bytes], *, exclusive: bool = False) -> No
 
 
 def has_key(home: Path) -> bool:
-    return bool(os.environ.get(KEY_ENV, "").strip()) or key_file(home).exists()
+    return bool(_keys_from_environment()) or key_file(home).exists()
+
+
+def _keys_from_environment() -> str:
+    chosen = settings().secret_key
+    return chosen.get_secret_value().strip() if chosen else ""
 
 
 def seal_plaintext(store: Store, home: Path) -> int:

@@ -10,7 +10,6 @@ A finished job's sums never change, so they are kept in memory.
 """
 
 import math
-import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from envloop.core.prices import PriceTable, PriceTableError, parse_price_table, 
 from envloop.core.status import TERMINAL
 from envloop.services.context import Context
 from envloop.services.job_reads import job_profiles, job_row
+from envloop.settings import env_name, settings
 from envloop.store.reads import query
 from envloop.wire.usage import JobUsage, Latency, ProfileUsage
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
 __all__ = ["JobUsage", "Latency", "ProfileUsage"]
 
-PRICES_ENV = "ENVLOOP_PRICES"
+PRICES_ENV = env_name("prices")
 NO_TABLE = f"no price table (set {PRICES_ENV}, or put prices.toml in ENVLOOP_HOME)"
 TOKEN_KEYS = ("calls", "input_tokens", "output_tokens", "cache_read_tokens")
 
@@ -52,7 +52,7 @@ _lock = threading.Lock()
 
 
 def prices_path(ctx: Context) -> Path:
-    return Path(os.environ.get(PRICES_ENV) or ctx.home / "prices.toml").expanduser()
+    return (settings().prices or ctx.home / "prices.toml").expanduser()
 
 
 def price_table(ctx: Context) -> PriceTable | None:

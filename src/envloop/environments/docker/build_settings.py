@@ -1,4 +1,4 @@
-"""The operator's settings for image builds, read from the environment and checked in one place.
+"""The operator's settings for image builds (`envloop.settings`), and the substitution map parsed.
 
 - ENVLOOP_DOCKER_BUILD_NETWORK: the network of `RUN` steps (`default`, `host` or `none`).
 - ENVLOOP_DOCKER_BUILD_TIMEOUT_SEC: how long one build may take.
@@ -10,16 +10,13 @@
 A bad value is a BuildConfigError whose one-line message names the variable.
 """
 
-import os
 from typing import Literal
 
 from envloop.environments.docker.cli import docker
 from envloop.environments.docker.references import IMAGE_REFERENCE, normalized
+from envloop.settings import Settings, SettingsError, env_name, settings
 
-BUILD_NETWORK_VARIABLE = "ENVLOOP_DOCKER_BUILD_NETWORK"
-BUILD_TIMEOUT_VARIABLE = "ENVLOOP_DOCKER_BUILD_TIMEOUT_SEC"
-SUBSTITUTES_VARIABLE = "ENVLOOP_IMAGE_SUBSTITUTES"
-DEFAULT_BUILD_TIMEOUT_SEC = 1800.0
+SUBSTITUTES_VARIABLE = env_name("image_substitutes")
 _SUBSTITUTES_EXAMPLE = "python:3.12-slim=python:3.13-slim"
 
 BuildNetwork = Literal["default", "host", "none"]
@@ -29,16 +26,21 @@ class BuildConfigError(ValueError):
     """An operator setting for builds is not valid; the message names it."""
 
 
+def _build_settings() -> Settings:
+    try:
+        return settings()
+    except SettingsError as exc:
+        raise BuildConfigError(str(exc)) from None
+
+
 def build_network(value: str | None = None) -> BuildNetwork | None:
     """The network chosen for image builds: `value`, else ENVLOOP_DOCKER_BUILD_NETWORK; None when
     neither says (see `effective_build_network`)."""
-    source = "build network " if value is not None else f"{BUILD_NETWORK_VARIABLE}="
-    chosen = value if value is not None else os.environ.get(BUILD_NETWORK_VARIABLE) or None
-    if chosen is None:
-        return None
-    if chosen not in ("default", "host", "none"):
-        raise BuildConfigError(f"{source}{chosen!r}: expected default, host or none")
-    return chosen  # type: ignore[return-value]
+    if value is None:
+        return _build_settings().docker_build_network
+    if value not in ("default", "host", "none"):
+        raise BuildConfigError(f"build network {value!r}: expected default, host or none")
+    return value  # type: ignore[return-value]
 
 
 async def effective_build_network(value: str | None = None) -> BuildNetwork:
@@ -54,16 +56,7 @@ async def effective_build_network(value: str | None = None) -> BuildNetwork:
 
 
 def build_timeout() -> float:
-    raw = os.environ.get(BUILD_TIMEOUT_VARIABLE)
-    if not raw:
-        return DEFAULT_BUILD_TIMEOUT_SEC
-    try:
-        value = float(raw)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise BuildConfigError(f"{BUILD_TIMEOUT_VARIABLE}={raw!r}: expected a positive number of seconds")
-    return value
+    return _build_settings().docker_build_timeout_sec
 
 
 def image_substitutes(raw: str | None = None) -> dict[str, str]:
@@ -73,7 +66,7 @@ def image_substitutes(raw: str | None = None) -> dict[str, str]:
     Refused: a pair that is not `FROM=TO`, a name that is not an image reference, an image replaced
     twice or by itself, and a chain (`a=b,b=c`): each substitution is applied once, so a chain would
     mean something else than it reads."""
-    text = raw if raw is not None else os.environ.get(SUBSTITUTES_VARIABLE, "")
+    text = raw if raw is not None else _build_settings().image_substitutes
     found: dict[str, str] = {}
     for pair in (part.strip() for part in text.split(",")):
         if not pair:

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-DOCKER_VARIABLE = "ENVLOOP_DOCKER"
+from envloop.settings import settings
+
 _DEBIAN_CLIENT = Path("/usr/bin/docker")
 _CAPTURE_LIMIT = 1 << 20
 
@@ -39,7 +40,7 @@ class CommandResult(BaseModel):
 
 
 def docker_binary() -> str:
-    chosen = os.environ.get(DOCKER_VARIABLE)
+    chosen = settings().docker
     if chosen:
         return chosen
     if _DEBIAN_CLIENT.is_file() and os.access(_DEBIAN_CLIENT, os.X_OK):

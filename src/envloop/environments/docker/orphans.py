@@ -11,22 +11,22 @@ suite's parallel processes are such hosts, so one's sweep never races another's 
 
 import contextlib
 import json
-import os
 import socket
 from typing import Any
 
 import psutil
 
 from envloop.environments.docker.engine import NotFoundError, engine
+from envloop.settings import env_name, settings
 
 MANAGED_LABEL = "envloop.managed"
 TRIAL_LABEL = "envloop.trial"
 WORKER_LABEL = "envloop.worker"
-HOST_VARIABLE = "ENVLOOP_WORKER_HOST"
+HOST_VARIABLE = env_name("worker_host")
 
 
 def _host() -> str:
-    return os.environ.get(HOST_VARIABLE) or socket.gethostname()
+    return settings().worker_host or socket.gethostname()
 
 
 def worker_identity(pid: int | None = None) -> str:

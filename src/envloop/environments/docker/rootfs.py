@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envloop.environments.docker.cli import DockerError, docker_binary, first_line
+from envloop.settings import settings
 
-DEBIAN_MIRROR_VARIABLE = "ENVLOOP_DEBIAN_MIRROR"
-UBUNTU_MIRROR_VARIABLE = "ENVLOOP_UBUNTU_MIRROR"
 STANDARD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 UBUNTU_KEY_FINGERPRINT = "F6ECB3762474EDA9D21B7022871920D1991BC93C"
 """Ubuntu Archive Automatic Signing Key (2018) <ftpmaster@ubuntu.com>."""
@@ -81,7 +80,7 @@ def debian_release(suite: str = "bookworm") -> Release:
     return Release(
         distribution="debian",
         suite=suite,
-        archive=os.environ.get(DEBIAN_MIRROR_VARIABLE) or archive,
+        archive=settings().debian_mirror or archive,
         security=security,
         sources_file="debian.sources",
         suites=f"{suite} {suite}-updates",
@@ -96,7 +95,7 @@ def ubuntu_release(suite: str = "noble") -> Release:
     return Release(
         distribution="ubuntu",
         suite=suite,
-        archive=os.environ.get(UBUNTU_MIRROR_VARIABLE) or "http://archive.ubuntu.com/ubuntu",
+        archive=settings().ubuntu_mirror or "http://archive.ubuntu.com/ubuntu",
         security="http://security.ubuntu.com/ubuntu",
         sources_file="ubuntu.sources",
         suites=f"{suite} {suite}-updates {suite}-backports",
