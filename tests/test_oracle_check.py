@@ -60,22 +60,9 @@ def test_the_job_result_says_which_tasks_the_oracle_still_passes_with_verifiers_
     make_task(root, "in-workdir", solve="touch done")
     make_task(root, "in-tmp", solve="touch /tmp/solved", test=TRUSTS_TMP)
     el.ok("dataset", "push", str(root), "--name", "ds")
-    el.ok(
-        "profile",
-        "create",
-        "oracle",
-        "1",
-        "--file",
-        str(write_profile(tmp_path / "o.json", {"AGENT_NAME": "oracle"})),
-    )
-    el.ok(
-        "profile",
-        "create",
-        "nop",
-        "1",
-        "--file",
-        str(write_profile(tmp_path / "n.json", {"AGENT_NAME": "nop"})),
-    )
+    for agent in ("oracle", "nop"):
+        profile = write_profile(tmp_path / f"{agent}.json", {"AGENT_NAME": agent})
+        el.ok("profile", "create", agent, "1", "--file", str(profile))
     job = el.ok(
         "job", "submit", "--dataset", "ds@1", "--profile", "oracle@1", "--profile", "nop@1",
         "--environment", "local", "--verifier-environment", verifier_environment, "--wait", "--json",

@@ -27,8 +27,8 @@ class CommandAgent:
     async def run(self, ctx: AgentContext) -> AgentResult:
         withheld = sorted(verifier_only_variables(ctx.task) & ctx.spec.params.keys() - {"AGENT_COMMAND"})
         params = {name: value for name, value in ctx.spec.params.items() if name not in withheld}
-        if withheld:
-            note = f"not given to the agent, the task's verifier's only: {', '.join(withheld)}"
+        note = f"not given to the agent, the task's verifier's only: {', '.join(withheld)}"
+        if withheld and note not in ctx.environment.warnings:  # once, whatever the steps
             ctx.environment.warnings.append(note)
         result = await ctx.environment.exec(
             ["bash", "-c", params["AGENT_COMMAND"]],
