@@ -223,6 +223,95 @@ def test_stop_kills_daemons_left_behind_but_keeps_the_files() -> None:
     assert "sleep 600" not in processes
 
 
+_PROCESSES = "for d in /proc/[0-9]*; do tr '\\0' ' ' < $d/cmdline; echo; done"
+
+
+def test_stop_between_phases_kills_a_forking_swarm_without_restarting_the_container() -> None:
+    """The leftovers a hostile agent would leave: a loop that keeps forking, orphans re-parented to
+    the container's init, a process that ignores SIGTERM and SIGHUP, a writer that keeps rewriting
+    a reward. After `stop` none runs, the writer's file stops changing, and the container was not
+    restarted (it kept its own two processes)."""
+    swarm = (
+        "setsid sh -c 'while :; do sleep 30 & sleep 0.01; done' >/dev/null 2>&1 & "
+        "(setsid sh -c 'trap \"\" TERM HUP; while :; do sleep 1; done' >/dev/null 2>&1 &) ; "
+        "nohup sh -c 'while :; do date +%s%N > /tmp/written; done' >/dev/null 2>&1 & "
+        "sleep 0.5"
+    )
+
+    async def go() -> tuple[str, str, str, bytes, bytes]:
+        async with running_container(_spec("trl_swarm")) as container:
+            started = str(_inspect(container.id)["State"]["StartedAt"])  # type: ignore[index]
+            await container.exec(["sh", "-c", swarm])
+            await container.stop()
+            first = await container.read_file("/tmp/written")
+            await asyncio.sleep(0.3)
+            second = await container.read_file("/tmp/written")
+            after = await container.exec(["sh", "-c", _PROCESSES])
+            return started, str(_inspect(container.id)["State"]["StartedAt"]), after.stdout, first, second  # type: ignore[index]
+
+    started, started_after, processes, first, second = asyncio.run(go())
+
+    assert started_after == started
+    assert first == second
+    running = [line for line in processes.splitlines() if line.strip() and "/proc/[0-9]" not in line]
+    assert sorted(running) == sorted(
+        ["/sbin/docker-init -- sh -c sleep infinity ", "sleep infinity "]
+    ) or sorted(running) == sorted(
+        ["/sbin/docker-init -- sh -c sleep infinity ", "sh -c sleep infinity ", "sleep infinity "]
+    )
+
+
+def test_an_image_with_an_entrypoint_is_restarted_instead_and_its_leftovers_die_all_the_same(
+    tmp_path: Path,
+) -> None:
+    """An ENTRYPOINT may start the task's services: such a container is killed whole and started
+    again (the services start afresh) rather than cleared in place."""
+    image = "envloop-test-entrypoint:1"
+    (tmp_path / "Dockerfile").write_text(f'FROM {DEBIAN_IMAGE}\nENTRYPOINT ["/usr/bin/env"]\n')
+    subprocess.run(
+        [docker_binary(), "build", "-q", "-t", image, str(tmp_path)], check=True, capture_output=True
+    )
+
+    async def go() -> tuple[str, str, str]:
+        async with running_container(ContainerSpec(image=image, trial_id="trl_entry")) as container:
+            started = str(_inspect(container.id)["State"]["StartedAt"])  # type: ignore[index]
+            await container.exec(["sh", "-c", "setsid sleep 600 >/dev/null 2>&1 &"])
+            await container.stop()
+            after = await container.exec(["sh", "-c", _PROCESSES])
+            return started, str(_inspect(container.id)["State"]["StartedAt"]), after.stdout  # type: ignore[index]
+
+    try:
+        started, started_after, processes = asyncio.run(go())
+    finally:
+        subprocess.run([docker_binary(), "rmi", "-f", image], capture_output=True, check=False)
+
+    assert started_after != started
+    assert "sleep 600" not in processes
+
+
+def test_an_agent_that_ends_the_keep_up_command_leaves_a_stopped_container_the_next_command_restarts() -> (
+    None
+):
+    end_keeper = (
+        "echo kept > /tmp/kept; for d in /proc/[0-9]*; do "
+        'case "$(tr "\\0" " " < $d/cmdline)" in "sleep infinity "*) kill -KILL "${d#/proc/}";; esac; done; '
+        "sleep 1"
+    )
+
+    async def go() -> tuple[bool, bytes, int | None]:
+        async with running_container(_spec("trl_keeper")) as container:
+            await container.exec(["sh", "-c", end_keeper])
+            await container.stop()
+            stopped = container.stopped
+            return stopped, await container.read_file("/tmp/kept"), (await container.exec(["true"])).exit_code
+
+    stopped, kept, code = asyncio.run(go())
+
+    assert stopped
+    assert kept == b"kept\n"
+    assert code == 0
+
+
 def test_container_is_removed_when_the_trial_is_cancelled() -> None:
     started = asyncio.Event()
 

@@ -29,9 +29,10 @@ from typing import BinaryIO, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from envloop.environments.docker import layer_changes, transfer
+from envloop.environments.docker import layer_changes, leftovers, transfer
 from envloop.environments.docker.cli import DockerError
 from envloop.environments.docker.engine import NotFoundError, demultiplex, engine
+from envloop.environments.docker.leftovers import KEEP_UP
 from envloop.environments.docker.orphans import (
     MANAGED_LABEL,
     TRIAL_LABEL,
@@ -153,7 +154,7 @@ def _create_body(spec: ContainerSpec, labels: dict[str, str]) -> dict[str, objec
     if spec.command is None:
         # As Harbor starts a task's container: the image's ENTRYPOINT stays (it may start the
         # task's services, then exec its arguments), and the command keeps the container up.
-        body["Cmd"] = ["sh", "-c", "sleep infinity"]
+        body["Cmd"] = KEEP_UP
     elif spec.command:
         body["Cmd"] = spec.command
     if spec.entrypoint is not None:
@@ -412,10 +413,16 @@ class Container:
         inspected = await engine().json("GET", f"/containers/{self.id}/json")
         return dict((inspected.get("NetworkSettings") or {}).get("Networks") or {})
 
+    @property
+    def stopped(self) -> bool:
+        """Whether the container is stopped (a later `exec` starts it again)."""
+        return self._stopped
+
     async def stop(self) -> None:
-        """Kill every process inside at once (the container's first process included); its files
-        stay, so they can still be copied out. A later `exec` starts it again."""
-        if self._removed or self._stopped:
+        """Kill every process inside; its files stay, so they can still be copied out. Where it
+        can, the container stays up with only its own processes (leftovers.py); otherwise it is
+        killed whole, and a later `exec` starts it again."""
+        if self._removed or self._stopped or await leftovers.end_leftovers(self.id):
             return
         try:
             await engine().request("POST", f"/containers/{self.id}/kill")

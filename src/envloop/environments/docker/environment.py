@@ -353,7 +353,8 @@ class DockerEnvironment(EnvironmentBase):
             await self.container.stop()
         except DockerError as exc:
             self.warnings.append(f"the container could not be stopped: {exc}")
-        self._oom_seen = 0
+        if self.container.stopped:
+            self._oom_seen = 0
         if self._service is None:
             self._unreachable += await self._egress.unreachable()
 
