@@ -24,6 +24,8 @@ from envloop.environments.docker import (
 )
 from envloop.environments.docker.base_images import DEBIAN_IMAGE
 from envloop.environments.docker.cli import docker_binary
+from envloop.environments.docker.workspace import ARGS_LIMIT, ContainerSnapshots
+from envloop.trajectories.workspace import Snapshot
 from tests.docker_daemon import command_running, container_commands, docker_daemon
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
@@ -450,3 +452,28 @@ def test_a_file_changed_again_after_set_up_and_one_removed_are_seen_where_the_da
     assert after["/etc/debian_version"] == "deleted"
     # The same paths as the daemon's own diff, directories included.
     assert set(after) == set(daemon)
+
+
+def test_snapshots_read_every_changed_file_whether_names_go_as_arguments_or_as_a_list() -> None:
+    """Few names go to `tar` as arguments; past ARGS_LIMIT bytes, or with a name that is not
+    UTF-8 (which the API's JSON cannot carry), they go as a list file: both read the same."""
+    long_names = "for i in $(seq 1 700); do echo $i > /app/$(printf 'f%0100d' $i); done"
+    odd_name = "printf odd > /app/$(printf 'caf\\351')"
+
+    async def go() -> tuple[Snapshot, Snapshot]:
+        async with running_container(_spec("trl_snap", workdir="/app")) as container:
+            snapshots = ContainerSnapshots(container, "/app")
+            await container.exec(["sh", "-c", "mkdir -p /app && echo one > /app/a.txt"], user="0")
+            few = await snapshots.take()
+            await container.exec(["sh", "-c", f"{long_names}; {odd_name}"], user="0")
+            return few, await snapshots.take(few)
+
+    few, many = asyncio.run(go())
+
+    assert 700 * len(f"f{700:0100d}\0") > ARGS_LIMIT
+    assert list(few) == ["a.txt"] and few["a.txt"].text == "one\n"
+    assert len(many) == 702
+    assert many[f"f{700:0100d}"].text == "700\n"
+    odd = "caf\udce9"  # the listing's escape of the byte that is not UTF-8
+    assert many[odd].text == "odd"
+    assert many["a.txt"].text == "one\n"

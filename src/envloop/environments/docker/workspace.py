@@ -39,6 +39,8 @@ PRIVATE_DIR = "/.envloop"
 COPY_LIMIT = 64 << 20
 """Bytes of short files one snapshot copies out of the container at most."""
 SNAPSHOT_TIMEOUT_SEC = 120.0
+ARGS_LIMIT = 64 << 10
+"""Bytes of file names a command takes as arguments at most (far below the kernel's bounds)."""
 
 _PRUNED = " -o ".join(f"-name {name}" for name in sorted(SKIPPED_DIRS))
 LIST_SCRIPT = (
@@ -122,14 +124,16 @@ class ContainerSnapshots:
         if not files:
             return {}
         archive = scratch / "short.tar"
-        listed = await self._file_list(files)
-        script = 'tar -C "$1" --ignore-failed-read -cf - --null --no-recursion -T "$2"; rm -f -- "$2"'
         await self.container.exec(
-            ["sh", "-c", script, "snapshot", self.workdir, listed],
+            await self._over_names(
+                files,
+                'tar --ignore-failed-read -cf - --no-recursion -- "$@"',
+                'tar -C "$1" --ignore-failed-read -cf - --null --no-recursion -T "$2"; rm -f -- "$2"',
+            ),
             user="0",
             timeout=SNAPSHOT_TIMEOUT_SEC,
             stdout=archive,
-        )  # fmt: skip
+        )
         times = {path: mtime for path, _, mtime in files}
         states: dict[str, FileState] = {}
         with contextlib.suppress(tarfile.TarError, EOFError, OSError), tarfile.open(archive, "r|") as tar:
@@ -142,29 +146,31 @@ class ContainerSnapshots:
                 states[info.name] = content_state(len(data), times[info.name], digest, data)
         return states
 
-    async def _file_list(self, files: Sequence[tuple[str, int, int]]) -> str:
-        """The NUL-separated names, as a file in the container's private directory (root's alone,
-        so a running command cannot swap it for a list of its own)."""
+    async def _over_names(
+        self, files: Sequence[tuple[str, int, int]], on_args: str, on_list: str
+    ) -> list[str]:
+        """The command running a script over the files' names: `on_args` takes them as its
+        arguments, in the working directory, which costs no copy in; past `ARGS_LIMIT` bytes (or
+        with a name that is not UTF-8, which the API cannot carry), `on_list` reads them from the
+        NUL-separated file `$2` in the container's private directory (root's alone, so a running
+        command cannot swap it), `$1` being the working directory."""
+        names = [name for name, _, _ in files]
+        encoded = [name.encode("utf-8", errors="surrogateescape") for name in names]
+        if sum(len(name) + 1 for name in encoded) <= ARGS_LIMIT and all(map(_is_utf8, names)):
+            return ["sh", "-c", f'cd -- "$1" || exit 1; shift; {on_args}', "snapshot", self.workdir, *names]
         path = f"{PRIVATE_DIR}/list-{secrets.token_hex(6)}"
-        data = b"".join(name.encode("utf-8", errors="surrogateescape") + b"\0" for name, _, _ in files)
-        await self.container.put_file(path, data, mode=0o600)
-        return path
+        await self.container.put_file(path, b"".join(name + b"\0" for name in encoded), mode=0o600)
+        return ["sh", "-c", on_list, "snapshot", self.workdir, path]
 
     async def _hash_long(self, files: Sequence[tuple[str, int, int]], scratch: Path) -> dict[str, FileState]:
         """Long files' digests, computed inside (their content never leaves the container)."""
         if not files:
             return {}
         sums = scratch / "sums"
-        listed = await self._file_list(files)
         await self.container.exec(
-            [
-                "sh",
-                "-c",
-                'cd -- "$1" && xargs -0 sha256sum -z -- < "$2"; rm -f -- "$2"',
-                "hash",
-                self.workdir,
-                listed,
-            ],
+            await self._over_names(
+                files, 'sha256sum -z -- "$@"', 'cd -- "$1" && xargs -0 sha256sum -z -- < "$2"; rm -f -- "$2"'
+            ),
             user="0",
             timeout=SNAPSHOT_TIMEOUT_SEC,
             stdout=sums,
@@ -178,6 +184,15 @@ class ContainerSnapshots:
                 size, mtime = known[path]
                 states[path] = FileState(size, mtime, "sha256:" + digest.decode(), None, binary=False)
         return states
+
+
+def _is_utf8(name: str) -> bool:
+    """Whether a listed name was UTF-8 (one that was not holds surrogates, parse_listing's escape)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 __all__ = ["ContainerSnapshots", "parse_listing"]
