@@ -441,7 +441,7 @@ def test_a_file_changed_again_after_set_up_and_one_removed_are_seen_where_the_da
             )
             after = await container.changes()
             daemon = await layer_changes.read_daemon_diff(container.id)
-            upper = await layer_changes.upper_dir(container.id) is not None
+            upper = await layer_changes.layer_dirs(container.id) is not None
             return before, after, daemon_before, daemon, upper
 
     before, after, daemon_before, daemon, from_upper = asyncio.run(go())
@@ -454,9 +454,17 @@ def test_a_file_changed_again_after_set_up_and_one_removed_are_seen_where_the_da
     assert set(after) == set(daemon)
 
 
-def test_snapshots_read_every_changed_file_whether_names_go_as_arguments_or_as_a_list() -> None:
-    """Few names go to `tar` as arguments; past ARGS_LIMIT bytes, or with a name that is not
-    UTF-8 (which the API's JSON cannot carry), they go as a list file: both read the same."""
+def test_snapshots_read_every_changed_file_whether_names_go_as_arguments_or_as_a_list(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through exec (where the worker cannot see the container's filesystem): few names go to
+    `tar` as arguments; past ARGS_LIMIT bytes, or with a name that is not UTF-8 (which the API's
+    JSON cannot carry), they go as a list file: both read the same."""
+
+    async def unseen(self: Container) -> None:
+        return None
+
+    monkeypatch.setattr(Container, "host_root", unseen)
     long_names = "for i in $(seq 1 700); do echo $i > /app/$(printf 'f%0100d' $i); done"
     odd_name = "printf odd > /app/$(printf 'caf\\351')"
 
@@ -477,3 +485,54 @@ def test_snapshots_read_every_changed_file_whether_names_go_as_arguments_or_as_a
     odd = "caf\udce9"  # the listing's escape of the byte that is not UTF-8
     assert many[odd].text == "odd"
     assert many["a.txt"].text == "one\n"
+
+
+def test_snapshots_read_from_the_host_never_follow_the_containers_links_or_open_its_devices() -> None:
+    """Read from the host, a container's links lead to the host's files: a link to `/`, to the
+    host's /etc/hostname and a directory link are recorded as links; a FIFO and a device node made
+    inside (docker grants CAP_MKNOD) are neither waited on nor opened; the same tree read through
+    exec records the same."""
+    plant = (
+        "mkdir -p /app/sub && echo mine > /app/sub/mine.txt && ln -s / /app/root-link && "
+        "ln -s /etc/hostname /app/hostname && mkfifo /app/pipe && mknod /app/null c 1 3"
+    )
+
+    async def go() -> tuple[Path | None, Snapshot, Snapshot]:
+        async with running_container(_spec("trl_host_snap", workdir="/app")) as container:
+            await container.exec(["sh", "-c", plant], user="0")
+            snapshots = ContainerSnapshots(container, "/app")
+            root = await container.host_root()
+            on_host = await snapshots.take()
+            container.host_root = _unseen  # type: ignore[method-assign]
+            return root, on_host, await snapshots.take()
+
+    root, on_host, through_exec = asyncio.run(go())
+
+    assert root is not None, "the worker runs as root beside the daemon here"
+    assert set(on_host) == {"sub/mine.txt", "root-link", "hostname"}
+    assert on_host["root-link"].text == "-> /\n" and on_host["hostname"].text == "-> /etc/hostname\n"
+    assert on_host["sub/mine.txt"].text == "mine\n"
+    assert {path: state.digest for path, state in on_host.items()} == {
+        path: state.digest for path, state in through_exec.items()
+    }
+
+
+def test_a_working_directory_reached_through_a_link_is_snapshotted_from_inside() -> None:
+    """`/app` a link to `/etc` inside: from the host the link would lead to the host's /etc, so the
+    snapshot is taken through exec, where it leads to the container's."""
+
+    async def go() -> Snapshot:
+        async with running_container(_spec("trl_link_app")) as container:
+            await container.exec(
+                ["sh", "-c", "mkdir -p /srv/work && echo in > /srv/work/in.txt && ln -s /srv/work /app"],
+                user="0",
+            )
+            return await ContainerSnapshots(container, "/app").take()
+
+    states = asyncio.run(go())
+
+    assert set(states) == {"in.txt"}
+
+
+async def _unseen() -> None:
+    return None

@@ -3,6 +3,7 @@ the working-directory changes a tool step records."""
 
 import json
 import os
+import stat
 from pathlib import Path
 
 from envloop.core.trajectory import (
@@ -28,6 +29,7 @@ from envloop.trajectories import (
     to_atif,
     write_trajectory,
 )
+from envloop.trajectories.workspace import snapshot_at
 
 SUMMARY = ModelRequestSummary(
     protocol="openai", endpoint="http://e/v1", model="m", messages=1, tools=["bash"]
@@ -216,3 +218,34 @@ def test_a_link_to_a_directory_is_recorded_and_not_entered(tmp_path: Path) -> No
     work.mkdir()
     (work / "dir-link").symlink_to(outside)
     assert set(snapshot(work)) == {"dir-link"}
+
+
+def test_fifos_and_device_nodes_are_neither_waited_on_nor_opened(tmp_path: Path) -> None:
+    """A command may leave a FIFO (reading it would hang the worker) or, as root in a container, a
+    device node (opening one from the host could act on the host's device): neither is read."""
+    work = tmp_path / "work"
+    work.mkdir()
+    os.mkfifo(work / "pipe")
+    os.mknod(work / "null", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    (work / "kept.txt").write_text("kept\n")
+    assert set(snapshot(work)) == {"kept.txt"}
+
+
+def test_a_directory_swapped_for_a_link_during_the_walk_is_not_followed(tmp_path: Path) -> None:
+    """The walk holds each directory by its descriptor: the tree it was given is what it reads,
+    even when a name is replaced by a link to elsewhere once the walk has it open."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("host secret\n")
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    (work / "sub" / "mine.txt").write_text("mine\n")
+    directory = os.open(work / "sub", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        (work / "sub").rename(tmp_path / "moved")
+        (work / "sub").symlink_to(outside)
+        states = snapshot_at(directory)
+    finally:
+        os.close(directory)
+    assert set(states) == {"mine.txt"}
+    assert set(snapshot(work)) == {"sub"}

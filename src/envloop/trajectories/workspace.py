@@ -13,7 +13,7 @@ import hashlib
 import os
 import stat
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from envloop.core.trajectory import FileChange
@@ -24,6 +24,8 @@ FILE_LIMIT = 20_000
 SKIPPED_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv"})
 _RACY_NS = 50_000_000
 """Files modified less than this before a snapshot are not trusted by size and time next time."""
+_DEPTH_LIMIT = 256
+"""Directories nested deeper are not entered (each level holds a descriptor open)."""
 
 
 @dataclass(frozen=True)
@@ -64,13 +66,27 @@ def is_racy(mtime_ns: int, taken_ns: int) -> bool:
     return mtime_ns >= taken_ns - _RACY_NS
 
 
-def _read_state(path: str, info: os.stat_result) -> FileState | None:
+def _read_state(directory: int, name: str, info: os.stat_result) -> FileState | None:
+    """The state of `name` in the open `directory`, never through a link: a link is read as a
+    link, and a file is opened as a bare reference first, then read only if it is a regular file
+    (so a FIFO or device node put in its place meanwhile is neither waited on nor opened)."""
     if stat.S_ISLNK(info.st_mode):
-        return link_state(str(Path(path).readlink()), info.st_mtime_ns)
+        try:
+            return link_state(os.readlink(name, dir_fd=directory), info.st_mtime_ns)
+        except OSError:
+            return None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        reference = os.open(name, os.O_PATH | os.O_NOFOLLOW, dir_fd=directory)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(reference).st_mode):
+            return None
+        fd = os.open(f"/proc/self/fd/{reference}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return None
+    finally:
+        os.close(reference)
     with os.fdopen(fd, "rb") as handle:
         digest = hashlib.sha256()
         head = b""
@@ -81,7 +97,7 @@ def _read_state(path: str, info: os.stat_result) -> FileState | None:
     return content_state(info.st_size, info.st_mtime_ns, digest.hexdigest(), head)
 
 
-def _entries(directory: str) -> list[os.DirEntry[str]]:
+def _entries(directory: int) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(directory) as listing:
             return sorted(listing, key=lambda entry: entry.name)
@@ -91,44 +107,73 @@ def _entries(directory: str) -> list[os.DirEntry[str]]:
 
 def snapshot(root: Path, previous: Snapshot | None = None) -> Snapshot:
     """Every regular file and symlink under `root`, by relative path (tool caches skipped)."""
-    earlier_states = previous or {}
-    taken = time.time_ns()
-    states: Snapshot = {}
-    pending = [("", str(root))]
-    while pending:
-        prefix, directory = pending.pop()
+    try:
+        directory = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return {}
+    try:
+        return snapshot_at(directory, previous)
+    finally:
+        os.close(directory)
+
+
+def snapshot_at(directory: int, previous: Snapshot | None = None) -> Snapshot:
+    """`snapshot` of the open directory `directory`. Every directory below is entered by its
+    descriptor, never by a path: a link swapped in for a directory while the walk runs is not
+    followed out of the tree."""
+    walk = _Walk(previous or {}, time.time_ns())
+    walk.directory(os.dup(directory), "", depth=0)
+    return walk.states
+
+
+@dataclass
+class _Walk:
+    earlier: Snapshot
+    taken: int
+    states: Snapshot = field(default_factory=dict)
+
+    def directory(self, fd: int, prefix: str, depth: int) -> None:
+        """Files first, then each subdirectory in name order (depth first); `fd` is closed."""
         subdirectories = []
-        for entry in _entries(directory):
-            rel = prefix + entry.name
-            if entry.is_dir(follow_symlinks=False):  # a link to a directory is recorded, not entered
-                if entry.name not in SKIPPED_DIRS:
-                    subdirectories.append((rel + "/", entry.path))
-                continue
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
-                continue
-            if len(states) >= FILE_LIMIT:
-                return states
-            earlier = earlier_states.get(rel)
-            if (
-                earlier is not None
-                and not earlier.racy
-                and (earlier.size, earlier.mtime_ns)
-                == (
-                    info.st_size,
-                    info.st_mtime_ns,
-                )
-            ):
-                states[rel] = earlier
-                continue
-            state = _read_state(entry.path, info)
-            if state is not None:
-                states[rel] = replace(state, racy=True) if is_racy(info.st_mtime_ns, taken) else state
-        pending.extend(reversed(subdirectories))
-    return states
+        try:
+            for entry in _entries(fd):
+                rel = prefix + entry.name
+                if entry.is_dir(follow_symlinks=False):  # a link to a directory is recorded, not entered
+                    if entry.name not in SKIPPED_DIRS:
+                        subdirectories.append(entry.name)
+                    continue
+                if len(self.states) >= FILE_LIMIT:
+                    return
+                self.file(fd, entry, rel)
+            for name in subdirectories if depth < _DEPTH_LIMIT else []:
+                if len(self.states) >= FILE_LIMIT:
+                    return
+                try:
+                    sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                except OSError:
+                    continue
+                self.directory(sub, f"{prefix}{name}/", depth + 1)
+        finally:
+            os.close(fd)
+
+    def file(self, directory: int, entry: os.DirEntry[str], rel: str) -> None:
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            return
+        if not (stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode)):
+            return
+        earlier = self.earlier.get(rel)
+        if (
+            earlier is not None
+            and not earlier.racy
+            and (earlier.size, earlier.mtime_ns) == (info.st_size, info.st_mtime_ns)
+        ):
+            self.states[rel] = earlier
+            return
+        state = _read_state(directory, entry.name, info)
+        if state is not None:
+            self.states[rel] = replace(state, racy=True) if is_racy(info.st_mtime_ns, self.taken) else state
 
 
 def _diff(path: str, before: str | None, after: str | None) -> tuple[str, bool]:

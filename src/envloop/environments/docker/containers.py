@@ -179,8 +179,9 @@ class Container:
         self.spec = spec
         self._stopped = False
         self._removed = False
-        self._upper: Path | Literal[False] | None = None
-        """Its writable layer's directory; False when it cannot be read here; None until known."""
+        self._layers: tuple[Path, Path] | Literal[False] | None = None
+        """Its writable layer's directory and its mounted filesystem's; False when they cannot be
+        read here; None until known."""
 
     @classmethod
     async def start(cls, spec: ContainerSpec) -> "Container":
@@ -392,11 +393,24 @@ class Container:
     async def changes(self) -> layer_changes.Signatures:
         """The container's filesystem changes from its image, path -> its state: two readings of
         the same container compare (layer_changes.py), readings of different containers do not."""
-        if self._upper is None:
-            self._upper = await layer_changes.upper_dir(self.id) or False
-        if self._upper is False:
+        layers = await self._layer_dirs()
+        if layers is None:
             return await layer_changes.read_daemon_diff(self.id)
-        return await layer_changes.read_upper(self._upper)
+        return await layer_changes.read_upper(layers[0])
+
+    async def host_root(self) -> Path | None:
+        """The container's filesystem as this process sees it (overlay2's merged directory, root
+        beside the daemon) while it is running, else None. Whoever reads it must never follow a
+        link in it: the links are the container's, and on the host they lead to the host's files."""
+        layers = await self._layer_dirs()
+        if layers is None or self._stopped or self._removed:
+            return None
+        return layers[1] if await asyncio.to_thread(os.path.ismount, layers[1]) else None
+
+    async def _layer_dirs(self) -> tuple[Path, Path] | None:
+        if self._layers is None:
+            self._layers = await layer_changes.layer_dirs(self.id) or False
+        return self._layers or None
 
     async def networks(self) -> list[str]:
         """The names of the networks the container is attached to now."""

@@ -23,20 +23,22 @@ Signatures = dict[str, str]
 """Path inside the container -> its state, comparable between two readings of one container."""
 
 
-async def upper_dir(container_id: str) -> Path | None:
-    """The container's overlay2 upper directory when this process can read it, else None."""
+async def layer_dirs(container_id: str) -> tuple[Path, Path] | None:
+    """The container's overlay2 upper directory and the directory its filesystem is mounted on
+    (merged), when this process can read them, else None."""
     inspected = await engine().json("GET", f"/containers/{container_id}/json")
     driver = inspected.get("GraphDriver") or {}
-    upper = (driver.get("Data") or {}).get("UpperDir")
-    if driver.get("Name") != "overlay2" or not isinstance(upper, str) or not upper:
+    data = driver.get("Data") or {}
+    upper, merged = data.get("UpperDir"), data.get("MergedDir")
+    if driver.get("Name") != "overlay2" or not all(isinstance(d, str) and d for d in (upper, merged)):
         return None
-    path = Path(upper)
+    path = Path(str(upper))
     try:
         info = path.lstat()
     except OSError:
         return None
     readable = stat.S_ISDIR(info.st_mode) and info.st_uid == 0 and os.access(path, os.R_OK | os.X_OK)
-    return path if readable else None
+    return (path, Path(str(merged))) if readable else None
 
 
 async def read_upper(upper: Path) -> Signatures:
