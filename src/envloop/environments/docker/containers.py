@@ -270,11 +270,15 @@ class Container:
 
     async def _kill_exec(self, token: str) -> None:
         """An exec cannot be killed through the API: the processes carrying its marker are
-        killed inside (as root), which also ends the stream."""
+        killed inside (as root), which also ends the stream. All are stopped before any is
+        killed, and again until none is left: killed one by one, a shell whose `sleep` died first
+        would run its next command before its own turn came."""
         script = (
-            'for d in /proc/[0-9]*; do p="${d#/proc/}"; [ "$p" = "$$" ] && continue; '
-            f'if tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qx "{EXEC_MARKER}={token}"; '
-            'then kill -9 "$p" 2>/dev/null; fi; done; true'
+            'marked() { for d in /proc/[0-9]*; do p="${d#/proc/}"; [ "$p" = "$$" ] && continue; '
+            f'tr "\\0" "\\n" < "$d/environ" 2>/dev/null | grep -qx "{EXEC_MARKER}={token}" && echo "$p"; '
+            "done; }; "
+            'while pids="$(marked)"; [ -n "$pids" ]; do kill -STOP $pids 2>/dev/null; '
+            "kill -KILL $pids $(marked) 2>/dev/null; done; true"
         )
         with contextlib.suppress(DockerError, TimeoutError, ValueError):
             await self.exec(["/bin/sh", "-c", script], user="0", timeout=_KILL_WAIT_SEC)
