@@ -145,6 +145,20 @@ def test_a_command_of_a_group_loads_not_the_commands_other_modules_add_but_a_mis
     assert "Did you mean 'result'?" in mistyped.stderr
 
 
+OTHER_OPERATIONS_MODELS = (
+    "access",
+    "breakdown",
+    "compare",
+    "datasets",
+    "leaderboard",
+    "planning",
+    "profiles",
+    "rollouts",
+    "runners",
+    "samples",
+    "trials",
+)
+"""The modules of `envloop.wire` whose models neither `el job get` nor `el job result` reads."""
 NOT_FOR_AN_EMBEDDED_READ = (
     "sqlalchemy",
     "alembic",
@@ -162,11 +176,7 @@ NOT_FOR_AN_EMBEDDED_READ = (
     "envloop.cli.samples",
     "envloop.cli.progress",
     "rich.progress",
-    *(
-        f"envloop.wire.{module}"
-        for module in ("access", "breakdown", "compare", "datasets", "leaderboard", "planning")
-        + ("profiles", "rollouts", "runners", "samples", "trials")
-    ),
+    *(f"envloop.wire.{module}" for module in OTHER_OPERATIONS_MODELS),
 )
 """Nor do the settings library, the other commands of the group, the progress bar or the wire models
 of other operations (the declarations name every model; an operation imports its own when called)."""
