@@ -5,7 +5,9 @@ one-task job run to its end during set-up, read directly and through `el serve` 
 server running this tree). Each round also runs a one-task job end to end on a fresh home per
 variant (`el job submit --wait` and the background worker it starts). Variants alternate command
 by command (baseline, this tree, baseline, this tree, …) so machine noise hits both alike; each
-figure is the median over the rounds, wall and CPU (user + system, from wait4) in seconds.
+figure is the median over the rounds, wall and CPU (user + system, from wait4) in seconds. Each
+variant reads its own copy of the store: the query cache of a home holds the queries as one tree
+compiled them, so variants sharing a home would each find the other's and compile again every run.
 
     .venv/bin/python bench/startup.py --baseline 9e0fad4 --rounds 9   # before the lazy imports
 
@@ -20,6 +22,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -186,20 +189,23 @@ def main() -> None:
         variants = {f"baseline {baseline[:10]}": export_tree(baseline, work), "this tree": REPO / "src"}
         home = work / "home"
         job = one_task_job(REPO / "src", home, work)
+        homes = {name: work / f"home-{number}" for number, name in enumerate(variants)}
+        for copy in homes.values():
+            shutil.copytree(home, copy)
         server, target = start_server(home, work / "serve.log")
         try:
             commands = [
                 ([part.format(job=job) for part in argv], target if remote else None)
                 for argv, remote in COMMANDS
             ]
-            for src in variants.values():  # bytecode caches written before anything is measured
+            for name, src in variants.items():  # bytecode and query caches written beforehand
                 for argv, env in commands:
-                    run(src, home, argv, env)
+                    run(src, homes[name], argv, env)
             times: dict[tuple[str, int], list[tuple[float, float]]] = {}
             for number in range(args.rounds):
                 for index, (argv, env) in enumerate(commands):
                     for name, src in variants.items():
-                        times.setdefault((name, index), []).append(run(src, home, argv, env))
+                        times.setdefault((name, index), []).append(run(src, homes[name], argv, env))
                 for variant, (name, src) in enumerate(variants.items()):
                     fresh = work / f"one-task-{variant}-{number}"
                     times.setdefault((name, ONE_TASK), []).append(one_task_run(src, fresh, work))

@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from envloop.cli import main
+from tests.conftest import El
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 STORE_SANDBOX_SDKS = (
@@ -131,6 +132,33 @@ def test_a_mistyped_name_gets_the_same_suggestion_from_the_stand_ins() -> None:
     assert help_of(None, "jbo") == help_of("*", "jbo")
 
 
+def test_a_command_of_a_group_loads_not_the_commands_other_modules_add_but_a_mistyped_one_is_offered_them(
+    el: El, tmp_path: Path
+) -> None:
+    """`el job get` leaves `el job compare` (another module) unimported; a mistyped command still
+    gets the suggestion of every command of the group."""
+    code, modules = el_modules(tmp_path, "job", "get", "--help")
+    assert code == 0
+    assert loaded(modules, ("envloop.cli.compare", "envloop.cli.samples", "envloop.cli.results")) == []
+    mistyped = el("job", "resul")
+    assert mistyped.code == 2
+    assert "Did you mean 'result'?" in mistyped.stderr
+
+
+OTHER_OPERATIONS_MODELS = (
+    "access",
+    "breakdown",
+    "compare",
+    "datasets",
+    "leaderboard",
+    "planning",
+    "profiles",
+    "rollouts",
+    "runners",
+    "samples",
+    "trials",
+)
+"""The modules of `envloop.wire` whose models neither `el job get` nor `el job result` reads."""
 NOT_FOR_AN_EMBEDDED_READ = (
     "sqlalchemy",
     "alembic",
@@ -143,7 +171,15 @@ NOT_FOR_AN_EMBEDDED_READ = (
     "httpx",
     "fastapi",
     "uvicorn",
+    "pydantic_settings",
+    "envloop.cli.compare",
+    "envloop.cli.samples",
+    "envloop.cli.progress",
+    "rich.progress",
+    *(f"envloop.wire.{module}" for module in OTHER_OPERATIONS_MODELS),
 )
+"""Nor do the settings library, the other commands of the group, the progress bar or the wire models
+of other operations (the declarations name every model; an operation imports its own when called)."""
 
 
 @pytest.mark.parametrize("command", ["get", "result"])
@@ -151,7 +187,8 @@ def test_el_job_get_and_result_on_the_embedded_store_load_no_sqlalchemy(
     home: Path, tmp_path: Path, command: str
 ) -> None:
     """After the first command has compiled its queries into the home's cache, an embedded read runs
-    them with `sqlite3` alone: no SQLAlchemy, Alembic, tables, secrets or HTTP stack."""
+    them with `sqlite3` alone: no SQLAlchemy, Alembic, tables, secrets or HTTP stack; and it builds
+    only the models it reads."""
     from envloop.services.context import open_context  # noqa: PLC0415 - only to set the store up
     from tests.conftest import submit_command_job  # noqa: PLC0415
 

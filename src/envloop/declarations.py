@@ -3,10 +3,13 @@
 Each is a method of both clients (`envloop.Operations`), a route of the HTTP API, and a call of
 its service function in process. Adding an operation is one declaration here, its request in
 `envloop.wire` when no existing one fits, and its service function.
+
+The models are named through `envloop.wire.deferred`: an operation imports its request and answer
+when first called, so a client that makes one call (an `el` command) builds only that call's models.
 """
 
 from envloop.operation import Operation
-from envloop.wire import (
+from envloop.wire.deferred import (
     AddToLeaderboard,
     ApiKeyView,
     ArtifactInfo,

@@ -20,20 +20,14 @@ from typing import TYPE_CHECKING
 
 from envloop.core.lazy_modules import lazy_module
 from envloop.core.status import TERMINAL
-from envloop.core.trajectory import Trajectory
 from envloop.operation import Operation, Req, Resp
 from envloop.operations import Operations
 from envloop.services.context import Context, open_context
-from envloop.wire import (
-    ArtifactInfo,
-    DatasetView,
-    JobProgress,
-    JobView,
-    ProgressEvent,
-)
 
 if TYPE_CHECKING:
+    from envloop.core.trajectory import Trajectory
     from envloop.services import datasets, jobs, rollouts, trace, trials
+    from envloop.wire import ArtifactInfo, DatasetView, JobProgress, JobView, ProgressEvent
 else:
     # Each service module is imported when a method first uses it (a declared operation's own
     # service module is, by its declaration): `el job get` on the embedded store loads neither
@@ -88,12 +82,12 @@ class LocalClient(Operations):
 
     def push_dataset(
         self, path: Path, name: str, runner: str | None = None, scorer: str | None = None
-    ) -> DatasetView:
+    ) -> "DatasetView":
         return datasets.push_dataset(self._ctx, Path(path), name, runner=runner, scorer=scorer)
 
     # -- jobs ---------------------------------------------------------------------------------------
 
-    def job_progress(self, job_id: str) -> JobProgress:
+    def job_progress(self, job_id: str) -> "JobProgress":
         return jobs.job_progress(self._ctx, job_id)
 
     def list_jobs(
@@ -102,14 +96,14 @@ class LocalClient(Operations):
         tags: dict[str, str] | None = None,
         limit: int = 50,
         before: str | None = None,
-    ) -> list[JobView]:
+    ) -> "list[JobView]":
         return jobs.list_jobs(self._ctx, status=status, tags=tags, limit=limit, before=before)
 
-    def watch_job(self, job_id: str) -> Iterator[ProgressEvent]:
+    def watch_job(self, job_id: str) -> "Iterator[ProgressEvent]":
         """Job and trial status changes as they happen, until the job ends."""
         feed = rollouts.ProgressFeed(self._ctx, job_id)  # an unknown job fails here, before the first event
 
-        def events() -> Iterator[ProgressEvent]:
+        def events() -> "Iterator[ProgressEvent]":
             while True:
                 yield from feed.poll()
                 if feed.finished:
@@ -124,16 +118,16 @@ class LocalClient(Operations):
         """A kept file's bytes in chunks, read from the artifact store."""
         return trials.read_artifact(self._ctx, trial_id, relpath)
 
-    def trial_steps(self, trial_id: str) -> Trajectory | None:
+    def trial_steps(self, trial_id: str) -> "Trajectory | None":
         return trace.trial_steps(self._ctx, trial_id)
 
-    def copy_artifacts(self, trial_id: str, dest: Path) -> list[ArtifactInfo]:
+    def copy_artifacts(self, trial_id: str, dest: Path) -> "list[ArtifactInfo]":
         """Copy every kept file of the trial under `dest`, keeping their relative paths."""
         return trials.copy_artifacts(self._ctx, trial_id, Path(dest))
 
     # -- rollouts -----------------------------------------------------------------------------------
 
-    def watch_rollout(self, trial_id: str) -> Iterator[ProgressEvent]:
+    def watch_rollout(self, trial_id: str) -> "Iterator[ProgressEvent]":
         return self.watch_job(self.get_rollout(trial_id).job_id)
 
 

@@ -2,7 +2,8 @@
 
 An `Operation` names everything about an operation that used to be written in five places: its
 typed request (a pydantic dataclass in `envloop.wire`, whose fields are the operation's parameters
-with their defaults and limits), its answer, its HTTP method and path, who may call it, and the
+with their defaults and limits), its answer (both named through `envloop.wire.deferred`, so they
+are imported when the operation is first used), its HTTP method and path, who may call it, and the
 service function that does it (`"module:function"`, imported on first use so the HTTP client never
 loads the store). From the declaration:
 
@@ -30,6 +31,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
 from envloop.services.errors import UserError
+from envloop.wire.deferred import resolved
 
 if TYPE_CHECKING:
     from envloop.operations import Operations
@@ -83,9 +85,8 @@ class Operation(Generic[P, Req, Resp]):
         start a worker when trials wait."""
         self.method = method
         self.path = path
-        self.request = request
-        self.request_type = cast(type[Any], request)
-        self.response = response
+        self._request = request
+        self._response = response
         self.service = service
         self.tag = tag
         self.scope = scope
@@ -98,6 +99,22 @@ class Operation(Generic[P, Req, Resp]):
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
         self.name = name
+
+    # -- the models, imported on first use (`envloop.wire.deferred`) --------------------------------
+
+    @cached_property
+    def request(self) -> Callable[P, Req]:
+        """The request's class, called with a method's arguments."""
+        return cast(Callable[P, Req], resolved(self._request))
+
+    @cached_property
+    def request_type(self) -> type[Any]:
+        return cast(type[Any], self.request)
+
+    @cached_property
+    def response(self) -> type[Resp]:
+        """The answer's type: a model, or a list of models."""
+        return cast(type[Resp], resolved(self._response))
 
     @overload
     def __get__(self, obj: None, owner: type[Any]) -> Self: ...

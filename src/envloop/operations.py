@@ -15,18 +15,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
-from envloop.core.trajectory import Trajectory
 from envloop.declarations import Declarations
 from envloop.operation import Operation, Req, Resp
-from envloop.wire import (
-    ArtifactInfo,
-    DatasetView,
-    JobProgress,
-    JobView,
-    ProgressEvent,
-)
+
+if TYPE_CHECKING:
+    from envloop.core.trajectory import Trajectory
+    from envloop.wire import ArtifactInfo, DatasetView, JobProgress, JobView, ProgressEvent
 
 
 class Operations(Declarations, ABC):
@@ -53,7 +49,7 @@ class Operations(Declarations, ABC):
     @abstractmethod
     def push_dataset(
         self, path: Path, name: str, runner: str | None = None, scorer: str | None = None
-    ) -> DatasetView:
+    ) -> "DatasetView":
         """Upload a task directory, a folder of tasks or a JSONL file as NAME@N."""
 
     @abstractmethod
@@ -63,23 +59,23 @@ class Operations(Declarations, ABC):
         tags: dict[str, str] | None = None,
         limit: int = 50,
         before: str | None = None,
-    ) -> list[JobView]:
+    ) -> "list[JobView]":
         """One page of jobs, newest first; the next page is `before` the last job of this one."""
 
     @abstractmethod
-    def job_progress(self, job_id: str) -> JobProgress:
+    def job_progress(self, job_id: str) -> "JobProgress":
         """The job's status and trial counts: what a follower polls."""
 
     @abstractmethod
-    def watch_job(self, job_id: str) -> Iterator[ProgressEvent]:
+    def watch_job(self, job_id: str) -> "Iterator[ProgressEvent]":
         """Job and trial status changes as they happen, until the job ends."""
 
     @abstractmethod
-    def watch_rollout(self, trial_id: str) -> Iterator[ProgressEvent]:
+    def watch_rollout(self, trial_id: str) -> "Iterator[ProgressEvent]":
         """The rollout's status changes as they happen, until it ends."""
 
     @abstractmethod
-    def trial_steps(self, trial_id: str) -> Trajectory | None:
+    def trial_steps(self, trial_id: str) -> "Trajectory | None":
         """The whole trajectory (streamed over HTTP); `trial_step_page` reads it a page at a time."""
 
     @abstractmethod
@@ -87,5 +83,5 @@ class Operations(Declarations, ABC):
         """A kept file's bytes in chunks."""
 
     @abstractmethod
-    def copy_artifacts(self, trial_id: str, dest: Path) -> list[ArtifactInfo]:
+    def copy_artifacts(self, trial_id: str, dest: Path) -> "list[ArtifactInfo]":
         """Copy every kept file of the trial under `dest`, keeping their relative paths."""

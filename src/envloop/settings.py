@@ -7,7 +7,9 @@ hot paths pay one scan of the environment. A bad value raises SettingsError, a U
 line names the variable (and the CLI option it is the default of). `el` validates once before any
 command runs, so a bad value stops the command before anything is created (exit code 2).
 
-Light to import (no store, no sandbox): the CLI reads it before it loads anything else.
+The model is a plain pydantic model given the `ENVLOOP_*` values (prefix removed, any case, an
+empty one unset): all a settings library would do here, without the import time it would add to
+every `el` command. Light to import (no store, no sandbox): the CLI reads it before anything else.
 """
 
 import functools
@@ -15,8 +17,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from envloop.services.errors import UserError
 
@@ -32,7 +33,6 @@ GROUPS = (WHERE, CLIENTS, WORKERS, TRIALS, DOCKER, SETUP)
 """The sections of the reference page, in its order."""
 
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Modules = Annotated[tuple[str, ...], NoDecode]
 
 
 def setting(
@@ -55,10 +55,10 @@ def setting(
     return Field(default=default, description=meaning, json_schema_extra=extra)
 
 
-class Settings(BaseSettings):
+class Settings(BaseModel):
     """The operator's settings, read from `ENVLOOP_<FIELD>` variables; an empty one is unset."""
 
-    model_config = SettingsConfigDict(env_prefix=PREFIX, env_ignore_empty=True, frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     home: Path | None = setting(
         None,
@@ -123,7 +123,7 @@ class Settings(BaseSettings):
         shown="one per core, at least two trials each",
         option="--processes",
     )
-    plugin_modules: Modules = setting(
+    plugin_modules: tuple[str, ...] = setting(
         (),
         WORKERS,
         "modules whose `module:Name` references profiles may name, comma-separated "
@@ -279,19 +279,21 @@ def settings() -> Settings:
 
 
 @functools.lru_cache(maxsize=8)
-def _validated(_environ: tuple[tuple[str, str], ...]) -> Settings:
-    """`_environ` is the cache key: the ENVLOOP_* values Settings() reads from os.environ."""
+def _validated(environ: tuple[tuple[str, str], ...]) -> Settings:
+    """The settings of these `ENVLOOP_*` variables (also the cache key); the other variables of the
+    same prefix (those set for trials, see SET_FOR_TRIALS) are ignored."""
+    values = {name[len(PREFIX) :].lower(): value for name, value in environ if value}
     try:
-        return Settings()
+        return Settings.model_validate(values)
     except ValidationError as exc:
-        raise SettingsError(_one_line(exc)) from None
+        raise SettingsError(_one_line(exc, values)) from None
 
 
-def _one_line(exc: ValidationError) -> str:
+def _one_line(exc: ValidationError, values: dict[str, str]) -> str:
     """`NAME='value': what is wrong (the default of --option)` for the first refused value."""
     error = exc.errors(include_url=False)[0]
     field = str(error["loc"][0]) if error["loc"] else ""
-    raw = os.environ.get(env_name(field), "")
+    raw = values.get(field, "")
     reason = str(error["msg"]).removeprefix("Value error, ")
     option = _extra(field).get("option") if field in Settings.model_fields else None
     hint = f" (the default of {option})" if option else ""

@@ -1,6 +1,6 @@
 """`el job compare` (is B better than A, by how much, how sure) and `el plan` (how much to run)."""
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Group
@@ -11,7 +11,9 @@ from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, out, table, warn
 from envloop.core.display import format_difference, format_difference_interval, format_score
 from envloop.core.words import plural
-from envloop.wire import Comparison
+
+if TYPE_CHECKING:
+    from envloop.wire import Comparison
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
@@ -43,12 +45,12 @@ def _interval(ci95: tuple[float, float] | None) -> str:
     return f" (95% CI {format_score(ci95[0])} – {format_score(ci95[1])})" if ci95 else ""
 
 
-def tally(result: Comparison) -> str:
+def tally(result: "Comparison") -> str:
     """`3 improved · 1 regressed · 1 unchanged`: how the tasks both runs scored moved, B against A."""
     return f"{result.improved} improved · {result.regressed} regressed · {result.unchanged} unchanged"
 
 
-def difference_line(result: Comparison) -> str:
+def difference_line(result: "Comparison") -> str:
     """B - A with its s.e., interval and p-value (one paired t test), in the comparison's unit."""
     unit = result.unit
     if result.difference is None:
@@ -71,7 +73,7 @@ def difference_line(result: Comparison) -> str:
     )
 
 
-def comparison_view(result: Comparison) -> Group:
+def comparison_view(result: "Comparison") -> Group:
     lines: list[Text | Table] = []
     for label, side in (("A", result.a), ("B", result.b)):
         lines.append(Text(f"{label}  {side.job_id}  {side.profile}  model {side.model}", style="bold"))

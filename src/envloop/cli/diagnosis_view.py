@@ -1,16 +1,20 @@
 """The human view of a job's diagnosis, printed by `el job result` under the metrics: why attempts
 are missing, how the trials were isolated, and the warnings they carry."""
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group
 from rich.text import Text
 
 from envloop.cli.output import table
-from envloop.wire import JobDiagnosis
+
+if TYPE_CHECKING:
+    from envloop.wire import JobDiagnosis
 
 UNISOLATED = {"plain": "no isolation"}
 
 
-def diagnosis_view(diagnosis: JobDiagnosis) -> Group | None:
+def diagnosis_view(diagnosis: "JobDiagnosis") -> Group | None:
     """None when there is nothing to say (every attempt scored, sandboxed, without warnings)."""
     parts: list[Text | object] = []
     if diagnosis.status_note:

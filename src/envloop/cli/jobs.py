@@ -2,15 +2,13 @@
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from envloop.cli import exits
 from envloop.cli.backend import operations, remote
 from envloop.cli.output import emit_json, note, out, table, warn, when
-from envloop.cli.progress import follow
-from envloop.cli.render import result_view
 from envloop.cli.serve import DEFAULT_URL
 from envloop.core.capacity import CAPACITY_ENV, default_capacity
 from envloop.core.status import TERMINAL, TrialStatus
@@ -18,7 +16,9 @@ from envloop.core.words import plural
 from envloop.home import envloop_home
 from envloop.services.errors import UserError
 from envloop.settings import settings
-from envloop.wire import JobRequest, JobView, ShareView
+
+if TYPE_CHECKING:
+    from envloop.wire import JobRequest, JobView, ShareView
 
 app = typer.Typer(help="Evaluation jobs: a dataset revision x profiles x attempts.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
@@ -161,11 +161,15 @@ def submit(
     else:
         note(f"submitted {job.id}: {plural(sum(job.counts.values()), 'trial')} ({shape})")
     if wait:
+        from envloop.cli.progress import follow  # noqa: PLC0415 - the progress bar, only when followed
+
         follow(ops, job.id)
         job = ops.get_job(job.id)
     if json_:
         emit_json(job)
     elif wait:
+        from envloop.cli.render import result_view  # noqa: PLC0415 - only for a followed job
+
         out.print(result_view(ops.job_result(job.id)))
     else:
         out.print(job.id)
@@ -173,7 +177,7 @@ def submit(
         _exit_unless_completed(job)
 
 
-def _job_request(config: Path | None, overrides: dict[str, object]) -> JobRequest:
+def _job_request(config: Path | None, overrides: dict[str, object]) -> "JobRequest":
     """The job to submit: the --config file's settings, overridden by the options given."""
     from envloop.services import jobs  # noqa: PLC0415 - imported when a job is submitted, not for --help
 
@@ -201,7 +205,7 @@ def _worker_capacity(capacity: int | None, concurrency: int | None) -> int | Non
     return None
 
 
-def _exit_unless_completed(job: JobView) -> None:
+def _exit_unless_completed(job: "JobView") -> None:
     """A followed job that ended failed or cancelled exits non-zero, so a script or CI can tell."""
     if job.status != "completed":
         counts = ", ".join(f"{job.counts[s]} {s}" for s in ("failed", "cancelled") if job.counts.get(s))
@@ -309,6 +313,9 @@ def export(
 @app.command()
 def watch(job_id: str, json_: JsonOpt = False) -> None:
     """Follow a job with a live progress bar until it ends (exit code 3 if it ends failed or cancelled)."""
+    from envloop.cli.progress import follow  # noqa: PLC0415 - `el job get` needs neither
+    from envloop.cli.render import result_view  # noqa: PLC0415
+
     ops = operations()
     follow(ops, job_id)
     job = ops.get_job(job_id)
@@ -381,7 +388,7 @@ def unshare(share_id: str, json_: JsonOpt = False) -> None:
         out.print(f"{view.id} revoked {when(view.revoked_at)}")
 
 
-def _share_state(view: ShareView) -> str:
+def _share_state(view: "ShareView") -> str:
     if view.revoked_at is not None:
         return f"revoked {when(view.revoked_at)}"
     return "active" if view.active else "expired"

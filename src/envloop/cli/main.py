@@ -3,7 +3,9 @@
 Only the command a call names is imported: `el job result` loads `cli.jobs` (and, when it runs, the
 store), never the web server, the sandbox or the model SDKs; `el --help` loads none of them. The
 other top-level names are mounted as stand-ins that carry only their one-line help, which is what
-`el --help` and the "did you mean" of a mistyped name need.
+`el --help` and the "did you mean" of a mistyped name need. Within a group, a command another
+module adds (`el job compare`) is mounted only when no other command of the group is named, so
+`el job get` does not import `el job compare`.
 """
 
 import importlib
@@ -117,9 +119,10 @@ def _options(
     """Options of `el` itself; its help text is HELP."""
 
 
-def build_app(wanted: str | None) -> typer.Typer:
+def build_app(wanted: str | None, command: str | None = None) -> typer.Typer:
     """The `el` app with the entry named `wanted` (every entry when `wanted` is "*") imported for
-    real, and the others as stand-ins."""
+    real, and the others as stand-ins. `command` is the command of that group a call names: the
+    commands other modules add to the group are left out when it names another one."""
     app = typer.Typer(
         help=HELP,
         no_args_is_help=True,
@@ -134,13 +137,23 @@ def build_app(wanted: str | None) -> typer.Typer:
             group = _load(entry.module, entry.attribute) if real else typer.Typer(help=entry.summary)
             assert isinstance(group, typer.Typer)
             if real:
+                known = _command_names(group) | {name for name, _, _ in entry.extra}
                 for name, module, attribute in entry.extra:
-                    group.command(name)(_command(module, attribute))
+                    if command not in known or command == name:  # a mistyped name gets every suggestion
+                        group.command(name)(_command(module, attribute))
             app.add_typer(group, name=entry.name)
         else:
             function = _command(entry.module, entry.attribute) if real else _stand_in
             app.command(entry.name, help=None if real else entry.summary)(function)
     return app
+
+
+def _command_names(group: typer.Typer) -> set[str]:
+    """The names of the commands a group's own module registers, as typer names them."""
+    return {
+        info.name or typer.main.get_command_name(getattr(info.callback, "__name__", ""))
+        for info in group.registered_commands
+    }
 
 
 def _command(module: str, function: str) -> Callable[..., object]:
@@ -149,10 +162,13 @@ def _command(module: str, function: str) -> Callable[..., object]:
     return loaded
 
 
-def _wanted(args: list[str]) -> str | None:
-    """The top-level name the arguments call, if any (`el` has no options of its own but --help)."""
-    first = next((arg for arg in args if not arg.startswith("-")), None)
-    return first if any(entry.name == first for entry in ENTRIES) else None
+def _wanted(args: list[str]) -> tuple[str | None, str | None]:
+    """The top-level name the arguments call, if any, and the word after it: the command of a
+    group (neither `el` nor a group has options of its own but --help)."""
+    words = [arg for arg in args if not arg.startswith("-")][:2]
+    if not words or not any(entry.name == words[0] for entry in ENTRIES):
+        return None, None
+    return words[0], words[1] if len(words) > 1 else None
 
 
 def _fail(message: str, code: int = exits.BAD_INPUT) -> None:
@@ -184,10 +200,10 @@ def _debugging() -> bool:
 
 def run() -> None:
     try:
-        wanted = _wanted(sys.argv[1:])
+        wanted, named = _wanted(sys.argv[1:])
         if wanted is not None:
             _check_settings()
-        command = typer.main.get_command(build_app(wanted))
+        command = typer.main.get_command(build_app(wanted, named))
         code = command.main(prog_name="el", standalone_mode=False)
     except TyperException as exc:
         ctx = getattr(exc, "ctx", None)

@@ -1,5 +1,7 @@
 """Human rendering of results: coverage first, then pass@k / pass^k, then the per-task table."""
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -10,7 +12,9 @@ from envloop.core.metrics import ProfileMetrics, null_reasons
 from envloop.core.oracle_check import OracleCheck
 from envloop.core.structured import Aggregate, StructuredSummary
 from envloop.core.words import plural
-from envloop.wire import Breakdown, JobResult, JobUsage, ProfileUsage
+
+if TYPE_CHECKING:
+    from envloop.wire import Breakdown, JobResult, JobUsage, ProfileUsage
 
 
 def _attempt(value: float | str) -> str:
@@ -93,7 +97,7 @@ def structured_lines(summary: StructuredSummary) -> list[Text]:
     return lines
 
 
-def breakdown_view(found: Breakdown) -> Group:
+def breakdown_view(found: "Breakdown") -> Group:
     """One table per profile: each group's score with its coverage and interval."""
     parts: list[Text | Table] = [Text(f"By {found.by}", style="bold")]
     if found.multi_valued:
@@ -115,7 +119,7 @@ def breakdown_view(found: Breakdown) -> Group:
     return Group(*parts)
 
 
-def usage_lines(usage: JobUsage) -> list[Text]:
+def usage_lines(usage: "JobUsage") -> list[Text]:
     """Per profile, then for the job: model calls and tokens, their cost, how long trials took."""
     lines = []
     named = [(ref, u) for ref, u in usage.profiles.items()]
@@ -139,8 +143,10 @@ def usage_lines(usage: JobUsage) -> list[Text]:
     return lines
 
 
-def _as_profile(usage: JobUsage) -> ProfileUsage:
+def _as_profile(usage: "JobUsage") -> "ProfileUsage":
     """The job's totals in a profile's shape, for one more line."""
+    from envloop.wire import ProfileUsage  # noqa: PLC0415 - loaded with JobUsage by then
+
     parts = list(usage.profiles.values())
     note = next((p.cost_note for p in parts if p.cost is None), None)
     return ProfileUsage(
@@ -156,7 +162,7 @@ def _as_profile(usage: JobUsage) -> ProfileUsage:
     )
 
 
-def result_view(result: JobResult) -> Group:
+def result_view(result: "JobResult") -> Group:
     parts: list[Text | Group] = [Text(f"job {result.id}  {result.status}  k={result.attempts}")]
     if (flagged := result.flags.line()) is not None:
         parts.append(Text(f"{flagged}: see el trial get (a flag never changes a reward)", style="yellow"))

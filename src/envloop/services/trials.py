@@ -11,9 +11,17 @@ from envloop.services.context import Context
 from envloop.services.errors import NotFoundError, UserError
 from envloop.services.jobs import check_status, load_job
 from envloop.services.structured import read_structured
-from envloop.store.artifacts import ArtifactInfo, ArtifactNotFoundError
+from envloop.store.artifacts import ArtifactNotFoundError
 from envloop.store.tables import Job, Profile, Trial
-from envloop.wire.trials import ARTIFACT_PAGE, LOG_FILES, LOG_PAGE_BYTES, ArtifactPage, LogPhase, TrialView
+from envloop.wire.trials import (
+    ARTIFACT_PAGE,
+    LOG_FILES,
+    LOG_PAGE_BYTES,
+    ArtifactInfo,
+    ArtifactPage,
+    LogPhase,
+    TrialView,
+)
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
 __all__ = ["ARTIFACT_PAGE", "LOG_FILES", "LOG_PAGE_BYTES", "ArtifactPage", "LogPhase", "TrialView"]

@@ -19,17 +19,19 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from envloop.home import private_dir
 from envloop.store.remote_files import ArtifactStoreUnavailableError, RemoteFolder, is_remote_url
-from envloop.wire.trials import ArtifactInfo
+
+if TYPE_CHECKING:
+    from envloop.wire.trials import ArtifactInfo
 
 STRUCTURED_RESULT = "verifier/result.json"
 """Where a trial's declared structured result is kept, relative to its artifacts."""
 
 __all__ = [
     "STRUCTURED_RESULT",
-    "ArtifactInfo",
     "ArtifactIntegrityError",
     "ArtifactNotFoundError",
     "ArtifactStore",
@@ -230,13 +232,15 @@ class ArtifactStore:
         """Run ids with staged files (a worker may have died between recording and publishing)."""
         return [p.name for p in (self.root / "staging").iterdir() if not p.name.startswith(".")]
 
-    def list_trial(self, trial_id: str) -> list[ArtifactInfo]:
+    def list_trial(self, trial_id: str) -> "list[ArtifactInfo]":
         return self.page_trial(trial_id, 0, None)[0]
 
-    def page_trial(self, trial_id: str, offset: int, limit: int | None) -> tuple[list[ArtifactInfo], int]:
+    def page_trial(self, trial_id: str, offset: int, limit: int | None) -> "tuple[list[ArtifactInfo], int]":
         """Up to `limit` kept files (all with None) from `offset`, sorted by path, and how many there
         are: a trial that kept 200,000 files is listed a page at a time, each file's size read only
         for its page."""
+        from envloop.wire.trials import ArtifactInfo  # noqa: PLC0415 - a read of a job's row needs no trial model
+
         if self.remote is not None:
             if not _single_name(trial_id):
                 return [], 0
