@@ -13,6 +13,9 @@ worker figures for 1,000 and for 100,000 pending trials.
 
 Sizes alternate within each round (small, large, small, large, ...) so a change of load on a shared
 machine hits both alike.
+
+The smallest run that prints every figure (the smoke test's): `--sizes 2,4 --tasks 2 --run 2
+--rounds 2`.
 """
 
 import argparse

@@ -8,16 +8,20 @@ Each trial: the `command` agent runs `true`, the verifier writes 1.
   a background worker at `--capacity` is started first, its start counted). Marginal per trial:
   (run of N - run of 1 task) / (N - 1); CPU includes the `el` follower, the worker and its sandboxes.
 - in-process, one task (the old figure): one task x N attempts on an in-process worker against the
-  same kind of store, after a 20-trial warm-up job: no command start, no follower, one task archive.
+  same kind of store, after a warm-up job (20 trials): no command start, no follower, one task archive.
 - floor: the same two processes per trial (agent, verifier) spawned directly, and inside bwrap, at
   the same concurrency.
 
 The three are measured in rounds, interleaved (floor, in-process, CLI, then the next mode, the
 order rotating each round), so a change of load on a shared machine moves all three alike; each
 round's ratios are printed, then their medians. Last, a one-trial job end to end (`el job submit
---wait` with the worker it starts, cold).
+--wait` with the worker it starts, cold), three times.
 
-    .venv/bin/python bench/trials.py [--trials 1000] [--capacity 4] [--rounds 3] [--dir DIR]
+    .venv/bin/python bench/trials.py [--trials 1000] [--capacity 4] [--rounds 3] [--warm-up 20]
+                                     [--one-trial-runs 3] [--dir DIR]
+
+The smallest run that prints every figure (the smoke test's): `--trials 2 --rounds 2 --warm-up 1
+--one-trial-runs 1`.
 """
 
 import argparse
@@ -56,7 +60,7 @@ def _in_process_job(home: Path, trials: int, capacity: int) -> tuple[float, floa
 
 
 def _in_process(
-    root: Path, tasks_root: Path, mode: str, trials: int, capacity: int, profile: Path
+    root: Path, tasks_root: Path, mode: str, trials: int, capacity: int, profile: Path, warm_up: int
 ) -> tuple[float, float]:
     """The old figure: one task, many attempts, a warm in-process worker."""
     home = root / f"in-process-{mode}"
@@ -65,7 +69,7 @@ def _in_process(
     datasets.push_dataset(ctx, tasks_root / "tasks-1", "bench")
     profiles.create_profile(ctx, "bench/agent", "1", profiles.read_profile_file(profile))
     ctx.close()
-    _in_process_job(home, 20, capacity)  # warm-up: imports, first launch, caches
+    _in_process_job(home, warm_up, capacity)  # warm-up: imports, first launch, caches
     return _in_process_job(home, trials, capacity)
 
 
@@ -105,7 +109,7 @@ class _Row:
         )
 
 
-def _round(root: Path, mode: str, n: int, capacity: int, profile: Path, *, rotate: int) -> _Row:
+def _round(root: Path, mode: str, n: int, capacity: int, profile: Path, *, rotate: int, warm_up: int) -> _Row:
     """Floor, in-process and CLI figures of one mode, measured one after the other in an order that
     rotates with `rotate`, each in fresh directories under `root`."""
     root.mkdir(parents=True, exist_ok=True)
@@ -116,7 +120,7 @@ def _round(root: Path, mode: str, n: int, capacity: int, profile: Path, *, rotat
         return wall / n * 1000, cpu / n * 1000
 
     def in_process() -> tuple[float, float]:
-        wall, cpu = _in_process(root, tasks_root, mode, n, capacity, profile)
+        wall, cpu = _in_process(root, tasks_root, mode, n, capacity, profile, warm_up)
         return wall / n * 1000, cpu / n * 1000
 
     def cli() -> tuple[float, float]:
@@ -151,12 +155,20 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--capacity", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of each figure")
+    parser.add_argument(
+        "--warm-up", type=int, default=20, help="trials of the in-process worker's warm-up job"
+    )
+    parser.add_argument(
+        "--one-trial-runs", type=int, default=3, help="one-trial jobs end to end, timed at the end"
+    )
     parser.add_argument("--dir", type=Path, default=None, help="parent of the run's homes")
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     if args.trials < 2:
         parser.error("--trials must be at least 2 (the marginal cost subtracts a one-task run)")
+    if args.warm_up < 1 or args.one_trial_runs < 1:
+        parser.error("--warm-up and --one-trial-runs must be at least 1")
     cli_runs.become_subreaper()
     root = Path(tempfile.mkdtemp(prefix="envloop-bench-", dir=args.dir))
     try:
@@ -177,7 +189,9 @@ def main() -> None:
         ratios: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
         for number in range(args.rounds):
             for mode in modes[number % len(modes) :] + modes[: number % len(modes)]:
-                row = _round(root / f"round-{number}", mode, n, capacity, profile, rotate=number)
+                row = _round(
+                    root / f"round-{number}", mode, n, capacity, profile, rotate=number, warm_up=args.warm_up
+                )
                 ratios[mode].append(row.ratios)
                 print(f"{number + 1:<6}{mode:<7}{row}")
                 sys.stdout.flush()
@@ -193,12 +207,12 @@ def main() -> None:
         print(f"peak memory: in-process worker {own:.0f} MiB, largest child (CLI worker, el) {kids:.0f} MiB")
         os.environ.pop("ENVLOOP_SANDBOX")
         runs = []
-        for number in range(3):
+        for number in range(args.one_trial_runs):
             home = root / f"one-trial-{number}"
             runs.append(cli_runs.job_through_cli(home, root / "tasks-1", profile, capacity=None).run.wall)
         print(
             f"one-trial job end to end (el job submit --wait and the worker it starts, cold): "
-            f"best {min(runs):.2f} s, median {sorted(runs)[1]:.2f} s"
+            f"best {min(runs):.2f} s, median {statistics.median(runs):.2f} s of {len(runs)}"
         )
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -16,6 +16,7 @@ from envloop.runners import ShellRunner
 from envloop.runners.params import check_params
 from tests.agent_cli_support import shared_agent_cache
 from tests.conftest import EXAMPLES, El
+from tests.test_model_serve import TEST_THREADS
 
 CLI_AGENTS = ["codex", "opencode", "qwen-code", "mini-swe-agent", "aider"]
 
@@ -36,6 +37,7 @@ def test_run_local_runs_an_agent_against_el_model_serve_to_a_verdict(home: Path,
         "ENVLOOP_AGENT_CACHE": str(shared_agent_cache()),
         "EL": f"{sys.executable} -m envloop",
         "MAX_STEPS": "1",  # one call of the CPU-bound model is enough to show the route
+        "THREADS": str(TEST_THREADS),
     }
     done = subprocess.run(
         ["bash", str(EXAMPLES / "agents" / "run-local.sh"), "mini-swe-agent"],

@@ -52,7 +52,7 @@ def test_the_peers_benchmark_prints_envloops_figures_and_says_inspect_did_not_ru
 
 @pytest.mark.slow
 def test_the_trials_benchmark_prints_the_cli_figure_beside_the_in_process_one_and_the_floors() -> None:
-    out = _bench("trials.py", "--trials", "3", "--rounds", "2")
+    out = _bench("trials.py", "--trials", "2", "--rounds", "2", "--warm-up", "1", "--one-trial-runs", "1")
     assert "CLI, distinct tasks" in out and "in-process, 1 task" in out
     assert "CLI × floor" in out
     for mode in ("plain", "bwrap"):
@@ -64,8 +64,8 @@ def test_the_trials_benchmark_prints_the_cli_figure_beside_the_in_process_one_an
 
 @pytest.mark.slow
 def test_the_pending_benchmark_prints_each_size_per_round_and_the_medians() -> None:
-    out = _bench("pending.py", "--sizes", "20,40", "--tasks", "10", "--run", "10", "--rounds", "2")
-    for size in ("20", "40"):
+    out = _bench("pending.py", "--sizes", "2,4", "--tasks", "2", "--run", "2", "--rounds", "2")
+    for size in ("2", "4"):
         rows = [line for line in out.splitlines() if line.startswith("round") and f" {size} pending" in line]
         assert len(rows) == 2, out
         assert all("ms CPU per trial" in row and "RSS" in row for row in rows), rows

@@ -15,6 +15,7 @@ from envloop.models.local import LocalModelConfig, LocalModelServer, bundled_mod
 from envloop.trajectories import read_trajectory
 from tests.conftest import EXAMPLES, El, make_task, write_profile
 from tests.test_agent_envloop import run as run_agent
+from tests.test_model_serve import TEST_THREADS
 
 pytestmark = pytest.mark.slow
 QUESTIONS = EXAMPLES / "qa" / "basics.jsonl"
@@ -23,7 +24,7 @@ QUESTIONS = EXAMPLES / "qa" / "basics.jsonl"
 @pytest.fixture(scope="module")
 def model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalModelServer]:
     log = tmp_path_factory.mktemp("local-model") / "server.log"
-    with LocalModelServer(LocalModelConfig(port=0, threads=2), log_path=log) as server:
+    with LocalModelServer(LocalModelConfig(port=0, threads=TEST_THREADS), log_path=log) as server:
         yield server
 
 
@@ -112,7 +113,9 @@ def test_a_key_protected_local_model_takes_only_its_key_and_ignores_the_callers_
     monkeypatch.setenv("API_KEY", "someone-elses-key")
     key = "sk-local-model-key-9c1d"
     log = tmp_path / "server.log"
-    with LocalModelServer(LocalModelConfig(port=0, threads=2, api_key=key), log_path=log) as server:
+    with LocalModelServer(
+        LocalModelConfig(port=0, threads=TEST_THREADS, api_key=key), log_path=log
+    ) as server:
         refused = httpx.get(f"{server.base_url}/models", timeout=10)
         allowed = httpx.get(
             f"{server.base_url}/models", headers={"Authorization": f"Bearer {key}"}, timeout=10

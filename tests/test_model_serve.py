@@ -50,12 +50,20 @@ def refusal(path: str, status: int, detail: str) -> dict[str, object]:
     return {"type": "error", "error": {"type": kinds[status], "message": detail}, "detail": detail}
 
 
+TEST_THREADS = 1
+"""llama.cpp threads of every model the tests serve. The test run keeps both cores busy (three test
+processes on two); llama.cpp's threads wait for each other at every step, so a second one spends
+its time waiting for a core: on a busy machine one thread reads a 2,000-token prompt in less wall
+time than two, with a third of the CPU time."""
+
+
 def start_model_server(el: El, *args: str) -> ModelServer:
-    """`el model serve --port 0 ARGS` with a new key of the default project; returns once the
-    first line (the OpenAI base URL) is printed, which happens after the weights are loaded."""
+    """`el model serve --port 0 --threads 1 ARGS` with a new key of the default project; returns once
+    the first line (the OpenAI base URL) is printed, which happens after the weights are loaded."""
     key = el.ok("key", "create", "--json").json()["key"]
+    threads = ("--threads", str(TEST_THREADS))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "envloop", "model", "serve", "--port", "0", *args],
+        [sys.executable, "-m", "envloop", "model", "serve", "--port", "0", *threads, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

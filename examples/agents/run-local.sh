@@ -4,7 +4,8 @@
 #
 #   examples/agents/run-local.sh AGENT    # codex, opencode, qwen-code, mini-swe-agent or aider
 #
-# MAX_STEPS (default 2) bounds the agent's model calls (`el job submit --max-steps`).
+# MAX_STEPS (default 2) bounds the agent's model calls (`el job submit --max-steps`); THREADS
+# (default 2) is the CPU threads the model uses (`el model serve --threads`).
 #
 # The agent is installed from the package registries into the worker's agent cache on its first
 # trial (ENVLOOP_AGENT_CACHE, else agents/ under ENVLOOP_HOME) and reused after that. The model is
@@ -21,7 +22,8 @@ trap 'kill "$served" 2>/dev/null || true; wait "$served" 2>/dev/null || true; rm
 key="$($el key create --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["key"])')"
 # Agent prompts (system text and tool definitions) are thousands of tokens: a 16k context, and
 # short answers so the run stays bounded on two cores.
-$el model serve --port 0 --model base --set base.context_tokens=16384 --set base.max_tokens=48 \
+$el model serve --port 0 --threads "${THREADS:-2}" \
+  --model base --set base.context_tokens=16384 --set base.max_tokens=48 \
   > "$work/served.txt" 2>"$work/serve.log" &
 served=$!
 until [ -s "$work/served.txt" ]; do
