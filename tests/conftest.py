@@ -1,5 +1,6 @@
 """Shared fixtures: a private ENVLOOP_HOME per test, and helpers to run the real `el` command."""
 
+import asyncio
 import contextlib
 import fcntl
 import json
@@ -219,6 +220,21 @@ def wait_for(condition: Callable[[], bool], timeout: float = 60) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not reached in time"
         time.sleep(0.05)
+
+
+def run_trials(ctx: Context, count: int, capacity: int = 4) -> None:
+    """Run `count` trials of the queue to their end on a worker in this process: set-up that needs
+    finished trials, without an `el` start and a background worker. On Python 3.11 the worker
+    watches its children with a watcher tied to its event loop; the default one is put back after,
+    for code that starts subprocesses in a later loop (Playwright does)."""
+    from envloop.scheduling.worker import Worker, WorkerConfig  # noqa: PLC0415 - only the tests that run trials
+
+    worker = Worker(ctx, WorkerConfig(capacity=capacity, idle_poll=0.01))
+    try:
+        asyncio.run(worker.run(until=lambda: worker.completed >= count))
+    finally:
+        if sys.version_info < (3, 12):
+            asyncio.set_child_watcher(None)
 
 
 def submit_command_job(ctx: Context, tmp_path: Path, command: str, tasks: int = 1, attempts: int = 1) -> str:

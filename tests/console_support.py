@@ -7,7 +7,6 @@ The seed example (two attempts per task): A [1, 0], B [1, 1], C [0, missing] giv
 number, so it finishes without a reward and its note quotes the file: a `<script>`.
 """
 
-import asyncio
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,13 +17,12 @@ from typing import Any
 import pytest
 
 from envloop.core.status import TERMINAL
-from envloop.scheduling.worker import Worker, WorkerConfig
 from envloop.services import datasets, jobs, profiles, trials
 from envloop.services.context import Context, open_context
 from envloop.testing import Reply, ScriptedServer, ScriptedToolCall
 from envloop.wire.jobs import JobRequest
 from tests.api_server import Server, start_server
-from tests.conftest import El, make_task, wait_for, write_profile
+from tests.conftest import El, make_task, run_trials, wait_for, write_profile
 
 HOSTILE = "<script>window.__pwned=1</script>"
 HOSTILE_OUTPUT = '<img src=x onerror="window.__pwned=2">'
@@ -71,8 +69,7 @@ def _run(ctx: Context, request: JobRequest) -> str:
     """Submit the job and run its trials to the end on a worker in this process (what `el job
     submit --wait` does with a background worker, without two interpreter starts)."""
     submitted = jobs.submit_job(ctx, request).job
-    worker = Worker(ctx, WorkerConfig(capacity=4, idle_poll=0.01))
-    asyncio.run(worker.run(until=lambda: worker.completed >= sum(submitted.counts.values())))
+    run_trials(ctx, sum(submitted.counts.values()))
     return submitted.id
 
 

@@ -2,20 +2,18 @@
 surfaces: `el trial get TRIAL --steps --format atif` and `GET /v1/trials/{id}/steps?format=atif`.
 A secret the model echoed stays masked in the export, as in the kept trajectory it comes from."""
 
-import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from envloop.scheduling.worker import Worker, WorkerConfig
 from envloop.services import datasets, jobs, profiles, trials
 from envloop.services.context import open_context
 from envloop.testing import Received, Reply, ScriptedServer
 from envloop.wire.jobs import JobRequest
 from tests.api_server import Server, serve_in_process
-from tests.conftest import El, write_profile
+from tests.conftest import El, run_trials, write_profile
 
 KEY = "sk-live-atif-5b7e/Secret_Key"
 
@@ -54,8 +52,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[El, str
                 )
                 profiles.create_profile(ctx, "team/leaky", "1", document)
                 job = jobs.submit_job(ctx, JobRequest(dataset=ref, profiles=["team/leaky@1"])).job
-                worker = Worker(ctx, WorkerConfig(capacity=1, idle_poll=0.01))
-                asyncio.run(worker.run(until=lambda: worker.completed >= 1))
+                run_trials(ctx, 1)
             [trial] = trials.list_trials(ctx, job.id)
             assert trial.status == "completed"
             yield el, trial.id
