@@ -13,13 +13,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from envloop.environments.docker import orphans
 from envloop.services.context import Context, open_context
 from tests import pg
+
+if TYPE_CHECKING:
+    from envloop.wire.jobs import JobRequest
 
 REPO = Path(__file__).resolve().parents[1]
 pytest_plugins = ["tests.api_server"]  # the `server` and `busy_server` fixtures (a real `el serve`)
@@ -235,6 +238,24 @@ def run_trials(ctx: Context, count: int, capacity: int = 4) -> None:
     finally:
         if sys.version_info < (3, 12):
             asyncio.set_child_watcher(None)
+
+
+def run_job_in_process(ctx: Context, request: "JobRequest") -> str:
+    """Submit the job and run all its trials to their end in this process (`run_trials`); its id."""
+    from envloop.services import jobs  # noqa: PLC0415 - only the tests that submit
+
+    job = jobs.submit_job(ctx, request).job
+    run_trials(ctx, sum(job.counts.values()))
+    return job.id
+
+
+def publish_profile(ctx: Context, path: Path, name: str, params: dict[str, str]) -> str:
+    """Write the profile file at `path` and create profile `name` version 1 from it; its ref."""
+    from envloop.services import profiles  # noqa: PLC0415 - only the tests that submit
+
+    return profiles.create_profile(
+        ctx, name, "1", profiles.read_profile_file(write_profile(path, params))
+    ).ref
 
 
 def submit_command_job(ctx: Context, tmp_path: Path, command: str, tasks: int = 1, attempts: int = 1) -> str:

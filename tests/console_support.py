@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from envloop.core.status import TERMINAL
-from envloop.services import datasets, jobs, profiles, trials
+from envloop.services import datasets, jobs, trials
 from envloop.services.context import Context, open_context
 from envloop.testing import Reply, ScriptedServer, ScriptedToolCall
 from envloop.wire.jobs import JobRequest
 from tests.api_server import Server, start_server
-from tests.conftest import El, make_task, run_trials, wait_for, write_profile
+from tests.conftest import El, make_task, publish_profile, run_job_in_process, wait_for
 
 HOSTILE = "<script>window.__pwned=1</script>"
 HOSTILE_OUTPUT = '<img src=x onerror="window.__pwned=2">'
@@ -65,19 +65,6 @@ def seed_tasks(root: Path) -> Path:
     return root
 
 
-def _run(ctx: Context, request: JobRequest) -> str:
-    """Submit the job and run its trials to the end on a worker in this process (what `el job
-    submit --wait` does with a background worker, without two interpreter starts)."""
-    submitted = jobs.submit_job(ctx, request).job
-    run_trials(ctx, sum(submitted.counts.values()))
-    return submitted.id
-
-
-def _profile(ctx: Context, path: Path, name: str, params: dict[str, str]) -> str:
-    profiles.create_profile(ctx, name, "1", profiles.read_profile_file(write_profile(path, params)))
-    return f"{name}@1"
-
-
 @dataclass(frozen=True)
 class Jobs:
     seed: str
@@ -92,9 +79,9 @@ def make_seed_job(ctx: Context, root: Path) -> str:
         f"echo {json.dumps(HOSTILE_OUTPUT)}; echo attempt $ENVLOOP_ATTEMPT of $ENVLOOP_TASK"
     )
     params = {"AGENT_NAME": "command", "AGENT_COMMAND": command}
-    profile = _profile(ctx, root / "seed-profile.json", "team/shell", params)
+    profile = publish_profile(ctx, root / "seed-profile.json", "team/shell", params)
     request = JobRequest(dataset=dataset, profiles=[profile], attempts=2, tags={"note": HOSTILE_TAG})
-    return _run(ctx, request)
+    return run_job_in_process(ctx, request)
 
 
 def bash(command: str) -> Reply:
@@ -121,8 +108,8 @@ def make_agent_job(ctx: Context, root: Path) -> tuple[str, str]:
             "MODEL_NAME": "team-model/sft",
             "MAX_RETRIES": "0",
         }
-        profile = _profile(ctx, root / "agent-profile.json", "team/agent", params)
-        job = _run(ctx, JobRequest(dataset=dataset, profiles=[profile]))
+        profile = publish_profile(ctx, root / "agent-profile.json", "team/agent", params)
+        job = run_job_in_process(ctx, JobRequest(dataset=dataset, profiles=[profile]))
     [trial] = trials.list_trials(ctx, job)
     return job, trial.id
 
@@ -159,7 +146,7 @@ def run_on_server(
         patch.setenv("ENVLOOP_HOME", str(server.el.home))  # the home the services default to
         ctx = open_context(server.el.home)
         try:
-            _profile(ctx, path, name, params)
+            publish_profile(ctx, path, name, params)
             job = jobs.submit_job(ctx, request).job.id
             wait_for(lambda: jobs.job_progress(ctx, job).status in TERMINAL, timeout=300)
         finally:

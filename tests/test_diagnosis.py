@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from envloop.services import datasets, job_reads, jobs, profiles
+from envloop.services import datasets, job_reads
 from envloop.services.context import Context
 from envloop.wire.jobs import JobRequest
 from tests.api_server import Server
-from tests.conftest import El, make_task, run_trials, write_profile
+from tests.conftest import El, make_task, publish_profile, run_job_in_process
 
 pytestmark = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 
@@ -18,11 +18,8 @@ def finished_job(ctx: Context, tmp_path: Path, src: Path, params: dict[str, str]
     """Push the tasks under `src`, publish profile `team/agent@1` with `params` and run the job to
     its end in this process: set-up, through the services (the tests read its diagnosis)."""
     ref = datasets.push_dataset(ctx, src, "diag").ref
-    document = profiles.read_profile_file(write_profile(tmp_path / "p.json", params))
-    profiles.create_profile(ctx, "team/agent", "1", document)
-    job = jobs.submit_job(ctx, JobRequest(dataset=ref, profiles=["team/agent@1"])).job
-    run_trials(ctx, sum(job.counts.values()))
-    return job.id
+    profile = publish_profile(ctx, tmp_path / "p.json", "team/agent", params)
+    return run_job_in_process(ctx, JobRequest(dataset=ref, profiles=[profile]))
 
 
 def test_el_job_result_says_why_attempts_are_missing_and_which_limits_were_cut(
