@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -227,14 +228,16 @@ def wait_for(condition: Callable[[], bool], timeout: float = 60) -> None:
 
 def run_trials(ctx: Context, count: int, capacity: int = 4) -> None:
     """Run `count` trials of the queue to their end on a worker in this process: set-up that needs
-    finished trials, without an `el` start and a background worker. On Python 3.11 the worker
-    watches its children with a watcher tied to its event loop; the default one is put back after,
-    for code that starts subprocesses in a later loop (Playwright does)."""
+    finished trials, without an `el` start and a background worker. The worker's event loop runs
+    on a thread of its own, since the caller's may already run one (Playwright's sync API does). On
+    Python 3.11 the worker watches its children with a watcher tied to that loop; the default one is
+    put back after, for code that starts subprocesses in a later loop (Playwright does)."""
     from envloop.scheduling.worker import Worker, WorkerConfig  # noqa: PLC0415 - only the tests that run trials
 
     worker = Worker(ctx, WorkerConfig(capacity=capacity, idle_poll=0.01))
     try:
-        asyncio.run(worker.run(until=lambda: worker.completed >= count))
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(asyncio.run, worker.run(until=lambda: worker.completed >= count)).result()
     finally:
         if sys.version_info < (3, 12):
             asyncio.set_child_watcher(None)
