@@ -1,5 +1,6 @@
 """Shared fixtures: a private ENVLOOP_HOME per test, and helpers to run the real `el` command."""
 
+import asyncio
 import contextlib
 import fcntl
 import json
@@ -10,15 +11,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from envloop.environments.docker import orphans
 from envloop.services.context import Context, open_context
 from tests import pg
+
+if TYPE_CHECKING:
+    from envloop.wire.jobs import JobRequest
 
 REPO = Path(__file__).resolve().parents[1]
 pytest_plugins = ["tests.api_server"]  # the `server` and `busy_server` fixtures (a real `el serve`)
@@ -219,6 +224,41 @@ def wait_for(condition: Callable[[], bool], timeout: float = 60) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not reached in time"
         time.sleep(0.05)
+
+
+def run_trials(ctx: Context, count: int, capacity: int = 4) -> None:
+    """Run `count` trials of the queue to their end on a worker in this process: set-up that needs
+    finished trials, without an `el` start and a background worker. The worker's event loop runs
+    on a thread of its own, since the caller's may already run one (Playwright's sync API does). On
+    Python 3.11 the worker watches its children with a watcher tied to that loop; the default one is
+    put back after, for code that starts subprocesses in a later loop (Playwright does)."""
+    from envloop.scheduling.worker import Worker, WorkerConfig  # noqa: PLC0415 - only the tests that run trials
+
+    worker = Worker(ctx, WorkerConfig(capacity=capacity, idle_poll=0.01))
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(asyncio.run, worker.run(until=lambda: worker.completed >= count)).result()
+    finally:
+        if sys.version_info < (3, 12):
+            asyncio.set_child_watcher(None)
+
+
+def run_job_in_process(ctx: Context, request: "JobRequest") -> str:
+    """Submit the job and run all its trials to their end in this process (`run_trials`); its id."""
+    from envloop.services import jobs  # noqa: PLC0415 - only the tests that submit
+
+    job = jobs.submit_job(ctx, request).job
+    run_trials(ctx, sum(job.counts.values()))
+    return job.id
+
+
+def publish_profile(ctx: Context, path: Path, name: str, params: dict[str, str]) -> str:
+    """Write the profile file at `path` and create profile `name` version 1 from it; its ref."""
+    from envloop.services import profiles  # noqa: PLC0415 - only the tests that submit
+
+    return profiles.create_profile(
+        ctx, name, "1", profiles.read_profile_file(write_profile(path, params))
+    ).ref
 
 
 def submit_command_job(ctx: Context, tmp_path: Path, command: str, tasks: int = 1, attempts: int = 1) -> str:

@@ -14,9 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from envloop.core.status import TERMINAL
+from envloop.services import datasets, jobs, trials
+from envloop.services.context import Context, open_context
 from envloop.testing import Reply, ScriptedServer, ScriptedToolCall
+from envloop.wire.jobs import JobRequest
 from tests.api_server import Server, start_server
-from tests.conftest import El, make_task, stop_background_worker, write_profile
+from tests.conftest import El, make_task, publish_profile, run_job_in_process, wait_for
 
 HOSTILE = "<script>window.__pwned=1</script>"
 HOSTILE_OUTPUT = '<img src=x onerror="window.__pwned=2">'
@@ -59,14 +65,6 @@ def seed_tasks(root: Path) -> Path:
     return root
 
 
-def _submit(el: El, *args: str) -> str:
-    result = el("job", "submit", *args, "--json", timeout=300)
-    # A followed job that ends failed exits 3: the seed job does, its broken verifier on purpose.
-    assert result.code in (0, 3), f"el job submit exited {result.code}: {result.stderr}"
-    submitted = result.json()
-    return str(submitted["id"] if "id" in submitted else submitted["job"]["id"])
-
-
 @dataclass(frozen=True)
 class Jobs:
     seed: str
@@ -74,26 +72,16 @@ class Jobs:
     agent_trial: str
 
 
-def make_seed_job(el: El, root: Path) -> str:
-    el.ok("dataset", "push", str(seed_tasks(root / "seed-tasks")), "--name", "seed")
+def make_seed_job(ctx: Context, root: Path) -> str:
+    dataset = datasets.push_dataset(ctx, seed_tasks(root / "seed-tasks"), "seed").ref
     command = (
         'echo "$ENVLOOP_ATTEMPT" > "${ENVLOOP_APP_DIR:-/app}/attempt"; '
         f"echo {json.dumps(HOSTILE_OUTPUT)}; echo attempt $ENVLOOP_ATTEMPT of $ENVLOOP_TASK"
     )
-    profile = write_profile(root / "seed-profile.json", {"AGENT_NAME": "command", "AGENT_COMMAND": command})
-    el.ok("profile", "create", "team/shell", "1", "--file", str(profile))
-    return _submit(
-        el,
-        "--dataset",
-        "seed@1",
-        "--profile",
-        "team/shell@1",
-        "--attempts",
-        "2",
-        "--tag",
-        f"note={HOSTILE_TAG}",
-        "--wait",
-    )
+    params = {"AGENT_NAME": "command", "AGENT_COMMAND": command}
+    profile = publish_profile(ctx, root / "seed-profile.json", "team/shell", params)
+    request = JobRequest(dataset=dataset, profiles=[profile], attempts=2, tags={"note": HOSTILE_TAG})
+    return run_job_in_process(ctx, request)
 
 
 def bash(command: str) -> Reply:
@@ -109,9 +97,9 @@ AGENT_SCRIPT = [
 ]
 
 
-def make_agent_job(el: El, root: Path) -> tuple[str, str]:
+def make_agent_job(ctx: Context, root: Path) -> tuple[str, str]:
     make_task(root / "agent-tasks", "hello", solve="touch done")
-    el.ok("dataset", "push", str(root / "agent-tasks"), "--name", "agentic")
+    dataset = datasets.push_dataset(ctx, root / "agent-tasks", "agentic").ref
     with ScriptedServer(AGENT_SCRIPT) as server:
         params = {
             "AGENT_NAME": "envloop",
@@ -120,27 +108,50 @@ def make_agent_job(el: El, root: Path) -> tuple[str, str]:
             "MODEL_NAME": "team-model/sft",
             "MAX_RETRIES": "0",
         }
-        profile = write_profile(root / "agent-profile.json", params)
-        el.ok("profile", "create", "team/agent", "1", "--file", str(profile))
-        job = _submit(el, "--dataset", "agentic@1", "--profile", "team/agent@1", "--wait")
-    [trial] = el.ok("trial", "list", "--job", job, "--json").json()
-    return job, str(trial["id"])
+        profile = publish_profile(ctx, root / "agent-profile.json", "team/agent", params)
+        job = run_job_in_process(ctx, JobRequest(dataset=dataset, profiles=[profile]))
+    [trial] = trials.list_trials(ctx, job)
+    return job, trial.id
 
 
 @contextmanager
 def console_server(root: Path) -> Iterator[tuple[Server, Jobs]]:
-    """`el serve` with one worker on a store holding the seed job and the agent job (finished)."""
+    """`el serve` with one worker on a store holding the seed job and the agent job (finished), both
+    set up through the services and run on a worker in this process: the tests read them, they do
+    not test how they were made."""
     el = El(home=root / "home", cwd=root)
-    try:
-        seed = make_seed_job(el, root)
-        agent, agent_trial = make_agent_job(el, root)
-        server = start_server(el, root / "serve.log", "--workers", "1", "--capacity", "4")
-    finally:
-        stop_background_worker(el.home)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ENVLOOP_HOME", str(el.home))  # the home the services default to, as in `el`
+        ctx = open_context(el.home)
+        try:
+            seed = make_seed_job(ctx, root)
+            agent, agent_trial = make_agent_job(ctx, root)
+        finally:
+            ctx.close()
+    server = start_server(el, root / "serve.log", "--workers", "1", "--capacity", "4")
     try:
         yield server, Jobs(seed=seed, agent=agent, agent_trial=agent_trial)
     finally:
         server.stop()
+
+
+def run_on_server(
+    server: Server, path: Path, new_profile: tuple[str, dict[str, str]], request: JobRequest
+) -> str:
+    """Create the profile (name, params) and submit the job through the services on the server's
+    store, then wait until the server's worker has run it to its end: the tests read what the
+    console shows of it, they do not test `el job submit`."""
+    name, params = new_profile
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ENVLOOP_HOME", str(server.el.home))  # the home the services default to
+        ctx = open_context(server.el.home)
+        try:
+            publish_profile(ctx, path, name, params)
+            job = jobs.submit_job(ctx, request).job.id
+            wait_for(lambda: jobs.job_progress(ctx, job).status in TERMINAL, timeout=300)
+        finally:
+            ctx.close()
+    return job
 
 
 def trials_of(server: Server, job_id: str) -> dict[tuple[str, int], dict[str, Any]]:

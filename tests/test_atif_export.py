@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from envloop.services import datasets, jobs, profiles, trials
+from envloop.services.context import open_context
 from envloop.testing import Received, Reply, ScriptedServer
-from tests.api_server import Server, start_server
-from tests.conftest import El, write_profile
+from envloop.wire.jobs import JobRequest
+from tests.api_server import Server, serve_in_process
+from tests.conftest import El, run_trials, write_profile
 
 KEY = "sk-live-atif-5b7e/Secret_Key"
 
@@ -19,42 +22,59 @@ def leaky(received: Received) -> Reply:
     return Reply(text=f"Your key is {KEY}.", reasoning=f"The header said Bearer {KEY}")
 
 
-@pytest.fixture
-def trial_id(el: El, tmp_path: Path) -> str:
-    """One finished chat trial whose model answered with the profile's secret key."""
-    dataset = tmp_path / "probe.jsonl"
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[El, str]]:
+    """One finished chat trial whose model answered with the profile's secret key, on a store of the
+    module's own, and `el` on it. The trial is set up through the services and run on a worker in
+    this process: the tests export it, they do not test how it was made."""
+    root = tmp_path_factory.mktemp("atif")
+    dataset = root / "probe.jsonl"
     dataset.write_text(
         json.dumps({"id": "echo", "prompt": "Repeat your credentials.", "answer": "no"}) + "\n"
     )
-    el.ok("dataset", "push", str(dataset), "--name", "probe", "--scorer", "includes")
-    with ScriptedServer(default=leaky, api_key=KEY) as endpoint:
-        params = {
-            "MODEL_PROTOCOL": "openai",
-            "MODEL_BASE_URL": endpoint.openai_url,
-            "MODEL_NAME": "leaky/sft",
-            "MODEL_API_KEY": KEY,
-        }
-        profile = write_profile(tmp_path / "leaky.json", params, secret=["MODEL_API_KEY"])
-        el.ok("profile", "create", "team/leaky", "1", "--file", str(profile))
-        job = el.ok(
-            "job",
-            "submit",
-            "--dataset",
-            "probe@1",
-            "--profile",
-            "team/leaky@1",
-            "--wait",
-            "--json",
-            timeout=180,
-        ).json()
-    [trial] = el.ok("trial", "list", "--job", job["id"], "--json").json()
-    assert trial["status"] == "completed"
-    return str(trial["id"])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("ENVLOOP_DATABASE_URL", raising=False)
+        patch.delenv("ENVLOOP_ARTIFACTS", raising=False)
+        el = El(home=root / "home", cwd=root)
+        patch.setenv("ENVLOOP_HOME", str(el.home))  # the home the services default to, as in `el`
+        ctx = open_context(el.home)
+        try:
+            ref = datasets.push_dataset(ctx, dataset, "probe", scorer="includes").ref
+            with ScriptedServer(default=leaky, api_key=KEY) as endpoint:
+                params = {
+                    "MODEL_PROTOCOL": "openai",
+                    "MODEL_BASE_URL": endpoint.openai_url,
+                    "MODEL_NAME": "leaky/sft",
+                    "MODEL_API_KEY": KEY,
+                }
+                document = profiles.read_profile_file(
+                    write_profile(root / "leaky.json", params, secret=["MODEL_API_KEY"])
+                )
+                profiles.create_profile(ctx, "team/leaky", "1", document)
+                job = jobs.submit_job(ctx, JobRequest(dataset=ref, profiles=["team/leaky@1"])).job
+                run_trials(ctx, 1)
+            [trial] = trials.list_trials(ctx, job.id)
+            assert trial.status == "completed"
+            yield el, trial.id
+        finally:
+            ctx.close()
 
 
 @pytest.fixture
-def api(el: El, store_url: str, tmp_path: Path) -> Iterator[Server]:
-    running = start_server(el, tmp_path / "serve.log", "--workers", "0")
+def trial_id(finished: tuple[El, str]) -> str:
+    return finished[1]
+
+
+@pytest.fixture
+def el(finished: tuple[El, str]) -> El:
+    """`el` on the module's store (the trial's)."""
+    return finished[0]
+
+
+@pytest.fixture
+def api(finished: tuple[El, str], tmp_path: Path) -> Iterator[Server]:
+    """The API on the trial's store: the tests read what it answers, not how it is served."""
+    running = serve_in_process(finished[0], tmp_path / "serve.log")
     yield running
     running.stop()
 

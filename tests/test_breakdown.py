@@ -14,7 +14,8 @@ from envloop.services.breakdown import job_breakdown, metadata_fields
 from envloop.services.context import Context
 from envloop.services.errors import UserError
 from envloop.store import queue
-from tests.conftest import El, make_task, write_profile
+from envloop.wire.jobs import JobRequest
+from tests.conftest import El, make_task, publish_profile, run_job_in_process, write_profile
 from tests.pg import BACKENDS
 
 ROWS = [
@@ -87,15 +88,12 @@ def test_an_unknown_field_is_refused_naming_the_fields_there_are(ctx: Context, t
         job_breakdown(ctx, job, "difficulty")
 
 
-def test_el_job_result_by_a_task_toml_metadata_field(el: El, tmp_path: Path) -> None:
+def test_el_job_result_by_a_task_toml_metadata_field(el: El, ctx: Context, tmp_path: Path) -> None:
     for name, category in (("t1", "files"), ("t2", "files"), ("t3", "text")):
         make_task(tmp_path / "tasks", name, solve="touch done", toml=f'[metadata]\ncategory = "{category}"\n')
-    el.ok("dataset", "push", str(tmp_path / "tasks"), "--name", "cats")
-    profile = write_profile(tmp_path / "oracle.json", {"AGENT_NAME": "oracle"})
-    el.ok("profile", "create", "team/oracle", "1", "--file", str(profile))
-    job = el.ok(
-        "job", "submit", "--dataset", "cats@1", "--profile", "team/oracle@1", "--wait", "--json"
-    ).json()
+    dataset = datasets.push_dataset(ctx, tmp_path / "tasks", "cats").ref
+    profile = publish_profile(ctx, tmp_path / "oracle.json", "team/oracle", {"AGENT_NAME": "oracle"})
+    job = {"id": run_job_in_process(ctx, JobRequest(dataset=dataset, profiles=[profile]))}
     text = el.ok("job", "result", job["id"], "--by", "category").stdout
     assert "By category" in text
     assert "files" in text and "score 100%, 2/2 attempts scored, 2/2 members complete" in text

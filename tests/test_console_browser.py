@@ -384,22 +384,27 @@ def test_a_job_submitted_while_the_list_is_open_appears_without_a_reload(
     browser: Browser, server: Server, jobs: Jobs
 ) -> None:
     page = new_page(browser)
-    log_in(page, server)
-    expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
-    filtered = page.context.new_page()
-    filtered.goto(server.url + "/?status=completed")
-    page.evaluate("window.__stayed = true")
-    filtered.evaluate("window.__stayed = true")
-    submitted = slow_job(server)
-    row = page.locator(f"#job-{submitted}")
-    expect(row).to_be_visible(timeout=30_000)
-    expect(page.locator("table.jobs tbody tr").first).to_have_attribute("id", f"job-{submitted}")
-    expect(row.locator(".status")).to_have_text(re.compile("pending|running"))
-    assert page.evaluate("window.__stayed") is True  # the row came in place, not by a reload
-    # A list filtered to completed jobs does not show a job that is still running.
-    filtered.wait_for_timeout(4_000)
-    expect(filtered.locator(f"#job-{submitted}")).to_have_count(0)
-    assert filtered.evaluate("window.__stayed") is True
-    with server.http() as http:
-        assert http.post(f"/v1/jobs/{submitted}/cancel").status_code == 200
-    expect(row.locator(".status")).to_have_text("cancelled", timeout=60_000)
+    try:
+        log_in(page, server)
+        expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
+        filtered = page.context.new_page()
+        filtered.goto(server.url + "/?status=completed")
+        page.evaluate("window.__stayed = true")
+        filtered.evaluate("window.__stayed = true")
+        submitted = slow_job(server)
+        row = page.locator(f"#job-{submitted}")
+        expect(row).to_be_visible(timeout=30_000)
+        expect(page.locator("table.jobs tbody tr").first).to_have_attribute("id", f"job-{submitted}")
+        expect(row.locator(".status")).to_have_text(re.compile("pending|running"))
+        assert page.evaluate("window.__stayed") is True  # the row came in place, not by a reload
+        # A list filtered to completed jobs does not show a job that is still running.
+        filtered.wait_for_timeout(4_000)
+        expect(filtered.locator(f"#job-{submitted}")).to_have_count(0)
+        assert filtered.evaluate("window.__stayed") is True
+        with server.http() as http:
+            assert http.post(f"/v1/jobs/{submitted}/cancel").status_code == 200
+        expect(row.locator(".status")).to_have_text("cancelled", timeout=60_000)
+    finally:
+        # Its pages follow the list as it changes: closed here, they hold no stream open that
+        # `el serve` would wait for as it stops.
+        page.context.close()

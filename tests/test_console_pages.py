@@ -20,8 +20,15 @@ from envloop.services.results import ProfileResult
 from envloop.store.tables import Job, Trial
 from tests import pg
 from tests.api_server import Server
-from tests.conftest import write_profile
-from tests.console_support import HOSTILE, HOSTILE_OUTPUT, HOSTILE_TAG, Jobs, console_server, trials_of
+from tests.console_support import (
+    HOSTILE,
+    HOSTILE_OUTPUT,
+    HOSTILE_TAG,
+    Jobs,
+    console_server,
+    run_on_server,
+    trials_of,
+)
 from tests.pg import BACKENDS
 
 HOSTILE_TASK = "<script>window.__pwned=4</script>"
@@ -378,27 +385,11 @@ def test_a_job_of_two_profiles_shows_their_paired_comparison(
         "AGENT_NAME": "command",
         "AGENT_COMMAND": 'echo "$ENVLOOP_ATTEMPT" > "${ENVLOOP_APP_DIR:-/app}/attempt"',
     }
-    server.el.ok(
-        "profile", "create", "team/twin", "1", "--file", str(write_profile(tmp_path / "p.json", params))
-    )
-    submitted = server.el(
-        "job",
-        "submit",
-        "--dataset",
-        "seed@1",
-        "--profile",
-        "team/shell@1",
-        "--profile",
-        "team/twin@1",
-        "--attempts",
-        "2",
-        "--wait",
-        "--json",
-        timeout=300,
-    )
-    assert submitted.code == 3  # the seed's broken verifier fails its trials on purpose
-    job = submitted.json()["id"]
+    request = JobRequest(dataset="seed@1", profiles=["team/shell@1", "team/twin@1"], attempts=2)
+    job = run_on_server(server, tmp_path / "p.json", ("team/twin", params), request)
     with server.http() as http:
+        # The seed's broken verifier fails its trials on purpose: the job ends failed.
+        assert http.get(f"/v1/jobs/{job}").json()["status"] == "failed"
         compared = http.get("/v1/compare", params={"job_a": job}).json()
         html = http.get(f"/jobs/{job}").text
         grid = http.get(f"/jobs/{job}/grid").text
@@ -435,14 +426,9 @@ def test_compare_and_samples_answer_a_bearer_key_and_a_login_session_alike(
     the same credentials as every console page, and the compare page says "N improved" and
     "M regressed"."""
     command = 'echo 2 > "${ENVLOOP_APP_DIR:-/app}/attempt"'
-    path = write_profile(tmp_path / "always2.json", {"AGENT_NAME": "command", "AGENT_COMMAND": command})
-    server.el.ok("profile", "create", "team/always2", "1", "--file", str(path))
-    submitted = server.el(
-        *("job", "submit", "--dataset", "seed@1", "--profile", "team/always2@1", "--attempts", "2"),
-        *("--wait", "--json"),
-        timeout=300,
-    )
-    other = submitted.json()["id"]
+    params = {"AGENT_NAME": "command", "AGENT_COMMAND": command}
+    request = JobRequest(dataset="seed@1", profiles=["team/always2@1"], attempts=2)
+    other = run_on_server(server, tmp_path / "always2.json", ("team/always2", params), request)
     with server.http() as http:
         api = http.get("/v1/compare", params={"job_a": jobs.seed, "job_b": other}).json()
         by_bearer = http.get("/compare", params={"a": jobs.seed, "b": other})

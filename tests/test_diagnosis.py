@@ -5,14 +5,25 @@ from pathlib import Path
 
 import pytest
 
+from envloop.services import datasets, job_reads
+from envloop.services.context import Context
+from envloop.wire.jobs import JobRequest
 from tests.api_server import Server
-from tests.conftest import El, make_task, write_profile
+from tests.conftest import El, make_task, publish_profile, run_job_in_process
 
 pytestmark = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 
 
+def finished_job(ctx: Context, tmp_path: Path, src: Path, params: dict[str, str]) -> str:
+    """Push the tasks under `src`, publish profile `team/agent@1` with `params` and run the job to
+    its end in this process: set-up, through the services (the tests read its diagnosis)."""
+    ref = datasets.push_dataset(ctx, src, "diag").ref
+    profile = publish_profile(ctx, tmp_path / "p.json", "team/agent", params)
+    return run_job_in_process(ctx, JobRequest(dataset=ref, profiles=[profile]))
+
+
 def test_el_job_result_says_why_attempts_are_missing_and_which_limits_were_cut(
-    el: El, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_url: str
+    el: El, ctx: Context, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ENVLOOP_MAX_MEMORY_MB", "2048")
     monkeypatch.setenv("ENVLOOP_SANDBOX", "plain")
@@ -20,12 +31,8 @@ def test_el_job_result_says_why_attempts_are_missing_and_which_limits_were_cut(
     make_task(src, "solved", solve="touch done")
     make_task(src, "crashing", test="exit 3\n")
     make_task(src, "greedy", solve="touch done", toml="[environment]\nmemory_mb = 100000\n")
-    el.ok("dataset", "push", str(src), "--name", "diag")
-    profile = write_profile(tmp_path / "p.json", {"AGENT_NAME": "oracle"})
-    el.ok("profile", "create", "team/oracle", "1", "--file", str(profile))
-    job = el("job", "submit", "--dataset", "diag@1", "--profile", "team/oracle@1", "--wait", "--json")
-    assert job.code == 3  # the job ended failed: one verifier crashed
-    job_id = job.json()["id"]
+    job_id = finished_job(ctx, tmp_path, src, {"AGENT_NAME": "oracle"})
+    assert job_reads.get_job(ctx, job_id).status == "failed"  # one verifier crashed
 
     found = el.ok("job", "result", job_id, "--json").json()["diagnosis"]
     [failure] = found["failures"]
@@ -43,31 +50,23 @@ def test_el_job_result_says_why_attempts_are_missing_and_which_limits_were_cut(
     assert "memory 100000 MB asked, capped at the operator's maximum 2048 MB" in human
 
 
-def test_a_fully_sandboxed_clean_job_says_nothing_more(el: El, tmp_path: Path, store_url: str) -> None:
+def test_a_fully_sandboxed_clean_job_says_nothing_more(el: El, ctx: Context, tmp_path: Path) -> None:
     src = tmp_path / "tasks"
     task = make_task(src, "solved", solve="touch done")
     (task / "environment" / "Dockerfile").unlink()
-    el.ok("dataset", "push", str(src), "--name", "clean")
-    profile = write_profile(tmp_path / "p.json", {"AGENT_NAME": "oracle"})
-    el.ok("profile", "create", "team/oracle", "1", "--file", str(profile))
-    job_id = el.ok(
-        "job", "submit", "--dataset", "clean@1", "--profile", "team/oracle@1", "--wait", "--json"
-    ).json()["id"]
+    job_id = finished_job(ctx, tmp_path, src, {"AGENT_NAME": "oracle"})
+    assert job_reads.get_job(ctx, job_id).status == "completed"
     found = el.ok("job", "result", job_id, "--json").json()["diagnosis"]
     assert found["failures"] == [] and found["sandboxes"] == {"bwrap": 1}
     human = el.ok("job", "result", job_id).stdout
     assert "Why attempts are missing" not in human and "Sandbox:" not in human
 
 
-def test_the_api_serves_the_same_diagnosis(server: Server, tmp_path: Path) -> None:
+def test_the_api_serves_the_same_diagnosis(server: Server, ctx: Context, tmp_path: Path) -> None:
     src = tmp_path / "tasks"
     make_task(src, "crashing", test="exit 3\n")
-    server.el.ok("dataset", "push", str(src), "--name", "api-diag")
-    profile = write_profile(tmp_path / "p.json", {"AGENT_NAME": "nop"})
-    server.el.ok("profile", "create", "team/nop", "1", "--file", str(profile))
-    job = server.el("job", "submit", "--dataset", "api-diag@1", "--profile", "team/nop@1", "--wait", "--json")
-    assert job.code == 3
-    job_id = job.json()["id"]
+    job_id = finished_job(ctx, tmp_path, src, {"AGENT_NAME": "nop"})
+    assert job_reads.get_job(ctx, job_id).status == "failed"
     with server.http() as http:
         over_http = http.get(f"/v1/jobs/{job_id}/diagnosis").json()
     assert over_http == server.el.ok("job", "result", job_id, "--json").json()["diagnosis"]

@@ -4,13 +4,18 @@ that needs no image in the local sandbox."""
 
 import pytest
 
+from envloop.services import datasets, profiles
+from envloop.services.context import Context
 from tests.conftest import EXAMPLES, El
 
 
 @pytest.fixture
-def demo(el: El) -> El:
-    el.ok("dataset", "push", str(EXAMPLES / "tasks"), "--name", "demo")
-    el.ok("profile", "create", "demo/oracle", "1", "--file", str(EXAMPLES / "profiles" / "oracle.json"))
+def demo(el: El, ctx: Context) -> El:
+    """`el` on a store holding the example tasks as `demo@1` and profile `demo/oracle@1`, set up
+    through the services: the tests check what `el` does with them."""
+    datasets.push_dataset(ctx, EXAMPLES / "tasks", "demo")
+    oracle = profiles.read_profile_file(EXAMPLES / "profiles" / "oracle.json")
+    profiles.create_profile(ctx, "demo/oracle", "1", oracle)
     return el
 
 

@@ -9,13 +9,14 @@ import pytest
 from sqlalchemy import select
 
 from envloop.core.trial import TrialError, TrialOutcome
-from envloop.services import jobs, leaderboard
+from envloop.services import datasets, jobs, leaderboard
 from envloop.services.context import Context
 from envloop.services.failures import failure_summary
 from envloop.store import queue
 from envloop.store.tables import LeaderboardRow
+from envloop.wire.jobs import JobRequest
 from tests.api_server import Server
-from tests.conftest import make_task, write_profile
+from tests.conftest import make_task, publish_profile, run_job_in_process
 from tests.test_compare_support import make_profile, push_tasks, run_job
 
 VERIFIER = (
@@ -29,19 +30,24 @@ SABOTEUR = 'if [ "$ENVLOOP_TASK" = alpha ]; then echo 42 > answer; else mkfifo a
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 def test_an_agent_that_makes_its_verifier_hang_ranks_below_an_honest_agent_with_half_right(
-    server: Server, tmp_path: Path
+    server: Server, ctx: Context, tmp_path: Path
 ) -> None:
     el = server.el
     for name in ("alpha", "beta"):
         make_task(tmp_path / "tasks", name, test=VERIFIER)
-    el.ok("dataset", "push", str(tmp_path / "tasks"), "--name", "fifo")
-    for name, command in (("honest", HONEST), ("saboteur", SABOTEUR)):
-        path = write_profile(tmp_path / f"{name}.json", {"AGENT_NAME": "command", "AGENT_COMMAND": command})
-        el.ok("profile", "create", f"team/{name}", "1", "--file", str(path))
-    submitted = el("job", "submit", "--dataset", "fifo@1", "--profile", "team/honest@1", "--profile",
-                   "team/saboteur@1", "--attempts", "2", "--verifier-timeout", "3", "--wait", "--json",
-                   timeout=300)  # fmt: skip
-    job_id = submitted.json()["id"]
+    dataset = datasets.push_dataset(ctx, tmp_path / "tasks", "fifo").ref
+    agents = [
+        publish_profile(
+            ctx,
+            tmp_path / f"{name}.json",
+            f"team/{name}",
+            {"AGENT_NAME": "command", "AGENT_COMMAND": command},
+        )
+        for name, command in (("honest", HONEST), ("saboteur", SABOTEUR))
+    ]
+    job_id = run_job_in_process(
+        ctx, JobRequest(dataset=dataset, profiles=agents, attempts=2, verifier_timeout_sec=3)
+    )
 
     result = el.ok("job", "result", job_id, "--json").json()
     saboteur = result["profiles"]["team/saboteur@1"]

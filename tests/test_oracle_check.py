@@ -7,8 +7,12 @@ import pytest
 
 from envloop.core.metrics import MemberRow
 from envloop.core.oracle_check import check_oracle
+from envloop.core.trial import VerifierEnvironment
 from envloop.environments.bwrap import bwrap_executable
-from tests.conftest import El, make_task, write_profile
+from envloop.services import datasets
+from envloop.services.context import Context
+from envloop.wire.jobs import JobRequest
+from tests.conftest import El, make_task, publish_profile, run_job_in_process
 
 
 def _row(task: str, *attempts: float | str) -> MemberRow:
@@ -54,19 +58,20 @@ TRUSTS_TMP = (
 @pytest.mark.skipif(bwrap_executable()[0] is None, reason="no bwrap")
 @pytest.mark.parametrize("verifier_environment", ["task", "separate"])
 def test_the_job_result_says_which_tasks_the_oracle_still_passes_with_verifiers_apart(
-    el: El, tmp_path: Path, verifier_environment: str
+    el: El, ctx: Context, tmp_path: Path, verifier_environment: VerifierEnvironment
 ) -> None:
     root = tmp_path / "tasks"
     make_task(root, "in-workdir", solve="touch done")
     make_task(root, "in-tmp", solve="touch /tmp/solved", test=TRUSTS_TMP)
-    el.ok("dataset", "push", str(root), "--name", "ds")
-    for agent in ("oracle", "nop"):
-        profile = write_profile(tmp_path / f"{agent}.json", {"AGENT_NAME": agent})
-        el.ok("profile", "create", agent, "1", "--file", str(profile))
-    job = el.ok(
-        "job", "submit", "--dataset", "ds@1", "--profile", "oracle@1", "--profile", "nop@1",
-        "--environment", "local", "--verifier-environment", verifier_environment, "--wait", "--json",
-    ).json()  # fmt: skip
+    dataset = datasets.push_dataset(ctx, root, "ds").ref
+    agents = [
+        publish_profile(ctx, tmp_path / f"{agent}.json", agent, {"AGENT_NAME": agent})
+        for agent in ("oracle", "nop")
+    ]
+    request = JobRequest(
+        dataset=dataset, profiles=agents, environment="local", verifier_environment=verifier_environment
+    )
+    job = {"id": run_job_in_process(ctx, request)}
     result = el.ok("job", "result", job["id"], "--json").json()
     assert result["verifier_environment"] == verifier_environment
     assert result["profiles"]["nop@1"]["oracle"] is None  # only the oracle's profile is checked

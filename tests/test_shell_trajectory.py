@@ -16,9 +16,12 @@ from envloop.environments import LocalEnvironmentProvider, bwrap
 from envloop.environments.bwrap import bwrap_executable
 from envloop.runners import ShellRunner
 from envloop.runners.params import check_params, unread_params
+from envloop.services import datasets
+from envloop.services.context import Context
 from envloop.testing import ScriptedServer
 from envloop.trajectories import read_trajectory
-from tests.conftest import El, make_task, write_profile
+from envloop.wire.jobs import JobRequest
+from tests.conftest import El, make_task, publish_profile, run_job_in_process
 
 SECRET = "sk-shell-trajectory-0a1b2c"
 HAS_BWRAP = bwrap_executable()[0] is not None
@@ -161,21 +164,12 @@ def test_an_unknown_network_setting_is_refused() -> None:
     assert unread_params(ShellRunner(), {"AGENT_NAME": "nop", "NETWORK": "host"}).names == []
 
 
-def test_el_trial_get_steps_prints_the_trajectory(el: El, tmp_path: Path) -> None:
+def test_el_trial_get_steps_prints_the_trajectory(el: El, ctx: Context, tmp_path: Path) -> None:
     make_task(tmp_path / "tasks", "hello", solve="echo hi > done; echo solving")
-    el.ok("dataset", "push", str(tmp_path / "tasks"), "--name", "traj")
-    el.ok(
-        "profile",
-        "create",
-        "team/oracle",
-        "1",
-        "--file",
-        str(write_profile(tmp_path / "p.json", {"AGENT_NAME": "oracle"})),
-    )
-    job = el.ok(
-        "job", "submit", "--dataset", "traj@1", "--profile", "team/oracle@1", "--wait", "--json"
-    ).json()
-    [trial] = el.ok("trial", "list", "--job", job["id"], "--json").json()
+    dataset = datasets.push_dataset(ctx, tmp_path / "tasks", "traj").ref
+    profile = publish_profile(ctx, tmp_path / "p.json", "team/oracle", {"AGENT_NAME": "oracle"})
+    job = run_job_in_process(ctx, JobRequest(dataset=dataset, profiles=[profile]))
+    [trial] = el.ok("trial", "list", "--job", job, "--json").json()
     text = el.ok("trial", "get", trial["id"], "--steps").stdout
     assert "#0 user" in text and "Do the hello thing." in text
     assert "#1 tool" in text and "oracle [oracle_1]  exit 0" in text and "stdout: solving" in text

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from envloop.environments.features import refused_in, task_features
-from envloop.services.profiles import read_profile_file
+from envloop.services.context import Context
+from envloop.services.datasets import push_dataset
+from envloop.services.profiles import create_profile, read_profile_file
 from envloop.tasks.harbor import load_harbor_task
 from tests.api_server import Server
 from tests.conftest import EXAMPLES, El, make_task, write_profile
@@ -40,9 +42,11 @@ def write_tasks(root: Path) -> Path:
 
 
 @pytest.fixture
-def pushed(el: El, tmp_path: Path) -> El:
-    el.ok("dataset", "push", str(write_tasks(tmp_path / "tasks")), "--name", "mixed")
-    el.ok("profile", "create", "demo/oracle", "1", "--file", str(EXAMPLES / "profiles" / "oracle.json"))
+def pushed(el: El, ctx: Context, tmp_path: Path) -> El:
+    """`el` on a store holding the tasks as `mixed@1` and profile `demo/oracle@1`, set up through
+    the services: the tests check what `el` does with them."""
+    push_dataset(ctx, write_tasks(tmp_path / "tasks"), "mixed")
+    create_profile(ctx, "demo/oracle", "1", read_profile_file(EXAMPLES / "profiles" / "oracle.json"))
     return el
 
 
