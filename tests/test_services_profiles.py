@@ -3,13 +3,15 @@
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 from sqlalchemy import select
 
-from envloop.services import profiles
+from envloop.services import datasets, jobs, profiles
 from envloop.services.context import Context
 from envloop.services.errors import ConflictError, UserError
 from envloop.store.tables import Profile, ProfileSecret
-from tests.conftest import write_profile
+from envloop.wire.jobs import JobRequest
+from tests.conftest import make_task, write_profile
 
 SECRET = "sk-test-4f1c9a7e2b"
 
@@ -34,7 +36,7 @@ def test_secret_values_are_stored_apart_from_params_and_encrypted(ctx: Context, 
         assert "MODEL_API_KEY" not in row.params
         stored = session.scalars(select(ProfileSecret.value)).one()
         assert stored.startswith("fernet:") and SECRET not in stored
-        assert profiles.resolved_params(session, row)["MODEL_API_KEY"] == SECRET
+        assert profiles.resolved_params(session, row, ctx.home)["MODEL_API_KEY"] == SECRET
 
 
 def test_same_content_again_is_a_no_op(ctx: Context, tmp_path: Path) -> None:
@@ -87,3 +89,19 @@ def test_file_name_and_version_must_match_the_command(ctx: Context, tmp_path: Pa
         profiles.create_profile(ctx, "y", "2", profiles.read_profile_file(path))
     with pytest.raises(UserError, match="version"):
         profiles.create_profile(ctx, "x", "3", profiles.read_profile_file(path))
+
+
+def test_a_job_submitted_through_a_context_opens_secrets_with_its_homes_key_whatever_envloop_home_names(
+    ctx: Context, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A program holding a context on one home (a server, a test, an embedding script) while
+    ENVLOOP_HOME names another installation: its jobs' secrets open with its own home's key."""
+    doc = _doc(tmp_path, {"AGENT_NAME": "oracle", "MODEL_API_KEY": SECRET}, ["MODEL_API_KEY"])
+    profiles.create_profile(ctx, "team/eval", "1", doc)
+    ref = datasets.push_dataset(ctx, make_task(tmp_path / "tasks", "t0").parent, "ds").ref
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "secret.key").write_text(Fernet.generate_key().decode() + "\n")
+    monkeypatch.setenv("ENVLOOP_HOME", str(elsewhere))
+    submitted = jobs.submit_job(ctx, JobRequest(dataset=ref, profiles=["team/eval@1"]))
+    assert submitted.job.counts

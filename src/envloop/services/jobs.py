@@ -138,7 +138,7 @@ def _validate(
     required = {m.name: set(m.requires) for m in members if m.name in chosen and m.requires}
     used_by_tasks = set().union(*required.values())
     for profile, pref in zip(profiles, request.profiles, strict=True):
-        params = resolved_params(session, profile)
+        params = resolved_params(session, profile, ctx.home)
         problems = check_params(runner, params, hidden=profile.secret_names)
         if problems:
             raise UserError(f"profile {pref} cannot run with {runner.ref}: {problems[0]}")

@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from envloop.core.ids import new_id
-from envloop.services.context import Context, envloop_home
+from envloop.services.context import Context
 from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.services.refs import check_name, check_version, split_ref
 from envloop.services.secrets import keyring
@@ -125,10 +125,11 @@ def resolve_profile(session: Session, project_id: str, ref: str) -> Profile:
     return row
 
 
-def resolved_params(session: Session, profile: Profile, home: Path | None = None) -> dict[str, str]:
+def resolved_params(session: Session, profile: Profile, home: Path) -> dict[str, str]:
     """All params with secret values filled in: for runners only, never for display. The values are
-    decrypted with the key of the installation at `home` (by default ENVLOOP_HOME)."""
-    return {**profile.params, **_secret_values(session, profile, home or envloop_home())}
+    decrypted with the key of the installation at `home` (the caller's context's, never whatever
+    ENVLOOP_HOME happens to name)."""
+    return {**profile.params, **_secret_values(session, profile, home)}
 
 
 def _secret_values(session: Session, profile: Profile, home: Path) -> dict[str, str]:
