@@ -229,18 +229,12 @@ def wait_for(condition: Callable[[], bool], timeout: float = 60) -> None:
 def run_trials(ctx: Context, count: int, capacity: int = 4) -> None:
     """Run `count` trials of the queue to their end on a worker in this process: set-up that needs
     finished trials, without an `el` start and a background worker. The worker's event loop runs
-    on a thread of its own, since the caller's may already run one (Playwright's sync API does). On
-    Python 3.11 the worker watches its children with a watcher tied to that loop; the default one is
-    put back after, for code that starts subprocesses in a later loop (Playwright does)."""
+    on a thread of its own, since the caller's may already run one (Playwright's sync API does)."""
     from envloop.scheduling.worker import Worker, WorkerConfig  # noqa: PLC0415 - only the tests that run trials
 
     worker = Worker(ctx, WorkerConfig(capacity=capacity, idle_poll=0.01))
-    try:
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pool.submit(asyncio.run, worker.run(until=lambda: worker.completed >= count)).result()
-    finally:
-        if sys.version_info < (3, 12):
-            asyncio.set_child_watcher(None)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, worker.run(until=lambda: worker.completed >= count)).result()
 
 
 def run_job_in_process(ctx: Context, request: "JobRequest") -> str:

@@ -1,6 +1,7 @@
 """A local worker shares its capacity among processes: each runs its share, and none outlives the
 first, however that one ends."""
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -156,3 +157,17 @@ def test_a_crashed_process_of_the_group_is_started_again(
     os.kill(other, signal.SIGKILL)
     wait_for(lambda: any(row.pid not in (first.pid, other) for row in _workers(ctx)), timeout=30)
     assert first.poll() is None
+
+
+def test_after_a_worker_ran_a_later_event_loop_can_still_start_subprocesses(ctx: Context) -> None:
+    """The worker's subprocess watcher is process-wide and tied to its loop (Python 3.11): it is
+    put back when the worker ends, so a program that ran one (an embedding script, a notebook)
+    can still start processes from another loop."""
+    from envloop.scheduling.worker import Worker, WorkerConfig  # noqa: PLC0415
+
+    async def child() -> int:
+        process = await asyncio.create_subprocess_exec("true")
+        return await process.wait()
+
+    asyncio.run(Worker(ctx, WorkerConfig(capacity=1, idle_poll=0.01)).run(until=lambda: True))
+    assert asyncio.run(child()) == 0

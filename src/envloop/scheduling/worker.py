@@ -11,7 +11,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -85,14 +85,24 @@ def _infrastructure_error(message: str) -> TrialOutcome:
     return TrialOutcome(status="failed", error=TrialError(type="infrastructure_error", message=message))
 
 
-def _watch_children_with_pidfds() -> None:
+@contextlib.contextmanager
+def _children_watched_with_pidfds() -> Iterator[None]:
     """Python 3.11 waits for each subprocess on a thread of its own; a pidfd in the event loop is
-    cheaper per trial. From 3.12 on asyncio picks pidfds by itself."""
+    cheaper per trial. From 3.12 on asyncio picks pidfds by itself. The watcher is process-wide and
+    tied to this loop: the one before is put back at the end, so a program that runs a worker and
+    later starts subprocesses from another event loop still can."""
     if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
+        yield
         return
+    previous = asyncio.get_child_watcher()
     watcher = asyncio.PidfdChildWatcher()
     watcher.attach_loop(asyncio.get_running_loop())
     asyncio.set_child_watcher(watcher)
+    try:
+        yield
+    finally:
+        asyncio.set_child_watcher(previous)
+        watcher.close()
 
 
 class Worker:
@@ -119,7 +129,10 @@ class Worker:
         Nothing here touches the store or the disk on the event loop: every call runs in a thread,
         so a write lock held elsewhere delays only the call waiting for it, never the running
         trials or the renewal of their leases (its own task, beside this loop)."""
-        _watch_children_with_pidfds()
+        with _children_watched_with_pidfds():
+            await self._serve(until)
+
+    async def _serve(self, until: Callable[[], bool] | None) -> None:
         await self._off_loop("register", self._register)
         await self._off_loop("settle dead runs", self._settle_dead_runs)
         await self._sweep_containers()
