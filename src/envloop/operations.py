@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from envloop.core.status import JobStatus
 from envloop.core.trajectory import Trajectory
 from envloop.declarations import Declarations
 from envloop.operation import Operation, Req, Resp
@@ -59,7 +60,7 @@ class Operations(Declarations, ABC):
     @abstractmethod
     def list_jobs(
         self,
-        status: str | None = None,
+        status: JobStatus | None = None,
         tags: dict[str, str] | None = None,
         limit: int = 50,
         before: str | None = None,
