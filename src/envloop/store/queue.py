@@ -18,6 +18,7 @@ from typing import TypeVar
 from sqlalchemy import Connection, bindparam, func, select, update
 from sqlalchemy.exc import DBAPIError
 
+from envloop.core.retry_policy import Backoff, retrying_now
 from envloop.core.status import OPEN, TERMINAL, JobStatus, TrialStatus, rollup_job_status
 from envloop.core.trial import TrialOutcome
 from envloop.store.db import Store
@@ -27,6 +28,8 @@ from envloop.store.tables import Job, Trial
 # a statement that waited LOCK_WAIT_SEC for a lock (lock_timeout): each changed nothing.
 _RETRYABLE_SQLSTATES = ("40P01", "40001", "55P03")
 _DEADLOCK_SQLSTATES = ("40P01", "40001")
+ABORTED_BACKOFF = Backoff(base_sec=0.01, cap_sec=0.1)
+"""Quick retries: the transaction that won holds its locks for milliseconds."""
 _T = TypeVar("_T")
 
 # The hot-path statements are built once: building a statement costs more than running it.
@@ -215,14 +218,13 @@ def _retrying(work: Callable[[], _T], sqlstates: tuple[str, ...] = _RETRYABLE_SQ
     """Run a write transaction again when PostgreSQL aborted it for a deadlock with another one
     (workers lock job rows in no fixed order) or, unless `sqlstates` leaves it out, a lock wait that
     timed out; the aborted attempt changed nothing."""
-    for attempt in range(8):
-        try:
-            return work()
-        except DBAPIError as exc:
-            if getattr(exc.orig, "sqlstate", None) not in sqlstates or attempt == 7:
-                raise
-            time.sleep(0.01 * (attempt + 1))
-    raise AssertionError("unreachable")
+
+    def aborted(exc: BaseException) -> bool:
+        return isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) in sqlstates
+
+    policy = retrying_now(worth_retrying=aborted, backoff=ABORTED_BACKOFF, max_retries=7)
+    result: _T = policy(work)
+    return result
 
 
 def settle(
