@@ -24,7 +24,7 @@ from envloop.core.display import (
     format_duration,
     format_score,
 )
-from envloop.core.status import TrialStatus
+from envloop.core.status import TERMINAL, TrialStatus
 from envloop.core.words import plural
 
 SECURITY_HEADERS = {
@@ -131,6 +131,7 @@ environment.globals.update(
     MISSING=MISSING,
     plural=plural,
     progress_parts=_progress_parts,
+    TERMINAL=TERMINAL,
 )
 
 
