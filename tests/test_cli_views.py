@@ -52,7 +52,10 @@ def test_every_phases_kept_output_is_readable(el: El, ctx: Context, tmp_path: Pa
     assert el.ok("trial", "logs", trial["id"], "--phase", "setup", "--json").json() == {}
     refused = el("trial", "logs", trial["id"], "--phase", "teardown")
     assert refused.code == 2
-    assert refused.stderr == "el: error: phase: Input should be 'setup', 'agent', 'verifier' or 'artifacts'\n"
+    assert refused.stderr == (
+        "el: error: Invalid value for '--phase': Value error, 'teardown' is not one of 'setup', 'agent', "
+        "'verifier', 'artifacts'. (see 'el trial logs --help')\n"
+    )
 
 
 def test_show_json_has_no_created_flag_which_only_means_something_on_push(

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from envloop.core.status import ERROR_TYPES
+from envloop.core.status import ErrorType
 from envloop.wire import JobResult, JobView, TrialEvent
 
 
@@ -71,7 +71,7 @@ def event(**changes: Any) -> dict[str, Any]:
 
 
 def test_every_error_type_of_the_core_reads_back_and_no_other() -> None:
-    for error_type in ERROR_TYPES:
+    for error_type in ErrorType:
         assert TrialEvent.model_validate(event(error_type=error_type)).error_type == error_type
     with pytest.raises(ValidationError):
         TrialEvent.model_validate(event(error_type="oops"))

@@ -24,6 +24,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from envloop.core.status import JobStatus
 from envloop.core.trajectory import Trajectory
 from envloop.operation import Operation, Req, Resp
 from envloop.operations import Operations
@@ -207,7 +208,7 @@ class Client(Operations):
 
     def list_jobs(
         self,
-        status: str | None = None,
+        status: JobStatus | None = None,
         tags: dict[str, str] | None = None,
         limit: int = 50,
         before: str | None = None,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envloop.core.lazy_modules import lazy_module
-from envloop.core.status import TERMINAL
+from envloop.core.status import TERMINAL, JobStatus
 from envloop.operation import Operation, Req, Resp
 from envloop.operations import Operations
 from envloop.services.context import Context, open_context
@@ -92,7 +92,7 @@ class LocalClient(Operations):
 
     def list_jobs(
         self,
-        status: str | None = None,
+        status: JobStatus | None = None,
         tags: dict[str, str] | None = None,
         limit: int = 50,
         before: str | None = None,

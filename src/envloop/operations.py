@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
+from envloop.core.status import JobStatus
 from envloop.declarations import Declarations
 from envloop.operation import Operation, Req, Resp
 
@@ -55,7 +56,7 @@ class Operations(Declarations, ABC):
     @abstractmethod
     def list_jobs(
         self,
-        status: str | None = None,
+        status: JobStatus | None = None,
         tags: dict[str, str] | None = None,
         limit: int = 50,
         before: str | None = None,

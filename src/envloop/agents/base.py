@@ -21,6 +21,7 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field
 
 from envloop.core.params import ComponentParams, param
+from envloop.core.status import ErrorType
 from envloop.core.trajectory import StopReason, TrajectoryRecorder
 from envloop.core.trial import TrialSpec
 from envloop.environments.base import Environment, ExecResult
@@ -62,7 +63,9 @@ class AgentInfo(BaseModel):
 class AgentResult(BaseModel):
     exit_code: int | None = 0
     error: str | None = Field(default=None, description="why the agent could not do its job at all")
-    error_type: Literal["agent_error", "model_error", "environment_error"] = "agent_error"
+    error_type: Literal[ErrorType.AGENT_ERROR, ErrorType.MODEL_ERROR, ErrorType.ENVIRONMENT_ERROR] = (
+        ErrorType.AGENT_ERROR
+    )
     stop_reason: StopReason | None = Field(
         default=None,
         description="why the agent's loop ended; an agent that reports one fails the trial only by `error`",

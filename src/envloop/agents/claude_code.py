@@ -32,6 +32,7 @@ from envloop.agents.mcp import claude_mcp_config
 from envloop.agents.provision import provision
 from envloop.agents.recipes import NpmRecipe
 from envloop.core.params import param, read_params, secret_param
+from envloop.core.status import ErrorType
 from envloop.core.trajectory import ModelRequestSummary, UserStep
 from envloop.models.settings import HttpUrlText
 
@@ -169,7 +170,7 @@ class ClaudeCodeAgent:
             why = stderr[-1] if stderr else "no output"
             error = f"Claude Code exited with code {result.exit_code} without a result ({why})"
         if error is not None:
-            kind = "model_error" if stop == "model_error" else "agent_error"
+            kind = ErrorType.MODEL_ERROR if stop == "model_error" else ErrorType.AGENT_ERROR
             return AgentResult(exit_code=result.exit_code, error=error, error_type=kind, stop_reason=stop)
         return AgentResult(exit_code=result.exit_code, stop_reason=stop)
 

@@ -18,6 +18,7 @@ from envloop.agents.base import AgentContext, AgentResult
 from envloop.agents.provision import Provisioned, provision
 from envloop.agents.recipes import NpmRecipe, PipRecipe
 from envloop.core.params import ComponentParams, param, read_params, secret_param
+from envloop.core.status import ErrorType
 from envloop.core.trajectory import ModelRequestSummary, StateStep, StopReason, UserStep
 from envloop.environments.base import ExecResult
 from envloop.models.settings import HttpUrlText
@@ -135,7 +136,7 @@ def cli_result(result: ExecResult, stop: StopReason | None, error: str | None, l
     `model_error`; a run its record does not show ending fails with the CLI's last words."""
     if error is not None:
         return AgentResult(
-            exit_code=result.exit_code, error=error, error_type="model_error", stop_reason=stop
+            exit_code=result.exit_code, error=error, error_type=ErrorType.MODEL_ERROR, stop_reason=stop
         )
     if stop is None:
         if result.timed_out:

@@ -34,6 +34,7 @@ from envloop.agents.base import (
 )
 from envloop.core.masking import mask_text
 from envloop.core.params import param, read_params
+from envloop.core.status import ErrorType
 from envloop.core.trajectory import (
     SystemStep,
     ToolCall,
@@ -126,7 +127,7 @@ class EnvloopAgent:
     async def run(self, ctx: AgentContext) -> AgentResult:
         params, problems = read_params(EnvloopParams, ctx.spec.params)
         if params is None:
-            return AgentResult(exit_code=None, error="; ".join(problems), error_type="model_error")
+            return AgentResult(exit_code=None, error="; ".join(problems), error_type=ErrorType.MODEL_ERROR)
         return await _Loop(ctx, params).run()
 
 
@@ -159,7 +160,7 @@ class _Loop:
                 return AgentResult(
                     exit_code=None,
                     error=mask_text(response.message, self.secrets),
-                    error_type="model_error",
+                    error_type=ErrorType.MODEL_ERROR,
                     stop_reason="model_error",
                 )
             if not response.tool_calls:

@@ -28,6 +28,7 @@ from typing import Protocol, runtime_checkable
 from envloop.agents.base import AgentContext, AgentResult
 from envloop.agents.cache import ENTRY_MARK, INSTALL_LOG, AgentCache, Installed, InstallError
 from envloop.agents.recipes import PYTHON_PROBE, NpmRecipe, PipRecipe, PythonTarget
+from envloop.core.status import ErrorType
 from envloop.core.trajectory import ToolStep
 from envloop.environments.base import Environment
 
@@ -128,4 +129,4 @@ def _keep_log(source: Path, target: Path) -> None:
 
 def _failure(message: str) -> AgentResult:
     """The agent never got to work: no verifier runs, and the trial has no reward."""
-    return AgentResult(exit_code=None, error=message, error_type="environment_error", attempted=False)
+    return AgentResult(exit_code=None, error=message, error_type=ErrorType.ENVIRONMENT_ERROR, attempted=False)

@@ -11,7 +11,7 @@ from envloop.cli.backend import operations, remote
 from envloop.cli.output import emit_json, note, out, table, warn, when
 from envloop.cli.serve import DEFAULT_URL
 from envloop.core.capacity import CAPACITY_ENV, default_capacity
-from envloop.core.status import TERMINAL, TrialStatus
+from envloop.core.status import TERMINAL, JobStatus, TrialStatus
 from envloop.core.words import plural
 from envloop.home import envloop_home
 from envloop.services.errors import UserError
@@ -35,7 +35,7 @@ def _tags(values: list[str]) -> dict[str, str]:
 
 
 def _finished(counts: dict[TrialStatus, int]) -> int:
-    return counts["completed"] + counts["failed"] + counts["cancelled"]
+    return sum(counts[status] for status in TERMINAL)
 
 
 @app.command()
@@ -207,8 +207,10 @@ def _worker_capacity(capacity: int | None, concurrency: int | None) -> int | Non
 
 def _exit_unless_completed(job: "JobView") -> None:
     """A followed job that ended failed or cancelled exits non-zero, so a script or CI can tell."""
-    if job.status != "completed":
-        counts = ", ".join(f"{job.counts[s]} {s}" for s in ("failed", "cancelled") if job.counts.get(s))
+    if job.status != JobStatus.COMPLETED:
+        counts = ", ".join(
+            f"{job.counts[s]} {s}" for s in (TrialStatus.FAILED, TrialStatus.CANCELLED) if job.counts.get(s)
+        )
         warn(f"job {job.id} ended {job.status}" + (f" ({counts})" if counts else ""))
         raise typer.Exit(exits.JOB_NOT_COMPLETED)
 
@@ -235,7 +237,7 @@ def get(job_id: str, json_: JsonOpt = False) -> None:
 
 @app.command("list")
 def list_(
-    status: Annotated[str | None, typer.Option("--status", help="Only jobs with this status.")] = None,
+    status: Annotated[JobStatus | None, typer.Option("--status", help="Only jobs with this status.")] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="key=value (repeatable).")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="Jobs per page.")] = 50,
     before: Annotated[
@@ -281,11 +283,11 @@ def cancel(
     ops = operations()
     job = ops.cancel_job(job_id)
     deadline = time.monotonic() + wait_sec
-    while job.counts["running"] and time.monotonic() < deadline:
+    while job.counts[TrialStatus.RUNNING] and time.monotonic() < deadline:
         time.sleep(0.1)
         job = ops.get_job(job_id)
-    if job.counts["running"]:
-        warn(f"{plural(job.counts['running'], 'trial')} still stopping")
+    if job.counts[TrialStatus.RUNNING]:
+        warn(f"{plural(job.counts[TrialStatus.RUNNING], 'trial')} still stopping")
     if json_:
         emit_json(job)
     else:

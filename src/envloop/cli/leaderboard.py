@@ -9,6 +9,7 @@ from rich.text import Text
 from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out
 from envloop.core.display import format_score
+from envloop.core.status import JobStatus
 from envloop.core.words import plural
 from envloop.wire import BoardRow
 
@@ -62,7 +63,7 @@ def _row(row: BoardRow, width: int) -> list[Text]:
     interval = f" (95% CI {format_score(row.ci95[0])}–{format_score(row.ci95[1])})" if row.ci95 else ""
     who = row.model if row.model == row.profile else f"{row.model} ({row.profile})"
     composite = f", composite {format_score(row.composite.mean)}" if row.composite else ""
-    status = "" if row.job_status == "completed" else f", job {row.job_status}"
+    status = "" if row.job_status == JobStatus.COMPLETED else f", job {row.job_status}"
     flagged = f", {row.flagged} flagged" if row.flagged else ""
     overlap = ", ".join(f"#{rank}" for rank in row.not_separated_from)
     separation = f"  not separated from {overlap}" if overlap else ""

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from envloop.cli.backend import Operations, remote
 from envloop.cli.output import err
-from envloop.core.status import TERMINAL
+from envloop.core.status import TERMINAL, TrialStatus
 from envloop.wire import JobEvent, JobProgress
 
 POLL_MIN_SEC = 0.05
@@ -28,13 +28,23 @@ late."""
 
 
 BAR_WIDTH = 40
-PARTS = (("completed", "green"), ("failed", "red"), ("cancelled", "bright_black"), ("running", "blue"))
+PARTS = (
+    (TrialStatus.COMPLETED, "green"),
+    (TrialStatus.FAILED, "red"),
+    (TrialStatus.CANCELLED, "bright_black"),
+    (TrialStatus.RUNNING, "blue"),
+)
 
 
 def _describe(progress: JobProgress) -> str:
     counts = progress.counts
-    ended = "".join(f" · {status} {counts[status]}" for status in ("failed", "cancelled") if counts[status])
-    return f"running {counts['running']} · pending {counts['pending']}{ended}"
+    ended = "".join(
+        f" · {status} {counts[status]}"
+        for status in (TrialStatus.FAILED, TrialStatus.CANCELLED)
+        if counts[status]
+    )
+    running, pending = counts[TrialStatus.RUNNING], counts[TrialStatus.PENDING]
+    return f"running {running} · pending {pending}{ended}"
 
 
 class PartsBar(ProgressColumn):

@@ -11,7 +11,7 @@ from envloop.core.display import format_score
 from envloop.core.words import plural
 from envloop.services.errors import UserError
 from envloop.wire import SampleQuery
-from envloop.wire.samples import MAX_SAMPLE_PAGE, SAMPLE_SORTS
+from envloop.wire.samples import MAX_SAMPLE_PAGE, SAMPLE_SORTS, SAMPLE_STATUSES
 
 SHOWN_CHARS = 80
 
@@ -33,10 +33,20 @@ def _query(values: dict[str, object]) -> SampleQuery:
         raise UserError(f"{option}: {first['msg']}") from None
 
 
+def _sample_status(value: str) -> str:
+    """A usage error (exit 2) for a status no sample has, as for any option with fixed choices."""
+    if value not in SAMPLE_STATUSES:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(map(repr, SAMPLE_STATUSES))}.")
+    return value
+
+
 def samples(
     job_id: str,
     query: Annotated[str | None, typer.Option("--query", "-q", help="Text to search for (any case).")] = None,
-    status: Annotated[str | None, typer.Option("--status", help="A trial status, or invalidated.")] = None,
+    status: Annotated[
+        str | None,
+        typer.Option("--status", parser=_sample_status, help=f"One of {', '.join(SAMPLE_STATUSES)}."),
+    ] = None,
     profile: Annotated[
         str | None, typer.Option("--profile", help="Only this profile (NAME@VERSION).")
     ] = None,

@@ -4,14 +4,14 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, cast
+from typing import Annotated
 
 import typer
 
 from envloop.cli.backend import operations
 from envloop.cli.output import emit_json, note, out, table, when
 from envloop.core.display import format_score
-from envloop.core.status import TrialStatus
+from envloop.core.status import Phase, TrialStatus
 from envloop.core.structured import describe_reading
 from envloop.core.trajectory import Step, Trajectory
 from envloop.core.words import plural
@@ -30,13 +30,14 @@ FLAG_PATHS_SHOWN = 10
 @app.command("list")
 def list_(
     job: Annotated[str, typer.Option("--job", help="Job ID.")],
-    status: Annotated[str | None, typer.Option("--status", help="Only trials with this status.")] = None,
+    status: Annotated[
+        TrialStatus | None, typer.Option("--status", help="Only trials with this status.")
+    ] = None,
     task: Annotated[str | None, typer.Option("--task", help="Only this task.")] = None,
     json_: JsonOpt = False,
 ) -> None:
     """A job's trials."""
-    # The request checks the status, as the server does: an unknown one is a one-line error.
-    views = operations().list_trials(job, status=cast(TrialStatus | None, status), task=task)
+    views = operations().list_trials(job, status=status, task=task)
     if json_:
         emit_json(views)
         return
@@ -173,8 +174,8 @@ def _write_json(trajectory: Iterator[str], view: TrialView | None) -> None:
 def logs(
     trial_id: str,
     phase: Annotated[
-        str, typer.Option("--phase", help="setup, agent, verifier or artifacts (artifact collection).")
-    ] = "agent",
+        LogPhase, typer.Option("--phase", help="Whose output: artifacts is the artifact collection's.")
+    ] = Phase.AGENT,
     offset: Annotated[
         int, typer.Option("--offset", min=0, help="With --json: first byte of each stream.")
     ] = 0,
@@ -187,13 +188,11 @@ def logs(
 
     The text is streamed whole, however long; --json gives one page of each stream."""
     ops = operations()
-    checked = cast(LogPhase, phase)  # the request refuses an unknown phase, as the server does
     if json_:
-        emit_json(ops.trial_logs(trial_id, checked, offset, limit))
+        emit_json(ops.trial_logs(trial_id, phase, offset, limit))
         return
     kept = {item.path for item in ops.list_artifacts(trial_id)}
-    ops.trial_logs(trial_id, checked, 0, 1)  # refuses an unknown phase, as --json does
-    for rel in LOG_FILES[checked]:
+    for rel in LOG_FILES[phase]:
         if rel not in kept:
             continue
         note(f"--- {phase} {Path(rel).stem} ---")

@@ -9,7 +9,7 @@ viewer reads that one job only.
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -54,7 +54,7 @@ GRID_SORT_LABELS = {
     "attempt_spread": "spread across attempts (most inconsistent first)",
     "profile_spread": "spread across profiles (most inconsistent first)",
 }
-STATUSES: tuple[str, ...] = get_args(JobStatus)
+STATUSES: tuple[str, ...] = tuple(JobStatus)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from envloop.core.display import (
     format_duration,
     format_score,
 )
+from envloop.core.status import TERMINAL, TrialStatus
 from envloop.core.words import plural
 
 SECURITY_HEADERS = {
@@ -79,7 +80,7 @@ def _size(value: int | None) -> str:
     return f"{scaled:.1f} {unit}"
 
 
-PROGRESS_PARTS = ("completed", "failed", "cancelled", "running")
+PROGRESS_PARTS = (TrialStatus.COMPLETED, TrialStatus.FAILED, TrialStatus.CANCELLED, TrialStatus.RUNNING)
 """The coloured parts of a progress bar, left to right; what is left of the track is pending."""
 
 
@@ -87,7 +88,8 @@ def _progress_parts(counts: dict[str, int]) -> list[tuple[str, float, float]]:
     """(status, x, width) of each coloured part of a progress bar 100 units wide, so a job with 43
     of 50 attempts cancelled shows mostly cancelled, not one colour for everything that ended."""
     total = sum(counts.values())
-    parts, x = [], 0.0
+    parts: list[tuple[str, float, float]] = []
+    x = 0.0
     for status in PROGRESS_PARTS:
         width = 100.0 * counts.get(status, 0) / total if total else 0.0
         parts.append((status, round(x, 3), round(width, 3)))
@@ -129,6 +131,7 @@ environment.globals.update(
     MISSING=MISSING,
     plural=plural,
     progress_parts=_progress_parts,
+    TERMINAL=TERMINAL,
 )
 
 

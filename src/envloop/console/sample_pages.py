@@ -3,7 +3,7 @@ input, target, output, reward, status, tokens and duration, from `services.sampl
 searches (`?q=`), sorts and pages in the store. The form's fields are the query's own names, so
 the address of a page is the query that made it."""
 
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import HTMLResponse
@@ -15,7 +15,7 @@ from envloop.console.routing import ConsoleRoute
 from envloop.core.status import TERMINAL
 from envloop.services import jobs, samples
 from envloop.services.samples import SampleQuery
-from envloop.wire.samples import SampleStatus
+from envloop.wire.samples import SAMPLE_STATUSES
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 shared = APIRouter(prefix="/share/{token}", route_class=ConsoleRoute, include_in_schema=False)
@@ -58,7 +58,7 @@ def samples_page(request: Request, viewer: Viewer, job_id: str) -> Response:
         "problem": problem,
         "found": found,
         "keep": keep,
-        "statuses": get_args(SampleStatus),
+        "statuses": SAMPLE_STATUSES,
         "sorts": SORT_LABELS,
         "rewards": REWARD_LABELS,
     }

@@ -13,9 +13,17 @@ Agents that call their model through the worker's gateway have their calls recor
 steps too, so the rule covers them without code of their own.
 """
 
+from envloop.core.status import ErrorType, TrialStatus
 from envloop.core.trial import MODEL_ERRORS_FLAG, TrialError, TrialFlag, TrialOutcome
 
-_KEPT_ERRORS = frozenset({"model_error", "agent_timeout", "environment_error", "infrastructure_error"})
+_KEPT_ERRORS = frozenset(
+    {
+        ErrorType.MODEL_ERROR,
+        ErrorType.AGENT_TIMEOUT,
+        ErrorType.ENVIRONMENT_ERROR,
+        ErrorType.INFRASTRUCTURE_ERROR,
+    }
+)
 """Errors that already say why the trial failed as precisely: the model's own, the time limit (a
 model that never answered in time), or a cause outside the model and the agent."""
 
@@ -33,13 +41,13 @@ def judge_model_calls(outcome: TrialOutcome) -> TrialOutcome:
     error = outcome.error
     if error is None or error.type not in _KEPT_ERRORS:
         cause = f"; the agent then reported {error.type}: {error.message}" if error is not None else ""
-        error = TrialError(type="model_error", message=f"every model call failed ({summary}){cause}")
+        error = TrialError(type=ErrorType.MODEL_ERROR, message=f"every model call failed ({summary}){cause}")
     note = "not counted: every model call failed"
     if outcome.reward is not None:
         note += f" (the verifier's reading, {outcome.reward:g}, stays in the trajectory)"
     return outcome.model_copy(
         update={
-            "status": "failed",
+            "status": TrialStatus.FAILED,
             "error": error,
             "reward": None,
             "reward_note": note,

@@ -11,9 +11,9 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, StringConstraints
 
 from envloop.core.lazy import LazyModel
-from envloop.core.status import ErrorType
+from envloop.core.status import ErrorType, Phase, TrialStatus
 
-TrialEndStatus = Literal["completed", "failed", "cancelled"]
+TrialEndStatus = Literal[TrialStatus.COMPLETED, TrialStatus.FAILED, TrialStatus.CANCELLED]
 SandboxMode = Literal["bwrap", "plain", "docker"]
 VerifierEnvironment = Literal["task", "separate"]
 """Where verifiers run: as each task says (`task`), or every one in a fresh environment of the task's
@@ -76,7 +76,7 @@ class TrialError(LazyModel):
 
 
 class PhaseRecord(LazyModel):
-    name: Literal["setup", "agent", "verifier", "artifacts", "teardown"]
+    name: Phase
     started_at: datetime
     ended_at: datetime
     exit_code: int | None = None

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from envloop.core.masking import mask_outcome, mask_text
 from envloop.core.params import ParamReader
 from envloop.core.reward import reward_problem
+from envloop.core.status import ErrorType, Phase, TrialStatus
 from envloop.core.trajectory import (
     ScoreStep,
     StopReason,
@@ -69,8 +70,8 @@ class ChatRunner:
         try:
             outcome = await self._run(spec, phases)
         except Exception as exc:
-            error = TrialError(type="infrastructure_error", message=f"{type(exc).__name__}: {exc}")
-            outcome = TrialOutcome(status="failed", error=error, phases=phases)
+            error = TrialError(type=ErrorType.INFRASTRUCTURE_ERROR, message=f"{type(exc).__name__}: {exc}")
+            outcome = TrialOutcome(status=TrialStatus.FAILED, error=error, phases=phases)
         return mask_outcome(outcome, spec.secret_values)
 
     async def _run(self, spec: TrialSpec, phases: list[PhaseRecord]) -> TrialOutcome:
@@ -81,11 +82,13 @@ class ChatRunner:
             find_scorer(scorer)
         except ComponentError as exc:
             # The server had it at push time, so it is this worker that lacks it.
-            return TrialOutcome(status="failed", error=missing_here(exc))
+            return TrialOutcome(status=TrialStatus.FAILED, error=missing_here(exc))
         settings, problems = read_model_settings(spec.params)
         if settings is None:
             message = mask_text("; ".join(problems), spec.secret_values)
-            return TrialOutcome(status="failed", error=TrialError(type="model_error", message=message))
+            return TrialOutcome(
+                status=TrialStatus.FAILED, error=TrialError(type=ErrorType.MODEL_ERROR, message=message)
+            )
         recorder = TrajectoryRecorder(
             spec.trial_id, self.ref, agent="chat", model=settings.model, protocol=settings.protocol
         )
@@ -102,11 +105,11 @@ class ChatRunner:
         started = _now()
         spec.artifacts_dir.mkdir(parents=True, exist_ok=True)
         write_trajectory(spec.artifacts_dir, trajectory, spec.secret_values)
-        phases.append(PhaseRecord(name="artifacts", started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.ARTIFACTS, started_at=started, ended_at=_now()))
         usage = usage_totals(trajectory)
         if result is None:
             return TrialOutcome(
-                status="failed",
+                status=TrialStatus.FAILED,
                 error=error,
                 reward_note="the model gave no answer to score",
                 phases=phases,
@@ -117,15 +120,15 @@ class ChatRunner:
         if result.reward is None or problem is not None:
             message = mask_text(problem or result.explanation, spec.secret_values)
             return TrialOutcome(
-                status="failed",
-                error=TrialError(type="verifier_error", message=message),
+                status=TrialStatus.FAILED,
+                error=TrialError(type=ErrorType.VERIFIER_ERROR, message=message),
                 reward_note=message,
                 phases=phases,
                 usage=usage,
                 stop_reason=stop,
             )
         return TrialOutcome(
-            status="completed", reward=result.reward, phases=phases, usage=usage, stop_reason=stop
+            status=TrialStatus.COMPLETED, reward=result.reward, phases=phases, usage=usage, stop_reason=stop
         )
 
     @staticmethod
@@ -150,7 +153,7 @@ class ChatRunner:
                 explanation=result.explanation,
             )
         )
-        phases.append(PhaseRecord(name="verifier", started_at=started, ended_at=ended))
+        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=ended))
         return result
 
     async def _agent_phase(
@@ -171,21 +174,23 @@ class ChatRunner:
             if not deadline.expired():
                 raise
             recorder.add(model_step(started, summary, None, "no answer before the agent timeout"))
-            phases.append(PhaseRecord(name="agent", started_at=started, ended_at=_now(), timed_out=True))
+            phases.append(PhaseRecord(name=Phase.AGENT, started_at=started, ended_at=_now(), timed_out=True))
             message = f"the model did not answer within the {spec.agent_timeout_sec:g} s agent timeout"
-            return None, TrialError(type="agent_timeout", message=message)
+            return None, TrialError(type=ErrorType.AGENT_TIMEOUT, message=message)
         except ModelError as exc:
             recorder.add(model_step(started, summary, None, exc.message, exc.attempts))
-            phases.append(PhaseRecord(name="agent", started_at=started, ended_at=_now()))
-            return None, TrialError(type="model_error", message=mask_text(exc.message, spec.secret_values))
+            phases.append(PhaseRecord(name=Phase.AGENT, started_at=started, ended_at=_now()))
+            return None, TrialError(
+                type=ErrorType.MODEL_ERROR, message=mask_text(exc.message, spec.secret_values)
+            )
         recorder.add(model_step(started, summary, response))
-        phases.append(PhaseRecord(name="agent", started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.AGENT, started_at=started, ended_at=_now()))
         return response, None
 
     @staticmethod
     def _stop_reason(response: ModelResponse | None, error: TrialError | None) -> StopReason:
         if error is not None:
-            return "timeout" if error.type == "agent_timeout" else "model_error"
+            return "timeout" if error.type == ErrorType.AGENT_TIMEOUT else "model_error"
         if response is not None and response.stop == "length":
             return "length"
         return "done"

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envloop.core.status import ErrorType
 from envloop.core.trial import TrialError
 from envloop.environments import Environment, EnvironmentSetupError
 from envloop.environments.policy import operator_policy
@@ -62,7 +63,9 @@ async def wait_healthy(
             )
         except EnvironmentSetupError as exc:
             message = f"{where} could not run: {exc}"
-            return HealthReport(TrialError(type="environment_error", message=message), [*lines, message])
+            return HealthReport(
+                TrialError(type=ErrorType.ENVIRONMENT_ERROR, message=message), [*lines, message]
+            )
         spent = time.monotonic() - started
         if result.exit_code == 0:
             lines.append(f"probe {probes} passed after {spent:.1f} s")
@@ -80,12 +83,12 @@ async def wait_healthy(
                 f"{where} never passed: `{_tail(check.command)}` failed {counted_failures} "
                 f"consecutive probe(s) after the start period (last: {last}); the agent did not start"
             )
-            return HealthReport(TrialError(type="environment_error", message=message), lines)
+            return HealthReport(TrialError(type=ErrorType.ENVIRONMENT_ERROR, message=message), lines)
         pause = check.start_interval_sec if in_start_period else check.interval_sec
         if spent + pause >= ceiling:
             message = (
                 f"{where} did not pass within the operator's {ceiling:g} s ceiling "
                 f"({probes} probe(s), last: {last}); the agent did not start"
             )
-            return HealthReport(TrialError(type="environment_error", message=message), lines)
+            return HealthReport(TrialError(type=ErrorType.ENVIRONMENT_ERROR, message=message), lines)
         await asyncio.sleep(pause)

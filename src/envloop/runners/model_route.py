@@ -20,6 +20,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from envloop.core.status import ErrorType
 from envloop.core.trajectory import TrajectoryRecorder
 from envloop.core.trial import TrialSpec
 from envloop.environments import Environment, EnvironmentSetupError
@@ -82,7 +83,9 @@ class ModelRoute:
 class RouteRefused(Exception):
     """The agent phase cannot reach its model; `kind` is whose problem that is."""
 
-    def __init__(self, kind: Literal["model_error", "environment_error"], message: str) -> None:
+    def __init__(
+        self, kind: Literal[ErrorType.MODEL_ERROR, ErrorType.ENVIRONMENT_ERROR], message: str
+    ) -> None:
         super().__init__(message)
         self.kind = kind
 
@@ -104,7 +107,7 @@ def _upstream(spec: TrialSpec, protocol: ModelProtocol) -> Upstream | None:
         )
     except ValueError as exc:
         reason = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-        raise RouteRefused("model_error", f"MODEL_BASE_URL cannot be used: {reason}") from None
+        raise RouteRefused(ErrorType.MODEL_ERROR, f"MODEL_BASE_URL cannot be used: {reason}") from None
 
 
 def without_model_key(spec: TrialSpec, warnings: list[str]) -> TrialSpec:
@@ -132,7 +135,7 @@ async def open_route(
     except UpstreamRefused as exc:
         await _release()
         raise RouteRefused(
-            "model_error",
+            ErrorType.MODEL_ERROR,
             f"the model endpoint is refused: {exc} "
             f"({PRIVATE_UPSTREAM_VARIABLE}=allow lets an operator allow it)",
         ) from None
@@ -142,7 +145,7 @@ async def open_route(
         session.close()
         await _release()
         if isinstance(exc, EnvironmentSetupError):
-            raise RouteRefused("environment_error", str(exc)) from None
+            raise RouteRefused(ErrorType.ENVIRONMENT_ERROR, str(exc)) from None
         raise
     base = f"{root}/v1" if upstream.protocol == "openai" else root
     params = {**spec.params, "MODEL_BASE_URL": base, "MODEL_API_KEY": session.token}

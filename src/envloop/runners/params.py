@@ -9,6 +9,7 @@ from collections.abc import Collection, Mapping
 from pydantic import BaseModel
 
 from envloop.core.params import ParamReader, declared_names, param_problems, reads_every_param
+from envloop.core.status import ErrorType
 from envloop.core.trial import TrialError
 from envloop.plugins import ComponentError
 from envloop.runners.base import Runner
@@ -60,6 +61,6 @@ def missing_here(exc: ComponentError) -> TrialError:
     submission: an infrastructure error (another worker, or this one once the plugin is installed,
     can run it), never an attempt that scored."""
     return TrialError(
-        type="infrastructure_error",
+        type=ErrorType.INFRASTRUCTURE_ERROR,
         message=f"{exc}, on this worker (install the plugin on every worker, then run the trial again)",
     )

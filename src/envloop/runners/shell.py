@@ -32,6 +32,7 @@ from envloop.agents.base import AgentResult
 from envloop.agents.mcp import unspoken
 from envloop.core.masking import mask_outcome, mask_text
 from envloop.core.params import ComponentParams, ParamReader, param, params_schema
+from envloop.core.status import ErrorType, Phase, TrialStatus
 from envloop.core.trajectory import (
     ModelStep,
     StateStep,
@@ -141,8 +142,8 @@ class ShellRunner:
             outcome = await self._run(spec, phases, recorder)
         except Exception as exc:
             message = mask_text(f"{type(exc).__name__}: {exc}", spec.secret_values)
-            error = TrialError(type="infrastructure_error", message=message)
-            outcome = TrialOutcome(status="failed", error=error, phases=phases)
+            error = TrialError(type=ErrorType.INFRASTRUCTURE_ERROR, message=message)
+            outcome = TrialOutcome(status=TrialStatus.FAILED, error=error, phases=phases)
         finally:
             trajectory = recorder.finish(recorder.trajectory.stop_reason)
             spec.artifacts_dir.mkdir(parents=True, exist_ok=True)
@@ -162,11 +163,11 @@ class ShellRunner:
             agent = find_agent(name).component if name else None
         except ComponentError as exc:
             # Submission found it, so it is this worker that lacks it: another may have it installed.
-            return TrialOutcome(status="failed", error=missing_here(exc))
+            return TrialOutcome(status=TrialStatus.FAILED, error=missing_here(exc))
         problems = check_params(self, spec.params)
         if problems or agent is None:
-            error = TrialError(type="agent_error", message="; ".join(problems))
-            return TrialOutcome(status="failed", error=error)
+            error = TrialError(type=ErrorType.AGENT_ERROR, message="; ".join(problems))
+            return TrialOutcome(status=TrialStatus.FAILED, error=error)
         started = _now()
         context: AbstractAsyncContextManager[Environment] | None = None
         try:
@@ -181,19 +182,19 @@ class ShellRunner:
             context = provider.instance(task, spec)
             environment = await context.__aenter__()
         except Exception as exc:
-            phases.append(PhaseRecord(name="setup", started_at=started, ended_at=_now()))
+            phases.append(PhaseRecord(name=Phase.SETUP, started_at=started, ended_at=_now()))
             message = mask_text(f"environment setup failed: {exc}", spec.secret_values)
-            error = TrialError(type="environment_error", message=message)
-            return TrialOutcome(status="failed", error=error, phases=phases)
-        phases.append(PhaseRecord(name="setup", started_at=started, ended_at=_now()))
+            error = TrialError(type=ErrorType.ENVIRONMENT_ERROR, message=message)
+            return TrialOutcome(status=TrialStatus.FAILED, error=error, phases=phases)
+        phases.append(PhaseRecord(name=Phase.SETUP, started_at=started, ended_at=_now()))
         environment.warnings.extend(feature_warnings)
         try:
             outcome = await self._attempt(environment, provider, task, spec, agent, phases, recorder)
         except EnvironmentSetupError as exc:
             # The environment failed the trial midway (a phase's network, a sidecar): its doing.
             message = mask_text(str(exc), spec.secret_values)
-            error = TrialError(type="environment_error", message=message)
-            outcome = TrialOutcome(status="failed", error=error, phases=phases)
+            error = TrialError(type=ErrorType.ENVIRONMENT_ERROR, message=message)
+            outcome = TrialOutcome(status=TrialStatus.FAILED, error=error, phases=phases)
         except BaseException as exc:
             await context.__aexit__(type(exc), exc, exc.__traceback__)
             raise
@@ -202,7 +203,7 @@ class ShellRunner:
             await context.__aexit__(None, None, None)
         except Exception as exc:
             outcome.warnings.append(f"teardown failed: {exc}")
-        outcome.phases.append(PhaseRecord(name="teardown", started_at=started, ended_at=_now()))
+        outcome.phases.append(PhaseRecord(name=Phase.TEARDOWN, started_at=started, ended_at=_now()))
         outcome.warnings.extend(environment.warnings)
         outcome.flags.extend(environment.flags)
         if choice_warning is not None:
@@ -230,7 +231,7 @@ class ShellRunner:
             keep_phase_log(spec, "setup", _setup_log(environment) + "\n".join(report.lines) + "\n")
             if report.error is not None:
                 await environment.stop()
-                return TrialOutcome(status="failed", error=report.error, phases=phases)
+                return TrialOutcome(status=TrialStatus.FAILED, error=report.error, phases=phases)
         if task.steps:
             return await run_steps(self, environment, provider, task, spec, agent, phases, recorder)
         plan = phase_plan(task, environment, spec)
@@ -244,10 +245,10 @@ class ShellRunner:
         started = _now()
         kept = await self.keep_artifacts(environment, spec)
         keep_phase_log(spec, "collection", kept)
-        phases.append(PhaseRecord(name="artifacts", started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.ARTIFACTS, started_at=started, ended_at=_now()))
         error = agent_error or verifier_error
         return TrialOutcome(
-            status="failed" if error else "completed",
+            status=TrialStatus.FAILED if error else TrialStatus.COMPLETED,
             error=error,
             reward=reading.reward,
             reward_note=reading.note,
@@ -326,15 +327,17 @@ class ShellRunner:
         except TimeoutError:
             if not deadline.expired():
                 raise
-            phases.append(PhaseRecord(name="agent", started_at=started, ended_at=_now(), timed_out=True))
+            phases.append(PhaseRecord(name=Phase.AGENT, started_at=started, ended_at=_now(), timed_out=True))
             recorder.trajectory.stop_reason = "timeout"
-            error = TrialError(type="agent_timeout", message=f"the agent exceeded its {timeout:g} s timeout")
+            error = TrialError(
+                type=ErrorType.AGENT_TIMEOUT, message=f"the agent exceeded its {timeout:g} s timeout"
+            )
             return error, True
         finally:
             if route is not None:
                 await finish_even_if_cancelled(close_route(route, environment, recorder))
         phases.append(
-            PhaseRecord(name="agent", started_at=started, ended_at=_now(), exit_code=result.exit_code)
+            PhaseRecord(name=Phase.AGENT, started_at=started, ended_at=_now(), exit_code=result.exit_code)
         )
         recorder.trajectory.stop_reason = result.stop_reason
         if recording is not None and recording.commands == 0:
@@ -349,7 +352,7 @@ class ShellRunner:
         # An agent that says why it stopped has judged its own exit; otherwise the exit code decides.
         if result.stop_reason is None and result.exit_code != 0:
             message = f"the agent exited with code {result.exit_code}"
-            return TrialError(type="agent_error", message=message, exit_code=result.exit_code)
+            return TrialError(type=ErrorType.AGENT_ERROR, message=message, exit_code=result.exit_code)
         return None
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from envloop.agents import Agent
 from envloop.core.multistep import StepResult, below_minimum, roll_up, step_values
 from envloop.core.reward import RewardReading
+from envloop.core.status import ErrorType, Phase, TrialStatus
 from envloop.core.trajectory import StateStep, TrajectoryRecorder
 from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec
 from envloop.environments import Environment, EnvironmentProvider
@@ -109,7 +110,11 @@ async def run_steps(
         if error is not None:
             errors.append(error.model_copy(update={"message": f"step {step.name!r}: {error.message}"}))
         gate = below_minimum(values, step.config.min_reward)
-        if gate is None and error is not None and error.type in ("resource_exhausted", "environment_error"):
+        if (
+            gate is None
+            and error is not None
+            and error.type in (ErrorType.RESOURCE_EXHAUSTED, ErrorType.ENVIRONMENT_ERROR)
+        ):
             gate = error.message
         if gate is not None:
             stopped = f"stopped after step {step.name!r}: {gate}"
@@ -117,7 +122,7 @@ async def run_steps(
     task.active_step = None
     started = datetime.now(UTC)
     keep_phase_log(spec, "collection", await runner.keep_artifacts(environment, spec))
-    phases.append(PhaseRecord(name="artifacts", started_at=started, ended_at=datetime.now(UTC)))
+    phases.append(PhaseRecord(name=Phase.ARTIFACTS, started_at=started, ended_at=datetime.now(UTC)))
     strategy = task.config.multi_step_reward_strategy or "mean"
     rolled = roll_up(strategy, results)
     ran = ", ".join(f"{r.name}={_shown(r)}" for r in results)
@@ -126,7 +131,7 @@ async def run_steps(
         warnings.append(stopped)
     error = errors[0] if errors else None
     return TrialOutcome(
-        status="failed" if error else "completed",
+        status=TrialStatus.FAILED if error else TrialStatus.COMPLETED,
         error=error,
         reward=rolled.reward,
         reward_note=rolled.note,
@@ -172,7 +177,7 @@ async def _stopped_before(
     keep_phase_log(spec, "collection", await runner.keep_artifacts(environment, spec))
     ran = ", ".join(f"{r.name}={_shown(r)}" for r in results) or "none"
     return TrialOutcome(
-        status="failed",
+        status=TrialStatus.FAILED,
         error=error,
         reward_note=error.message,
         phases=phases,

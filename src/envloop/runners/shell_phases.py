@@ -6,6 +6,7 @@ from pathlib import Path
 
 from envloop.core.masking import mask_text
 from envloop.core.reward import RewardReading
+from envloop.core.status import ErrorType
 from envloop.core.trial import TrialError, TrialSpec
 from envloop.environments import Environment
 from envloop.environments.policy import operator_policy
@@ -78,7 +79,7 @@ def exhausted(phase: str, environment: Environment) -> TrialError | None:
     problem = environment.resource_problem()
     if problem is None:
         return None
-    return TrialError(type="resource_exhausted", message=f"{phase} phase: {problem}")
+    return TrialError(type=ErrorType.RESOURCE_EXHAUSTED, message=f"{phase} phase: {problem}")
 
 
 def cut_off(phase: str, environment: Environment) -> TrialError | None:
@@ -87,7 +88,7 @@ def cut_off(phase: str, environment: Environment) -> TrialError | None:
     problem = environment.network_shortfall()
     if problem is None:
         return None
-    return TrialError(type="environment_error", message=f"{phase} phase: {problem}")
+    return TrialError(type=ErrorType.ENVIRONMENT_ERROR, message=f"{phase} phase: {problem}")
 
 
 def unless_cut_off(

@@ -8,6 +8,7 @@ an `environment_error` naming the script, and neither the step's agent nor its v
 
 from pathlib import Path
 
+from envloop.core.status import ErrorType
 from envloop.core.trial import TrialError
 from envloop.environments import Environment, EnvironmentSetupError
 from envloop.tasks.model import TaskStep
@@ -49,14 +50,14 @@ async def prepare_step(
             stderr_path=captures / "stderr.txt",
         )
     except (EnvironmentSetupError, OSError) as exc:
-        return TrialError(type="environment_error", message=f"{where} could not be applied: {exc}")
+        return TrialError(type=ErrorType.ENVIRONMENT_ERROR, message=f"{where} could not be applied: {exc}")
     if result.timed_out:
         message = f"{where}/{SETUP_SCRIPT} exceeded its {timeout:g} s timeout; the step did not start"
-        return TrialError(type="environment_error", message=message)
+        return TrialError(type=ErrorType.ENVIRONMENT_ERROR, message=message)
     if result.exit_code != 0:
         output = " ".join((result.stderr or result.stdout).split())[-_TAIL_CHARS:]
         message = f"{where}/{SETUP_SCRIPT} exited with code {result.exit_code}" + (
             f" ({output})" if output else ""
         )
-        return TrialError(type="environment_error", message=message + "; the step did not start")
+        return TrialError(type=ErrorType.ENVIRONMENT_ERROR, message=message + "; the step did not start")
     return None

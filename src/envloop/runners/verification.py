@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
 from envloop.core.reward import RewardReading, parse_reward
+from envloop.core.status import ErrorType, Phase
 from envloop.core.trajectory import TrajectoryRecorder
 from envloop.core.trial import PhaseRecord, TrialError, TrialSpec
 from envloop.core.verifier_failures import environment_failure
@@ -104,10 +105,10 @@ async def verify(
         return await run_verifier(environment, task, spec, phases, recorder, plan, mounts)
     started = _now()
     if opener is None:  # submission refuses such jobs; a worker's plugin provider may still lack it
-        phases.append(PhaseRecord(name="verifier", started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=_now()))
         message = "the task's verifier runs in a separate environment, which this environment cannot give"
         return RewardReading(reward=None, note="the verifier did not run"), TrialError(
-            type="verifier_error", message=message
+            type=ErrorType.VERIFIER_ERROR, message=message
         )
     if apart:
         # The working directory goes along, as the agent's environment would have shown it.
@@ -131,10 +132,11 @@ async def verify(
                 return not_counted(reading, unreachable), unreachable
             return reading, error
     except EnvironmentSetupError as exc:
-        phases.append(PhaseRecord(name="verifier", started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=_now()))
         reading = RewardReading(reward=None, note="the verifier did not run")
         return reading, TrialError(
-            type="verifier_error", message=f"the separate verifier's environment could not start: {exc}"
+            type=ErrorType.VERIFIER_ERROR,
+            message=f"the separate verifier's environment could not start: {exc}",
         )
     finally:
         if apart:
@@ -164,10 +166,10 @@ async def run_verifier(
     started = _now()
     command = ["bash", f"{environment.visible.tests}/test.sh"]
     if not any((source / "test.sh").is_file() for source in task.tests_sources):
-        phases.append(PhaseRecord(name="verifier", started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=_now()))
         reading = RewardReading(reward=None, note="the verifier did not run")
         recorder.add(verifier_step(" ".join(command), started, None, logs, reading))
-        return reading, TrialError(type="verifier_error", message="task has no tests/test.sh")
+        return reading, TrialError(type=ErrorType.VERIFIER_ERROR, message="task has no tests/test.sh")
     timeout = plan.verifier_timeout_sec
     # Only the verifier may write a reward: it writes into a fresh directory the agent never had.
     try:
@@ -181,13 +183,15 @@ async def run_verifier(
             user=plan.verifier_user,
         )
     except EnvironmentSetupError as exc:
-        phases.append(PhaseRecord(name="verifier", started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=_now()))
         reading = RewardReading(reward=None, note="the verifier did not run")
         recorder.add(verifier_step(" ".join(command), started, None, logs, reading))
-        return reading, TrialError(type="verifier_error", message=f"the verifier could not start: {exc}")
+        return reading, TrialError(
+            type=ErrorType.VERIFIER_ERROR, message=f"the verifier could not start: {exc}"
+        )
     phases.append(
         PhaseRecord(
-            name="verifier",
+            name=Phase.VERIFIER,
             started_at=started,
             ended_at=_now(),
             exit_code=result.exit_code,
@@ -212,15 +216,15 @@ async def run_verifier(
     recorder.add(verifier_step(" ".join(command), started, result, logs, reading))
     if result.timed_out:
         message = f"the verifier exceeded its {timeout:g} s timeout"
-        return reading, TrialError(type="verifier_timeout", message=message)
+        return reading, TrialError(type=ErrorType.VERIFIER_TIMEOUT, message=message)
     if reading.rejected is not None:
         # A reward file that breaks the grammar is a broken verifier, not a score.
         message = reading.rejected
-        return reading, TrialError(type="verifier_error", message=message, exit_code=result.exit_code)
+        return reading, TrialError(type=ErrorType.VERIFIER_ERROR, message=message, exit_code=result.exit_code)
     if lacking is not None:
         message = f"the verifier could not do its work: {lacking}"
-        return reading, TrialError(type="verifier_error", message=message, exit_code=result.exit_code)
+        return reading, TrialError(type=ErrorType.VERIFIER_ERROR, message=message, exit_code=result.exit_code)
     if result.exit_code != 0 and reading.reward is None:
         message = f"the verifier exited with code {result.exit_code} and wrote no reward"
-        return reading, TrialError(type="verifier_error", message=message, exit_code=result.exit_code)
+        return reading, TrialError(type=ErrorType.VERIFIER_ERROR, message=message, exit_code=result.exit_code)
     return reading, None

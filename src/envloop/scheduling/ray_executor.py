@@ -35,6 +35,7 @@ from typing import Any
 
 import psutil
 
+from envloop.core.status import ErrorType, TrialStatus
 from envloop.core.trial import TrialError, TrialOutcome, TrialSpec
 from envloop.environments.instance import instances_under, remove_instance
 from envloop.runners.registry import get_runner
@@ -200,7 +201,10 @@ class RayExecutor:
         cpus, memory_mb = self._needs(spec)
         refusal = self._no_node_for(cpus, memory_mb)
         if refusal is not None:
-            return TrialOutcome(status="failed", error=TrialError(type="resource_exhausted", message=refusal))
+            return TrialOutcome(
+                status=TrialStatus.FAILED,
+                error=TrialError(type=ErrorType.RESOURCE_EXHAUSTED, message=refusal),
+            )
         options: dict[str, Any] = {**self._options, "num_cpus": cpus}
         if memory_mb:
             options["memory"] = memory_mb * _MB

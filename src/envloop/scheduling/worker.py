@@ -23,7 +23,7 @@ from sqlalchemy.exc import OperationalError
 from envloop.core.capacity import default_capacity
 from envloop.core.ids import new_id
 from envloop.core.retry_policy import Backoff, retrying
-from envloop.core.status import TERMINAL
+from envloop.core.status import TERMINAL, ErrorType, TrialStatus
 from envloop.core.trial import EnvironmentChoice, TrialError, TrialOutcome, TrialSpec
 from envloop.environments.docker import DockerError, sweep_orphans
 from envloop.environments.instance import instances_under, remove_instance
@@ -82,7 +82,9 @@ def _run_id(claimed: ClaimedTrial) -> str:
 
 
 def _infrastructure_error(message: str) -> TrialOutcome:
-    return TrialOutcome(status="failed", error=TrialError(type="infrastructure_error", message=message))
+    return TrialOutcome(
+        status=TrialStatus.FAILED, error=TrialError(type=ErrorType.INFRASTRUCTURE_ERROR, message=message)
+    )
 
 
 @contextlib.contextmanager
@@ -302,7 +304,7 @@ class Worker:
                 continue
             claimed, _ = self._running.pop(task.get_name())
             if task.cancelled():
-                finished.append((claimed, TrialOutcome(status="cancelled")))
+                finished.append((claimed, TrialOutcome(status=TrialStatus.CANCELLED)))
             elif isinstance(task.exception(), _HandedBack):
                 handed_back.append(claimed)
             else:
@@ -428,8 +430,8 @@ class Worker:
     def _settle_held(self, held: list[ClaimedTrial], cancelled: set[str]) -> None:
         for claimed in held:
             if claimed.trial_id in cancelled:
-                recorded = queue.finish(self.ctx.store, claimed, TrialOutcome(status="cancelled"))
-                self._count([(claimed, TrialOutcome(status="cancelled"))], [recorded])
+                recorded = queue.finish(self.ctx.store, claimed, TrialOutcome(status=TrialStatus.CANCELLED))
+                self._count([(claimed, TrialOutcome(status=TrialStatus.CANCELLED))], [recorded])
             else:
                 self.ctx.artifacts.discard(_run_id(claimed))
         queue.release(self.ctx.store, [c for c in held if c.trial_id not in cancelled])

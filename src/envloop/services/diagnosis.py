@@ -11,6 +11,7 @@ all read this one summary.
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from envloop.core.status import JobStatus
 from envloop.core.words import not_run_line, plural
 from envloop.services.context import Context
 from envloop.services.failures import EXAMPLES, failure_summary
@@ -31,11 +32,11 @@ def status_note(status: str, failures: list[FailureGroup]) -> str | None:
     """Why a job reads `failed` or `cancelled`: a job fails when any trial's execution failed, even
     when its verifier still scored what the agent left, so the status alone can read as a lost run
     when every attempt has a reward; this sentence says which it is."""
-    if status == "cancelled":
+    if status == JobStatus.CANCELLED:
         cancelled = sum(g.count for g in failures if g.kind == "cancelled")
         pronoun = "it" if cancelled == 1 else "they"
         return f"cancelled: {plural(cancelled, 'attempt')} stopped before {pronoun} finished"
-    if status != "failed":
+    if status != JobStatus.FAILED:
         return None
     failed = [g for g in failures if g.kind == "failed"]
     by_type = Counter[str]()

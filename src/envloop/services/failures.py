@@ -27,6 +27,7 @@ charges to the agent what the agent did.
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from envloop.core.status import ErrorType, TrialStatus
 from envloop.services.context import Context
 from envloop.services.job_reads import job_row
 from envloop.services.results import countable
@@ -74,8 +75,8 @@ def failed_trials() -> "Statement":
             Trial.job_id == bindparam("job_id"),
             or_(
                 Trial.invalidated.is_(True),
-                Trial.status.in_(("failed", "cancelled")),
-                and_(Trial.status == "completed", Trial.reward.is_(None)),
+                Trial.status.in_((TrialStatus.FAILED, TrialStatus.CANCELLED)),
+                and_(Trial.status == TrialStatus.COMPLETED, Trial.reward.is_(None)),
             ),
         )
         .order_by(Trial.profile_id, Trial.member_position, Trial.attempt)
@@ -95,10 +96,10 @@ def failure_summary(ctx: Context, job_id: str) -> list[FailureGroup]:
         error_type: str | None = None
         if row.invalidated:
             kind, reason = "invalidated", _reason(row.invalidated_reason, "no reason given")
-        elif row.status == "failed":
+        elif row.status == TrialStatus.FAILED:
             kind, error_type = "failed", row.error_type
             reason = _reason(row.error_message, "no message")
-        elif row.status == "cancelled":
+        elif row.status == TrialStatus.CANCELLED:
             kind, reason = "cancelled", "cancelled before it finished"
         else:
             kind, reason = "no_reward", _reason(row.reward_note, "no reward and no note")
@@ -126,11 +127,11 @@ def failure_summary(ctx: Context, job_id: str) -> list[FailureGroup]:
 
 
 _OWN_CAUSES: dict[str, Cause] = {
-    "agent_error": "agent",
-    "agent_timeout": "agent",
-    "model_error": "model",
-    "environment_error": "environment",
-    "infrastructure_error": "infrastructure",
+    ErrorType.AGENT_ERROR: "agent",
+    ErrorType.AGENT_TIMEOUT: "agent",
+    ErrorType.MODEL_ERROR: "model",
+    ErrorType.ENVIRONMENT_ERROR: "environment",
+    ErrorType.INFRASTRUCTURE_ERROR: "infrastructure",
 }
 
 
@@ -140,7 +141,7 @@ def _cause(kind: FailureKind, error_type: str | None, message: str | None, verif
         return "user"
     if error_type in _OWN_CAUSES:
         return _OWN_CAUSES[error_type]
-    if error_type == "resource_exhausted" and (message or "").startswith("agent phase"):
+    if error_type == ErrorType.RESOURCE_EXHAUSTED and (message or "").startswith("agent phase"):
         return "agent"
     return "agent" if verifier_works else "verifier"
 

@@ -5,11 +5,12 @@ server and the write paths run the same ones through their sessions."""
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from envloop.core.status import TrialStatus
 from envloop.services.context import Context
 from envloop.services.errors import NotFoundError
 from envloop.services.refs import dataset_ref
 from envloop.store.reads import Reads, query
-from envloop.wire.jobs import TRIAL_STATUSES, JobView, SkippedTask
+from envloop.wire.jobs import JobView, SkippedTask
 
 if TYPE_CHECKING:
     from envloop.store.reads import Statement
@@ -143,7 +144,7 @@ def job_views(reads: Reads, page: Sequence[Any]) -> list[JobView]:
             note=job.note,
             request_id=job.request_id,
             cancel_requested=job.cancel_requested,
-            counts={s: counts[job.id].get(s, 0) for s in TRIAL_STATUSES},
+            counts={s: counts[job.id].get(s, 0) for s in TrialStatus},
             created_at=job.created_at,
             finished_at=job.finished_at,
         )

@@ -4,7 +4,7 @@ import hashlib
 import json
 from datetime import UTC, datetime
 from itertools import islice
-from typing import Literal, cast, get_args
+from typing import Literal, cast
 
 from pydantic import ValidationError
 from sqlalchemy import JSON, Insert, Table, and_, func, insert, literal_column, or_, select
@@ -27,7 +27,6 @@ from envloop.store.tables import Dataset, DatasetMember, Job, JobProfile, Profil
 from envloop.wire.jobs import (
     JOB_CONFIG_SCHEMA,
     MAX_ATTEMPTS,
-    TRIAL_STATUSES,
     JobProgress,
     JobRequest,
     JobView,
@@ -39,7 +38,6 @@ from envloop.wire.jobs import (
 __all__ = [
     "JOB_CONFIG_SCHEMA",
     "MAX_ATTEMPTS",
-    "TRIAL_STATUSES",
     "JobProgress",
     "JobRequest",
     "JobView",
@@ -273,7 +271,7 @@ def _create(
         dataset_id=dataset.id,
         runner=dataset.runner,
         attempts=request.attempts,
-        status="pending",
+        status=JobStatus.PENDING,
         concurrency=request.concurrency,
         max_steps=request.max_steps,
         agent_timeout_sec=request.agent_timeout_sec,
@@ -329,7 +327,7 @@ def _new_trials(job_id: str) -> Insert:
     defaults, which cost more than the insert itself)."""
     return insert(_TRIALS).values(
         job_id=job_id,
-        status="pending",
+        status=JobStatus.PENDING,
         dimensions=_EMPTY_OBJECT,
         warnings=_EMPTY_LIST,
         phases=_EMPTY_LIST,
@@ -367,16 +365,17 @@ def job_progress(ctx: Context, job_id: str) -> JobProgress:
         id=job_id,
         status=rows[0].status,
         cancel_requested=rows[0].cancel_requested,
-        counts={s: counts.get(s, 0) for s in TRIAL_STATUSES},
+        counts={s: counts.get(s, 0) for s in TrialStatus},
     )
 
 
-def check_status(kind: Literal["job", "trial"], status: str) -> str:
+def check_status(kind: Literal["job", "trial"], status: str) -> TrialStatus:
     """A status filter must name a real status: a typo would otherwise match nothing, silently."""
-    known = get_args(JobStatus if kind == "job" else TrialStatus)
-    if status not in known:
-        raise UserError(f"unknown {kind} status {status!r} (choose from: {', '.join(known)})")
-    return status
+    try:
+        return TrialStatus(status)
+    except ValueError:
+        known = ", ".join(TrialStatus)
+        raise UserError(f"unknown {kind} status {status!r} (choose from: {known})") from None
 
 
 MAX_PAGE = 1000

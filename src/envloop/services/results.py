@@ -8,7 +8,7 @@ from envloop.core.flags import count_flags
 from envloop.core.metrics import AttemptSlot, ProfileMetrics, SlotState, compute_metrics
 from envloop.core.oracle_check import ORACLE_AGENT, OracleCheck, check_oracle
 from envloop.core.reward import reward_problem
-from envloop.core.status import TERMINAL
+from envloop.core.status import OPEN, TERMINAL, TrialStatus
 from envloop.core.structured import Collected, summarize
 from envloop.services.context import Context
 from envloop.services.job_reads import job_profiles, job_row
@@ -30,9 +30,9 @@ def slot_state(status: str, reward: float | None, invalidated: bool) -> SlotStat
         return "invalidated"
     if reward is not None and countable(reward):
         return "scored"
-    if status in ("pending", "running"):
+    if status in OPEN:
         return "waiting"
-    if status == "cancelled":
+    if status == TrialStatus.CANCELLED:
         return "cancelled"
     return "invalid"
 

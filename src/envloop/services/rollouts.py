@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import or_, select
 
-from envloop.core.status import TERMINAL
+from envloop.core.status import TERMINAL, TrialStatus
 from envloop.services.context import Context
 from envloop.services.jobs import JobRequest, get_job, submit_job
 from envloop.services.trace import load_outline, step_page
@@ -90,7 +90,7 @@ class ProgressFeed:
             if self._trials.get(trial.id) != state:
                 self._trials[trial.id] = state
                 events.append(trial)
-            if trial.status == "running":
+            if trial.status == TrialStatus.RUNNING:
                 self._running.add(trial.id)
             else:
                 self._running.discard(trial.id)
@@ -119,7 +119,7 @@ class ProgressFeed:
             .where(
                 Trial.job_id == self.job_id,
                 or_(
-                    Trial.status == "running",
+                    Trial.status == TrialStatus.RUNNING,
                     Trial.finished_at >= self._since - _FINISH_OVERLAP,
                     Trial.id.in_(sorted(self._running)),
                 ),

@@ -26,7 +26,7 @@ from envloop.store.artifacts import ArtifactNotFoundError
 from envloop.store.reads import SessionReads
 from envloop.store.tables import Job, JobProfile, Profile, TaskFacts, Trial, TrialSample
 from envloop.trajectories.files import read_trajectory
-from envloop.wire.samples import EXCERPT_CHARS, Sample, SamplePage, SampleQuery
+from envloop.wire.samples import EXCERPT_CHARS, INVALIDATED, Sample, SamplePage, SampleQuery
 
 Rows = Select[*tuple[Any, ...]]
 """A query of sample rows (its columns are listed once, in `_filtered`)."""
@@ -85,7 +85,7 @@ def _filtered(job_id: str, query: SampleQuery, refs: dict[str, str]) -> Rows:
         .outerjoin(TrialSample, TrialSample.trial_id == Trial.id)
         .where(Trial.job_id == job_id)
     )
-    if query.status == "invalidated":
+    if query.status == INVALIDATED:
         statement = statement.where(Trial.invalidated.is_(True))
     elif query.status is not None:
         statement = statement.where(Trial.status == query.status)

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from envloop.core.metrics import MissingState
+from envloop.core.status import TrialStatus
 from envloop.services.context import Context
 from envloop.services.job_reads import ProfileRow
 from envloop.services.jobs import job_profiles, load_job
@@ -62,12 +63,12 @@ class TaskGrid(BaseModel):
     rows: list[GridRow]
 
 
-def _mark(status: str, reward: float | None, invalidated: bool) -> Mark:
+def _mark(status: TrialStatus, reward: float | None, invalidated: bool) -> Mark:
     if invalidated:
         return "invalidated"
-    if status in ("pending", "running", "cancelled"):
-        return status  # type: ignore[return-value]
-    if status == "failed" and reward is None:
+    if status in (TrialStatus.PENDING, TrialStatus.RUNNING, TrialStatus.CANCELLED):
+        return status.value  # type: ignore[return-value]
+    if status == TrialStatus.FAILED and reward is None:
         return "failed"
     return "scored" if reward is not None else "no_reward"
 

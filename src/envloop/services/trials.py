@@ -3,9 +3,11 @@
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 from sqlalchemy import select, update
 
+from envloop.core.status import TERMINAL, Phase
 from envloop.core.trial import TrialFlag
 from envloop.services.context import Context
 from envloop.services.errors import NotFoundError, UserError
@@ -108,10 +110,12 @@ def get_trial(ctx: Context, trial_id: str) -> TrialView:
 def log_artifacts(ctx: Context, trial_id: str, phase: str) -> dict[str, str]:
     """The kept files of a phase, stream name → artifact path, for those that exist."""
     get_trial(ctx, trial_id)
-    if phase not in LOG_FILES:
-        raise UserError(f"unknown phase {phase!r} (choose from: {', '.join(LOG_FILES)})")
+    try:
+        files = LOG_FILES[cast(LogPhase, Phase(phase))]
+    except (ValueError, KeyError):
+        raise UserError(f"unknown phase {phase!r} (choose from: {', '.join(LOG_FILES)})") from None
     kept = {}
-    for rel in LOG_FILES[phase]:
+    for rel in files:
         try:
             ctx.artifacts.trial_file(trial_id, rel)
         except ArtifactNotFoundError:
@@ -121,7 +125,7 @@ def log_artifacts(ctx: Context, trial_id: str, phase: str) -> dict[str, str]:
 
 
 def trial_logs(
-    ctx: Context, trial_id: str, phase: str = "agent", offset: int = 0, limit: int = LOG_PAGE_BYTES
+    ctx: Context, trial_id: str, phase: str = Phase.AGENT, offset: int = 0, limit: int = LOG_PAGE_BYTES
 ) -> dict[str, str]:
     """Up to `limit` bytes (at most LOG_PAGE_BYTES) of each stream of a phase, from byte `offset`
     (secrets were masked when they were kept). A stream that ends before `offset` reads as ""."""
@@ -177,7 +181,7 @@ def invalidate_trial(ctx: Context, trial_id: str, reason: str | None, undo: bool
     trial = get_trial(ctx, trial_id)
     if not undo and not (reason and reason.strip()):
         raise UserError("invalidating a trial needs a reason (--reason)")
-    if not undo and trial.status not in ("completed", "failed", "cancelled"):
+    if not undo and trial.status not in TERMINAL:
         raise UserError(f"trial {trial_id} is {trial.status}; only finished trials can be invalidated")
     with ctx.store.write() as session:
         session.execute(

@@ -5,15 +5,14 @@ two workers that both read-then-write serialize on the lock instead of failing w
 
 No single wait for a lock lasts longer than LOCK_WAIT_SEC, well inside a worker's 30 s lease: a
 worker stuck behind someone else's long write must get back to renewing its leases. On SQLite a
-write transaction that could not start in that time is tried again, with backoff, until
-WRITE_PATIENCE_SEC have passed (so a command still waits for a long write as it always did); on
-PostgreSQL a statement that waited that long for a row or table lock fails with SQLSTATE 55P03,
-which the queue's writers try again (`is_lock_timeout`).
+write transaction that could not start in that time is tried again by the shared retry policy
+(`core.retry_policy`) until WRITE_PATIENCE_SEC have passed, so a command still waits for a long
+write as it always did; on PostgreSQL a statement that waited that long for a row or table lock
+fails with SQLSTATE 55P03, which the queue's writers try again (`is_lock_timeout`).
 """
 
 import logging
 import sqlite3
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,12 +23,15 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from envloop.core.retry_policy import Backoff, retrying_now
 from envloop.store.reads import SessionReads, project_by_name
 from envloop.store.schema import DEFAULT_PROJECT, HEAD_REVISION, LOCK_WAIT_SEC, VERSION_QUERY
 from envloop.store.tables import Project
 
 log = logging.getLogger("envloop.store")
 WRITE_PATIENCE_SEC = 60.0
+WRITE_LOCK_BACKOFF = Backoff(base_sec=0.01, cap_sec=1.0)
+"""Short first waits: most writes hold the lock for milliseconds."""
 _LOCK_NOT_AVAILABLE = "55P03"
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -43,21 +45,28 @@ def is_lock_timeout(exc: BaseException) -> bool:
     return getattr(orig, "sqlstate", None) == _LOCK_NOT_AVAILABLE
 
 
-def _begin_immediate(driver_connection: sqlite3.Connection) -> None:
-    """Take SQLite's write lock, each wait at most LOCK_WAIT_SEC, retried with backoff up to
-    WRITE_PATIENCE_SEC; past that the lock timeout is raised for the caller to handle."""
-    deadline = time.monotonic() + WRITE_PATIENCE_SEC
-    delay = 0.01
-    while True:
-        try:
-            driver_connection.execute("BEGIN IMMEDIATE")
-            return
-        except sqlite3.OperationalError as exc:
-            if not is_lock_timeout(exc) or time.monotonic() + delay >= deadline:
-                raise
-            log.warning("the store's write lock is held elsewhere; trying again in %.2f s", delay)
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
+def begin_immediate(driver_connection: sqlite3.Connection, patience_sec: float = WRITE_PATIENCE_SEC) -> None:
+    """Take SQLite's write lock, each wait at most LOCK_WAIT_SEC, tried again by envloop's retry
+    policy until `patience_sec` have passed; then a lock timeout that says so is raised for the
+    caller to handle (`is_lock_timeout` knows it)."""
+
+    def warn(_: BaseException, delay: float) -> None:
+        log.warning("the store's write lock is held elsewhere; trying again in %.2f s", delay)
+
+    policy = retrying_now(
+        worth_retrying=is_lock_timeout,
+        backoff=WRITE_LOCK_BACKOFF,
+        give_up_after_sec=patience_sec,
+        on_retry=warn,
+    )
+    try:
+        policy(driver_connection.execute, "BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if not is_lock_timeout(exc):
+            raise
+        raise sqlite3.OperationalError(
+            f"database is locked: another process held the store's write lock for {patience_sec:g} s"
+        ) from exc
 
 
 def _sqlite_engine(url: str) -> Engine:
@@ -76,7 +85,7 @@ def _sqlite_engine(url: str) -> Engine:
     def _begin(conn: Any) -> None:
         if conn.get_execution_options().get("sqlite_immediate", False):
             # On the driver's connection: a failed BEGIN leaves no half-begun state to undo.
-            _begin_immediate(conn.connection.driver_connection)
+            begin_immediate(conn.connection.driver_connection)
         else:
             conn.exec_driver_sql("BEGIN")
 

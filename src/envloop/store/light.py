@@ -18,9 +18,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from envloop.core.status import ErrorType, TrialStatus
 from envloop.store.reads import Query
 from envloop.store.schema import HEAD_REVISION, LOCK_WAIT_SEC, VERSION_QUERY
 
@@ -46,7 +48,20 @@ def _bool(value: Any) -> bool | None:
     return None if value is None else bool(value)
 
 
-CONVERTERS: dict[str, Callable[[Any], Any]] = {"json": _json, "utc": _utc, "bool": _bool}
+def _member_of(kind: type[StrEnum]) -> Callable[[Any], Any]:
+    def member(value: Any) -> Any:
+        return None if value is None else kind(value)
+
+    return member
+
+
+CONVERTERS: dict[str, Callable[[Any], Any]] = {
+    "json": _json,
+    "utc": _utc,
+    "bool": _bool,
+    **{kind.__name__: _member_of(kind) for kind in (TrialStatus, ErrorType)},
+}
+"""How to convert each column type the tables use; an enum column converts by its class's name."""
 
 
 @dataclass(frozen=True)
@@ -63,7 +78,7 @@ class Compiled:
 
 def compile_sqlite(query: Query) -> Compiled:
     """SQLAlchemy's SQLite compilation of the query (imports SQLAlchemy)."""
-    from sqlalchemy import JSON, Boolean, DateTime  # noqa: PLC0415 - only when the cache misses
+    from sqlalchemy import JSON, Boolean, DateTime, Enum  # noqa: PLC0415 - only when the cache misses
     from sqlalchemy.dialects import sqlite  # noqa: PLC0415
 
     from envloop.store.tables import UTCDateTime  # noqa: PLC0415
@@ -75,7 +90,8 @@ def compile_sqlite(query: Query) -> Compiled:
     expanding = []
     for bind, name in compiled.bind_names.items():
         kind = bind.type
-        if kind.bind_processor(dialect) is not None and not isinstance(kind, Boolean):
+        # sqlite3 binds an enum member as its string, as the column stores it.
+        if kind.bind_processor(dialect) is not None and not isinstance(kind, Boolean | Enum):
             raise UnsupportedQueryError(f"{query.name}: parameter {name!r} of type {kind!r}")
         if bind.expanding:
             expanding.append(name)
@@ -90,6 +106,10 @@ def compile_sqlite(query: Query) -> Compiled:
             convert.append("utc")
         elif isinstance(kind, Boolean):
             convert.append("bool")
+        elif (
+            isinstance(kind, Enum) and kind.enum_class is not None and kind.enum_class.__name__ in CONVERTERS
+        ):
+            convert.append(kind.enum_class.__name__)
         elif isinstance(kind, DateTime) or kind.result_processor(dialect, None) is not None:
             raise UnsupportedQueryError(f"{query.name}: column {column!r} of type {kind!r}")
         else:

@@ -18,38 +18,37 @@ from typing import TypeVar
 from sqlalchemy import Connection, bindparam, func, select, update
 from sqlalchemy.exc import DBAPIError
 
-from envloop.core.status import TERMINAL, JobStatus, rollup_job_status
+from envloop.core.retry_policy import Backoff, retrying_now
+from envloop.core.status import OPEN, TERMINAL, JobStatus, TrialStatus, rollup_job_status
 from envloop.core.trial import TrialOutcome
 from envloop.store.db import Store
 from envloop.store.tables import Job, Trial
 
-ACTIVE_JOB_STATUSES = ("pending", "running")
-OPEN_TRIAL_STATUSES = ("pending", "running")
 # PostgreSQL aborts one of two transactions that wait on each other (deadlock, serialization), and
 # a statement that waited LOCK_WAIT_SEC for a lock (lock_timeout): each changed nothing.
 _RETRYABLE_SQLSTATES = ("40P01", "40001", "55P03")
 _DEADLOCK_SQLSTATES = ("40P01", "40001")
+ABORTED_BACKOFF = Backoff(base_sec=0.01, cap_sec=0.1)
+"""Quick retries: the transaction that won holds its locks for milliseconds."""
 _T = TypeVar("_T")
 
 # The hot-path statements are built once: building a statement costs more than running it.
 _OPEN_TRIAL_OF_JOB = (
-    select(Trial.id)
-    .where(Trial.job_id == bindparam("job_id"), Trial.status.in_(OPEN_TRIAL_STATUSES))
-    .limit(1)
+    select(Trial.id).where(Trial.job_id == bindparam("job_id"), Trial.status.in_(OPEN)).limit(1)
 )
 _ACTIVE_JOBS = (
     select(Job.id, Job.concurrency, Job.status)
-    .where(Job.status.in_(ACTIVE_JOB_STATUSES), Job.cancel_requested.is_(False))
+    .where(Job.status.in_(OPEN), Job.cancel_requested.is_(False))
     .order_by(Job.created_at)
 )
 _RUNNING_PER_JOB = (
     select(Trial.job_id, func.count())
-    .where(Trial.status == "running", Trial.job_id.in_(bindparam("job_ids", expanding=True)))
+    .where(Trial.status == TrialStatus.RUNNING, Trial.job_id.in_(bindparam("job_ids", expanding=True)))
     .group_by(Trial.job_id)
 )
 _PENDING_OF_JOB = (
     select(Trial.id, Trial.profile_id, Trial.task_name, Trial.task_digest, Trial.attempt, Trial.lease_token)
-    .where(Trial.job_id == bindparam("job_id"), Trial.status == "pending")
+    .where(Trial.job_id == bindparam("job_id"), Trial.status == TrialStatus.PENDING)
     .order_by(Trial.attempt, Trial.member_position, Trial.profile_id)
     .limit(bindparam("count"))
     .with_for_update(skip_locked=True)
@@ -58,12 +57,12 @@ _PENDING_OF_JOB = (
 # says so again. Written as a plain equality, that guard lets SQLite's planner (which has no
 # statistics) answer it from the status index, walking every pending trial of every job, ~2 ms per
 # claim with 100,000 pending; as an expression no index serves, the few ids are looked up by key.
-_STILL_PENDING = func.coalesce(Trial.status, "") == "pending"
+_STILL_PENDING = func.coalesce(Trial.status, "") == TrialStatus.PENDING
 _START = (
     update(Trial)
     .where(Trial.id.in_(bindparam("ids", expanding=True)), _STILL_PENDING)
     .values(
-        status="running",
+        status=TrialStatus.RUNNING,
         lease_owner=bindparam("owner"),
         lease_token=Trial.lease_token + 1,
         lease_expires_at=bindparam("expires"),
@@ -72,11 +71,15 @@ _START = (
     )
 )
 _JOB_STARTED = (
-    update(Job).where(Job.id == bindparam("job_id"), Job.status == "pending").values(status="running")
+    update(Job)
+    .where(Job.id == bindparam("job_id"), Job.status == JobStatus.PENDING)
+    .values(status=JobStatus.RUNNING)
 )
 _LOCK_JOB = update(Job).where(Job.id == bindparam("job_id")).values(claim_seq=Job.claim_seq + 1)
 _LOCK_JOB_ROW = select(Job.id).where(Job.id == bindparam("job_id")).with_for_update()
-_RUNNING_OF_JOB = select(func.count()).where(Trial.job_id == bindparam("job_id"), Trial.status == "running")
+_RUNNING_OF_JOB = select(func.count()).where(
+    Trial.job_id == bindparam("job_id"), Trial.status == TrialStatus.RUNNING
+)
 _RESULT_COLUMNS = (
     "status", "error_type", "error_message", "exit_code", "reward", "reward_note", "dimensions",
     "sandbox", "sandbox_note", "warnings", "phases", "usage", "stop_reason", "structured_result",
@@ -86,7 +89,7 @@ _FINISH = (
     update(Trial)
     .where(
         Trial.id == bindparam("trial_id"),
-        Trial.status == "running",
+        Trial.status == TrialStatus.RUNNING,
         Trial.lease_token == bindparam("token"),
     )
     .values(
@@ -137,7 +140,7 @@ def _job_slots(conn: Connection, limit: int) -> list[tuple[str, int, int | None,
     if not jobs:
         return []
     if len(jobs) == 1 and not jobs[0].concurrency:  # nothing to share or cap: no need to count
-        return [(jobs[0].id, limit, None, jobs[0].status == "pending")]
+        return [(jobs[0].id, limit, None, jobs[0].status == JobStatus.PENDING)]
     running: dict[str, int] = dict(conn.execute(_RUNNING_PER_JOB, {"job_ids": [j.id for j in jobs]}).all())
     room = {j.id: (j.concurrency - running.get(j.id, 0)) if j.concurrency else limit for j in jobs}
     order = sorted((j for j in jobs if room[j.id] > 0), key=lambda j: running.get(j.id, 0))
@@ -151,7 +154,7 @@ def _job_slots(conn: Connection, limit: int) -> list[tuple[str, int, int | None,
             remaining -= 1
             if slots[job.id] >= room[job.id]:
                 order.remove(job)
-    return [(j.id, slots[j.id], j.concurrency, j.status == "pending") for j in jobs if j.id in slots]
+    return [(j.id, slots[j.id], j.concurrency, j.status == JobStatus.PENDING) for j in jobs if j.id in slots]
 
 
 def _claim(conn: Connection, worker_id: str, limit: int, lease_ttl: float) -> list[ClaimedTrial]:
@@ -215,14 +218,13 @@ def _retrying(work: Callable[[], _T], sqlstates: tuple[str, ...] = _RETRYABLE_SQ
     """Run a write transaction again when PostgreSQL aborted it for a deadlock with another one
     (workers lock job rows in no fixed order) or, unless `sqlstates` leaves it out, a lock wait that
     timed out; the aborted attempt changed nothing."""
-    for attempt in range(8):
-        try:
-            return work()
-        except DBAPIError as exc:
-            if getattr(exc.orig, "sqlstate", None) not in sqlstates or attempt == 7:
-                raise
-            time.sleep(0.01 * (attempt + 1))
-    raise AssertionError("unreachable")
+
+    def aborted(exc: BaseException) -> bool:
+        return isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) in sqlstates
+
+    policy = retrying_now(worth_retrying=aborted, backoff=ABORTED_BACKOFF, max_retries=7)
+    result: _T = policy(work)
+    return result
 
 
 def settle(
@@ -272,14 +274,14 @@ def renew(store: Store, worker_id: str, held: Iterable[ClaimedTrial], lease_ttl:
         with store.write_connection() as conn:
             conn.execute(
                 update(Trial)
-                .where(Trial.lease_owner == worker_id, Trial.status == "running", Trial.id.in_(ids))
+                .where(Trial.lease_owner == worker_id, Trial.status == TrialStatus.RUNNING, Trial.id.in_(ids))
                 .values(lease_expires_at=time.time() + lease_ttl)
             )
             return {
                 (row.id, row.lease_token)
                 for row in conn.execute(
                     select(Trial.id, Trial.lease_token).where(
-                        Trial.id.in_(ids), Trial.status == "running", Trial.lease_owner == worker_id
+                        Trial.id.in_(ids), Trial.status == TrialStatus.RUNNING, Trial.lease_owner == worker_id
                     )
                 )
             }
@@ -309,7 +311,7 @@ def reap_expired(store: Store) -> int:
     now = time.time()
     with store.engine.connect() as conn:
         expired = conn.scalar(
-            select(Trial.id).where(Trial.status == "running", Trial.lease_expires_at < now).limit(1)
+            select(Trial.id).where(Trial.status == TrialStatus.RUNNING, Trial.lease_expires_at < now).limit(1)
         )
     if expired is None:  # the common case costs no write lock
         return 0
@@ -321,20 +323,22 @@ def _reap(store: Store, now: float) -> int:
         rows = conn.execute(
             select(Trial.id, Trial.job_id, Job.cancel_requested)
             .join(Job, Job.id == Trial.job_id)
-            .where(Trial.status == "running", Trial.lease_expires_at < now)
+            .where(Trial.status == TrialStatus.RUNNING, Trial.lease_expires_at < now)
             .with_for_update(skip_locked=True, of=Trial)
         ).all()
         for row in rows:
             values: dict[str, object] = {"lease_owner": None, "lease_expires_at": None}
             if row.cancel_requested:
                 values.update(
-                    status="cancelled",
+                    status=TrialStatus.CANCELLED,
                     finished_at=datetime.now(UTC),
                     error_message="cancelled; its worker had stopped",
                 )
             else:
-                values.update(status="pending")
-            conn.execute(update(Trial).where(Trial.id == row.id, Trial.status == "running").values(**values))
+                values.update(status=TrialStatus.PENDING)
+            conn.execute(
+                update(Trial).where(Trial.id == row.id, Trial.status == TrialStatus.RUNNING).values(**values)
+            )
         for job_id in {row.job_id for row in rows}:
             refresh_job_status(conn, job_id)
     return len(rows)
@@ -349,8 +353,8 @@ def request_cancel(store: Store, job_id: str) -> None:
             conn.execute(update(Job).where(Job.id == job_id).values(cancel_requested=True))
             conn.execute(
                 update(Trial)
-                .where(Trial.job_id == job_id, Trial.status == "pending")
-                .values(status="cancelled", finished_at=now)
+                .where(Trial.job_id == job_id, Trial.status == TrialStatus.PENDING)
+                .values(status=TrialStatus.CANCELLED, finished_at=now)
             )
             refresh_job_status(conn, job_id)
 
@@ -360,7 +364,7 @@ def request_cancel(store: Store, job_id: str) -> None:
 def has_open_trials(store: Store) -> bool:
     """Any trial still pending or running anywhere (a dead worker's trial counts until it is reaped)."""
     with store.engine.connect() as conn:
-        found = conn.scalar(select(Trial.id).where(Trial.status.in_(OPEN_TRIAL_STATUSES)).limit(1))
+        found = conn.scalar(select(Trial.id).where(Trial.status.in_(OPEN)).limit(1))
     return found is not None
 
 
@@ -375,10 +379,10 @@ def release(store: Store, held: Iterable[ClaimedTrial]) -> None:
                     update(Trial)
                     .where(
                         Trial.id == trial.trial_id,
-                        Trial.status == "running",
+                        Trial.status == TrialStatus.RUNNING,
                         Trial.lease_token == trial.lease_token,
                     )
-                    .values(status="pending", lease_owner=None, lease_expires_at=None)
+                    .values(status=TrialStatus.PENDING, lease_owner=None, lease_expires_at=None)
                 )
 
     _retrying(work, _DEADLOCK_SQLSTATES)

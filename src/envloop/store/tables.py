@@ -5,12 +5,14 @@ compare them identically; times shown to users are timezone-aware UTC datetimes.
 """
 
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     Boolean,
     DateTime,
+    Enum,
     Float,
     ForeignKey,
     Index,
@@ -23,6 +25,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from envloop.core.status import ErrorType, JobStatus, TrialStatus
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -44,6 +48,19 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def words_of(kind: type[StrEnum], length: int) -> Enum:
+    """A column holding one of `kind`'s values as the plain word (VARCHAR, no database enum type):
+    stores written before the enum existed read the same, and writing any other word fails."""
+    return Enum(
+        kind,
+        native_enum=False,
+        create_constraint=False,
+        validate_strings=True,
+        values_callable=lambda members: [m.value for m in members],
+        length=length,
+    )
 
 
 class Base(DeclarativeBase):
@@ -124,7 +141,7 @@ class Job(Base):
     dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"))
     runner: Mapped[str] = mapped_column(String(100))
     attempts: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(20), default="pending")
+    status: Mapped[JobStatus] = mapped_column(words_of(JobStatus, 20), default=JobStatus.PENDING)
     concurrency: Mapped[int | None] = mapped_column(Integer)
     max_steps: Mapped[int | None] = mapped_column(Integer)
     agent_timeout_sec: Mapped[float | None] = mapped_column(Float)
@@ -178,8 +195,8 @@ class Trial(Base):
     task_digest: Mapped[str] = mapped_column(String(80))
     member_position: Mapped[int] = mapped_column(Integer)
     attempt: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(20), default="pending")
-    error_type: Mapped[str | None] = mapped_column(String(40))
+    status: Mapped[TrialStatus] = mapped_column(words_of(TrialStatus, 20), default=TrialStatus.PENDING)
+    error_type: Mapped[ErrorType | None] = mapped_column(words_of(ErrorType, 40))
     error_message: Mapped[str | None] = mapped_column(Text)
     exit_code: Mapped[int | None] = mapped_column(Integer)
     reward: Mapped[float | None] = mapped_column(Float)

@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy import select
 
+from envloop.core.status import TERMINAL, TrialStatus
 from envloop.services import datasets, jobs, keys, profiles, results
 from envloop.services.context import Context, open_context
 from envloop.store.tables import Trial
@@ -171,7 +172,7 @@ def run_chaos(
                 report.kills += 1
                 log(f"kill {report.kills}: {report.server_kills} server, {report.worker_kills} workers")
             deadline = time.monotonic() + timeout
-            while jobs.get_job(ctx, job_id).status not in ("completed", "failed", "cancelled"):
+            while jobs.get_job(ctx, job_id).status not in TERMINAL:
                 if time.monotonic() > deadline:
                     report.problems.append("the job did not finish in time")
                     break
@@ -195,7 +196,7 @@ def _check(ctx: Context, job_id: str, expected: dict[str, float], attempts: int,
     if len(trials) != len(expected) * attempts:
         report.problems.append(f"{len(trials)} trials, expected {len(expected) * attempts}")
     for trial in trials:
-        if trial.status != "completed" or trial.reward != expected.get(trial.task_name):
+        if trial.status != TrialStatus.COMPLETED or trial.reward != expected.get(trial.task_name):
             report.problems.append(
                 f"{trial.task_name}#{trial.attempt}: {trial.status} reward {trial.reward} "
                 f"({trial.error_type}: {trial.error_message})"

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from envloop.wire.jobs import (
         JOB_CONFIG_SCHEMA,
         MAX_ATTEMPTS,
-        TRIAL_STATUSES,
         JobProgress,
         JobRequest,
         JobView,
@@ -153,7 +152,6 @@ _MODULE_OF = {
     "StepPage": "trials",
     "SubmitJob": "jobs",
     "SubmitResult": "jobs",
-    "TRIAL_STATUSES": "jobs",
     "TaskFeature": "datasets",
     "TaskKind": "runners",
     "TrialEvent": "rollouts",
@@ -186,7 +184,6 @@ __all__ = [
     "MAX_ATTEMPTS",
     "PAGE_STEPS",
     "PROFILE_SCHEMA",
-    "TRIAL_STATUSES",
     "AddToLeaderboard",
     "ApiKeyView",
     "ArtifactInfo",

@@ -6,7 +6,7 @@ from pydantic import ConfigDict, Field
 from pydantic.dataclasses import dataclass
 
 from envloop.core.lazy import LazyModel
-from envloop.core.status import JobStatus, TrialStatus
+from envloop.core.status import TERMINAL, JobStatus, TrialStatus
 from envloop.core.trial import EnvironmentChoice, VerifierEnvironment
 from envloop.wire.request import REQUEST
 
@@ -104,10 +104,7 @@ class JobProgress(LazyModel):
 
     @property
     def done(self) -> int:
-        return self.counts["completed"] + self.counts["failed"] + self.counts["cancelled"]
-
-
-TRIAL_STATUSES: tuple[TrialStatus, ...] = ("pending", "running", "completed", "failed", "cancelled")
+        return sum(self.counts[status] for status in TERMINAL)
 
 
 class SubmitResult(LazyModel):

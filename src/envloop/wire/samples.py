@@ -20,7 +20,10 @@ SAMPLE_SORTS: tuple[SampleSort, ...] = (
     "tokens",
     "-tokens",
 )
-SampleStatus = Literal["pending", "running", "completed", "failed", "cancelled", "invalidated"]
+INVALIDATED = "invalidated"
+SampleStatus = TrialStatus | Literal["invalidated"]
+"""A trial status, or `invalidated` for attempts a user excluded."""
+SAMPLE_STATUSES: tuple[str, ...] = (*(status.value for status in TrialStatus), INVALIDATED)
 RewardFilter = Literal["any", "counted", "none"]
 MAX_SAMPLE_PAGE = 500
 EXCERPT_CHARS = 4000

@@ -7,18 +7,19 @@ from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from envloop.core.lazy import LazyModel
-from envloop.core.status import ErrorType, TrialStatus
+from envloop.core.status import ErrorType, Phase, TrialStatus
 from envloop.core.structured import StructuredReading
 from envloop.core.trajectory import Step, Trajectory
 from envloop.core.trial import TrialFlag
 from envloop.wire.request import REQUEST
 
-LogPhase = Literal["setup", "agent", "verifier", "artifacts"]
+LogPhase = Literal[Phase.SETUP, Phase.AGENT, Phase.VERIFIER, Phase.ARTIFACTS]
+"""The phases that keep their output (teardown keeps none)."""
 LOG_FILES: dict[LogPhase, tuple[str, ...]] = {
-    "setup": ("setup/output.txt",),
-    "agent": ("agent/stdout.txt", "agent/stderr.txt"),
-    "verifier": ("verifier/stdout.txt", "verifier/stderr.txt"),
-    "artifacts": ("collection/output.txt",),
+    Phase.SETUP: ("setup/output.txt",),
+    Phase.AGENT: ("agent/stdout.txt", "agent/stderr.txt"),
+    Phase.VERIFIER: ("verifier/stdout.txt", "verifier/stderr.txt"),
+    Phase.ARTIFACTS: ("collection/output.txt",),
 }
 """Each phase's kept output, by phase name: a phase that kept no file reads as an empty mapping."""
 
@@ -104,7 +105,7 @@ class ListTrials:
 @dataclass(config=REQUEST, frozen=True)
 class TrialLogs:
     trial_id: str
-    phase: LogPhase = "agent"
+    phase: LogPhase = Phase.AGENT
     offset: Annotated[int, Field(ge=0, description="first byte of each stream to return")] = 0
     limit: Annotated[
         int, Field(ge=1, le=LOG_PAGE_BYTES, description="most bytes of each stream to return")
