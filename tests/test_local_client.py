@@ -29,7 +29,13 @@ def public_methods(cls: type) -> dict[str, inspect.Signature]:
 
 
 def hints(cls: type, name: str) -> dict[str, Any]:
-    hinted = typing.get_type_hints(getattr(cls, name))
+    """The method's types, resolved: the clients name wire models and the trajectory for the type
+    checker only (importing them would slow every command), so they are given here."""
+    import envloop.wire  # noqa: PLC0415 - every wire model, for resolving the names
+    from envloop.core.trajectory import Trajectory  # noqa: PLC0415
+
+    names = {**vars(envloop.wire), "Trajectory": Trajectory}
+    hinted = typing.get_type_hints(getattr(cls, name), localns=names)
     if name == "__enter__":
         hinted.pop("return")  # each returns its own class (Self in the Protocol)
     return hinted
