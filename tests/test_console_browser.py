@@ -114,6 +114,10 @@ def log_in(page: Page, server: Server, path: str = "/", shoot: "Shots | None" = 
         shoot(page, "login")
     page.get_by_label("API key").fill(server.key)
     page.get_by_role("button", name="Log in").click()
+    # The page it leads to has loaded before the test goes on: a test's next `goto` would otherwise
+    # abort it, which a watched page reports as a failed request.
+    page.wait_for_url(lambda url: "/login" not in url)
+    page.wait_for_load_state()
 
 
 def text_of(page: Page, selector: str) -> str:
