@@ -1,7 +1,9 @@
 """`el serve`: the real server on a loopback port, its keys, its OpenAPI document, its workers."""
 
+import contextlib
 import json
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -9,8 +11,12 @@ import httpx
 import pytest
 
 from envloop.api.openapi import render
+from envloop.cli.serve import SHUTDOWN_GRACE_SEC
+from envloop.client import ServerError
+from envloop.services.jobs import JobRequest
+from envloop.services.profiles import read_profile_file
 from tests.api_server import Server, start_server
-from tests.conftest import REPO, El
+from tests.conftest import REPO, El, make_task, write_profile
 from tests.pg import BACKENDS
 from tests.ports import free_port
 
@@ -107,3 +113,35 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_a_stopping_server_ends_the_event_streams_still_open_instead_of_waiting_on_them(
+    el: El, tmp_path: Path
+) -> None:
+    """A follower's event stream of a job no worker runs never ends by itself: on SIGTERM the
+    server closes it after its grace and exits, rather than waiting for ever."""
+    running = start_server(el, tmp_path / "serve.log", "--workers", "0")
+    client = running.client()
+    make_task(tmp_path / "tasks", "t0")
+    dataset = client.push_dataset(tmp_path / "tasks", "waits")
+    oracle = read_profile_file(write_profile(tmp_path / "oracle.json", {"AGENT_NAME": "oracle"}))
+    client.create_profile("team/oracle", "1", oracle)
+    job = client.submit_job(JobRequest(dataset=dataset.ref, profiles=["team/oracle@1"])).job
+    seen: list[object] = []
+    ended = threading.Event()
+
+    def follow() -> None:
+        with contextlib.suppress(httpx.HTTPError, ServerError):
+            for event in client.watch_job(job.id):
+                seen.append(event)
+        ended.set()
+
+    threading.Thread(target=follow, daemon=True).start()
+    deadline = time.monotonic() + 60
+    while not seen:
+        assert time.monotonic() < deadline, "the event stream sent nothing"
+        time.sleep(0.1)
+    assert running.proc is not None
+    running.proc.send_signal(signal.SIGTERM)
+    assert running.proc.wait(timeout=SHUTDOWN_GRACE_SEC + 25) == 0
+    assert ended.wait(timeout=10), "the follower's stream stayed open"

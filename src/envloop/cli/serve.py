@@ -22,6 +22,9 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 DEFAULT_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
 """Where `el serve` answers when started with its defaults: the console a share link opens."""
+SHUTDOWN_GRACE_SEC = 5
+"""How long a stopping server lets requests in flight finish: an event stream (a follower, the
+console's live pages) never ends by itself, and would hold the server up for ever."""
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
@@ -107,6 +110,13 @@ def serve(
         f"(store {store}, {plural(workers, 'local worker')}{where})"
     )
     try:
-        uvicorn.run(create_app(ctx), host=host, port=port, log_level="warning", access_log=False)
+        uvicorn.run(
+            create_app(ctx),
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_SEC,
+        )
     finally:
         pool.stop()

@@ -15,6 +15,7 @@ import stat
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import BinaryIO
 
 from envloop.core.trajectory import FileChange
 
@@ -66,6 +67,25 @@ def is_racy(mtime_ns: int, taken_ns: int) -> bool:
     return mtime_ns >= taken_ns - _RACY_NS
 
 
+def open_regular(directory: int, name: str) -> BinaryIO | None:
+    """`name` of the open `directory` opened for reading if it is a regular file, else None. It is
+    first opened as a bare reference that opens nothing (`O_PATH`, never through a link), so a FIFO
+    or a device node is neither waited on nor opened, even one put in place after a stat."""
+    try:
+        reference = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(reference).st_mode):
+            return None
+        fd = os.open(f"/proc/self/fd/{reference}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    finally:
+        os.close(reference)
+    return os.fdopen(fd, "rb")
+
+
 def _read_state(directory: int, name: str, info: os.stat_result) -> FileState | None:
     """The state of `name` in the open `directory`, never through a link: a link is read as a
     link, and a file is opened as a bare reference first, then read only if it is a regular file
@@ -75,19 +95,10 @@ def _read_state(directory: int, name: str, info: os.stat_result) -> FileState | 
             return link_state(os.readlink(name, dir_fd=directory), info.st_mtime_ns)
         except OSError:
             return None
-    try:
-        reference = os.open(name, os.O_PATH | os.O_NOFOLLOW, dir_fd=directory)
-    except OSError:
+    handle = open_regular(directory, name)
+    if handle is None:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(reference).st_mode):
-            return None
-        fd = os.open(f"/proc/self/fd/{reference}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError:
-        return None
-    finally:
-        os.close(reference)
-    with os.fdopen(fd, "rb") as handle:
+    with handle:
         digest = hashlib.sha256()
         head = b""
         while chunk := handle.read(1024 * 1024):

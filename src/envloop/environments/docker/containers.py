@@ -2,7 +2,7 @@
 
 The container's first process is `docker-init` (tini) over the image's ENTRYPOINT and `sleep
 infinity`, so it stays up between commands and reaps whatever they leave. Nothing of the host is
-mounted; files cross as tar streams (`put_dir`, `put_file`, `get_dir`, `read_file`). Its network is
+mounted; files cross as copies (`put_dir`, `put_file`, `get_dir`, `read_file`: copies.py). Its network is
 `none` unless the caller names a network of its own; `host` (which would let the trial reach every
 service listening on the host) is refused. Limits are the daemon's cgroups: cpus, memory (no swap
 beyond it), pids, plus a largest-file rlimit; `cgroup_parent` puts several containers (a trial and
@@ -15,10 +15,7 @@ container on every path out, cancellation included. Everything goes through the 
 """
 
 import asyncio
-import base64
 import contextlib
-import functools
-import json
 import os
 import re
 import secrets
@@ -29,9 +26,11 @@ from typing import BinaryIO, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from envloop.environments.docker import layer_changes, leftovers, transfer
+from envloop.environments.docker import layer_changes, leftovers
 from envloop.environments.docker.cli import DockerError
+from envloop.environments.docker.copies import ContainerCopies
 from envloop.environments.docker.engine import NotFoundError, demultiplex, engine
+from envloop.environments.docker.host_files import HostFiles
 from envloop.environments.docker.leftovers import KEEP_UP
 from envloop.environments.docker.orphans import (
     MANAGED_LABEL,
@@ -40,14 +39,10 @@ from envloop.environments.docker.orphans import (
     remove_container,
     worker_identity,
 )
-from envloop.environments.docker.transfer import CopyOutReport, Owner
 from envloop.environments.procs import read_tail
 from envloop.environments.shielded import finish_even_if_cancelled
 
 EXEC_MARKER = "ENVLOOP_EXEC_ID"
-_GO_MODE_DIR = 1 << 31
-_GO_MODE_SPECIAL = (1 << 27) | (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19)
-"""Go's FileMode bits for a link, device, pipe, socket, character device or irregular file."""
 _KILL_WAIT_SEC = 10.0
 _NETWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -170,7 +165,7 @@ def _create_body(spec: ContainerSpec, labels: dict[str, str]) -> dict[str, objec
     return body
 
 
-class Container:
+class Container(ContainerCopies):
     """A started trial container. Create with `start` (or `running_container`), end with `remove`."""
 
     def __init__(self, container_id: str, name: str, spec: ContainerSpec) -> None:
@@ -179,9 +174,10 @@ class Container:
         self.spec = spec
         self._stopped = False
         self._removed = False
-        self._layers: tuple[Path, Path] | Literal[False] | None = None
-        """Its writable layer's directory and its mounted filesystem's; False when they cannot be
-        read here; None until known."""
+        self._layers: layer_changes.Layers | Literal[False] | None = None
+        """Where the host sees its files; False when it cannot; None until known."""
+        self._layers_read = asyncio.Lock()
+        """Held while they are read, so copies started together ask the daemon once."""
 
     @classmethod
     async def start(cls, spec: ContainerSpec) -> "Container":
@@ -290,117 +286,19 @@ class Container:
             why = outcome.stderr.strip()[-300:] or f"exit code {outcome.exit_code}"
             raise DockerError(f"setting up the container failed: {why}")
 
-    async def put_dir(
-        self, source: Path, dest: str, *, owner: Owner | None = None, readable: bool = False
-    ) -> None:
-        """Copy the host directory (or file) `source` to the absolute path `dest` inside.
-
-        The parent of `dest` is created when missing. Symlinks are copied as links, never followed;
-        `readable` makes every file readable by every user inside.
-        """
-        parent, top = _split(dest)
-        with tempfile.TemporaryFile() as archive:
-            pack = functools.partial(transfer.pack_tree, readable=readable)
-            await asyncio.to_thread(pack, source, top, archive, owner or Owner())
-            await self._extract_into(parent, archive)
-
-    async def put_file(
-        self, dest: str, data: bytes, *, mode: int = 0o644, owner: Owner | None = None
-    ) -> None:
-        """Write `data` as the file `dest` inside (replacing it), creating its parent when missing."""
-        parent, top = _split(dest)
-        with tempfile.TemporaryFile() as archive:
-            archive.write(transfer.pack_bytes(data, top, mode, owner or Owner()))
-            await self._extract_into(parent, archive)
-
-    async def make_directories(self, directories: list[tuple[str, int]]) -> None:
-        """Create the absolute `directories` (parents as needed) with their modes, owned by root,
-        in one archive upload."""
-        with tempfile.TemporaryFile() as archive:
-            archive.write(transfer.pack_directories([(path.lstrip("/"), mode) for path, mode in directories]))
-            await self._extract_into("/", archive)
-
-    async def _extract_into(self, parent: str, archive: BinaryIO) -> None:
-        """Unpack the tar stream `archive` under `parent` (created when missing). Owners are the
-        archive's numeric ones: a user only the image has needs no lookup on the host."""
-        for attempt in range(2):
-            archive.seek(0)
-            try:
-                await engine().put_archive(self.id, parent, archive)
-                return
-            except NotFoundError:
-                if attempt:
-                    raise
-                await self.root('mkdir -p -- "$1"', parent)
-
-    async def get_dir(
-        self,
-        source: str,
-        dest: Path,
-        *,
-        max_bytes: int = transfer.DEFAULT_MAX_BYTES,
-        max_entries: int = transfer.DEFAULT_MAX_ENTRIES,
-    ) -> CopyOutReport:
-        """Copy the directory `source` inside to the new host directory `dest`: regular files and
-        directories only, within the caps; everything else is listed in the report's `skipped`."""
-        with tempfile.TemporaryFile() as archive:
-            complete = await self._copy_out(source, archive, max_bytes)
-            archive.seek(0)
-            report = await asyncio.to_thread(
-                transfer.unpack_tree, archive, dest, max_bytes=max_bytes, max_entries=max_entries
-            )
-        if not complete:
-            report.skipped.append(f"the copy was cut off past the {max_bytes}-byte cap: the rest is not kept")
-        return report
-
-    async def read_file(self, path: str, *, max_bytes: int = 16 << 20) -> bytes:
-        """The content of the regular file `path` inside (FileNotFoundError when it is absent)."""
-        with tempfile.TemporaryFile() as archive:
-            await self._copy_out(path, archive, max_bytes)
-            archive.seek(0)
-            return await asyncio.to_thread(transfer.read_single_file, archive, max_bytes)
-
-    async def _copy_out(self, source: str, archive: BinaryIO, max_bytes: int) -> bool:
-        """The path's tar into `archive`, stopping once it outgrows the cap (plus room for tar
-        headers) so a huge file cannot fill the host's disk; False when it was cut off."""
-        limit = max_bytes + (64 << 20)
-        written = 0
-        try:
-            async with engine().stream(
-                "GET", f"/containers/{self.id}/archive", params={"path": source}
-            ) as response:
-                async for chunk in response.aiter_bytes(1 << 20):
-                    written += len(chunk)
-                    if written > limit:
-                        return False
-                    archive.write(chunk)
-        except NotFoundError:
-            raise FileNotFoundError(f"{source}: no such file or directory in the container") from None
-        return True
-
-    async def path_kind(self, path: str) -> Literal["file", "directory", "other"] | None:
-        """What `path` is, from the daemon's stat of it (a link counts as `other`)."""
-        try:
-            response = await engine().request("HEAD", f"/containers/{self.id}/archive", params={"path": path})
-        except NotFoundError:
-            return None
-        header = response.headers.get("X-Docker-Container-Path-Stat", "")
-        try:
-            found = json.loads(base64.b64decode(header))
-        except ValueError:
-            return "other"
-        mode = int(found.get("mode", 0))
-        if found.get("linkTarget") or mode & _GO_MODE_SPECIAL:
-            return "other"
-        return "directory" if mode & _GO_MODE_DIR else "file"
-
     async def changes(self) -> layer_changes.Signatures:
         """The container's filesystem changes from its image, path -> its state: two readings of
         the same container compare (layer_changes.py), readings of different containers do not."""
         layers = await self._layer_dirs()
         if layers is None:
             return await layer_changes.read_daemon_diff(self.id)
-        return await layer_changes.read_upper(layers[0])
+        return await layer_changes.read_upper(layers.upper)
+
+    async def host_files(self) -> HostFiles | None:
+        """Its files as the host sees them, while it runs (see `host_root`), or None."""
+        root = await self.host_root()
+        layers = await self._layer_dirs()
+        return None if root is None or layers is None else HostFiles(root, layers.mounts)
 
     async def host_root(self) -> Path | None:
         """The container's filesystem as this process sees it (overlay2's merged directory, root
@@ -409,11 +307,12 @@ class Container:
         layers = await self._layer_dirs()
         if layers is None or self._stopped or self._removed:
             return None
-        return layers[1] if await asyncio.to_thread(os.path.ismount, layers[1]) else None
+        return layers.merged if await asyncio.to_thread(os.path.ismount, layers.merged) else None
 
-    async def _layer_dirs(self) -> tuple[Path, Path] | None:
-        if self._layers is None:
-            self._layers = await layer_changes.layer_dirs(self.id) or False
+    async def _layer_dirs(self) -> layer_changes.Layers | None:
+        async with self._layers_read:
+            if self._layers is None:
+                self._layers = await layer_changes.layer_dirs(self.id) or False
         return self._layers or None
 
     async def networks(self) -> list[str]:
@@ -455,16 +354,6 @@ class Container:
             return
         await finish_even_if_cancelled(remove_container(self.id))
         self._removed = True
-
-
-def _split(dest: str) -> tuple[str, str]:
-    if not dest.startswith("/") or "\0" in dest:
-        raise ValueError(f"{dest!r}: expected an absolute path inside the container")
-    normal = os.path.normpath(dest)
-    parent, top = os.path.split(normal)
-    if not top:
-        raise ValueError(f"{dest!r}: cannot replace the container's root")
-    return parent, top
 
 
 @contextlib.asynccontextmanager

@@ -12,7 +12,6 @@ networks, when it has them), used through the Engine API. Made by `DockerEnviron
   alone, answering this trial's token alone (firewall.py).
 """
 
-import asyncio
 import contextlib
 import socket
 from collections.abc import Callable, Sequence
@@ -38,6 +37,11 @@ from envloop.tasks.phases import NetworkPolicy
 from envloop.trajectories.workspace import Snapshot
 
 HOME_DIR = "/tmp/envloop-home"
+
+
+def _present(layers: Sequence[Path] | None) -> list[Path]:
+    """The layers that exist (a task may lack a solution or tests directory)."""
+    return [layer for layer in layers or [] if layer.is_dir()]
 
 
 def _user(user: TaskUser | None) -> str | None:
@@ -130,57 +134,26 @@ class DockerEnvironment(EnvironmentBase):
             self._observe_oom()
         return RunOutcome(exit_code=outcome.exit_code, timed_out=outcome.timed_out)
 
-    async def _root(self, script: str, *args: str) -> None:
+    async def _reset(self, remove: Sequence[str], make: Sequence[tuple[str, int]] = ()) -> None:
         try:
-            await self.container.root(script, *args)
-        except DockerError as exc:
+            await self.container.reset(remove, make)
+        except (DockerError, ValueError) as exc:
             raise EnvironmentSetupError(str(exc)) from None
 
     async def _place(self, path: str, layers: Sequence[Path] | None) -> None:
-        if layers is None:
-            await self._root('rm -rf -- "$1" && mkdir -p -- "$1" && chmod 777 -- "$1"', path)
-            return
-        await self._root('rm -rf -- "$1"', path)
-        present = [layer for layer in layers if layer.is_dir()]
-        if not present:
-            await self._root('mkdir -p -- "$1"', path)
-        try:
-            for layer in present:
-                await self.container.put_dir(layer, path, readable=True)
-        except (DockerError, ValueError) as exc:
-            raise EnvironmentSetupError(f"could not copy {path} in: {exc}") from None
+        await self._prepare([], [(path, layers)])
 
     async def _clear(self, path: str) -> None:
-        await self._root('rm -rf -- "$1"', path)
+        await self._reset([path])
 
     async def _prepare(self, gone: list[str], fresh: list[tuple[str, Sequence[Path] | None]]) -> None:
-        """One root command clears and makes every directory, then the layers go in as archives;
-        the command is left out when there is nothing to clear or make (an exec costs a tenth of a
-        second: the oracle's solution going into a container that has none)."""
-        if not gone and await self._absent_with_layers(fresh):
-            await self._put_layers(fresh)
-            return
-        script = ['rm -rf -- "$@"']
-        for index, (_, layers) in enumerate(fresh, start=len(gone) + 1):
-            present = [layer for layer in layers or [] if layer.is_dir()]
-            if layers is None:
-                script.append(f'mkdir -p -- "${{{index}}}" && chmod 777 -- "${{{index}}}"')
-            elif not present:
-                script.append(f'mkdir -p -- "${{{index}}}"')
-        await self._root(" && ".join(script), *gone, *(path for path, _ in fresh))
-        await self._put_layers(fresh)
-
-    async def _absent_with_layers(self, fresh: list[tuple[str, Sequence[Path] | None]]) -> bool:
-        """Whether every path has a layer to copy in and none is in the container yet."""
-        if any(not [layer for layer in layers or [] if layer.is_dir()] for _, layers in fresh):
-            return False
-        kinds = await asyncio.gather(*(self._kind(path) for path, _ in fresh))
-        return all(kind is None for kind in kinds)
-
-    async def _put_layers(self, fresh: list[tuple[str, Sequence[Path] | None]]) -> None:
+        """Everything cleared and the empty directories made at once (container.reset), then the
+        layers copied in."""
+        make = [(path, 0o777 if layers is None else 0o755) for path, layers in fresh if not _present(layers)]
+        await self._reset([*gone, *(path for path, _ in fresh)], make)
         try:
             for path, layers in fresh:
-                for layer in [layer for layer in layers or [] if layer.is_dir()]:
+                for layer in _present(layers):
                     await self.container.put_dir(layer, path, readable=True)
         except (DockerError, ValueError) as exc:
             raise EnvironmentSetupError(f"could not copy the tests or solution in: {exc}") from None
@@ -208,7 +181,7 @@ class DockerEnvironment(EnvironmentBase):
             raise EnvironmentSetupError(f"could not look at {path}: {exc}") from None
 
     async def _copy_in(self, source: Path, path: str) -> None:
-        await self._root('rm -rf -- "$1"', path)
+        await self._reset([path])
         try:
             await self.container.put_dir(source, path, readable=True)
         except (DockerError, ValueError) as exc:

@@ -16,6 +16,7 @@ import asyncio
 import os
 import stat
 from pathlib import Path
+from typing import NamedTuple
 
 from envloop.environments.docker.engine import engine
 
@@ -23,9 +24,19 @@ Signatures = dict[str, str]
 """Path inside the container -> its state, comparable between two readings of one container."""
 
 
-async def layer_dirs(container_id: str) -> tuple[Path, Path] | None:
-    """The container's overlay2 upper directory and the directory its filesystem is mounted on
-    (merged), when this process can read them, else None."""
+class Layers(NamedTuple):
+    """Where the host sees a container's files."""
+
+    upper: Path
+    """Its writable layer: what changed since the image."""
+    merged: Path
+    """Its whole filesystem, while it runs."""
+    mounts: tuple[str, ...]
+    """Where it has mounts of its own (volumes, binds), which `merged` does not show."""
+
+
+async def layer_dirs(container_id: str) -> Layers | None:
+    """The container's overlay2 directories, when this process can read them, else None."""
     inspected = await engine().json("GET", f"/containers/{container_id}/json")
     driver = inspected.get("GraphDriver") or {}
     data = driver.get("Data") or {}
@@ -38,7 +49,10 @@ async def layer_dirs(container_id: str) -> tuple[Path, Path] | None:
     except OSError:
         return None
     readable = stat.S_ISDIR(info.st_mode) and info.st_uid == 0 and os.access(path, os.R_OK | os.X_OK)
-    return (path, Path(str(merged))) if readable else None
+    tmpfs = list((inspected.get("HostConfig") or {}).get("Tmpfs") or {})
+    listed = [str(m.get("Destination")) for m in inspected.get("Mounts") or [] if m.get("Destination")]
+    mounts = tuple(listed + [str(path) for path in tmpfs])
+    return Layers(path, Path(str(merged)), mounts) if readable else None
 
 
 async def read_upper(upper: Path) -> Signatures:

@@ -364,7 +364,7 @@ async def _setup(environment: DockerEnvironment, agent_users: dict[str, str], *,
     except DockerError as exc:
         raise EnvironmentSetupError(f"setting up the container failed: {exc}") from None
     if not verifier and (tests is not None or solution is not None):
-        await environment._root("rm -rf /tests /solution")
+        await environment._reset(["/tests", "/solution"])
     for field, user in agent_users.items():
         check = await environment.container.exec(["true"], user=user, timeout=_SETUP_TIMEOUT_SEC)
         if check.exit_code != 0:
