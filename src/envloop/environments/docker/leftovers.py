@@ -3,7 +3,8 @@
 Between the agent and the verifier nothing the agent started may run on (a leftover process could
 rewrite the reward after the verifier wrote it). Killing the container and starting it again does
 that, at two-thirds of a second per trial. Where the worker runs as root beside the daemon, the
-same guarantee costs a pause and an unpause: the container is frozen (its cgroup freezer: a frozen
+same guarantee costs a look at its processes, and where any is left a pause and an unpause: the
+container is frozen (its cgroup freezer: a frozen
 process can neither fork nor exit, so the list of its processes cannot change while it is read),
 every process in its PID namespace but its own two is sent SIGKILL from the host, and it is thawed;
 a killed process never runs another instruction of its own. Its own two are `docker-init` (PID 1)
@@ -46,6 +47,8 @@ async def end_leftovers(container_id: str) -> bool:
     init = int(state.get("Pid") or 0)
     if init <= 0 or not await asyncio.to_thread(_belongs, init, container_id):
         return False
+    if await asyncio.to_thread(_only_own_left, init):
+        return True
     try:
         await api.request("POST", f"/containers/{container_id}/pause")
     except DockerError:
@@ -91,10 +94,10 @@ def _namespace_members(init: int) -> dict[int, tuple[str, int, int]]:
     return members
 
 
-def _kill_all_but_own(init: int) -> list[Process] | None:
-    """While the container is frozen: SIGKILL to every process but `init` and the first child it
-    started (the keep-up command); None when that child is not there (the caller stops the
-    container)."""
+def _others(init: int) -> dict[int, int] | None:
+    """Every live process in the namespace but `init` and the first child it started (the keep-up
+    command) with that child's own children, by PID with its start time; None when that child is
+    not there (the caller stops the container). A zombie has ended: it is not counted."""
     try:
         members = _namespace_members(init)
     except OSError:
@@ -108,10 +111,26 @@ def _kill_all_but_own(init: int) -> list[Process] | None:
         before = len(own)
         own |= {pid for pid, (_, parent, _) in members.items() if parent in own - {init}}
         grown = len(own) > before
+    return {
+        pid: start for pid, (state, _, start) in members.items() if pid not in own and state not in ("Z", "X")
+    }
+
+
+def _only_own_left(init: int) -> bool:
+    """Whether nothing but the container's own processes is left (the common case: the phase's
+    commands all ended). Then nothing is there that could start another process, so nothing needs
+    freezing: only envloop starts processes in the container from outside (`docker exec`)."""
+    return _others(init) == {}
+
+
+def _kill_all_but_own(init: int) -> list[Process] | None:
+    """While the container is frozen: SIGKILL to every process but its own; None when its own
+    keep-up command is not there (the caller stops the container)."""
+    others = _others(init)
+    if others is None:
+        return None
     killed = []
-    for pid, (state, _, start) in members.items():
-        if pid in own or state in ("Z", "X"):
-            continue
+    for pid, start in others.items():
         with suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
             killed.append((pid, start))
