@@ -103,6 +103,13 @@ class ListTrials:
 
 
 @dataclass(config=REQUEST, frozen=True)
+class ArtifactPath:
+    trial_id: str
+    path: str
+    """The file's path within the trial, as the artifact list gives it."""
+
+
+@dataclass(config=REQUEST, frozen=True)
 class TrialLogs:
     trial_id: str
     phase: LogPhase = Phase.AGENT

@@ -1,4 +1,4 @@
-"""Trials written out by hand: the whole trajectory (streamed, in two formats) and a kept file's bytes."""
+"""Trials written out by hand: the whole trajectory (streamed, in two formats)."""
 
 from typing import Annotated, Literal
 
@@ -8,7 +8,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response, StreamingRes
 from envloop.api.auth import TrialReader
 from envloop.api.schemas import ERRORS
 from envloop.core.trajectory import Trajectory
-from envloop.services import trace, trials
+from envloop.services import trace
 from envloop.trajectories.atif import AtifTrajectory, atif_chunks
 
 router = APIRouter(prefix="/v1/trials", tags=["trials"], responses=ERRORS)
@@ -48,14 +48,3 @@ def trial_steps(
             else (Response(outline.data, media_type="application/json"))
         )
     return StreamingResponse(atif_chunks(outline.head, outline.iter_steps()), media_type="application/json")
-
-
-@router.get(
-    "/{trial_id}/artifacts/{path:path}",
-    response_class=FileResponse,
-    responses={200: {"description": "The file's bytes", "content": {"application/octet-stream": {}}}},
-)
-def download_artifact(trial_id: str, path: str, ctx: TrialReader) -> FileResponse:
-    """One kept file, by its path within the trial (as the artifact list gives it)."""
-    trials.get_trial(ctx, trial_id)
-    return FileResponse(ctx.artifacts.trial_file(trial_id, path), media_type="application/octet-stream")
