@@ -136,9 +136,10 @@ def _answer(operation: Operation[..., Any, Any]) -> dict[str, Any]:
     return {"response_model": operation.response, "responses": operation.responses}
 
 
-def build_router() -> APIRouter:
+def build_router(operations: list[Operation[..., Any, Any]]) -> APIRouter:
+    """The routes of `operations` (each one's own: an unrouted one is answered by another's)."""
     router = APIRouter(responses=ERRORS)
-    for operation in declared_operations():
+    for operation in operations:
         if not operation.routed:
             continue
         router.add_api_route(
@@ -154,4 +155,4 @@ def build_router() -> APIRouter:
     return router
 
 
-router = build_router()
+router = build_router(declared_operations())
