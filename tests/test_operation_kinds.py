@@ -94,6 +94,15 @@ class Kinds:
         stream_doc="ticks, then end",
     )
     blob = Download("/v1/kinds/blob/{size}/{name:path}", Blob, service=f"{HERE}:blob", tag="kinds")
+    ticks = Download(
+        "/v1/kinds/ticks/{start}",
+        Countdown,
+        service=f"{HERE}:ticks",
+        tag="kinds",
+        media_type="application/json",
+        schema=f"{HERE}:TickList",
+        answer_doc="every tick, written as it is made",
+    )
     weigh = Upload(
         "/v1/kinds/weigh",
         Weigh,
@@ -149,6 +158,15 @@ def blob(ctx: Context, size: int, name: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(bytes(i % 251 for i in range(size)))
     return path
+
+
+TickList = list[Tick]
+
+
+def ticks(ctx: Context, start: int) -> Iterator[str] | bytes:
+    if start == 0:
+        return b"[]"
+    return iter(["[", ",".join(Tick(left=n).model_dump_json() for n in range(start)), "]"])
 
 
 def weigh(ctx: Context, path: Path, label: str, note: str | None = None) -> Weight:
@@ -251,6 +269,22 @@ def test_the_download_route_answers_range_requests(kinds_server: Server) -> None
         assert whole.headers["content-length"] == "1000"
         part = http.get("/v1/kinds/blob/1000/dir/small.bin", headers={"Range": "bytes=10-19"})
         assert part.status_code == 206 and part.content == whole.content[10:20]
+
+
+def test_a_json_download_is_written_as_it_is_made_and_typed_in_the_document(
+    client: KindsClient, kinds_server: Server
+) -> None:
+    assert b"".join(client.ticks(2)) == b'[{"event":"tick","left":0},{"event":"tick","left":1}]'
+    assert b"".join(client.ticks(0)) == b"[]"
+    with kinds_server.http() as http:
+        assert http.get("/v1/kinds/ticks/1").headers["content-type"] == "application/json"
+        answer = http.get("/openapi.json").json()["paths"]["/v1/kinds/ticks/{start}"]["get"]["responses"][
+            "200"
+        ]
+        assert answer["description"] == "every tick, written as it is made"
+        assert answer["content"]["application/json"]["schema"]["items"] == {
+            "$ref": "#/components/schemas/Tick"
+        }
 
 
 # -- uploads ---------------------------------------------------------------------------------------

@@ -16,12 +16,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar, cast
-from urllib.parse import quote
 
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from envloop.core.trajectory import Trajectory
 from envloop.operation import Download, Events, Operation, Req, Resp, Upload
 from envloop.operations import Operations
 from envloop.services.errors import ConflictError, NotFoundError, ServerError, UserError
@@ -185,13 +183,6 @@ class Client(Operations):
                     if data:
                         yield adapter.validate_json("\n".join(data))
                     event, data = "", []
-
-    # -- written out --------------------------------------------------------------------------------
-
-    def trial_steps(self, trial_id: str) -> Trajectory | None:
-        """The whole trajectory (the server streams it); `trial_step_page` reads it a page at a time."""
-        response = self._send("GET", f"/v1/trials/{quote(trial_id)}/steps")
-        return self._parse(response, Trajectory | None)  # type: ignore[arg-type]
 
 
 __all__ = ["AccessError", "Client", "ServerError"]

@@ -59,6 +59,7 @@ from envloop.wire.deferred import (
     TrialId,
     TrialLogs,
     TrialStepPage,
+    TrialTrajectory,
     TrialView,
 )
 
@@ -309,6 +310,20 @@ class Declarations:
         scope="trial",
         doc="A page of the trial's trajectory: its steps from `offset` (at most `limit`, and at most "
         "4 MiB of\nthem), its other fields, and where the next page starts.",
+    )
+    trajectory_json = Download(
+        "/v1/trials/{trial_id}/steps",
+        TrialTrajectory,
+        service="envloop.services.trace:trajectory_json",
+        tag="trials",
+        scope="trial",
+        route_name="trial_steps",
+        media_type="application/json",
+        schema="envloop.trajectories.atif:TrajectoryDocument",
+        answer_doc="The whole trajectory, streamed; null when its runner kept none",
+        doc="The trial's whole trajectory, step by step (model messages, tool calls, environment changes),\n"
+        "streamed as it is read, never held whole; null when its runner kept none. Secrets are masked in\n"
+        "both formats. `/steps/page` reads it a page at a time.",
     )
     list_artifacts = Operation(
         "GET",

@@ -14,22 +14,11 @@ As `el job submit` does, a submission starts a background worker for the store w
 """
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from envloop.core.lazy_modules import lazy_module
 from envloop.core.status import TERMINAL
 from envloop.operation import Operation, Req, Resp
 from envloop.operations import Operations
 from envloop.services.context import Context, open_context
-
-if TYPE_CHECKING:
-    from envloop.core.trajectory import Trajectory
-    from envloop.services import trace
-else:
-    # Imported when `trial_steps` is first called (a declared operation's service module is, by its
-    # declaration): `el job get` on the embedded store loads neither SQLAlchemy nor the services
-    # that it does not call.
-    trace = lazy_module("envloop.services.trace")
 
 
 class LocalClient(Operations):
@@ -68,11 +57,6 @@ class LocalClient(Operations):
             from envloop.scheduling.background import start_background_worker  # noqa: PLC0415
 
             start_background_worker(self._ctx.home)
-
-    # -- written out ------------------------------------------------------------------------------
-
-    def trial_steps(self, trial_id: str) -> "Trajectory | None":
-        return trace.trial_steps(self._ctx, trial_id)
 
 
 __all__ = ["LocalClient"]

@@ -363,9 +363,12 @@ class Events(Operation[P, Req, Iterator[E]]):
 
 
 class Download(Operation[P, Req, Iterator[bytes]]):
-    """A GET answered by a file's bytes, in chunks: the service function gives the file's `Path`;
-    the route sends it (with its length, and parts of it for HTTP Range requests), `envloop.Client`
-    streams it, and in process it is read a chunk at a time."""
+    """A GET answered by bytes, in chunks, never held whole: the service function gives a file's
+    `Path` (the route sends it with its length, and parts of it for HTTP Range requests), `bytes`, or
+    an iterator of chunks (text or bytes), written as it is read. `envloop.Client` streams the
+    answer; in process it is read a chunk at a time. `media_type` says what the bytes are; `schema`
+    ("module:name", imported on first use) types a JSON answer for the OpenAPI document, which
+    describes the answer as `answer_doc`."""
 
     def __init__(
         self,
@@ -377,6 +380,9 @@ class Download(Operation[P, Req, Iterator[bytes]]):
         scope: Scope = "project",
         doc: str | None = None,
         route_name: str | None = None,
+        media_type: str = "application/octet-stream",
+        schema: str | None = None,
+        answer_doc: str = "The file's bytes",
     ) -> None:
         super().__init__(
             "GET",
@@ -389,20 +395,35 @@ class Download(Operation[P, Req, Iterator[bytes]]):
             doc=doc,
             route_name=route_name,
         )
+        self.media_type = media_type
+        self._schema = schema
+        self.answer_doc = answer_doc
+
+    @property
+    def schema(self) -> Any:
+        """The JSON answer's type, for the OpenAPI document; None for bytes of another kind."""
+        if self._schema is None:
+            return None
+        module, _, name = self._schema.partition(":")
+        return getattr(importlib.import_module(module), name)
 
     @property
     def returns(self) -> Any:
         return Iterator[bytes]
 
     def serve(self, ctx: Any, request: Req) -> Iterator[bytes]:
-        file = cast(Path, self.answer(ctx, request))  # a missing file fails here, before any chunk
+        body = self.answer(ctx, request)  # an unknown thing fails here, before any chunk
+        if isinstance(body, bytes):
+            return iter([body])
+        if isinstance(body, Path):
+            return _file_chunks(body)
+        return (chunk.encode() if isinstance(chunk, str) else chunk for chunk in body)
 
-        def chunks() -> Iterator[bytes]:
-            with file.open("rb") as handle:
-                while chunk := handle.read(CHUNK_BYTES):
-                    yield chunk
 
-        return chunks()
+def _file_chunks(file: Path) -> Iterator[bytes]:
+    with file.open("rb") as handle:
+        while chunk := handle.read(CHUNK_BYTES):
+            yield chunk
 
 
 class Upload(Operation[P, Req, Resp]):

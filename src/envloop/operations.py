@@ -7,18 +7,19 @@ against one runs against the other, and the CLI renders either.
 
 Every operation is an `Operation` declaration (`envloop.declarations`, see `envloop.operation`):
 the method of each client, the HTTP route and the call into the service layer all come from it,
-whether it answers a model, streams events or a file's bytes, or uploads a folder. `copy_artifacts`
-is made of declared operations, so both clients share it; `trial_steps` is written out by each
-client (the server streams the whole trajectory, in two formats, from a route of its own).
+whether it answers a model, streams events or a file's bytes, or uploads a folder. The methods
+written out below are made of declared operations, so both clients share them.
 """
 
 from abc import ABC, abstractmethod
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Self, cast
+
+from pydantic import TypeAdapter, ValidationError
 
 from envloop.declarations import Declarations
-from envloop.operation import Operation, Req, Resp
+from envloop.operation import Operation, Req, Resp, one_line
 from envloop.services.errors import ServerError
 
 if TYPE_CHECKING:
@@ -45,9 +46,18 @@ class Operations(Declarations, ABC):
     ) -> None:
         self.close()
 
-    @abstractmethod
     def trial_steps(self, trial_id: str) -> "Trajectory | None":
-        """The whole trajectory (streamed over HTTP); `trial_step_page` reads it a page at a time."""
+        """The whole trajectory, read from its JSON (`trajectory_json`); `trial_step_page` reads it a
+        page at a time."""
+        from envloop.core.trajectory import Trajectory  # noqa: PLC0415 - only this method builds it
+
+        document = b"".join(self.trajectory_json(trial_id))
+        try:
+            return cast("Trajectory | None", TypeAdapter(Trajectory | None).validate_json(document))
+        except ValidationError as exc:
+            raise ServerError(
+                f"trial {trial_id}: its trajectory is not valid: {one_line(dict(exc.errors()[0]))}"
+            ) from None
 
     def copy_artifacts(self, trial_id: str, dest: Path) -> "list[ArtifactInfo]":
         """Copy every kept file of the trial under `dest`, keeping their relative paths; a path that

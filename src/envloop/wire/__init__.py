@@ -80,6 +80,7 @@ if TYPE_CHECKING:
         StepPage,
         TrialLogs,
         TrialStepPage,
+        TrialTrajectory,
         TrialView,
     )
     from envloop.wire.usage import JobUsage, Latency, ProfileUsage
@@ -172,6 +173,7 @@ _MODULE_OF = {
     "TrialId": "request",
     "TrialLogs": "trials",
     "TrialStepPage": "trials",
+    "TrialTrajectory": "trials",
     "TrialView": "trials",
     "WarningGroup": "diagnosis",
 }
@@ -277,6 +279,7 @@ __all__ = [
     "TrialId",
     "TrialLogs",
     "TrialStepPage",
+    "TrialTrajectory",
     "TrialView",
     "WarningGroup",
 ]

@@ -110,6 +110,15 @@ class ArtifactPath:
 
 
 @dataclass(config=REQUEST, frozen=True)
+class TrialTrajectory:
+    trial_id: str
+    format: Annotated[
+        Literal["envloop", "atif"],
+        Field(description="envloop (its own steps) or atif (Harbor's Agent Trajectory Interchange Format)"),
+    ] = "envloop"
+
+
+@dataclass(config=REQUEST, frozen=True)
 class TrialLogs:
     trial_id: str
     phase: LogPhase = Phase.AGENT

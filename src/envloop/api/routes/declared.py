@@ -9,7 +9,8 @@ a model as JSON, an events operation's feed as server-sent events, a download's 
 """
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Body, Depends, File, Form, Query, Response, UploadFile
@@ -106,7 +107,7 @@ def _endpoint(operation: Operation[..., Any, Any]) -> Callable[..., Any]:
         if isinstance(operation, Events):
             return event_stream(answer)
         if isinstance(operation, Download):
-            return FileResponse(answer, media_type="application/octet-stream")
+            return _bytes(operation, answer)
         if response is not None and operation.existing is not None and operation.existing(answer):
             response.status_code = 200
         return answer
@@ -115,6 +116,15 @@ def _endpoint(operation: Operation[..., Any, Any]) -> Callable[..., Any]:
     endpoint.__doc__ = operation.doc
     endpoint.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     return endpoint
+
+
+def _bytes(operation: Download[..., Any], body: Path | bytes | Iterable[str | bytes]) -> Response:
+    """A download's answer, sent as it is read: a file (with Range requests), bytes, or chunks."""
+    if isinstance(body, Path):
+        return FileResponse(body, media_type=operation.media_type)
+    if isinstance(body, bytes):
+        return Response(body, media_type=operation.media_type)
+    return StreamingResponse(body, media_type=operation.media_type)
 
 
 def _answer(operation: Operation[..., Any, Any]) -> dict[str, Any]:
@@ -126,12 +136,17 @@ def _answer(operation: Operation[..., Any, Any]) -> dict[str, Any]:
             "response_class": StreamingResponse,
             "responses": {200: {"description": operation.stream_doc, "content": content}},
         }
+    if isinstance(operation, Download) and operation.schema is not None:
+        return {
+            "response_model": None,
+            "responses": {200: {"description": operation.answer_doc, "model": operation.schema}},
+        }
     if isinstance(operation, Download):
-        content = {"application/octet-stream": {}}
+        content = {operation.media_type: {}}
         return {
             "response_model": None,
             "response_class": FileResponse,
-            "responses": {200: {"description": "The file's bytes", "content": content}},
+            "responses": {200: {"description": operation.answer_doc, "content": content}},
         }
     return {"response_model": operation.response, "responses": operation.responses}
 
