@@ -170,6 +170,8 @@ def ticks(ctx: Context, start: int) -> Iterator[str] | bytes:
 
 
 def weigh(ctx: Context, path: Path, label: str, note: str | None = None) -> Weight:
+    if not path.exists():  # the HTTP client finds it out before sending anything
+        raise UserError(f"{path}: no such file or directory")
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     weights = {str(p.relative_to(path.parent)): p.stat().st_size for p in files}
     return Weight(label=label, note=note, files=weights, created=label != "again")

@@ -7,14 +7,40 @@ are imported when the operation is first used), its HTTP method and path, who ma
 service function that does it (`"module:function"`, imported on first use so the HTTP client never
 loads the store). From the declaration:
 
-- `envloop.api` builds the HTTP route (path parameters, query parameters or a JSON body, the caller
-  check, the status code), so the OpenAPI document follows the declaration;
+- `envloop.api` builds the HTTP route (path parameters, query parameters, a JSON body or a
+  multipart form, the caller check, the status code, how it answers), so the OpenAPI document
+  follows the declaration;
 - `envloop.Client` sends the request and reads the answer;
 - `envloop.LocalClient` calls the service function in this process;
 - both clients get a method of the operation's name whose parameters are the request's fields,
   checked by mypy (the declaration is a descriptor typed by the request class's constructor).
 
-Adding an operation is one declaration in `envloop.declarations` and one service function.
+Adding an operation is one declaration in `envloop.declarations` and one service function, whatever
+its kind (below, `Thing` is a request with a `thing_id` field, `ThingView` a model):
+
+    # A JSON answer: the service function returns it.
+    get_thing = Operation("GET", "/v1/things/{thing_id}", Thing, ThingView,
+                          service="envloop.services.things:get_thing", tag="things")
+
+    # Events as they happen: the service function returns a `Feed` (polled, in process, every
+    # FEED_POLL_SEC; over HTTP, server-sent events read back into the event models).
+    watch_thing = Events("/v1/things/{thing_id}/events", Thing, ThingEvent,
+                         service="envloop.services.things:watch_thing", tag="things",
+                         stream_doc="A stream of `thing` events, then `end`")
+
+    # Bytes, never held whole: the service function returns a file's `Path`, bytes, or chunks.
+    read_thing = Download("/v1/things/{thing_id}/bytes", Thing,
+                          service="envloop.services.things:thing_file", tag="things")
+
+    # A local file or folder sent with form fields: the request's `file` field is a `Path`, packed
+    # by the HTTP client and unpacked by the route; the service function reads the path.
+    push_thing = Upload("/v1/things", PushThing, ThingView, file="path", part="archive",
+                        service="envloop.services.things:push_thing", tag="things")
+
+A field that a URL query cannot carry as it is (a dict) says how it travels with a `QueryForm` in
+its annotation (`ListJobs.tags` goes as `tag=key=value`). A convenience made of declared operations
+(`copy_artifacts`, `trial_steps`) is one method of `envloop.operations.Operations`, shared by both
+clients.
 """
 
 import dataclasses
