@@ -50,6 +50,7 @@ class Lift(BaseModel):
 class Blob:
     size: int
     name: str
+    shift: Annotated[int, Field(ge=0)] = 0
 
 
 @dataclass(config=REQUEST, frozen=True)
@@ -151,12 +152,12 @@ def countdown(ctx: Context, start: int) -> CountdownFeed:
     return CountdownFeed(start)
 
 
-def blob(ctx: Context, size: int, name: str) -> Path:
+def blob(ctx: Context, size: int, name: str, shift: int = 0) -> Path:
     if size < 0:
         raise UserError("bad blob")
     path = ctx.home / "blobs" / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(bytes(i % 251 for i in range(size)))
+    path.write_bytes(bytes((i + shift) % 251 for i in range(size)))
     return path
 
 
@@ -260,8 +261,11 @@ def test_a_download_streams_the_files_bytes_in_chunks(client: KindsClient) -> No
     chunks = list(client.blob(size, "big.bin"))
     assert b"".join(chunks) == bytes(i % 251 for i in range(size))
     assert len(chunks) > 1 and max(len(chunk) for chunk in chunks) <= 1024 * 1024
+    assert b"".join(client.blob(4, "shifted.bin", shift=250)) == bytes([250, 0, 1, 2])
     with pytest.raises(UserError, match="bad blob"):
         b"".join(client.blob(-1, "x"))
+    with pytest.raises(UserError, match="shift"):
+        b"".join(client.blob(1, "x", shift=-1))
 
 
 def test_the_download_route_answers_range_requests(kinds_server: Server) -> None:

@@ -96,7 +96,7 @@ class Client(Operations):
         if isinstance(operation, Events):
             return cast(Resp, self._events(operation, request))
         if isinstance(operation, Download):
-            return cast(Resp, self._download(path))
+            return cast(Resp, self._download(path, operation.query(request)))
         if isinstance(operation, Upload):
             return cast(Resp, self._upload(operation, request))
         if operation.method == "GET":
@@ -158,8 +158,8 @@ class Client(Operations):
             )
         return self._parse(response, operation.response)
 
-    def _download(self, path: str) -> Iterator[bytes]:
-        with self._stream(path) as response:
+    def _download(self, path: str, params: dict[str, Any]) -> Iterator[bytes]:
+        with self._stream(path, params=params) as response:
             yield from response.iter_bytes()
 
     def _events(self, operation: Events[..., Req, Any], request: Req) -> Iterator[Any]:
