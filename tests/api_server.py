@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from fastapi import FastAPI
 
 from envloop.api import create_app
 from envloop.client import Client
@@ -98,19 +99,20 @@ def start_server(el: El, log: Path, *args: str, host: str = "127.0.0.1") -> Serv
         time.sleep(0.1)
 
 
-def serve_in_process(el: El, log: Path) -> Server:
+def serve_in_process(el: El, log: Path, extend: Callable[[FastAPI], None] | None = None) -> Server:
     """The app `el serve` runs, on the store of `el`'s home and the environment's
     ENVLOOP_DATABASE_URL, under uvicorn in a thread, on a socket bound here (so no other server can
-    take its port first)."""
+    take its port first); `extend` adds to the app (routes a test declares)."""
     key = default_project_key(el.home)
     context = open_context(el.home)
+    app = create_app(context)
+    if extend is not None:
+        extend(app)
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     # As `el serve` runs it, except that a request still streaming (a job followed to its end)
     # cannot hold the test's teardown up.
-    config = uvicorn.Config(
-        create_app(context), log_level="warning", access_log=False, timeout_graceful_shutdown=5
-    )
+    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
     running = uvicorn.Server(config)
     thread = threading.Thread(target=running.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()

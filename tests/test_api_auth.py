@@ -66,8 +66,22 @@ def test_a_share_token_reads_its_job_and_nothing_else(server: Server, tmp_path: 
             f"/v1/rollouts/{trial.id}",
         ):
             assert http.get(path).status_code == 200, path
-        for path in (f"/v1/jobs/{other}", f"/v1/jobs/{other}/result", f"/v1/trials/{other_trial.id}"):
+        for path in (
+            f"/v1/jobs/{other}",
+            f"/v1/jobs/{other}/result",
+            f"/v1/jobs/{other}/events",
+            f"/v1/trials/{other_trial.id}",
+            f"/v1/trials/{other_trial.id}/steps",
+            f"/v1/trials/{other_trial.id}/artifacts/agent/stdout.txt",
+            f"/v1/rollouts/{other_trial.id}/events",
+        ):
             assert http.get(path).status_code == 404, path
+        with http.stream("GET", f"/v1/jobs/{shared}/events") as events:  # the job never ends here
+            assert events.status_code == 200
+            assert next(events.iter_lines()) == "event: job"
+        with http.stream("GET", f"/v1/rollouts/{trial.id}/events") as events:
+            assert events.status_code == 200
+        assert http.get(f"/v1/trials/{trial.id}/steps").json() is None
         for path in ("/v1/jobs", "/v1/datasets", "/v1/profiles", "/v1/runners", "/v1/keys"):
             assert http.get(path).status_code == 403, path
         assert http.post(f"/v1/jobs/{shared}/cancel").status_code == 403

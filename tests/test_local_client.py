@@ -2,6 +2,7 @@
 signatures, the same answers and the same exceptions, in process or over HTTP."""
 
 import inspect
+import json
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -142,6 +143,9 @@ def test_the_same_scenario_gives_the_same_answers_over_http_and_in_process(
             first = http.list_trials(job_id)[0].id
             assert same_store.get_trial(first) == http.get_trial(first)
             assert same_store.trial_steps(first) == http.trial_steps(first)
+            atif = b"".join(http.trajectory_json(first, format="atif"))
+            assert b"".join(same_store.trajectory_json(first, "atif")) == atif
+            assert json.loads(atif)["session_id"] == first
             assert same_store.job_diagnosis(job_id) == http.job_diagnosis(job_id)
         assert same_store.compare_runs(*http_ids) == http.compare_runs(*http_ids)
         assert same_store.list_datasets() == http.list_datasets()

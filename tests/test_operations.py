@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from envloop.api.routes.declared import declared_operations
 from envloop.client import Client
+from envloop.declarations import declared_operations
 from envloop.local import LocalClient
 from envloop.operation import Operation
 from envloop.services.errors import NotFoundError, UserError

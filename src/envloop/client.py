@@ -11,37 +11,22 @@ without changing anything else. Errors come back as the same exception classes: 
             ...
 """
 
-import re
 import ssl
-import tarfile
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
-from urllib.parse import quote
+from typing import Any, TypeVar, cast
 
 import httpx
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
-from envloop.core.status import JobStatus
-from envloop.core.trajectory import Trajectory
-from envloop.operation import Operation, Req, Resp
+from envloop.operation import Download, Events, Operation, Req, Resp, Upload
 from envloop.operations import Operations
 from envloop.services.errors import ConflictError, NotFoundError, ServerError, UserError
 from envloop.settings import settings
-from envloop.wire import (
-    ArtifactInfo,
-    DatasetView,
-    JobEvent,
-    JobProgress,
-    JobView,
-    ProgressEvent,
-    TrialEvent,
-)
+from envloop.uploads import packed
 
 _M = TypeVar("_M")
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class AccessError(UserError):
@@ -61,11 +46,6 @@ def _transport(url: str) -> Iterator[None]:
         raise ServerError(
             f"the server at {url} answered something that is not the API's: {first['msg']}"
         ) from None
-
-
-def _upload_stem(name: str) -> str:
-    stem = _UNSAFE.sub("-", name).strip("-.") or "upload"
-    return stem[:200]
 
 
 def _detail(response: httpx.Response) -> str:
@@ -110,8 +90,15 @@ class Client(Operations):
         self._http.close()
 
     def call(self, operation: Operation[..., Req, Resp], request: Req) -> Resp:
-        """Send a declared operation's request to its route and read its answer."""
+        """Send a declared operation's request to its route and read its answer: a model, events as
+        they come (`Events`), a file's bytes as they come (`Download`), after an upload (`Upload`)."""
         path = operation.url(request)
+        if isinstance(operation, Events):
+            return cast(Resp, self._events(operation, request))
+        if isinstance(operation, Download):
+            return cast(Resp, self._download(path, operation.query(request)))
+        if isinstance(operation, Upload):
+            return cast(Resp, self._upload(operation, request))
         if operation.method == "GET":
             return self._parse(self._send("GET", path, params=operation.query(request)), operation.response)
         return self._parse(self._send("POST", path, json=operation.json_body(request)), operation.response)
@@ -143,14 +130,6 @@ class Client(Operations):
             raise UserError(message)
         raise ServerError(f"server error {status}: {message}")
 
-    def _get(self, path: str, model: type[_M], **params: Any) -> _M:
-        query = {k: v for k, v in params.items() if v is not None}
-        return self._parse(self._send("GET", path, params=query), model)
-
-    def _post(self, path: str, model: type[_M], body: BaseModel | dict[str, Any] | None = None) -> _M:
-        payload = body.model_dump(mode="json") if isinstance(body, BaseModel) else (body or {})
-        return self._parse(self._send("POST", path, json=payload), model)
-
     def _parse(self, response: httpx.Response, model: type[_M]) -> _M:
         with _transport(self.url):
             try:
@@ -159,117 +138,37 @@ class Client(Operations):
                 raise ServerError(f"the server at {self.url} answered something that is not JSON") from None
             return TypeAdapter(model).validate_python(data)
 
-    @staticmethod
-    def _ref(ref: str) -> str:
-        return quote(ref, safe="@/")
-
-    # -- datasets, profiles, runners ----------------------------------------------------------------
-
-    def push_dataset(
-        self, path: Path, name: str, runner: str | None = None, scorer: str | None = None
-    ) -> DatasetView:
-        """Upload a task directory, a folder of tasks (packed here) or a JSONL file as NAME@N."""
-        path = Path(path)
-        if not path.exists():
-            raise UserError(f"{path}: no such file or directory")
-        form = {k: v for k, v in {"name": name, "runner": runner, "scorer": scorer}.items() if v is not None}
-        with tempfile.TemporaryDirectory(prefix="envloop-push-") as tmp:
-            if path.is_file():
-                upload, filename = path, f"{_upload_stem(path.stem)}.jsonl"
-            else:
-                upload, filename = Path(tmp) / "upload.tar.gz", f"{_upload_stem(path.name)}.tar.gz"
-                self._pack(path.resolve(), upload)
-            with upload.open("rb") as handle:
-                response = self._send(
-                    "POST", "/v1/datasets", data=form, files={"archive": (filename, handle)}
-                )
-        return DatasetView.model_validate(response.json())
-
-    @staticmethod
-    def _pack(root: Path, dest: Path) -> None:
-        from envloop.tasks.digest import IGNORED_DIRS, IGNORED_FILES  # noqa: PLC0415 - only pushes pack
-
-        def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-            parts = Path(info.name).parts
-            if any(p in IGNORED_DIRS for p in parts) or parts[-1] in IGNORED_FILES:
-                return None
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            return info
-
-        with tarfile.open(dest, "w:gz") as tar:
-            tar.add(root, arcname=root.name, filter=keep)
-
-    # -- jobs ---------------------------------------------------------------------------------------
-
-    def job_progress(self, job_id: str) -> JobProgress:
-        """The job's status and trial counts (a follower's poll when the event stream is gone)."""
-        return JobProgress.model_validate(self.get_job(job_id).model_dump())
-
-    def list_jobs(
-        self,
-        status: JobStatus | None = None,
-        tags: dict[str, str] | None = None,
-        limit: int = 50,
-        before: str | None = None,
-    ) -> list[JobView]:
-        """One page of jobs, newest first; the next page is `before` the last job of this one."""
-        tag = [f"{k}={v}" for k, v in (tags or {}).items()] or None
-        return self._get("/v1/jobs", list[JobView], status=status, tag=tag, limit=limit, before=before)
-
-    def watch_job(self, job_id: str) -> Iterator[ProgressEvent]:
-        """Job and trial status changes as they happen, until the job ends."""
-        return self._events(f"/v1/jobs/{quote(job_id)}/events")
-
-    # -- trials -------------------------------------------------------------------------------------
-
-    def read_artifact(self, trial_id: str, relpath: str) -> Iterator[bytes]:
-        """A kept file's bytes in chunks, streamed from the server."""
-        url = f"/v1/trials/{quote(trial_id)}/artifacts/{quote(relpath, safe='/')}"
-        with _transport(self.url), self._http.stream("GET", url) as response:
+    @contextmanager
+    def _stream(self, path: str, **kwargs: Any) -> Iterator[httpx.Response]:
+        """A streamed answer, checked before its body is read; a cut-off stream is a ServerError."""
+        with _transport(self.url), self._http.stream("GET", path, **kwargs) as response:
             if response.status_code >= 400:
                 response.read()
                 self._check(response)
+            yield response
+
+    # -- the kinds of operation ---------------------------------------------------------------------
+
+    def _upload(self, operation: Upload[..., Req, Resp], request: Req) -> Resp:
+        fields = operation.arguments(request)
+        form = {name: fields[name] for name in operation.form_params if fields[name] is not None}
+        with packed(Path(fields[operation.file])) as (filename, handle):
+            response = self._send(
+                "POST", operation.url(request), data=form, files={operation.part: (filename, handle)}
+            )
+        return self._parse(response, operation.response)
+
+    def _download(self, path: str, params: dict[str, Any]) -> Iterator[bytes]:
+        with self._stream(path, params=params) as response:
             yield from response.iter_bytes()
 
-    def trial_steps(self, trial_id: str) -> Trajectory | None:
-        """The whole trajectory (the server streams it); `trial_step_page` reads it a page at a time."""
-        return self._get(f"/v1/trials/{quote(trial_id)}/steps", Trajectory | None)  # type: ignore[arg-type]
-
-    def copy_artifacts(self, trial_id: str, dest: Path) -> list[ArtifactInfo]:
-        """Download every kept file of the trial under `dest`, keeping their relative paths."""
-        items = self.list_artifacts(trial_id)
-        root = Path(dest).resolve()
-        for item in items:
-            target = (root / item.path).resolve()
-            if not target.is_relative_to(root):
-                raise ServerError(f"artifact path {item.path!r} points outside {dest}")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            url = f"/v1/trials/{quote(trial_id)}/artifacts/{quote(item.path, safe='/')}"
-            with _transport(self.url), self._http.stream("GET", url) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    self._check(response)
-                with target.open("wb") as sink:
-                    for chunk in response.iter_bytes():
-                        sink.write(chunk)
-        return items
-
-    # -- rollouts -----------------------------------------------------------------------------------
-
-    def watch_rollout(self, trial_id: str) -> Iterator[ProgressEvent]:
-        return self._events(f"/v1/rollouts/{quote(trial_id)}/events")
-
-    # -- server-sent events -------------------------------------------------------------------------
-
-    def _events(self, path: str) -> Iterator[ProgressEvent]:
-        with (
-            _transport(self.url),
-            self._http.stream("GET", path, timeout=httpx.Timeout(30.0, read=None)) as response,
-        ):
-            if response.status_code >= 400:
-                response.read()
-                self._check(response)
+    def _events(self, operation: Events[..., Req, Any], request: Req) -> Iterator[Any]:
+        """Server-sent events read back into the declared event model, until `end`."""
+        adapter = TypeAdapter(operation.event)
+        timeout = httpx.Timeout(30.0, read=None)
+        with self._stream(
+            operation.url(request), params=operation.query(request), timeout=timeout
+        ) as response:
             event, data = "", []
             for line in response.iter_lines():
                 if line.startswith(":"):
@@ -279,13 +178,10 @@ class Client(Operations):
                 elif line.startswith("data:"):
                     data.append(line[5:].strip())
                 elif not line:
-                    payload = "\n".join(data)
                     if event == "end":
                         return
-                    if event == "job":
-                        yield JobEvent.model_validate_json(payload)
-                    elif event == "trial":
-                        yield TrialEvent.model_validate_json(payload)
+                    if data:
+                        yield adapter.validate_json("\n".join(data))
                     event, data = "", []
 
 

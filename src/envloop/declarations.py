@@ -8,11 +8,14 @@ The models are named through `envloop.wire.deferred`: an operation imports its r
 when first called, so a client that makes one call (an `el` command) builds only that call's models.
 """
 
-from envloop.operation import Operation
+from typing import Any, cast
+
+from envloop.operation import Download, Events, Operation, Upload
 from envloop.wire.deferred import (
     AddToLeaderboard,
     ApiKeyView,
     ArtifactInfo,
+    ArtifactPath,
     BoardRow,
     Breakdown,
     CompareRuns,
@@ -27,16 +30,20 @@ from envloop.wire.deferred import (
     JobBreakdown,
     JobDiagnosis,
     JobId,
+    JobProgress,
     JobRequest,
     JobResult,
     JobSamples,
     JobUsage,
     JobView,
+    ListJobs,
     ListTrials,
     NoArguments,
     Plan,
     PlanComparison,
     ProfileView,
+    ProgressEvent,
+    PushDataset,
     Ref,
     RevokeKey,
     RevokeShare,
@@ -52,8 +59,11 @@ from envloop.wire.deferred import (
     TrialId,
     TrialLogs,
     TrialStepPage,
+    TrialTrajectory,
     TrialView,
 )
+
+PROGRESS_STREAM = "A stream of `job` and `trial` events, then `end` (data: the final job)"
 
 
 class Declarations:
@@ -68,6 +78,19 @@ class Declarations:
         list[DatasetView],
         service="envloop.services.datasets:list_datasets",
         tag="datasets",
+    )
+    push_dataset = Upload(
+        "/v1/datasets",
+        PushDataset,
+        DatasetView,
+        file="path",
+        part="archive",
+        service="envloop.services.datasets:push_dataset",
+        tag="datasets",
+        status_code=201,
+        existing=lambda view: not view.created,
+        existing_doc="Identical content: the existing revision",
+        doc="Freeze the uploaded tasks as a new revision (identical content returns the existing one).",
     )
     get_dataset = Operation(
         "GET",
@@ -119,6 +142,15 @@ class Declarations:
 
     # -- jobs ---------------------------------------------------------------------------------------
 
+    list_jobs = Operation(
+        "GET",
+        "/v1/jobs",
+        ListJobs,
+        list[JobView],
+        service="envloop.services.jobs:list_jobs",
+        tag="jobs",
+        doc="Jobs, newest first, one page at a time (filtered, ordered and paged in the database).",
+    )
     submit_job = Operation(
         "POST",
         "/v1/jobs",
@@ -140,6 +172,28 @@ class Declarations:
         service="envloop.services.job_reads:get_job",
         tag="jobs",
         scope="job",
+    )
+    job_progress = Operation(
+        "GET",
+        "/v1/jobs/{job_id}",
+        JobId,
+        JobProgress,
+        service="envloop.services.jobs:job_progress",
+        tag="jobs",
+        scope="job",
+        routed=False,
+        doc="The job's status and trial counts: what a follower polls.",
+    )
+    watch_job = Events(
+        "/v1/jobs/{job_id}/events",
+        JobId,
+        cast("type[ProgressEvent]", ProgressEvent),
+        service="envloop.services.rollouts:watch_job",
+        tag="jobs",
+        scope="job",
+        route_name="job_events",
+        stream_doc=PROGRESS_STREAM,
+        doc="Status changes of the job and its trials as server-sent events, until the job ends.",
     )
     job_result = Operation(
         "GET",
@@ -257,6 +311,20 @@ class Declarations:
         doc="A page of the trial's trajectory: its steps from `offset` (at most `limit`, and at most "
         "4 MiB of\nthem), its other fields, and where the next page starts.",
     )
+    trajectory_json = Download(
+        "/v1/trials/{trial_id}/steps",
+        TrialTrajectory,
+        service="envloop.services.trace:trajectory_json",
+        tag="trials",
+        scope="trial",
+        route_name="trial_steps",
+        media_type="application/json",
+        schema="envloop.trajectories.atif:TrajectoryDocument",
+        answer_doc="The whole trajectory, streamed; null when its runner kept none",
+        doc="The trial's whole trajectory, step by step (model messages, tool calls, environment changes),\n"
+        "streamed as it is read, never held whole; null when its runner kept none. Secrets are masked in\n"
+        "both formats. `/steps/page` reads it a page at a time.",
+    )
     list_artifacts = Operation(
         "GET",
         "/v1/trials/{trial_id}/artifacts",
@@ -265,6 +333,15 @@ class Declarations:
         service="envloop.services.trials:list_artifacts",
         tag="trials",
         scope="trial",
+    )
+    read_artifact = Download(
+        "/v1/trials/{trial_id}/artifacts/{path:path}",
+        ArtifactPath,
+        service="envloop.services.trials:artifact_file",
+        tag="trials",
+        scope="trial",
+        route_name="download_artifact",
+        doc="One kept file, by its path within the trial (as the artifact list gives it).",
     )
     invalidate_trial = Operation(
         "POST",
@@ -299,6 +376,17 @@ class Declarations:
         service="envloop.services.rollouts:get_rollout",
         tag="rollouts",
         scope="trial",
+    )
+    watch_rollout = Events(
+        "/v1/rollouts/{trial_id}/events",
+        TrialId,
+        cast("type[ProgressEvent]", ProgressEvent),
+        service="envloop.services.rollouts:watch_rollout",
+        tag="rollouts",
+        scope="trial",
+        route_name="rollout_events",
+        stream_doc=PROGRESS_STREAM,
+        doc="The rollout's status changes as server-sent events, until it ends.",
     )
 
     # -- across runs --------------------------------------------------------------------------------
@@ -399,3 +487,8 @@ class Declarations:
         service="envloop.services.shares:revoke_share",
         tag="shares",
     )
+
+
+def declared_operations() -> list[Operation[..., Any, Any]]:
+    """Every declared operation, in declaration order."""
+    return [value for value in vars(Declarations).values() if isinstance(value, Operation)]

@@ -7,23 +7,62 @@ are imported when the operation is first used), its HTTP method and path, who ma
 service function that does it (`"module:function"`, imported on first use so the HTTP client never
 loads the store). From the declaration:
 
-- `envloop.api` builds the HTTP route (path parameters, query parameters or a JSON body, the caller
-  check, the status code), so the OpenAPI document follows the declaration;
+- `envloop.api` builds the HTTP route (path parameters, query parameters, a JSON body or a
+  multipart form, the caller check, the status code, how it answers), so the OpenAPI document
+  follows the declaration;
 - `envloop.Client` sends the request and reads the answer;
 - `envloop.LocalClient` calls the service function in this process;
 - both clients get a method of the operation's name whose parameters are the request's fields,
   checked by mypy (the declaration is a descriptor typed by the request class's constructor).
 
-Adding an operation is one declaration in `envloop.declarations` and one service function.
+Adding an operation is one declaration in `envloop.declarations` and one service function, whatever
+its kind (below, `Thing` is a request with a `thing_id` field, `ThingView` a model):
+
+    # A JSON answer: the service function returns it.
+    get_thing = Operation("GET", "/v1/things/{thing_id}", Thing, ThingView,
+                          service="envloop.services.things:get_thing", tag="things")
+
+    # Events as they happen: the service function returns a `Feed` (polled, in process, every
+    # FEED_POLL_SEC; over HTTP, server-sent events read back into the event models).
+    watch_thing = Events("/v1/things/{thing_id}/events", Thing, ThingEvent,
+                         service="envloop.services.things:watch_thing", tag="things",
+                         stream_doc="A stream of `thing` events, then `end`")
+
+    # Bytes, never held whole: the service function returns a file's `Path`, bytes, or chunks.
+    read_thing = Download("/v1/things/{thing_id}/bytes", Thing,
+                          service="envloop.services.things:thing_file", tag="things")
+
+    # A local file or folder sent with form fields: the request's `file` field is a `Path`, packed
+    # by the HTTP client and unpacked by the route; the service function reads the path.
+    push_thing = Upload("/v1/things", PushThing, ThingView, file="path", part="archive",
+                        service="envloop.services.things:push_thing", tag="things")
+
+A field that a URL query cannot carry as it is (a dict) says how it travels with a `QueryForm` in
+its annotation (`ListJobs.tags` goes as `tag=key=value`). A convenience made of declared operations
+(`copy_artifacts`, `trial_steps`) is one method of `envloop.operations.Operations`, shared by both
+clients.
 """
 
 import dataclasses
 import importlib
 import inspect
 import re
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, Self, TypeVar, cast, overload
+from pathlib import Path
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    ParamSpec,
+    Protocol,
+    Self,
+    TypeVar,
+    cast,
+    overload,
+)
 from urllib.parse import quote
 
 from pydantic import BaseModel, ValidationError
@@ -32,6 +71,7 @@ from pydantic_core import to_jsonable_python
 
 from envloop.services.errors import UserError
 from envloop.wire.deferred import resolved
+from envloop.wire.request import QueryForm
 
 if TYPE_CHECKING:
     from envloop.operations import Operations
@@ -39,12 +79,20 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
+E = TypeVar("E")
+E_co = TypeVar("E_co", covariant=True)
 
 Scope = Literal["project", "job", "trial"]
 """Who may call: any API key of the project; or also a share token of the job (`job_id` in the
 path) or of the trial's job (`trial_id` in the path)."""
 
 _PATH_PARAM = re.compile(r"{(\w+)(:path)?}")
+
+FEED_POLL_SEC = 0.5
+"""How often an events operation reads its feed, in process and for the server's event stream."""
+
+CHUNK_BYTES = 1024 * 1024
+"""The pieces a download is read in, so a long file never sits in memory."""
 
 
 def one_line(error: dict[str, Any]) -> str:
@@ -76,13 +124,19 @@ class Operation(Generic[P, Req, Resp]):
         existing_doc: str = "",
         body: str | None = None,
         queued_status: Callable[[Resp], str] | None = None,
+        routed: bool = True,
+        route_name: str | None = None,
     ) -> None:
         """`service` is `"module:function"`, called as `function(ctx, **fields of the request)`.
         `existing` says when an answer is something already stored (200 instead of `status_code`),
         `existing_doc` how the OpenAPI document describes that answer.
         `body` names the JSON body of a POST whose fields are not one model (its OpenAPI schema).
         `queued_status` gives the status of what the operation queued, so an in-process client can
-        start a worker when trials wait."""
+        start a worker when trials wait.
+        `routed=False`: the route of another declaration with the same method and path answers it,
+        with an answer that holds this one's fields (`job_progress` reads `get_job`'s), so it adds
+        no route of its own. `route_name` names the route when it is older than the method (the
+        OpenAPI document's operation ID)."""
         self.method = method
         self.path = path
         self._request = request
@@ -96,6 +150,8 @@ class Operation(Generic[P, Req, Resp]):
         self.existing_doc = existing_doc
         self.body = body
         self.queued_status = queued_status
+        self.routed = routed
+        self.route_name = route_name
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
         self.name = name
@@ -115,6 +171,11 @@ class Operation(Generic[P, Req, Resp]):
     def response(self) -> type[Resp]:
         """The answer's type: a model, or a list of models."""
         return cast(type[Resp], resolved(self._response))
+
+    @property
+    def returns(self) -> Any:
+        """What the method returns (its annotation)."""
+        return self.response
 
     @overload
     def __get__(self, obj: None, owner: type[Any]) -> Self: ...
@@ -171,7 +232,7 @@ class Operation(Generic[P, Req, Resp]):
                 )
                 for name, info in self.fields.items()
             ],
-            return_annotation=self.response,
+            return_annotation=self.returns,
         )
 
     @cached_property
@@ -210,13 +271,16 @@ class Operation(Generic[P, Req, Resp]):
         return _PATH_PARAM.sub(fill, self.path)
 
     def query(self, request: Req) -> dict[str, Any]:
-        """A GET's query parameters: each field that is set, a model's fields that differ from
-        their defaults."""
+        """A GET's query parameters: each field that is set (in its query form, if it has one), a
+        model's fields that differ from their defaults."""
         params: dict[str, Any] = {}
         for name in self.other_params:
             value = getattr(request, name)
+            form = query_form(self.fields[name])
             if isinstance(value, BaseModel):
                 params.update(value.model_dump(mode="json", exclude_defaults=True))
+            elif value is not None and form is not None:
+                params[form.name] = form.encode(value)
             elif value is not None:
                 params[self.fields[name].alias or name] = to_jsonable_python(value)
         return params
@@ -232,6 +296,200 @@ class Operation(Generic[P, Req, Resp]):
         module, _, function = self.service.partition(":")
         return cast(Callable[..., Resp], getattr(importlib.import_module(module), function))
 
+    def answer(self, ctx: Any, request: Req) -> Any:
+        """What the service function returns for the request: the answer itself, or what a route
+        sends it from (an events operation's feed, a download's file)."""
+        return self.implementation()(ctx, **self.arguments(request))
+
     def serve(self, ctx: Any, request: Req) -> Resp:
         """Do the operation on a context (`envloop.services.context.Context`) in this process."""
-        return self.implementation()(ctx, **self.arguments(request))
+        return cast(Resp, self.answer(ctx, request))
+
+
+def query_form(info: FieldInfo) -> QueryForm | None:
+    """How a field travels as query parameters, when not as itself (`envloop.wire.request.QueryForm`)."""
+    return next((item for item in info.metadata if isinstance(item, QueryForm)), None)
+
+
+class Event(Protocol):
+    """One event of a feed: its name (the SSE event) and its JSON (the SSE data)."""
+
+    @property
+    def event(self) -> str: ...
+
+    def model_dump_json(self) -> str: ...
+
+
+class Feed(Protocol[E_co]):
+    """What an events operation's service function returns: the changes, one `poll()` at a time,
+    until `finished`; `outcome` is the data of the `end` event that closes a stream. Made when the
+    operation is called, so an unknown thing fails before the first event."""
+
+    @property
+    def finished(self) -> bool: ...
+
+    @property
+    def outcome(self) -> BaseModel: ...
+
+    def poll(self) -> Sequence[E_co]: ...
+
+
+class Events(Operation[P, Req, Iterator[E]]):
+    """A GET answered by events as they happen, until the feed finishes: server-sent over HTTP
+    (`event: NAME`, the event's JSON as data, then `event: end`), which `envloop.Client` reads back
+    into `event` (a model, or a union of models told apart by their `event` field); in process, the
+    service function's `Feed` polled every FEED_POLL_SEC."""
+
+    def __init__(
+        self,
+        path: str,
+        request: Callable[P, Req],
+        event: type[E],
+        *,
+        service: str,
+        tag: str,
+        stream_doc: str,
+        scope: Scope = "project",
+        doc: str | None = None,
+        route_name: str | None = None,
+    ) -> None:
+        """`stream_doc` is how the OpenAPI document describes the stream."""
+        super().__init__(
+            "GET",
+            path,
+            request,
+            cast(Any, event),
+            service=service,
+            tag=tag,
+            scope=scope,
+            doc=doc,
+            route_name=route_name,
+        )
+        self.stream_doc = stream_doc
+
+    @property
+    def event(self) -> type[E]:
+        return cast(type[E], self.response)
+
+    @property
+    def returns(self) -> Any:
+        return Iterator[self.event]  # type: ignore[name-defined]
+
+    def serve(self, ctx: Any, request: Req) -> Iterator[E]:
+        feed = cast(Feed[E], self.answer(ctx, request))  # an unknown thing fails here, before any event
+
+        def events() -> Iterator[E]:
+            while True:
+                yield from feed.poll()
+                if feed.finished:
+                    return
+                time.sleep(FEED_POLL_SEC)
+
+        return events()
+
+
+class Download(Operation[P, Req, Iterator[bytes]]):
+    """A GET answered by bytes, in chunks, never held whole: the service function gives a file's
+    `Path` (the route sends it with its length, and parts of it for HTTP Range requests), `bytes`, or
+    an iterator of chunks (text or bytes), written as it is read. `envloop.Client` streams the
+    answer; in process it is read a chunk at a time. `media_type` says what the bytes are; `schema`
+    ("module:name", imported on first use) types a JSON answer for the OpenAPI document, which
+    describes the answer as `answer_doc`."""
+
+    def __init__(
+        self,
+        path: str,
+        request: Callable[P, Req],
+        *,
+        service: str,
+        tag: str,
+        scope: Scope = "project",
+        doc: str | None = None,
+        route_name: str | None = None,
+        media_type: str = "application/octet-stream",
+        schema: str | None = None,
+        answer_doc: str = "The file's bytes",
+    ) -> None:
+        super().__init__(
+            "GET",
+            path,
+            request,
+            cast(Any, bytes),
+            service=service,
+            tag=tag,
+            scope=scope,
+            doc=doc,
+            route_name=route_name,
+        )
+        self.media_type = media_type
+        self._schema = schema
+        self.answer_doc = answer_doc
+
+    @property
+    def schema(self) -> Any:
+        """The JSON answer's type, for the OpenAPI document; None for bytes of another kind."""
+        if self._schema is None:
+            return None
+        module, _, name = self._schema.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    @property
+    def returns(self) -> Any:
+        return Iterator[bytes]
+
+    def serve(self, ctx: Any, request: Req) -> Iterator[bytes]:
+        body = self.answer(ctx, request)  # an unknown thing fails here, before any chunk
+        if isinstance(body, bytes):
+            return iter([body])
+        if isinstance(body, Path):
+            return _file_chunks(body)
+        return (chunk.encode() if isinstance(chunk, str) else chunk for chunk in body)
+
+
+def _file_chunks(file: Path) -> Iterator[bytes]:
+    with file.open("rb") as handle:
+        while chunk := handle.read(CHUNK_BYTES):
+            yield chunk
+
+
+class Upload(Operation[P, Req, Resp]):
+    """A POST of a local file or folder (the request's `file` field, a `Path`) with the other fields
+    as form fields: `envloop.Client` sends the file, or the folder packed as a .tar.gz
+    (`envloop.uploads`), as the multipart part `part`; the route unpacks it into a scratch folder
+    (`envloop.api.uploads`) and gives the service function that path. In process the service
+    function reads the path itself."""
+
+    def __init__(
+        self,
+        path: str,
+        request: Callable[P, Req],
+        response: type[Resp],
+        *,
+        file: str,
+        part: str,
+        service: str,
+        tag: str,
+        doc: str | None = None,
+        status_code: int = 200,
+        existing: Callable[[Resp], bool] | None = None,
+        existing_doc: str = "",
+    ) -> None:
+        super().__init__(
+            "POST",
+            path,
+            request,
+            response,
+            service=service,
+            tag=tag,
+            doc=doc,
+            status_code=status_code,
+            existing=existing,
+            existing_doc=existing_doc,
+        )
+        self.file = file
+        self.part = part
+
+    @cached_property
+    def form_params(self) -> list[str]:
+        """The fields sent as form fields: all but the file."""
+        return [name for name in self.other_params if name != self.file]

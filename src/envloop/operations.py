@@ -5,25 +5,26 @@ both `Operations`: the same methods with the same parameters and return types, a
 exception classes (`UserError`, `NotFoundError`, `ConflictError`, `ServerError`). Code written
 against one runs against the other, and the CLI renders either.
 
-Most operations are an `Operation` declaration (`envloop.declarations`, see `envloop.operation`):
-the method of each client, the HTTP route and the call into the service layer all come from it.
-The methods written out below stream (events, files), upload, or are answered differently by the
-two clients; each client writes those itself.
+Every operation is an `Operation` declaration (`envloop.declarations`, see `envloop.operation`):
+the method of each client, the HTTP route and the call into the service layer all come from it,
+whether it answers a model, streams events or a file's bytes, or uploads a folder. The methods
+written out below are made of declared operations, so both clients share them.
 """
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Self, cast
 
-from envloop.core.status import JobStatus
+from pydantic import TypeAdapter, ValidationError
+
 from envloop.declarations import Declarations
-from envloop.operation import Operation, Req, Resp
+from envloop.operation import Operation, Req, Resp, one_line
+from envloop.services.errors import ServerError
 
 if TYPE_CHECKING:
     from envloop.core.trajectory import Trajectory
-    from envloop.wire import ArtifactInfo, DatasetView, JobProgress, JobView, ProgressEvent
+    from envloop.wire import ArtifactInfo
 
 
 class Operations(Declarations, ABC):
@@ -45,44 +46,31 @@ class Operations(Declarations, ABC):
     ) -> None:
         self.close()
 
-    # -- written out by each client -----------------------------------------------------------------
-
-    @abstractmethod
-    def push_dataset(
-        self, path: Path, name: str, runner: str | None = None, scorer: str | None = None
-    ) -> "DatasetView":
-        """Upload a task directory, a folder of tasks or a JSONL file as NAME@N."""
-
-    @abstractmethod
-    def list_jobs(
-        self,
-        status: JobStatus | None = None,
-        tags: dict[str, str] | None = None,
-        limit: int = 50,
-        before: str | None = None,
-    ) -> "list[JobView]":
-        """One page of jobs, newest first; the next page is `before` the last job of this one."""
-
-    @abstractmethod
-    def job_progress(self, job_id: str) -> "JobProgress":
-        """The job's status and trial counts: what a follower polls."""
-
-    @abstractmethod
-    def watch_job(self, job_id: str) -> "Iterator[ProgressEvent]":
-        """Job and trial status changes as they happen, until the job ends."""
-
-    @abstractmethod
-    def watch_rollout(self, trial_id: str) -> "Iterator[ProgressEvent]":
-        """The rollout's status changes as they happen, until it ends."""
-
-    @abstractmethod
     def trial_steps(self, trial_id: str) -> "Trajectory | None":
-        """The whole trajectory (streamed over HTTP); `trial_step_page` reads it a page at a time."""
+        """The whole trajectory, read from its JSON (`trajectory_json`); `trial_step_page` reads it a
+        page at a time."""
+        from envloop.core.trajectory import Trajectory  # noqa: PLC0415 - only this method builds it
 
-    @abstractmethod
-    def read_artifact(self, trial_id: str, relpath: str) -> Iterator[bytes]:
-        """A kept file's bytes in chunks."""
+        document = b"".join(self.trajectory_json(trial_id))
+        try:
+            return cast("Trajectory | None", TypeAdapter(Trajectory | None).validate_json(document))
+        except ValidationError as exc:
+            raise ServerError(
+                f"trial {trial_id}: its trajectory is not valid: {one_line(dict(exc.errors()[0]))}"
+            ) from None
 
-    @abstractmethod
     def copy_artifacts(self, trial_id: str, dest: Path) -> "list[ArtifactInfo]":
-        """Copy every kept file of the trial under `dest`, keeping their relative paths."""
+        """Copy every kept file of the trial under `dest`, keeping their relative paths; a path that
+        would land outside `dest` is refused before anything is written there."""
+        items = self.list_artifacts(trial_id)
+        root = Path(dest).resolve()
+        targets = [(item, (root / item.path).resolve()) for item in items]
+        for item, target in targets:
+            if not target.is_relative_to(root):
+                raise ServerError(f"artifact path {item.path!r} points outside {dest}")
+        for item, target in targets:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with target.open("wb") as sink:
+                for chunk in self.read_artifact(trial_id, item.path):
+                    sink.write(chunk)
+        return items

@@ -19,7 +19,7 @@ from envloop.api.auth import Caller, caller
 from envloop.api.errors import validation_error, without_validation_responses
 from envloop.api.limits import RequestLimits
 from envloop.api.param_schemas import with_param_schemas
-from envloop.api.routes import datasets, declared, jobs, meta, rollouts, trials
+from envloop.api.routes import declared, meta
 from envloop.services.context import Context
 from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.store.artifacts import ArtifactNotFoundError
@@ -94,7 +94,7 @@ def create_app(ctx: Context | None = None) -> FastAPI:
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_middleware(RequestLimits)
-    for module in (meta, datasets, jobs, trials, rollouts, declared):
+    for module in (meta, declared):
         app.include_router(module.router)
 
     # Imported here: the console's modules import the API's (auth, events), which import this one.

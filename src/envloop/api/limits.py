@@ -5,17 +5,21 @@ dependencies run, authentication included: an anonymous 100 MB POST would be rea
 be refused with 401. This middleware runs first. A /v1 request that carries a body must present a
 valid API key or share token before one byte of it is read, else 401. Every body is capped, by
 its declared Content-Length before reading and by counting while it is read: 413 with the limit
-named. Dataset uploads get a larger cap (`ENVLOOP_MAX_UPLOAD_MB`, default 256); what an uploaded
-archive may unpack to is capped where it is unpacked (`max_unpacked_bytes`).
+named. Uploads (the declared `Upload` operations: a dataset's tasks) get a larger cap
+(`ENVLOOP_MAX_UPLOAD_MB`, default 256); what an uploaded archive may unpack to is capped where it
+is unpacked (`max_unpacked_bytes`).
 """
 
 import json
+import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from anyio import to_thread
 from starlette.exceptions import HTTPException
 
+from envloop.declarations import declared_operations
+from envloop.operation import Upload
 from envloop.services.context import Context
 from envloop.services.keys import authenticate_key
 from envloop.services.shares import resolve_share
@@ -28,8 +32,15 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MAX_BODY_BYTES = 1024 * 1024
-"""Any request body but a dataset upload: JSON documents of a few kilobytes."""
-UPLOAD_PATH = "/v1/datasets"
+"""Any request body but an upload: JSON documents of a few kilobytes."""
+UPLOAD_PATHS = re.compile(
+    "|".join(
+        re.sub(r"{\w+:path}", ".+", re.sub(r"{\w+}", "[^/]+", operation.path))
+        for operation in declared_operations()
+        if isinstance(operation, Upload)
+    )
+)
+"""The paths of the upload operations (`{param}` matching one segment)."""
 _MIB = 1024 * 1024
 
 
@@ -113,7 +124,7 @@ class RequestLimits:
                 )
                 await _answer(send, 401, detail, {"WWW-Authenticate": "Bearer"})
                 return
-        limit = max_upload_bytes() if path.rstrip("/") == UPLOAD_PATH else MAX_BODY_BYTES
+        limit = max_upload_bytes() if UPLOAD_PATHS.fullmatch(path.rstrip("/")) else MAX_BODY_BYTES
         declared = _header(scope, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             await _answer(send, 413, BodyTooLarge(limit).detail)

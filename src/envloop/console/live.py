@@ -19,9 +19,10 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from envloop.api.events import KEEPALIVE_SEC, POLL_SEC
+from envloop.api.events import KEEPALIVE_SEC
 from envloop.console.access import Viewer, session_viewer
 from envloop.console.routing import ConsoleRoute
+from envloop.operation import FEED_POLL_SEC
 from envloop.services import jobs
 from envloop.services.errors import UserError
 from envloop.services.rollouts import JobEvent, ProgressFeed
@@ -72,11 +73,11 @@ async def _stream(v: Viewer, feeds: list[ProgressFeed], new_jobs: _NewJobs) -> A
             if any(isinstance(e, JobEvent) for e in events):
                 yield _message("job", {"id": feed.job_id, "status": feed.job.status})
                 sent = True
-        idle = 0.0 if sent else idle + POLL_SEC
+        idle = 0.0 if sent else idle + FEED_POLL_SEC
         if idle > KEEPALIVE_SEC:
             yield ": keep-alive\n\n"
             idle = 0.0
-        await asyncio.sleep(POLL_SEC)
+        await asyncio.sleep(FEED_POLL_SEC)
     yield _message("end", {})
 
 

@@ -27,6 +27,7 @@ from envloop.store.tables import Dataset, DatasetMember, Job, JobProfile, Profil
 from envloop.wire.jobs import (
     JOB_CONFIG_SCHEMA,
     MAX_ATTEMPTS,
+    MAX_PAGE,
     JobProgress,
     JobRequest,
     JobView,
@@ -38,6 +39,7 @@ from envloop.wire.jobs import (
 __all__ = [
     "JOB_CONFIG_SCHEMA",
     "MAX_ATTEMPTS",
+    "MAX_PAGE",
     "JobProgress",
     "JobRequest",
     "JobView",
@@ -376,9 +378,6 @@ def check_status(kind: Literal["job", "trial"], status: str) -> TrialStatus:
     except ValueError:
         known = ", ".join(TrialStatus)
         raise UserError(f"unknown {kind} status {status!r} (choose from: {known})") from None
-
-
-MAX_PAGE = 1000
 
 
 def list_jobs(

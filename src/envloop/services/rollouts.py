@@ -11,7 +11,7 @@ from sqlalchemy import or_, select
 
 from envloop.core.status import TERMINAL, TrialStatus
 from envloop.services.context import Context
-from envloop.services.jobs import JobRequest, get_job, submit_job
+from envloop.services.jobs import JobRequest, JobView, get_job, submit_job
 from envloop.services.trace import load_outline, step_page
 from envloop.services.trials import get_trial, list_trials
 from envloop.store.tables import Profile, Trial
@@ -60,6 +60,16 @@ def get_rollout(ctx: Context, trial_id: str) -> RolloutView:
     )
 
 
+def watch_job(ctx: Context, job_id: str) -> "ProgressFeed":
+    """Job and trial status changes as they happen, until the job ends."""
+    return ProgressFeed(ctx, job_id)
+
+
+def watch_rollout(ctx: Context, trial_id: str) -> "ProgressFeed":
+    """The rollout's status changes as they happen, until it ends."""
+    return ProgressFeed(ctx, get_trial(ctx, trial_id).job_id)
+
+
 class ProgressFeed:
     """Status changes of one job and its trials, one `poll()` at a time.
 
@@ -80,6 +90,11 @@ class ProgressFeed:
     @property
     def finished(self) -> bool:
         return self.job.status in TERMINAL
+
+    @property
+    def outcome(self) -> JobView:
+        """The job as last polled: what ends its event stream."""
+        return self.job
 
     def poll(self) -> list[ProgressEvent]:
         started = datetime.now(UTC)

@@ -3,18 +3,20 @@ pages and ATIF export, the console's trace viewer and a job's tool usage all rea
 trajectory of any size costs the server one step's memory.
 """
 
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Literal, TypeVar
 
 from envloop.core.trajectory import TRAJECTORY_FILE, Step, Trajectory
 from envloop.services.context import Context
 from envloop.services.errors import NotFoundError, UserError
 from envloop.services.trials import get_trial
 from envloop.store.artifacts import ArtifactNotFoundError
+from envloop.trajectories.atif import atif_chunks
 from envloop.trajectories.pages import Outline, TrajectoryFormatError, open_outline
 from envloop.wire.trials import PAGE_STEPS, StepPage
 
-__all__ = ["StepPage", "load_outline", "step_page", "trace_step", "trial_steps"]
+__all__ = ["StepPage", "load_outline", "step_page", "trace_step", "trajectory_json", "trial_steps"]
 _T = TypeVar("_T")
 
 
@@ -64,6 +66,19 @@ def trial_steps(ctx: Context, trial_id: str) -> Trajectory | None:
         return None
     steps = _read(trial_id, lambda: list(outline.iter_steps()))
     return outline.head.model_copy(update={"steps": steps})
+
+
+def trajectory_json(
+    ctx: Context, trial_id: str, format: Literal["envloop", "atif"] = "envloop"
+) -> Path | bytes | Iterator[str]:
+    """The whole trajectory's JSON, never held whole: its file as kept, or ATIF converted a step at a
+    time; null when its runner kept none."""
+    outline = load_outline(ctx, trial_id)
+    if outline is None:
+        return b"null"
+    if format == "envloop":
+        return outline.path if outline.data is None else outline.data
+    return atif_chunks(outline.head, outline.iter_steps())
 
 
 def trace_step(ctx: Context, trial_id: str, index: int) -> Step:

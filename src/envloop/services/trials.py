@@ -1,7 +1,5 @@
 """Trials: reading one attempt (status, reward, phases, logs, artifacts) and invalidating it."""
 
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
@@ -27,8 +25,6 @@ from envloop.wire.trials import (
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
 __all__ = ["ARTIFACT_PAGE", "LOG_FILES", "LOG_PAGE_BYTES", "ArtifactPage", "LogPhase", "TrialView"]
-
-_CHUNK = 1024 * 1024
 
 
 def _view(trial: Trial, profile_ref: str) -> TrialView:
@@ -139,17 +135,10 @@ def trial_logs(
     return logs
 
 
-def read_artifact(ctx: Context, trial_id: str, relpath: str) -> Iterator[bytes]:
-    """A kept file's bytes in chunks, so a long log never sits in memory."""
+def artifact_file(ctx: Context, trial_id: str, path: str) -> Path:
+    """A kept file of the trial, by its path within it (as the artifact list gives it)."""
     get_trial(ctx, trial_id)
-    path = ctx.artifacts.trial_file(trial_id, relpath)
-
-    def chunks() -> Iterator[bytes]:
-        with path.open("rb") as handle:
-            while chunk := handle.read(_CHUNK):
-                yield chunk
-
-    return chunks()
+    return ctx.artifacts.trial_file(trial_id, path)
 
 
 def list_artifacts(ctx: Context, trial_id: str) -> list[ArtifactInfo]:
@@ -165,15 +154,6 @@ def artifact_page(ctx: Context, trial_id: str, offset: int = 0, limit: int = ART
     items, total = ctx.artifacts.page_trial(trial_id, offset, limit)
     end = offset + len(items)
     return ArtifactPage(total=total, offset=offset, items=items, next_offset=end if end < total else None)
-
-
-def copy_artifacts(ctx: Context, trial_id: str, dest: Path) -> list[ArtifactInfo]:
-    items = list_artifacts(ctx, trial_id)
-    for item in items:
-        target = dest / item.path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ctx.artifacts.trial_file(trial_id, item.path), target)
-    return items
 
 
 def invalidate_trial(ctx: Context, trial_id: str, reason: str | None, undo: bool = False) -> TrialView:

@@ -44,6 +44,10 @@ class AtifTrajectory(BaseModel):
     extra: dict[str, Any]
 
 
+TrajectoryDocument = Trajectory | AtifTrajectory | None
+"""What `GET /v1/trials/{id}/steps` answers: the trajectory in either format, or null."""
+
+
 def _tool_result(step: ToolStep) -> dict[str, Any]:
     content = step.stdout + (("\n" if step.stdout else "") + step.stderr if step.stderr else "")
     extra = step.model_dump(

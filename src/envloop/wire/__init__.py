@@ -23,7 +23,14 @@ if TYPE_CHECKING:
     )
     from envloop.wire.breakdown import Breakdown, BreakdownGroup, GroupMetrics, JobBreakdown
     from envloop.wire.compare import CompareRuns, Comparison, DimensionComparison, Excluded, Side
-    from envloop.wire.datasets import ENVIRONMENTS, DatasetView, EnvironmentName, MemberView, TaskFeature
+    from envloop.wire.datasets import (
+        ENVIRONMENTS,
+        DatasetView,
+        EnvironmentName,
+        MemberView,
+        PushDataset,
+        TaskFeature,
+    )
     from envloop.wire.diagnosis import (
         FailureGroup,
         FailureKind,
@@ -35,9 +42,11 @@ if TYPE_CHECKING:
     from envloop.wire.jobs import (
         JOB_CONFIG_SCHEMA,
         MAX_ATTEMPTS,
+        MAX_PAGE,
         JobProgress,
         JobRequest,
         JobView,
+        ListJobs,
         SkippedTask,
         SubmitJob,
         SubmitResult,
@@ -64,12 +73,14 @@ if TYPE_CHECKING:
         PAGE_STEPS,
         ArtifactInfo,
         ArtifactPage,
+        ArtifactPath,
         InvalidateTrial,
         ListTrials,
         LogPhase,
         StepPage,
         TrialLogs,
         TrialStepPage,
+        TrialTrajectory,
         TrialView,
     )
     from envloop.wire.usage import JobUsage, Latency, ProfileUsage
@@ -80,6 +91,7 @@ _MODULE_OF = {
     "ApiKeyView": "access",
     "ArtifactInfo": "trials",
     "ArtifactPage": "trials",
+    "ArtifactPath": "trials",
     "BoardEntry": "leaderboard",
     "BoardRow": "leaderboard",
     "Breakdown": "breakdown",
@@ -116,9 +128,11 @@ _MODULE_OF = {
     "LOG_FILES": "trials",
     "LOG_PAGE_BYTES": "trials",
     "Latency": "usage",
+    "ListJobs": "jobs",
     "ListTrials": "trials",
     "LogPhase": "trials",
     "MAX_ATTEMPTS": "jobs",
+    "MAX_PAGE": "jobs",
     "MemberView": "datasets",
     "NoArguments": "request",
     "NotRunGroup": "diagnosis",
@@ -134,6 +148,7 @@ _MODULE_OF = {
     "ProfileUsage": "usage",
     "ProfileView": "profiles",
     "ProgressEvent": "rollouts",
+    "PushDataset": "datasets",
     "Ref": "request",
     "RevokeKey": "access",
     "RevokeShare": "access",
@@ -158,6 +173,7 @@ _MODULE_OF = {
     "TrialId": "request",
     "TrialLogs": "trials",
     "TrialStepPage": "trials",
+    "TrialTrajectory": "trials",
     "TrialView": "trials",
     "WarningGroup": "diagnosis",
 }
@@ -182,12 +198,14 @@ __all__ = [
     "LOG_FILES",
     "LOG_PAGE_BYTES",
     "MAX_ATTEMPTS",
+    "MAX_PAGE",
     "PAGE_STEPS",
     "PROFILE_SCHEMA",
     "AddToLeaderboard",
     "ApiKeyView",
     "ArtifactInfo",
     "ArtifactPage",
+    "ArtifactPath",
     "BoardEntry",
     "BoardRow",
     "Breakdown",
@@ -220,6 +238,7 @@ __all__ = [
     "JobUsage",
     "JobView",
     "Latency",
+    "ListJobs",
     "ListTrials",
     "LogPhase",
     "MemberView",
@@ -235,6 +254,7 @@ __all__ = [
     "ProfileUsage",
     "ProfileView",
     "ProgressEvent",
+    "PushDataset",
     "Ref",
     "RevokeKey",
     "RevokeShare",
@@ -259,6 +279,7 @@ __all__ = [
     "TrialId",
     "TrialLogs",
     "TrialStepPage",
+    "TrialTrajectory",
     "TrialView",
     "WarningGroup",
 ]

@@ -1,11 +1,14 @@
 """Datasets on the wire: a revision and its members."""
 
 from datetime import datetime
-from typing import Literal
+from pathlib import Path
+from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass
 
 from envloop.core.lazy import LazyModel
+from envloop.wire.request import REQUEST
 
 EnvironmentName = Literal["local", "docker"]
 ENVIRONMENTS: tuple[EnvironmentName, ...] = ("local", "docker")
@@ -70,3 +73,11 @@ class DatasetView(LazyModel):
         exclude_if=lambda value: value is None,
         description="only on push: false when identical content already had this revision",
     )
+
+
+@dataclass(config=REQUEST, frozen=True)
+class PushDataset:
+    path: Annotated[Path, Field(description="task folder(s) as .tar.gz/.tgz/.tar/.zip, or a .jsonl file")]
+    name: Annotated[str, Field(min_length=1, description="dataset name; the revision becomes NAME@N")]
+    runner: Annotated[str | None, Field(description="runner to pin (default by format)")] = None
+    scorer: Annotated[str | None, Field(description="JSONL scorer: exact, includes, regex, numeric")] = None

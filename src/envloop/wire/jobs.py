@@ -1,16 +1,19 @@
 """Jobs on the wire: what a submission asks for, and how a job reads back."""
 
 from datetime import datetime
+from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field
+from pydantic import BeforeValidator, ConfigDict, Field, StringConstraints
 from pydantic.dataclasses import dataclass
 
 from envloop.core.lazy import LazyModel
 from envloop.core.status import TERMINAL, JobStatus, TrialStatus
 from envloop.core.trial import EnvironmentChoice, VerifierEnvironment
-from envloop.wire.request import REQUEST
+from envloop.wire.request import REQUEST, QueryForm
 
 MAX_ATTEMPTS = 1000
+MAX_PAGE = 1000
+"""The most jobs one page of the list holds."""
 MAX_NOTE = 4000
 
 JOB_CONFIG_SCHEMA = "envloop.job/v1"
@@ -116,3 +119,37 @@ class SubmitResult(LazyModel):
 @dataclass(config=REQUEST, frozen=True)
 class SubmitJob:
     request: JobRequest
+
+
+TagFilter = Annotated[str, StringConstraints(pattern="^[^=]+=")]
+
+
+def _tag_strings(tags: dict[str, str]) -> list[str]:
+    return [f"{key}={value}" for key, value in tags.items()]
+
+
+def _tags_of_strings(value: Any) -> Any:
+    """Tags from their query form, `key=value` strings (the route checked each has a key and `=`)."""
+    if isinstance(value, list):
+        return dict(item.partition("=")[::2] for item in value)
+    return value
+
+
+@dataclass(config=REQUEST, frozen=True)
+class ListJobs:
+    status: JobStatus | None = None
+    tags: Annotated[
+        dict[str, str] | None,
+        BeforeValidator(_tags_of_strings),
+        QueryForm("tag", list[TagFilter] | None, _tag_strings),
+        Field(description="key=value; repeat to require several"),
+    ] = None
+    limit: Annotated[int, Field(ge=1, le=MAX_PAGE, description="jobs per page")] = 50
+    before: Annotated[
+        str | None,
+        Field(
+            max_length=64,
+            description="a job ID: the page of jobs created before it (pass the last ID of a page to "
+            "get the next one)",
+        ),
+    ] = None

@@ -5,10 +5,25 @@ A request is a dataclass rather than a model so that its constructor takes the o
 parameters in order, as the method of the same name on every client does (`get_job("job_…")`).
 """
 
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass
 
 REQUEST = ConfigDict(defer_build=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class QueryForm:
+    """How a request field that a URL query cannot carry as it is (a dict) travels as query
+    parameters, marked in its annotation: under `name`, checked by the route as `annotation`, written
+    by `encode`. The field's own validator reads the query form back (`ListJobs.tags`)."""
+
+    name: str
+    annotation: Any
+    encode: Callable[[Any], Any]
 
 
 @dataclass(config=REQUEST, frozen=True)

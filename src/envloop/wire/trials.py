@@ -103,6 +103,22 @@ class ListTrials:
 
 
 @dataclass(config=REQUEST, frozen=True)
+class ArtifactPath:
+    trial_id: str
+    path: str
+    """The file's path within the trial, as the artifact list gives it."""
+
+
+@dataclass(config=REQUEST, frozen=True)
+class TrialTrajectory:
+    trial_id: str
+    format: Annotated[
+        Literal["envloop", "atif"],
+        Field(description="envloop (its own steps) or atif (Harbor's Agent Trajectory Interchange Format)"),
+    ] = "envloop"
+
+
+@dataclass(config=REQUEST, frozen=True)
 class TrialLogs:
     trial_id: str
     phase: LogPhase = Phase.AGENT

@@ -1,2 +1,2 @@
-"""The routes of the declared operations (`declared`), and one router per resource for those written
-out by hand: uploads, event streams, file downloads, health."""
+"""The routes of the declared operations (`declared`), and health (`meta`), the one route that is
+no operation of the clients."""
