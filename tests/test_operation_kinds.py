@@ -20,7 +20,8 @@ from pydantic.dataclasses import dataclass
 from envloop.api.routes.declared import build_router
 from envloop.client import Client
 from envloop.local import LocalClient
-from envloop.operation import Download, Events, Operation, Upload
+from envloop.operation import Operation
+from envloop.operation_kinds import Download, Events, Upload
 from envloop.operations import Operations
 from envloop.services.context import Context
 from envloop.services.errors import NotFoundError, ServerError, UserError

@@ -20,7 +20,8 @@ from typing import Any, TypeVar, cast
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
-from envloop.operation import Download, Events, Operation, Req, Resp, Upload
+from envloop.operation import Operation, Req, Resp
+from envloop.operation_kinds import Download, Events, Upload
 from envloop.operations import Operations
 from envloop.services.errors import ConflictError, NotFoundError, ServerError, UserError
 from envloop.settings import settings

@@ -10,7 +10,8 @@ when first called, so a client that makes one call (an `el` command) builds only
 
 from typing import Any, cast
 
-from envloop.operation import Download, Events, Operation, Upload
+from envloop.operation import Operation
+from envloop.operation_kinds import Download, Events, Upload
 from envloop.wire.deferred import (
     AddToLeaderboard,
     ApiKeyView,

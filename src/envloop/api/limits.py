@@ -19,7 +19,7 @@ from anyio import to_thread
 from starlette.exceptions import HTTPException
 
 from envloop.declarations import declared_operations
-from envloop.operation import Upload
+from envloop.operation_kinds import Upload
 from envloop.services.context import Context
 from envloop.services.keys import authenticate_key
 from envloop.services.shares import resolve_share

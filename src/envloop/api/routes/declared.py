@@ -23,7 +23,8 @@ from envloop.api.events import event_stream
 from envloop.api.schemas import ERRORS
 from envloop.api.uploads import unpacked
 from envloop.declarations import declared_operations
-from envloop.operation import Download, Events, Operation, Upload, query_form
+from envloop.operation import Operation, query_form
+from envloop.operation_kinds import Download, Events, Upload
 from envloop.services.context import Context
 
 SCOPES: dict[str, Callable[..., Context]] = {"project": project, "job": job_reader, "trial": trial_reader}
