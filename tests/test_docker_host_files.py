@@ -15,6 +15,7 @@ from envloop.environments.docker import Container, ContainerSpec, Owner, running
 from envloop.environments.docker.base_images import DEBIAN_IMAGE
 from envloop.environments.docker.cli import docker_binary
 from envloop.environments.docker.host_files import HostFiles
+from envloop.environments.docker.workspace import ContainerSnapshots
 from tests.docker_daemon import docker_daemon
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
@@ -207,23 +208,25 @@ def test_a_volume_the_hosts_view_does_not_show_is_copied_through_the_api(tmp_pat
         capture_output=True,
     )
 
-    async def go() -> tuple[bool, str, bytes]:
+    async def go() -> tuple[bool, str, bytes, list[str]]:
         async with running_container(_spec("trl_volume", image)) as container:
             files = await container.host_files()
             covered = files is not None and files.covers("/data/x")
             await container.put_file("/data/x", b"in the volume\n")
             inside = await _sh(container, "cat /data/x")
             await _sh(container, "echo from-inside > /data/y")
-            return covered, inside, await container.read_file("/data/y")
+            snapshot = await ContainerSnapshots(container, "/data").take()
+            return covered, inside, await container.read_file("/data/y"), sorted(snapshot)
 
     try:
-        covered, inside, read = asyncio.run(go())
+        covered, inside, read, snapshotted = asyncio.run(go())
     finally:
         subprocess.run([docker_binary(), "rmi", "-f", image], capture_output=True, check=False)
 
     assert not covered
     assert inside == "in the volume\n"
     assert read == b"from-inside\n"
+    assert snapshotted == ["x", "y"], "a working directory on a volume is snapshotted from inside"
 
 
 def test_paths_the_runtime_mounts_are_never_taken_from_the_hosts_view() -> None:

@@ -76,6 +76,11 @@ class HostFiles:
             _within(normal, mount) or _within(mount, normal) for mount in (*self.mounts, *RUNTIME_MOUNTS)
         )
 
+    def directory(self, path: str) -> contextlib.AbstractContextManager[int]:
+        """A descriptor of the directory `path`, reached without following a link: FileNotFoundError
+        when it is missing, Unreachable when a name on the way is a link or not a directory."""
+        return self._directory(_names(path))
+
     @contextlib.contextmanager
     def _directory(self, names: list[str], *, create: bool = False) -> Iterator[int]:
         """A descriptor of the directory `names` below the root (made, root's and 0755, where

@@ -18,7 +18,6 @@ where they are missing, the snapshot is empty and says so once.
 import asyncio
 import contextlib
 import hashlib
-import os
 import secrets
 import tarfile
 import tempfile
@@ -28,6 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from envloop.environments.docker.containers import Container
+from envloop.environments.docker.host_files import HostFiles, Unreachable
 from envloop.environments.docker.transfer import DEFAULT_MAX_BYTES
 from envloop.trajectories.workspace import (
     FILE_LIMIT,
@@ -90,9 +90,9 @@ class ContainerSnapshots:
         """Why snapshots are empty (the image lacks the tools), once known."""
 
     async def take(self, previous: Snapshot | None = None) -> Snapshot:
-        root = await self.container.host_root()
-        if root is not None:
-            found = await asyncio.to_thread(_on_host, root, self.workdir, previous)
+        files = await self.container.host_files()
+        if files is not None and files.covers(self.workdir):
+            found = await asyncio.to_thread(_on_host, files, self.workdir, previous)
             if found is not None:
                 return dict(sorted(found.items()))
         if self.problem is not None:
@@ -198,28 +198,18 @@ class ContainerSnapshots:
         return states
 
 
-def _on_host(root: Path, workdir: str, previous: Snapshot | None) -> Snapshot | None:
+def _on_host(files: HostFiles, workdir: str, previous: Snapshot | None) -> Snapshot | None:
     """The snapshot read from the container's filesystem as the host sees it, where every link is
     the container's: the working directory is reached one name at a time without following one,
     and the walk below it holds each directory by its descriptor (snapshot_at). None when the
     working directory's path goes through a link (the caller reads it from inside instead)."""
     try:
-        directory = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
+        with files.directory(workdir) as directory:
+            return snapshot_at(directory, previous)
+    except FileNotFoundError:
+        return {}
+    except (Unreachable, OSError):
         return None
-    try:
-        for name in [part for part in workdir.split("/") if part]:
-            try:
-                inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=directory)
-            except FileNotFoundError:
-                return {}
-            except OSError:
-                return None
-            os.close(directory)
-            directory = inner
-        return snapshot_at(directory, previous)
-    finally:
-        os.close(directory)
 
 
 def _is_utf8(name: str) -> bool:
