@@ -345,13 +345,11 @@ async def _setup(environment: DockerEnvironment, agent_users: dict[str, str], *,
     (before any agent runs, so a later step cannot fail half-way for want of its user). An agent's
     image never shows tests or a solution of its own; a separate verifier's holds its tests. One
     archive upload makes the directories; a command runs only when the image has something to take
-    away."""
+    away (container.reset looks first)."""
     container = environment.container
     app = environment.visible.app
     try:
-        app_kind, tests, solution = await asyncio.gather(
-            container.path_kind(app), container.path_kind("/tests"), container.path_kind("/solution")
-        )
+        app_kind = await container.path_kind(app)
         if app_kind not in (None, "directory"):
             raise EnvironmentSetupError(f"the working directory {app} is not a directory in the image")
         directories = [
@@ -363,7 +361,7 @@ async def _setup(environment: DockerEnvironment, agent_users: dict[str, str], *,
         await container.make_directories(directories + ([(app, 0o755)] if app_kind is None else []))
     except DockerError as exc:
         raise EnvironmentSetupError(f"setting up the container failed: {exc}") from None
-    if not verifier and (tests is not None or solution is not None):
+    if not verifier:
         await environment._reset(["/tests", "/solution"])
     for field, user in agent_users.items():
         check = await environment.container.exec(["true"], user=user, timeout=_SETUP_TIMEOUT_SEC)
