@@ -58,3 +58,28 @@ def test_wire_models_are_the_ones_the_services_return() -> None:
     assert jobs.JobView is JobView
     assert results.JobResult is JobResult
     assert trials.TrialView is TrialView
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "import envloop.runners.params",  # `el profile create`, `el dataset push`, `el job submit`
+        "import envloop.scheduling.worker",  # every worker process
+        "import envloop.api",  # `el serve`
+        "import envloop.gateway",  # what a sandbox with a model in reach starts
+    ],
+)
+def test_jobs_workers_and_the_gateway_load_a_model_sdk_only_when_a_model_is_called(statement: str) -> None:
+    """The `openai` and `anthropic` SDKs take more than two seconds of CPU to import, together; a
+    job of shell tasks, or a gateway reading what it forwards, never builds an SDK client."""
+    assert [m for m in heavy_in(loaded_after(statement)) if m.split(".")[0] in ("openai", "anthropic")] == []
+
+
+def test_the_sdk_is_loaded_by_the_first_model_client() -> None:
+    build = (
+        "import asyncio\nfrom envloop.models import model_client, model_settings\n"
+        "settings = model_settings({'MODEL_PROTOCOL': 'anthropic', 'MODEL_BASE_URL': 'http://127.0.0.1:9',"
+        " 'MODEL_NAME': 'm'})\n"
+        "async def main():\n    model_client(settings)\nasyncio.run(main())"
+    )
+    assert "anthropic" in loaded_after(build)
