@@ -17,6 +17,7 @@ words the Messages protocol uses ("prompt is too long: N tokens > M maximum"); n
 import contextlib
 import dataclasses
 import json
+import os
 import queue
 import threading
 from collections.abc import Generator, Iterator
@@ -24,7 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from envloop.models.local import CHAT_FORMAT, LocalModelError, bundled_model_path, server_installed
+from envloop.models.local import (
+    CHAT_FORMAT,
+    LocalModelError,
+    bundled_model_path,
+    llama_environment,
+    server_installed,
+)
 from envloop.models.serving.aliases import ServedAlias
 from envloop.models.serving.prompt import render_prompt
 
@@ -128,6 +135,7 @@ class Engine:
         """Load every weights file now, so a bad file is refused before the endpoint is announced."""
         if not server_installed():
             raise LocalModelError("llama-cpp-python is not installed; install the local-model extra")
+        os.environ.update(llama_environment())  # read when llama.cpp's library loads
         from llama_cpp import Llama  # noqa: PLC0415  (optional extra, loaded only to serve)
 
         for alias in self.aliases.values():
@@ -144,6 +152,7 @@ class Engine:
                     n_threads=self.threads,
                     n_threads_batch=self.threads,
                     chat_format=CHAT_FORMAT,
+                    flash_attn=True,
                     verbose=False,
                 )
             except (ValueError, RuntimeError):
