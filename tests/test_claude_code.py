@@ -104,6 +104,10 @@ def test_claude_code_is_installed_runs_against_the_endpoint_and_is_recorded(tmp_
         r for r in server.received if any(t.get("name") == "Bash" for t in r.body.get("tools", []))
     ]
     assert len(agent_requests) == 2
+    # The system prompt starts the same for every trial (no billing line that changes with the
+    # task), so a server reusing an evaluated prefix reads Claude Code's prompt once.
+    first_blocks = [r.body["system"][0]["text"] for r in agent_requests]
+    assert first_blocks[0] == first_blocks[1] and "x-anthropic-billing-header" not in first_blocks[0]
     for request in agent_requests:
         assert request.model == "team-model/sft"
         assert request.headers.get("x-api-key") == SECRET

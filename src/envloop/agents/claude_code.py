@@ -56,6 +56,10 @@ QUIET = {
     "DISABLE_BUG_COMMAND": "1",
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     "IS_SANDBOX": "1",  # allows skipping permission prompts as root: the sandbox is the boundary
+    # Without it, the system prompt starts with a billing line that changes with the task: a server
+    # that reuses an evaluated prompt prefix (llama.cpp, vLLM) then reads all of Claude Code's
+    # ~9,000-token prompt again for every trial instead of once.
+    "CLAUDE_CODE_ATTRIBUTION_HEADER": "0",
 }
 MODEL_ROLES = (
     "ANTHROPIC_MODEL",
