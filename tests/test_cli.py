@@ -1,6 +1,7 @@
 """The `el` command as users and scripts drive it: contracts for JSON output, exit codes, errors."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -8,11 +9,21 @@ import pytest
 from tests.conftest import EXAMPLES, El, write_profile
 
 
-@pytest.fixture
-def demo(el: El, tmp_path: Path) -> El:
+@pytest.fixture(scope="session")
+def demo_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home with the demo dataset and the oracle and nop profiles, made through `el` once per
+    test process; each test that needs one gets a copy of its own."""
+    root = tmp_path_factory.mktemp("demo-home")
+    el = El(home=root / "home", cwd=root)
     el.ok("dataset", "push", str(EXAMPLES / "tasks"), "--name", "demo")
     el.ok("profile", "create", "demo/oracle", "1", "--file", str(EXAMPLES / "profiles" / "oracle.json"))
     el.ok("profile", "create", "demo/nop", "1", "--file", str(EXAMPLES / "profiles" / "nop.json"))
+    return el.home
+
+
+@pytest.fixture
+def demo(el: El, demo_home: Path) -> El:
+    shutil.copytree(demo_home, el.home)
     return el
 
 
