@@ -346,7 +346,8 @@ def test_a_killed_workers_container_is_removed_when_the_next_worker_starts(
     wait_for(lambda: _dead(worker_pid))
     assert asyncio.run(trial_containers(trial["id"])) != []  # nobody removed it: its worker is dead
 
-    el.ok("job", "cancel", job["id"])
+    # Nobody will stop the dead worker's trial: cancelling need not wait for it (it would, 60 s).
+    el.ok("job", "cancel", job["id"], "--wait-sec", "0")
     el.ok("worker", "--idle-exit", "0.5", timeout=120)
     assert asyncio.run(trial_containers(trial["id"])) == []
 
