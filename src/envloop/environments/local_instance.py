@@ -19,7 +19,7 @@ import shutil
 import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from envloop.core.trial import SandboxMode, TrialSpec
 from envloop.environments import instance as files
@@ -41,10 +41,12 @@ from envloop.environments.procs import (
     wait_gone,
 )
 from envloop.environments.sandbox import EnvironmentBase, PathKind, RunOutcome
-from envloop.gateway import ModelGateway
 from envloop.tasks.model import HarborTask, TaskUser
 from envloop.tasks.phases import NetworkPolicy
 from envloop.trajectories.workspace import Snapshot, snapshot
+
+if TYPE_CHECKING:
+    from envloop.gateway import ModelGateway  # aiohttp: loaded when a trial first routes a model
 
 DEFAULT_AGENT_UID = 1000
 """Who the agent is inside the sandbox unless its task names a user: not root."""
@@ -202,7 +204,7 @@ class LocalEnvironment(EnvironmentBase):
             raise EnvironmentSetupError("the local environment cannot enforce a network allowlist")
         self._launcher = self._launcher_for(policy.mode == "public", self._gateway_port)
 
-    async def open_gateway(self, gateway: ModelGateway, trial_id: str) -> str:
+    async def open_gateway(self, gateway: "ModelGateway", trial_id: str) -> str:
         """The gateway listens on the host's loopback; pasta forwards its port to each command's
         own loopback, in a namespace with no route anywhere else unless the phase is public."""
         if self.mode == "plain":

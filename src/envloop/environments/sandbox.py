@@ -23,7 +23,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import TYPE_CHECKING, BinaryIO, Literal
 
 from pydantic import BaseModel
 
@@ -47,11 +47,13 @@ from envloop.environments.keeping import (
 from envloop.environments.policy import NETWORK_VARIABLE, EffectiveLimits
 from envloop.environments.procs import read_tail
 from envloop.environments.variables import checked_env, trial_variables
-from envloop.gateway import ModelGateway
 from envloop.tasks.model import HarborTask, NetworkMode, TaskUser
 from envloop.tasks.phases import NO_NETWORK, NetworkPolicy
 from envloop.tasks.variables import resolve_env
 from envloop.trajectories.workspace import Snapshot
+
+if TYPE_CHECKING:
+    from envloop.gateway import ModelGateway  # aiohttp: loaded when a trial first routes a model
 
 PathKind = Literal["file", "directory", "other"]
 
@@ -176,7 +178,7 @@ class EnvironmentBase(ABC):
         """Switch the instance to `policy` (already checked and capped by the base class)."""
 
     @abstractmethod
-    async def open_gateway(self, gateway: ModelGateway, trial_id: str) -> str:
+    async def open_gateway(self, gateway: "ModelGateway", trial_id: str) -> str:
         """Let the next commands reach `gateway` (it answers only `trial_id`'s token there); its
         root URL as a command inside reaches it."""
 

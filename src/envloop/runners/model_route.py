@@ -16,7 +16,7 @@ and `el serve` beyond loopback gives its workers `deny` unless the operator sets
 
 import asyncio
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import ValidationError
 
@@ -25,9 +25,12 @@ from envloop.core.trajectory import TrajectoryRecorder
 from envloop.core.trial import TrialSpec
 from envloop.environments import Environment, EnvironmentSetupError
 from envloop.environments.base import trial_settings
-from envloop.gateway import GatewaySession, GatewaySettings, ModelGateway, Upstream, UpstreamRefused
 from envloop.models.settings import ModelProtocol
 from envloop.settings import env_name
+
+if TYPE_CHECKING:
+    # The gateway (aiohttp) loads with a worker's first model route, not with every runner import.
+    from envloop.gateway import GatewaySession, ModelGateway, Upstream
 
 PRIVATE_UPSTREAM_VARIABLE = env_name("model_private_upstream")
 _GATEWAYS: dict[asyncio.AbstractEventLoop, "_Shared"] = {}
@@ -39,12 +42,14 @@ def private_upstreams_allowed() -> bool:
 
 @dataclass
 class _Shared:
-    gateway: ModelGateway
+    gateway: "ModelGateway"
     routes: int = 0
 
 
-async def _acquire() -> ModelGateway:
+async def _acquire() -> "ModelGateway":
     """The running event loop's gateway, started for its first open route."""
+    from envloop.gateway import GatewaySettings, ModelGateway  # noqa: PLC0415
+
     loop = asyncio.get_running_loop()
     shared = _GATEWAYS.get(loop)
     if shared is None:
@@ -74,7 +79,7 @@ async def _release() -> None:
 class ModelRoute:
     """One agent phase's way to its model: the session, and the spec the agent is given."""
 
-    session: GatewaySession
+    session: "GatewaySession"
     spec: TrialSpec
     first_step: int
     """Where the agent phase's steps begin in the trajectory (the gateway's are merged from here)."""
@@ -90,7 +95,9 @@ class RouteRefused(Exception):
         self.kind = kind
 
 
-def _upstream(spec: TrialSpec, protocol: ModelProtocol) -> Upstream | None:
+def _upstream(spec: TrialSpec, protocol: ModelProtocol) -> "Upstream | None":
+    from envloop.gateway import Upstream  # noqa: PLC0415
+
     params = spec.params
     base_url = params.get("MODEL_BASE_URL", "").strip()
     if not base_url:
@@ -126,6 +133,8 @@ async def open_route(
     environment: Environment, spec: TrialSpec, recorder: TrajectoryRecorder, protocol: ModelProtocol
 ) -> ModelRoute | None:
     """Open the gateway to the agent phase, or None when the profile names no model endpoint."""
+    from envloop.gateway import UpstreamRefused  # noqa: PLC0415
+
     upstream = _upstream(spec, protocol)
     if upstream is None:
         return None

@@ -12,15 +12,18 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envloop.agents.base import read_outputs
 from envloop.core.reward import RewardReading
 from envloop.core.trajectory import ToolStep, TrajectoryRecorder, VerifierStep
 from envloop.environments.base import NO_MOUNTS, Environment, ExecResult, Mounts
-from envloop.gateway import ModelGateway
 from envloop.tasks.model import TaskUser
 from envloop.tasks.phases import NetworkPolicy
 from envloop.trajectories import Snapshot, changes_between
+
+if TYPE_CHECKING:
+    from envloop.gateway import ModelGateway  # aiohttp: loaded when a trial first routes a model
 
 
 def _now() -> datetime:
@@ -62,7 +65,7 @@ class RecordingEnvironment:
     async def put_dir(self, source: Path, path: str) -> None:
         await self._inner.put_dir(source, path)
 
-    async def open_gateway(self, gateway: ModelGateway, trial_id: str) -> str:
+    async def open_gateway(self, gateway: "ModelGateway", trial_id: str) -> str:
         return await self._inner.open_gateway(gateway, trial_id)
 
     async def close_gateway(self) -> None:

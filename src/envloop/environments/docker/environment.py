@@ -16,7 +16,7 @@ import contextlib
 import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from envloop.core.trial import SandboxMode, TrialSpec
 from envloop.environments.base import EnvironmentSetupError, VisiblePaths
@@ -31,10 +31,12 @@ from envloop.environments.keeping import KeepBudget
 from envloop.environments.policy import EffectiveLimits
 from envloop.environments.sandbox import EnvironmentBase, PathKind, RunOutcome
 from envloop.environments.tampering import Tampering, tampering
-from envloop.gateway import Listener, ModelGateway
 from envloop.tasks.model import HarborTask, NetworkMode, TaskUser
 from envloop.tasks.phases import NetworkPolicy
 from envloop.trajectories.workspace import Snapshot
+
+if TYPE_CHECKING:
+    from envloop.gateway import Listener, ModelGateway  # aiohttp: loaded when a trial first routes a model
 
 HOME_DIR = "/tmp/envloop-home"
 
@@ -241,7 +243,7 @@ class DockerEnvironment(EnvironmentBase):
                 variables[name] = ",".join(filter(None, [variables.get(name, ""), address]))
         return variables
 
-    async def open_gateway(self, gateway: ModelGateway, trial_id: str) -> str:
+    async def open_gateway(self, gateway: "ModelGateway", trial_id: str) -> str:
         await self.close_gateway()
         try:
             bridge, address = await self._networks.internal_gateway()
