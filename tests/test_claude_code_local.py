@@ -3,11 +3,14 @@ trial, as in test_claude_code.py) runs a job's task against the bundled SmolLM2-
 the Messages protocol, on this machine, with no scripted endpoint in between.
 
 The model is far too small to solve anything; what is checked is that the protocol path holds:
-the trial ends in a verdict reached through the agent, and its trajectory holds the model's
-turns as the real endpoint answered them. Claude Code's prompt (system text and about twenty tool
-definitions) is about 9,200 tokens for this model, so the alias gets a 16,384-token context, and
-a 48-token cap per answer with a two-turn budget keeps the run bounded. Reading that prompt takes
-this 135M model minutes on two cores: the test prints how long the trial took."""
+the CLI inside the sandbox reaches the model through the worker's gateway with a token of the
+trial's own, the trial ends in a verdict reached through the agent, its trajectory holds the
+model's turns as the real endpoint answered them, and the endpoint's key appears nowhere.
+
+Claude Code's prompt (system text and about twenty tool definitions) is about 9,200 tokens for
+this model, so the alias gets a 16,384-token context, and a 48-token cap per answer with a
+two-turn budget keeps the run bounded. Reading that prompt takes this 135M model minutes on two
+cores: the test prints how long the trial took."""
 
 import json
 import time
