@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from envloop.scheduling.worker import Worker, WorkerConfig
-from envloop.services import diagnosis, job_reads, results, usage
+from envloop.services import diagnosis, job_reads, results, trial_reads, trials, usage
 from envloop.services.context import DATABASE_FILE, Context, open_context
 from envloop.services.failures import rewarded_by_profiles
 from envloop.store.light import CACHE_FILE, SqliteReads, open_light
@@ -34,6 +34,27 @@ def test_a_light_context_answers_every_read_of_el_job_get_and_result_as_the_full
             results._cache.clear()
             usage._sums.clear()
             assert read(light, job_id).model_dump() == read(ctx, job_id).model_dump()
+        assert light._store is None, "no read opened the full store"
+    finally:
+        light.close()
+
+
+def test_a_light_context_reads_a_trial_its_logs_and_files_as_the_full_store_does(
+    ctx: Context, home: Path, tmp_path: Path
+) -> None:
+    job_id = finished_job(ctx, tmp_path)
+    light = open_context(home, light=True)
+    try:
+        for trial in trials.list_trials(ctx, job_id):
+            assert trial_reads.get_trial(light, trial.id) == trial_reads.get_trial(ctx, trial.id)
+            assert trial_reads.get_trial(light, trial.id).model_dump(
+                exclude={"structured"}
+            ) == trial.model_dump(exclude={"structured"})
+            for phase in ("agent", "verifier"):
+                assert trial_reads.trial_logs(light, trial.id, phase) == trial_reads.trial_logs(
+                    ctx, trial.id, phase
+                )
+            assert trial_reads.list_artifacts(light, trial.id) == trial_reads.list_artifacts(ctx, trial.id)
         assert light._store is None, "no read opened the full store"
     finally:
         light.close()

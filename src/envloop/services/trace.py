@@ -10,7 +10,7 @@ from typing import Literal, TypeVar
 from envloop.core.trajectory import TRAJECTORY_FILE, Step, Trajectory
 from envloop.services.context import Context
 from envloop.services.errors import NotFoundError, UserError
-from envloop.services.trials import get_trial
+from envloop.services.trial_reads import get_trial
 from envloop.store.artifacts import ArtifactNotFoundError
 from envloop.trajectories.atif import atif_chunks
 from envloop.trajectories.pages import Outline, TrajectoryFormatError, open_outline

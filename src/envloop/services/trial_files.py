@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from envloop.services.context import Context
 from envloop.services.errors import UserError
-from envloop.services.trials import get_trial
+from envloop.services.trial_reads import get_trial
 
 PUBLISHING_SEC = 60.0
 """A trial's files are published just after its result is recorded; this long after it ended, a

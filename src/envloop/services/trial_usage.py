@@ -5,7 +5,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from envloop.services.context import Context
-from envloop.services.trials import get_trial
+from envloop.services.trial_reads import get_trial
 from envloop.store.tables import Trial
 
 
