@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[1]
 pytest_plugins = ["tests.api_server"]  # the `server` and `busy_server` fixtures (a real `el serve`)
 EXAMPLES = REPO / "examples"
+LONG_TEST_SEC = 300
+"""Every test's timeout (pyproject.toml); a test that declares more is one of the suite's longest."""
 SHARED = REPO.parent / "shared"
 """The workplace's shared test data and Harbor's example tasks, beside the checkout."""
 
@@ -52,6 +54,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             continue
         if any(d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    # The tests that declare a long timeout (a model reading Claude Code's prompt, the benchmarks)
+    # are handed out first: started late, one of them runs on alone at the end, on one core of two.
+    items.sort(key=lambda item: -_long_timeout(item))
+
+
+def _long_timeout(item: pytest.Item) -> float:
+    """The timeout a test declares when it is beyond every test's own, else 0 (longest first)."""
+    marker = item.get_closest_marker("timeout")
+    seconds = None if marker is None else (marker.args[0] if marker.args else marker.kwargs.get("timeout"))
+    return float(seconds) if isinstance(seconds, int | float) and seconds > LONG_TEST_SEC else 0.0
 
 
 @pytest.hookimpl(hookwrapper=True)
