@@ -3,7 +3,8 @@
 Each command runs in a fresh process (as a user's shell starts it) against one small store: a
 one-task job run to its end during set-up, read directly and through `el serve` (ENVLOOP_URL, the
 server running this tree). Each round also runs a one-task job end to end on a fresh home per
-variant (`el job submit --wait` and the background worker it starts). Variants alternate command
+variant (`el dataset push`, `el profile create`, then `el job submit --wait` and the background
+worker it starts), each command timed. Variants alternate command
 by command (baseline, this tree, baseline, this tree, …) so machine noise hits both alike; each
 figure is the median over the rounds, wall and CPU (user + system, from wait4) in seconds. Each
 variant reads its own copy of the store: the query cache of a home holds the queries as one tree
@@ -42,14 +43,17 @@ COMMANDS = [
     (["job", "result", "{job}"], False),
     (["job", "get", "{job}"], True),
     (["job", "result", "{job}"], True),
+    (["trial", "get", "{trial}"], False),
+    (["trial", "logs", "{trial}", "--phase", "agent"], False),
 ]
 """Each command, and whether it runs against the server (ENVLOOP_URL) instead of the store."""
 TARGET_SEC = 0.3
 """The most an embedded `el job get` or `el job result` may take, cold (median wall)."""
 TARGETED = (3, 4)
 """The indices in COMMANDS of the embedded reads held to TARGET_SEC."""
-ONE_TASK = len(COMMANDS)
-"""The index under which the one-task job's figures are kept."""
+ONE_TASK, PUSH, CREATE = len(COMMANDS), len(COMMANDS) + 1, len(COMMANDS) + 2
+"""The indices under which the fresh home's `el dataset push`, `el profile create` and one-task job
+figures are kept."""
 
 
 def run(src: Path, home: Path, argv: list[str], server: dict[str, str] | None = None) -> tuple[float, float]:
@@ -76,8 +80,9 @@ def run(src: Path, home: Path, argv: list[str], server: dict[str, str] | None = 
     return wall, usage.ru_utime + usage.ru_stime
 
 
-def one_task_setup(src: Path, home: Path, work: Path) -> None:
-    """Push one task (made under `work` once) and create a profile for it on `home`."""
+def one_task_setup(src: Path, home: Path, work: Path) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Push one task (made under `work` once) and create a profile for it on `home`; the wall and
+    CPU of each of the two commands."""
     task = work / "tasks" / "hello"
     if not task.exists():
         (task / "tests").mkdir(parents=True)
@@ -97,35 +102,41 @@ def one_task_setup(src: Path, home: Path, work: Path) -> None:
                 {"schema_version": "envplatform.profile/v2", "spec": {"params": {"AGENT_NAME": "oracle"}}}
             )
         )
-    env = {**os.environ, "PYTHONPATH": str(src), "ENVLOOP_HOME": str(home)}
-    el = [sys.executable, "-m", "envloop"]
-    push = [*el, "dataset", "push", str(work / "tasks"), "--name", "hello"]
-    subprocess.run(push, env=env, check=True, stdout=subprocess.DEVNULL)
-    create = [*el, "profile", "create", "team/oracle", "1", "--file", str(work / "oracle.json")]
-    subprocess.run(create, env=env, check=True, stdout=subprocess.DEVNULL)
+    pushed = run(src, home, ["dataset", "push", str(work / "tasks"), "--name", "hello"])
+    created = run(src, home, ["profile", "create", "team/oracle", "1", "--file", str(work / "oracle.json")])
+    return pushed, created
 
 
 SUBMIT = ["job", "submit", "--dataset", "hello@1", "--profile", "team/oracle@1", "--wait", "--json"]
 
 
-def one_task_job(src: Path, home: Path, work: Path) -> str:
-    """Push one task, create a profile, run a job to its end; its id."""
+def one_task_job(src: Path, home: Path, work: Path) -> tuple[str, str]:
+    """Push one task, create a profile, run a job to its end; its id and its trial's."""
     one_task_setup(src, home, work)
     env = {**os.environ, "PYTHONPATH": str(src), "ENVLOOP_HOME": str(home)}
     done = subprocess.run(
         [sys.executable, "-m", "envloop", *SUBMIT], env=env, check=True, capture_output=True, text=True
     )
     stop_background_worker(home)
-    return str(json.loads(done.stdout)["id"])
+    job = str(json.loads(done.stdout)["id"])
+    listed = subprocess.run(
+        [sys.executable, "-m", "envloop", "trial", "list", "--job", job, "--json"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return job, str(json.loads(listed.stdout)[0]["id"])
 
 
-def one_task_run(src: Path, home: Path, work: Path) -> tuple[float, float]:
-    """A one-task job end to end on a fresh home, as a user meets it cold: `el job submit --wait`
-    and the background worker it starts (wall; CPU of the submitting process)."""
-    one_task_setup(src, home, work)
+def one_task_run(src: Path, home: Path, work: Path) -> dict[int, tuple[float, float]]:
+    """A one-task job end to end on a fresh home, as a user meets it cold: `el dataset push`, `el
+    profile create`, then `el job submit --wait` and the background worker it starts (wall; CPU of
+    the submitting process)."""
+    pushed, created = one_task_setup(src, home, work)
     measured = run(src, home, SUBMIT)
     stop_background_worker(home)
-    return measured
+    return {PUSH: pushed, CREATE: created, ONE_TASK: measured}
 
 
 def stop_background_worker(home: Path) -> None:
@@ -188,14 +199,14 @@ def main() -> None:
         work = Path(tmp)
         variants = {f"baseline {baseline[:10]}": export_tree(baseline, work), "this tree": REPO / "src"}
         home = work / "home"
-        job = one_task_job(REPO / "src", home, work)
+        job, trial = one_task_job(REPO / "src", home, work)
         homes = {name: work / f"home-{number}" for number, name in enumerate(variants)}
         for copy in homes.values():
             shutil.copytree(home, copy)
         server, target = start_server(home, work / "serve.log")
         try:
             commands = [
-                ([part.format(job=job) for part in argv], target if remote else None)
+                ([part.format(job=job, trial=trial) for part in argv], target if remote else None)
                 for argv, remote in COMMANDS
             ]
             for name, src in variants.items():  # bytecode and query caches written beforehand
@@ -208,7 +219,8 @@ def main() -> None:
                         times.setdefault((name, index), []).append(run(src, homes[name], argv, env))
                 for variant, (name, src) in enumerate(variants.items()):
                     fresh = work / f"one-task-{variant}-{number}"
-                    times.setdefault((name, ONE_TASK), []).append(one_task_run(src, fresh, work))
+                    for index, measured in one_task_run(src, fresh, work).items():
+                        times.setdefault((name, index), []).append(measured)
         finally:
             server.terminate()
             server.wait()
@@ -216,16 +228,27 @@ def main() -> None:
     print(f"cold start-up of `el`, median of {args.rounds} interleaved rounds (load average {load:.1f})")
     print(f"{'command':<28}" + "".join(f"{name:>30}" for name in variants))
     rows = [
-        ("el " + " ".join(argv).replace("{job}", "JOB") + (" (server)" if remote else ""), index)
+        (
+            "el "
+            + " ".join(argv).replace("{job}", "JOB").replace("{trial}", "TRIAL")
+            + (" (server)" if remote else ""),
+            index,
+        )
         for index, (argv, remote) in enumerate(COMMANDS)
     ]
-    for shown, index in [*rows, ("one-task job, cold", ONE_TASK)]:
+    fresh_home = [
+        ("el dataset push, new home", PUSH),
+        ("el profile create", CREATE),
+        ("one-task job, cold", ONE_TASK),
+    ]
+    for shown, index in [*rows, *fresh_home]:
         cells = []
         for name in variants:
             walls, cpus = zip(*times[(name, index)], strict=True)
             cells.append(f"{statistics.median(walls):7.3f} s wall {statistics.median(cpus):6.3f} s CPU")
         print(f"{shown:<28}" + "".join(f"{cell:>30}" for cell in cells))
     print("one-task job, cold: el job submit --wait on a fresh home and the worker it starts (CPU: el only)")
+    print("el dataset push and el profile create: the first two commands on that fresh home")
     for index in TARGETED:
         wall = statistics.median(w for w, _ in times[("this tree", index)])
         verdict = "met" if wall <= TARGET_SEC else "not met"
