@@ -2,9 +2,11 @@
 outcome, shown on the trial page beside the execution status."""
 
 from pydantic import BaseModel, Field
+from sqlalchemy import select
 
 from envloop.services.context import Context
-from envloop.services.trial_reads import trial_row
+from envloop.services.trial_reads import get_trial
+from envloop.store.tables import Trial
 
 
 class TrialUsage(BaseModel):
@@ -13,7 +15,9 @@ class TrialUsage(BaseModel):
 
 
 def trial_usage(ctx: Context, trial_id: str) -> TrialUsage:
-    row = trial_row(ctx, trial_id)
+    get_trial(ctx, trial_id)
+    with ctx.store.read() as session:
+        row = session.execute(select(Trial.usage, Trial.stop_reason).where(Trial.id == trial_id)).one()
     return TrialUsage(
         usage={k: int(v) for k, v in dict(row.usage or {}).items()}, stop_reason=row.stop_reason
     )
