@@ -15,7 +15,7 @@ from envloop.services.context import Context
 from envloop.services.errors import NotFoundError
 from envloop.services.keys import authenticate_key, project_context
 from envloop.services.shares import resolve_share
-from envloop.services.trials import get_trial
+from envloop.services.trial_reads import trial_row
 
 bearer = HTTPBearer(
     auto_error=False,
@@ -73,7 +73,7 @@ def job_reader(job_id: str, who: Annotated[Caller, Depends(caller)]) -> Context:
 
 def trial_reader(trial_id: str, who: Annotated[Caller, Depends(caller)]) -> Context:
     """Reads of one trial: any key of its project, or a share token made for its job."""
-    if who.shared_job is not None and get_trial(who.ctx, trial_id).job_id != who.shared_job:
+    if who.shared_job is not None and trial_row(who.ctx, trial_id).job_id != who.shared_job:
         raise NotFoundError(f"unknown trial {trial_id!r}")
     return who.ctx
 

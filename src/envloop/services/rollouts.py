@@ -13,6 +13,7 @@ from envloop.core.status import TERMINAL, TrialStatus
 from envloop.services.context import Context
 from envloop.services.jobs import JobRequest, JobView, get_job, submit_job
 from envloop.services.trace import load_outline, step_page
+from envloop.services.trial_reads import trial_row
 from envloop.services.trials import get_trial, list_trials
 from envloop.store.tables import Profile, Trial
 from envloop.wire.rollouts import JobEvent, ProgressEvent, RolloutRequest, RolloutView, TrialEvent
@@ -67,7 +68,7 @@ def watch_job(ctx: Context, job_id: str) -> "ProgressFeed":
 
 def watch_rollout(ctx: Context, trial_id: str) -> "ProgressFeed":
     """The rollout's status changes as they happen, until it ends."""
-    return ProgressFeed(ctx, get_trial(ctx, trial_id).job_id)
+    return ProgressFeed(ctx, trial_row(ctx, trial_id).job_id)
 
 
 class ProgressFeed:

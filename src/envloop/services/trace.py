@@ -10,7 +10,7 @@ from typing import Literal, TypeVar
 from envloop.core.trajectory import TRAJECTORY_FILE, Step, Trajectory
 from envloop.services.context import Context
 from envloop.services.errors import NotFoundError, UserError
-from envloop.services.trial_reads import get_trial
+from envloop.services.trial_reads import trial_row
 from envloop.store.artifacts import ArtifactNotFoundError
 from envloop.trajectories.atif import atif_chunks
 from envloop.trajectories.pages import Outline, TrajectoryFormatError, open_outline
@@ -24,7 +24,7 @@ def load_outline(ctx: Context, trial_id: str, *, checked: bool = False) -> Outli
     """The outline of the trial's `trajectory.json`; None when its runner kept none. `checked`: the
     caller has already found the trial readable."""
     if not checked:
-        get_trial(ctx, trial_id)
+        trial_row(ctx, trial_id)
     try:
         path = ctx.artifacts.trial_file(trial_id, TRAJECTORY_FILE)
         return open_outline(path)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from envloop.services.context import Context
 from envloop.services.errors import UserError
-from envloop.services.trial_reads import get_trial
+from envloop.services.trial_reads import trial_row
 
 PUBLISHING_SEC = 60.0
 """A trial's files are published just after its result is recorded; this long after it ended, a
@@ -42,7 +42,7 @@ def read_window(ctx: Context, trial_id: str, path: str, offset: int = 0, limit: 
     """`limit` bytes of the trial's kept file `path` from `offset` (an unknown path raises)."""
     if offset < 0 or not 0 < limit <= MAX_WINDOW:
         raise UserError(f"offset must be at least 0 and limit between 1 and {MAX_WINDOW}")
-    get_trial(ctx, trial_id)
+    trial_row(ctx, trial_id)
     file = ctx.artifacts.trial_file(trial_id, path)
     with file.open("rb") as handle:
         size = handle.seek(0, 2)

@@ -75,11 +75,19 @@ def trial_view(trial: Any, profile_ref: str) -> TrialView:
     )
 
 
-def get_trial(ctx: Context, trial_id: str) -> TrialView:
+def trial_row(ctx: Context, trial_id: str) -> Any:
+    """The trial's row (its columns, profile name and version), or NotFoundError when it is not the
+    project's: what a read that only needs to know the trial, its job or its status asks, without
+    reading its structured result from the artifacts as `get_trial` does."""
     with ctx.reads() as reads:
         row = reads.first(trial_by_id, trial_id=trial_id)
     if row is None or row.project_id != ctx.project_id:
         raise NotFoundError(f"unknown trial {trial_id!r}")
+    return row
+
+
+def get_trial(ctx: Context, trial_id: str) -> TrialView:
+    row = trial_row(ctx, trial_id)
     structured = read_structured(ctx, trial_id)
     return trial_view(row, f"{row.profile_name}@{row.profile_version}").model_copy(
         update={"structured": structured}
@@ -88,7 +96,7 @@ def get_trial(ctx: Context, trial_id: str) -> TrialView:
 
 def log_artifacts(ctx: Context, trial_id: str, phase: str) -> dict[str, str]:
     """The kept files of a phase, stream name → artifact path, for those that exist."""
-    get_trial(ctx, trial_id)
+    trial_row(ctx, trial_id)
     try:
         files = LOG_FILES[cast(LogPhase, Phase(phase))]
     except (ValueError, KeyError):
@@ -120,12 +128,12 @@ def trial_logs(
 
 def artifact_file(ctx: Context, trial_id: str, path: str) -> Path:
     """A kept file of the trial, by its path within it (as the artifact list gives it)."""
-    get_trial(ctx, trial_id)
+    trial_row(ctx, trial_id)
     return ctx.artifacts.trial_file(trial_id, path)
 
 
 def list_artifacts(ctx: Context, trial_id: str) -> list[ArtifactInfo]:
-    get_trial(ctx, trial_id)
+    trial_row(ctx, trial_id)
     return ctx.artifacts.list_trial(trial_id)
 
 
@@ -133,7 +141,7 @@ def artifact_page(ctx: Context, trial_id: str, offset: int = 0, limit: int = ART
     """Up to `limit` of the trial's kept files from `offset`, sorted by path, and how many there are."""
     if offset < 0 or not 1 <= limit <= ARTIFACT_PAGE:
         raise UserError(f"offset must be at least 0 and limit between 1 and {ARTIFACT_PAGE}")
-    get_trial(ctx, trial_id)
+    trial_row(ctx, trial_id)
     items, total = ctx.artifacts.page_trial(trial_id, offset, limit)
     end = offset + len(items)
     return ArtifactPage(total=total, offset=offset, items=items, next_offset=end if end < total else None)

@@ -2,11 +2,9 @@
 outcome, shown on the trial page beside the execution status."""
 
 from pydantic import BaseModel, Field
-from sqlalchemy import select
 
 from envloop.services.context import Context
-from envloop.services.trial_reads import get_trial
-from envloop.store.tables import Trial
+from envloop.services.trial_reads import trial_row
 
 
 class TrialUsage(BaseModel):
@@ -15,9 +13,7 @@ class TrialUsage(BaseModel):
 
 
 def trial_usage(ctx: Context, trial_id: str) -> TrialUsage:
-    get_trial(ctx, trial_id)
-    with ctx.store.read() as session:
-        row = session.execute(select(Trial.usage, Trial.stop_reason).where(Trial.id == trial_id)).one()
+    row = trial_row(ctx, trial_id)
     return TrialUsage(
         usage={k: int(v) for k, v in dict(row.usage or {}).items()}, stop_reason=row.stop_reason
     )

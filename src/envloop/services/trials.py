@@ -1,5 +1,5 @@
 """Trials: listing a job's trials and invalidating one. Reading one trial (its view, logs and kept
-files) is `trial_reads`', re-exported here."""
+files) is in `trial_reads`, whose functions are re-exported here."""
 
 from sqlalchemy import select, update
 
@@ -14,6 +14,7 @@ from envloop.services.trial_reads import (
     list_artifacts,
     log_artifacts,
     trial_logs,
+    trial_row,
     trial_view,
 )
 from envloop.store.tables import Job, Profile, Trial
@@ -71,7 +72,7 @@ def list_trials(
 
 def invalidate_trial(ctx: Context, trial_id: str, reason: str | None, undo: bool = False) -> TrialView:
     """Keep the record but exclude its reward from every aggregate (or bring it back)."""
-    trial = get_trial(ctx, trial_id)
+    trial = trial_row(ctx, trial_id)
     if not undo and not (reason and reason.strip()):
         raise UserError("invalidating a trial needs a reason (--reason)")
     if not undo and trial.status not in TERMINAL:
