@@ -104,6 +104,7 @@ def test_claude_code_is_installed_runs_against_the_endpoint_and_is_recorded(tmp_
         r for r in server.received if any(t.get("name") == "Bash" for t in r.body.get("tools", []))
     ]
     assert len(agent_requests) == 2
+    assert len(agent_requests[0].body["tools"]) > 10  # without CLAUDE_CODE_TOOLS: all its tools
     # The system prompt starts the same for every trial (no billing line that changes with the
     # task), so a server reusing an evaluated prefix reads Claude Code's prompt once.
     first_blocks = [r.body["system"][0]["text"] for r in agent_requests]
@@ -150,11 +151,14 @@ def test_claude_code_is_installed_runs_against_the_endpoint_and_is_recorded(tmp_
 def test_the_step_budget_becomes_claude_codes_turn_limit(tmp_path: Path) -> None:
     endless = ScriptedToolCall(name="Bash", arguments={"command": "date >> log.txt", "description": "log"})
     with ScriptedServer(default=lambda _: Reply(text="Again.", tool_calls=[endless])) as server:
-        outcome = run(tmp_path, server, MAX_STEPS="2")
+        outcome = run(tmp_path, server, MAX_STEPS="2", CLAUDE_CODE_TOOLS="Bash,Read")
     assert outcome.status == "completed", outcome.error
     assert outcome.stop_reason == "max_steps"
     model_steps = [s for s in kept(tmp_path).steps if isinstance(s, ModelStep) and "Bash" in s.request.tools]
     assert len(model_steps) == 2
+    # CLAUDE_CODE_TOOLS: the model is offered those built-in tools and no other.
+    offered = [r.body["tools"] for r in server.received if r.body.get("tools")]
+    assert offered and all(sorted(t["name"] for t in tools) == ["Bash", "Read"] for tools in offered)
 
 
 def test_an_endpoint_that_refuses_fails_the_trial_as_model_error(tmp_path: Path) -> None:
@@ -188,6 +192,7 @@ def test_claude_code_params_are_checked_at_submission() -> None:
             "AGENT_VERSION": "latest; rm -rf /",
             "CLAUDE_CODE_EFFORT_LEVEL": "extreme",
             "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "lots",
+            "CLAUDE_CODE_TOOLS": "Bash; curl evil",
         },
     )
     assert problems == [
@@ -196,6 +201,8 @@ def test_claude_code_params_are_checked_at_submission() -> None:
         "AGENT_VERSION must be an npm version such as 2.1.285, not 'latest; rm -rf /'",
         "CLAUDE_CODE_MAX_OUTPUT_TOKENS must be a whole number ≥ 1, not 'lots'",
         "CLAUDE_CODE_EFFORT_LEVEL must be one of low, medium, high, xhigh, max, not 'extreme'",
+        "CLAUDE_CODE_TOOLS must be tool names separated by commas, such as Bash,Read,Edit,"
+        " not 'Bash; curl evil'",
     ]
 
 

@@ -14,8 +14,9 @@ Run: `claude -p` reads the instruction on stdin, with `--output-format stream-js
 Messages protocol takes it: the gateway's, which forwards to the profile's), MODEL_NAME (every
 model role the CLI knows is pointed at it, so no request names a model the endpoint lacks) and
 MODEL_API_KEY (the gateway's token); CLAUDE_CODE_MAX_OUTPUT_TOKENS and
-CLAUDE_CODE_EFFORT_LEVEL are passed through. Telemetry, error reporting, auto-update and other
-non-essential traffic are switched off.
+CLAUDE_CODE_EFFORT_LEVEL are passed through, and CLAUDE_CODE_TOOLS narrows the built-in tools
+offered to the model (`--tools`), which also shortens the prompt every request carries. Telemetry,
+error reporting, auto-update and other non-essential traffic are switched off.
 
 The stream becomes the trajectory while it arrives (`claude_code_stream`); the raw stream stays in
 the agent's logs as `claude-code.jsonl`, masked like every artifact.
@@ -46,6 +47,7 @@ RECIPE = NpmRecipe(
 RUN_SCRIPT = (
     'exec "$0" -p --output-format stream-json --verbose --include-partial-messages '
     '--dangerously-skip-permissions --model "$ANTHROPIC_MODEL" --max-turns "$1" '
+    '${ENVLOOP_CLAUDE_TOOLS:+--tools "$ENVLOOP_CLAUDE_TOOLS"} '
     '${ENVLOOP_MCP_CONFIG:+--mcp-config "$ENVLOOP_MCP_CONFIG"} < "$ENVLOOP_INSTRUCTION_FILE"'
 )
 
@@ -93,6 +95,13 @@ class ClaudeCodeParams(StepBudgetParams):
     CLAUDE_CODE_EFFORT_LEVEL: Literal["low", "medium", "high", "xhigh", "max"] | None = param(
         "passed through to the CLI"
     )
+    CLAUDE_CODE_TOOLS: str | None = param(
+        "the built-in tools offered to the model, comma-separated (the CLI's --tools); unset: all of"
+        " them. Each tool's definition is part of every request's prompt: a small model reads a"
+        " shorter one with fewer",
+        pattern=r"^[A-Za-z]+( *, *[A-Za-z]+)*$",
+        expect="tool names separated by commas, such as Bash,Read,Edit",
+    )
 
     def passed_through(self) -> dict[str, str]:
         """The CLI's own settings that are set, by their variable names."""
@@ -131,6 +140,8 @@ class ClaudeCodeAgent:
         # Claude Code insists on a credential; an endpoint without authentication ignores this one.
         variables["ANTHROPIC_API_KEY"] = params.MODEL_API_KEY or "no-key"
         variables.update(params.passed_through())
+        if params.CLAUDE_CODE_TOOLS is not None:
+            variables["ENVLOOP_CLAUDE_TOOLS"] = params.CLAUDE_CODE_TOOLS
         return variables
 
     async def _run(self, ctx: AgentContext, params: ClaudeCodeParams, claude: str) -> AgentResult:
@@ -138,6 +149,8 @@ class ClaudeCodeAgent:
         max_turns = ctx.max_steps(params.MAX_STEPS)
         settings: dict[str, object] = {"agent_version": params.AGENT_VERSION, "max_turns": max_turns}
         settings.update({name.lower(): value for name, value in params.passed_through().items()})
+        if params.CLAUDE_CODE_TOOLS is not None:
+            settings["tools"] = params.CLAUDE_CODE_TOOLS
         summary = ModelRequestSummary(
             protocol="anthropic",
             endpoint=params.MODEL_BASE_URL,
