@@ -215,12 +215,22 @@ def test_every_wire_name_is_the_model_of_the_module_that_defines_it() -> None:
         assert getattr(wire, name) is getattr(importlib.import_module(f"envloop.wire.{module}"), name)
 
 
-@pytest.mark.parametrize("command", [("get",), ("get", "--json"), ("logs", "--phase", "agent")])
-def test_el_trial_get_and_logs_on_the_embedded_store_load_no_sqlalchemy(
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("get",),
+        ("get", "--json"),
+        ("logs", "--phase", "agent"),
+        ("list",),
+        ("list", "--status", "completed", "--task", "t0", "--json"),
+    ],
+)
+def test_el_trial_list_get_and_logs_on_the_embedded_store_load_no_sqlalchemy(
     home: Path, tmp_path: Path, command: tuple[str, ...]
 ) -> None:
-    """A trial's view and logs are read with `sqlite3` alone too, once the first command compiled
-    the query (a third of a second instead of most of a second, for the command scripts call most)."""
+    """A job's trials, a trial's view and its logs are read with `sqlite3` alone too, once the first
+    command compiled the query (a third of a second instead of most of a second, for the commands
+    scripts call most)."""
     from envloop.services.context import open_context  # noqa: PLC0415 - only to set the store up
     from envloop.services.trials import list_trials  # noqa: PLC0415
     from tests.conftest import run_trials, submit_command_job  # noqa: PLC0415
@@ -233,8 +243,9 @@ def test_el_trial_get_and_logs_on_the_embedded_store_load_no_sqlalchemy(
     finally:
         ctx.close()
     verb, *flags = command
-    first_code, _ = el_modules(home, "trial", verb, trial.id, *flags)
-    code, modules = el_modules(home, "trial", verb, trial.id, *flags)
+    target = ("--job", job_id) if verb == "list" else (trial.id,)
+    first_code, _ = el_modules(home, "trial", verb, *target, *flags)
+    code, modules = el_modules(home, "trial", verb, *target, *flags)
     assert (first_code, code) == (0, 0)
     assert (
         loaded(modules, ("sqlalchemy", "alembic", "envloop.store.db", "envloop.store.tables", "fastapi"))

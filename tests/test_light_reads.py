@@ -5,10 +5,14 @@ import asyncio
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from envloop.scheduling.worker import Worker, WorkerConfig
 from envloop.services import diagnosis, job_reads, results, trial_reads, trials, usage
 from envloop.services.context import DATABASE_FILE, Context, open_context
+from envloop.services.errors import NotFoundError, UserError
 from envloop.services.failures import rewarded_by_profiles
 from envloop.store.light import CACHE_FILE, SqliteReads, open_light
 from envloop.store.reads import SessionReads
@@ -55,6 +59,36 @@ def test_a_light_context_reads_a_trial_its_logs_and_files_as_the_full_store_does
                     ctx, trial.id, phase
                 )
             assert trial_reads.list_artifacts(light, trial.id) == trial_reads.list_artifacts(ctx, trial.id)
+        assert light._store is None, "no read opened the full store"
+    finally:
+        light.close()
+
+
+def test_a_light_context_lists_a_jobs_trials_filtered_and_paged_as_the_full_store_does(
+    ctx: Context, home: Path, tmp_path: Path
+) -> None:
+    job_id = finished_job(ctx, tmp_path)
+    light = open_context(home, light=True)
+    try:
+        asks: list[dict[str, Any]] = [
+            {},
+            {"status": "completed"},
+            {"status": "pending"},
+            {"task": "t1"},
+            {"task": "t1", "status": "completed", "limit": 1, "offset": 1},
+            {"limit": 3},
+            {"offset": 2},
+            {"limit": 2, "offset": 9},
+        ]
+        for ask in asks:
+            full = trials.list_trials(ctx, job_id, **ask)
+            assert trial_reads.list_trials(light, job_id, **ask) == full, ask
+        assert len(trial_reads.list_trials(light, job_id)) == 4
+        assert [t.task for t in trial_reads.list_trials(light, job_id, task="t1")] == ["t1", "t1"]
+        with pytest.raises(NotFoundError, match="unknown job 'job_missing'"):
+            trial_reads.list_trials(light, "job_missing")
+        with pytest.raises(UserError, match="unknown trial status 'done'"):
+            trial_reads.list_trials(light, job_id, status="done")
         assert light._store is None, "no read opened the full store"
     finally:
         light.close()

@@ -240,7 +240,7 @@ class Declarations:
         "/v1/jobs/{job_id}/trials",
         ListTrials,
         list[TrialView],
-        service="envloop.services.trials:list_trials",
+        service="envloop.services.trial_reads:list_trials",
         tag="jobs",
         scope="job",
         doc="The job's trials by profile, task and attempt; `limit` and `offset` page through big jobs.",

@@ -3,11 +3,11 @@
 server and the write paths run the same ones through their sessions."""
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from envloop.core.status import TrialStatus
 from envloop.services.context import Context
-from envloop.services.errors import NotFoundError
+from envloop.services.errors import NotFoundError, UserError
 from envloop.services.refs import dataset_ref
 from envloop.store.reads import Reads, query
 from envloop.wire.jobs import JobView, SkippedTask
@@ -91,6 +91,15 @@ def profile_refs() -> "Statement":
         .where(JobProfile.job_id.in_(bindparam("ids", expanding=True)))
         .order_by(JobProfile.job_id, JobProfile.position)
     )
+
+
+def check_status(kind: Literal["job", "trial"], status: str) -> TrialStatus:
+    """A status filter must name a real status: a typo would otherwise match nothing, silently."""
+    try:
+        return TrialStatus(status)
+    except ValueError:
+        known = ", ".join(TrialStatus)
+        raise UserError(f"unknown {kind} status {status!r} (choose from: {known})") from None
 
 
 def job_row(reads: Reads, project_id: str, job_id: str) -> Any:

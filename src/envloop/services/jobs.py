@@ -4,7 +4,7 @@ import hashlib
 import json
 from datetime import UTC, datetime
 from itertools import islice
-from typing import Literal, cast
+from typing import cast
 
 from pydantic import ValidationError
 from sqlalchemy import JSON, Insert, Table, and_, func, insert, literal_column, or_, select
@@ -16,7 +16,7 @@ from envloop.core.status import JobStatus, TrialStatus
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, member_features, resolve_dataset
 from envloop.services.errors import ConflictError, NotFoundError, UserError
-from envloop.services.job_reads import get_job, job_profiles, job_views
+from envloop.services.job_reads import check_status, get_job, job_profiles, job_views
 from envloop.services.missing_images import tasks_missing_images
 from envloop.services.profiles import resolve_profile, resolved_params
 from envloop.services.refs import dataset_ref
@@ -369,15 +369,6 @@ def job_progress(ctx: Context, job_id: str) -> JobProgress:
         cancel_requested=rows[0].cancel_requested,
         counts={s: counts.get(s, 0) for s in TrialStatus},
     )
-
-
-def check_status(kind: Literal["job", "trial"], status: str) -> TrialStatus:
-    """A status filter must name a real status: a typo would otherwise match nothing, silently."""
-    try:
-        return TrialStatus(status)
-    except ValueError:
-        known = ", ".join(TrialStatus)
-        raise UserError(f"unknown {kind} status {status!r} (choose from: {known})") from None
 
 
 def list_jobs(

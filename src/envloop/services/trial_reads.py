@@ -1,6 +1,6 @@
-"""Reading one trial (its view, logs and kept files) with `Query` reads (`envloop.store.reads`), so
-the embedded CLI (`el trial get`, `el trial logs`, `el trial artifacts`) runs them without
-SQLAlchemy, and the server runs the same ones through its sessions."""
+"""Reading trials (a job's list, one trial's view, logs and kept files) with `Query` reads
+(`envloop.store.reads`), so the embedded CLI (`el trial list`, `get`, `logs`, `artifacts`) runs them
+without SQLAlchemy, and the server runs the same ones through its sessions."""
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -9,6 +9,7 @@ from envloop.core.status import Phase
 from envloop.core.trial import TrialFlag
 from envloop.services.context import Context
 from envloop.services.errors import NotFoundError, UserError
+from envloop.services.job_reads import check_status, job_row
 from envloop.services.structured import read_structured
 from envloop.store.artifacts import ArtifactNotFoundError
 from envloop.store.reads import query
@@ -43,6 +44,71 @@ def trial_by_id() -> "Statement":
         .join(Job, Job.id == Trial.job_id)
         .where(Trial.id == bindparam("trial_id"))
     )
+
+
+NO_LIMIT = 2**62
+"""The page size of an unpaged list: the statement always has its LIMIT, so one statement serves
+every call, paged or not."""
+
+
+@query
+def trial_page() -> "Statement":
+    """A job's trials in grid order (profile, task, attempt), optionally of one status or task, one
+    page of them. The page is chosen on the trials alone, in index order, and only its rows are read
+    whole: sorting every wide row of a big job to skip `offset` of them costs far more. A filter left
+    None compares the column with itself (`coalesce`), which keeps it one statement."""
+    from sqlalchemy import String, bindparam, func, select  # noqa: PLC0415
+
+    from envloop.store.tables import Profile, Trial  # noqa: PLC0415
+
+    grid_order = (Trial.profile_id, Trial.member_position, Trial.attempt)
+    chosen = (
+        select(Trial.id)
+        .where(
+            Trial.job_id == bindparam("job_id"),
+            Trial.status == func.coalesce(bindparam("status", type_=Trial.status.type), Trial.status),
+            Trial.task_name == func.coalesce(bindparam("task", type_=String), Trial.task_name),
+        )
+        .order_by(*grid_order)
+        .limit(bindparam("limit"))
+        .offset(bindparam("offset"))
+        .subquery()
+    )
+    return (
+        select(
+            *Trial.__table__.columns,
+            Profile.name.label("profile_name"),
+            Profile.version.label("profile_version"),
+        )
+        .join(chosen, chosen.c.id == Trial.id)
+        .join(Profile, Profile.id == Trial.profile_id)
+        .order_by(*grid_order)
+    )
+
+
+def list_trials(
+    ctx: Context,
+    job_id: str,
+    status: str | None = None,
+    task: str | None = None,
+    limit: int | None = None,
+    offset: int = 0,
+) -> list[TrialView]:
+    """A job's trials in grid order (profile, task, attempt); `limit`/`offset` page through big jobs."""
+    if (limit is not None and limit < 1) or offset < 0:
+        raise UserError("limit must be at least 1 and offset at least 0")
+    wanted = None if status is None else check_status("trial", status).value
+    with ctx.reads() as reads:
+        job_row(reads, ctx.project_id, job_id)
+        rows = reads.rows(
+            trial_page,
+            job_id=job_id,
+            status=wanted,
+            task=task,
+            limit=NO_LIMIT if limit is None else limit,
+            offset=offset,
+        )
+    return [trial_view(row, f"{row.profile_name}@{row.profile_version}") for row in rows]
 
 
 def trial_view(trial: Any, profile_ref: str) -> TrialView:
