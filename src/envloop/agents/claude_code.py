@@ -47,7 +47,7 @@ RECIPE = NpmRecipe(
 RUN_SCRIPT = (
     'exec "$0" -p --output-format stream-json --verbose --include-partial-messages '
     '--dangerously-skip-permissions --model "$ANTHROPIC_MODEL" --max-turns "$1" '
-    '${ENVLOOP_CLAUDE_TOOLS:+--tools "$ENVLOOP_CLAUDE_TOOLS"} '
+    '${2:+--tools "$2"} '
     '${ENVLOOP_MCP_CONFIG:+--mcp-config "$ENVLOOP_MCP_CONFIG"} < "$ENVLOOP_INSTRUCTION_FILE"'
 )
 
@@ -140,8 +140,6 @@ class ClaudeCodeAgent:
         # Claude Code insists on a credential; an endpoint without authentication ignores this one.
         variables["ANTHROPIC_API_KEY"] = params.MODEL_API_KEY or "no-key"
         variables.update(params.passed_through())
-        if params.CLAUDE_CODE_TOOLS is not None:
-            variables["ENVLOOP_CLAUDE_TOOLS"] = params.CLAUDE_CODE_TOOLS
         return variables
 
     async def _run(self, ctx: AgentContext, params: ClaudeCodeParams, claude: str) -> AgentResult:
@@ -172,7 +170,7 @@ class ClaudeCodeAgent:
         follower = asyncio.create_task(stream.follow(done))
         try:
             result = await environment.exec(
-                ["bash", "-c", RUN_SCRIPT, claude, str(max_turns)],
+                ["bash", "-c", RUN_SCRIPT, claude, str(max_turns), params.CLAUDE_CODE_TOOLS or ""],
                 env=variables,
                 stdout_path=stream.path,
                 stderr_path=logs / "claude-code.stderr.txt",
