@@ -23,14 +23,9 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from envloop.environments.docker import (
-    BuildRecords,
-    ContainerSpec,
-    daemon_version,
-    ensure_task_image,
-    running_container,
-)
-from envloop.environments.docker.cli import docker_binary
+from envloop.environments.docker.cli import daemon_version, docker_binary
+from envloop.environments.docker.containers import ContainerSpec, running_container
+from envloop.environments.docker.images import BuildRecords, ensure_task_image
 
 BWRAP_ARGS = [
     "--ro-bind", "/usr", "/usr",

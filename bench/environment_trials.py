@@ -22,8 +22,8 @@ from typing import Any
 from envloop.core.ids import new_id
 from envloop.core.trial import TrialSpec
 from envloop.environments import EnvironmentProvider, LocalEnvironmentProvider
-from envloop.environments.docker import BuildRecords, daemon_version, task_image
-from envloop.environments.docker.cli import docker_binary
+from envloop.environments.docker.cli import daemon_version, docker_binary
+from envloop.environments.docker.images import BuildRecords, task_image
 from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.runners import ShellRunner
 from envloop.tasks.harbor import load_harbor_task

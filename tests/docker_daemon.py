@@ -14,12 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from envloop.environments.docker import (
-    DockerError,
-    DockerUnavailableError,
-    daemon_version,
-    ensure_base_images,
-)
+from envloop.environments.docker.base_images import ensure_base_images
+from envloop.environments.docker.cli import DockerError, DockerUnavailableError, daemon_version
 from envloop.environments.docker.engine import engine
 from envloop.environments.docker.orphans import trial_containers
 

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from envloop.cli import main
-from tests.conftest import El
+from tests.conftest import El, make_task, write_profile
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 STORE_SANDBOX_SDKS = (
@@ -115,6 +115,38 @@ def test_an_embedded_read_loads_the_store_but_not_the_runners_sandbox_web_stack_
     assert "sqlalchemy" in modules
     unneeded = ("envloop.runners", "envloop.agents", "envloop.environments", "envloop.scheduling")
     assert loaded(modules, (*unneeded, "fastapi", "uvicorn", "openai", "anthropic")) == []
+
+
+DOCKER_CLIENT = (
+    "httpx",
+    "envloop.environments.docker.engine",
+    "envloop.environments.docker.containers",
+    "envloop.environments.docker.images",
+    "envloop.environments.choice",
+)
+"""What a worker needs to run a trial in Docker, and a command that only checks names and params does
+not: the runner's params are read from its module, the environment's name from the catalog."""
+
+
+def test_push_profile_create_and_submit_check_runners_and_environments_without_dockers_client(
+    el: El, tmp_path: Path
+) -> None:
+    make_task(tmp_path / "tasks", "t0", solve="touch done")
+    profile = write_profile(tmp_path / "p.json", {"AGENT_NAME": "oracle"})
+    commands = [
+        ("dataset", "push", str(tmp_path / "tasks"), "--name", "ds"),
+        ("profile", "create", "p", "1", "--file", str(profile)),
+        ("job", "submit", "--dataset", "ds@1", "--profile", "p@1", "--wait"),
+    ]
+    for args in commands:
+        code, modules = el_modules(el.home, *args)
+        assert code == 0, args
+        assert "envloop.runners.shell" in modules  # each checks a runner's params
+        assert loaded(modules, DOCKER_CLIENT) == [], args
+    # The worker that submission started ran the trial all the same.
+    [job] = el.ok("job", "list", "--json").json()
+    result = el.ok("job", "result", job["id"], "--json").json()
+    assert (job["status"], result["profiles"]["p@1"]["score"]) == ("completed", 1.0)
 
 
 def help_of(app_args: str | None, *args: str) -> tuple[int, str]:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from envloop.environments.docker import BuildOutcome, BuildRecords, ensure_task_image
 from envloop.environments.docker.cli import docker_binary
+from envloop.environments.docker.images import BuildOutcome, BuildRecords, ensure_task_image
 from envloop.environments.docker.uv_images import PINNED_UV_VERSION, UV_WHEEL_LABEL
 from tests.conftest import El, make_task, write_profile
 from tests.docker_daemon import docker_daemon

@@ -14,16 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from envloop.environments.docker import (
-    Container,
-    ContainerSpec,
-    Owner,
-    running_container,
-    sweep_orphans,
-    trial_containers,
-)
 from envloop.environments.docker.base_images import DEBIAN_IMAGE
 from envloop.environments.docker.cli import docker_binary
+from envloop.environments.docker.containers import Container, ContainerSpec, running_container
+from envloop.environments.docker.orphans import sweep_orphans, trial_containers
+from envloop.environments.docker.transfer import Owner
 from envloop.environments.docker.workspace import ARGS_LIMIT, ContainerSnapshots
 from envloop.trajectories.workspace import Snapshot
 from tests.docker_daemon import command_running, container_commands, docker_daemon
@@ -346,7 +341,7 @@ def test_container_is_removed_when_the_trial_fails() -> None:
 
 _WORKER = """
 import asyncio, sys
-from envloop.environments.docker import Container, ContainerSpec
+from envloop.environments.docker.containers import Container, ContainerSpec
 from envloop.environments.docker.base_images import DEBIAN_IMAGE
 
 async def main():

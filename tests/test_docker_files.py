@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from envloop.environments.docker import BuildConfigError, ContainerSpec, build_network, read_build_settings
+from envloop.environments.docker.containers import ContainerSpec
 from envloop.environments.docker.from_lines import read_images
+from envloop.environments.docker.images import BuildConfigError, build_network, read_build_settings
 from envloop.environments.docker.transfer import Owner, pack_tree, read_single_file, unpack_tree
 from tests.conftest import EXAMPLES, El
 

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from envloop.environments.docker import Container, ContainerSpec, Owner, running_container
 from envloop.environments.docker.base_images import DEBIAN_IMAGE
 from envloop.environments.docker.cli import docker_binary
+from envloop.environments.docker.containers import Container, ContainerSpec, running_container
 from envloop.environments.docker.host_files import HostFiles
+from envloop.environments.docker.transfer import Owner
 from envloop.environments.docker.workspace import ContainerSnapshots
 from tests.docker_daemon import docker_daemon
 

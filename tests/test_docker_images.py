@@ -9,17 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from envloop.environments.docker import (
+from envloop.environments.docker.cli import docker_binary
+from envloop.environments.docker.containers import ContainerSpec, running_container
+from envloop.environments.docker.engine import image_id
+from envloop.environments.docker.images import (
     BuildOutcome,
     BuildRecords,
-    ContainerSpec,
     ensure_task_image,
-    image_id,
     read_build_settings,
-    running_container,
     task_image,
 )
-from envloop.environments.docker.cli import docker_binary
 from tests.docker_daemon import docker_daemon
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]

@@ -16,7 +16,7 @@ import pytest
 
 from envloop.core.ids import new_id
 from envloop.core.trial import TrialOutcome, TrialSpec
-from envloop.environments.docker import BuildRecords
+from envloop.environments.docker.images import BuildRecords
 from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.runners import ShellRunner
 from tests.docker_daemon import docker_daemon

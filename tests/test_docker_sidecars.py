@@ -18,8 +18,9 @@ import pytest
 
 from envloop.core.ids import new_id
 from envloop.core.trial import TrialOutcome, TrialSpec
-from envloop.environments.docker import BuildRecords, sweep_orphans, trial_containers
 from envloop.environments.docker.cli import docker_binary
+from envloop.environments.docker.images import BuildRecords
+from envloop.environments.docker.orphans import sweep_orphans, trial_containers
 from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.runners import ShellRunner
 from envloop.tasks.harbor import load_harbor_task

@@ -15,7 +15,8 @@ import pytest
 
 from envloop.core.ids import new_id
 from envloop.core.trial import TrialOutcome, TrialSpec
-from envloop.environments.docker import BuildRecords, trial_containers
+from envloop.environments.docker.images import BuildRecords
+from envloop.environments.docker.orphans import trial_containers
 from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.runners import ShellRunner
 from tests.conftest import SHARED

@@ -21,8 +21,8 @@ from envloop.environments import (
     LocalEnvironmentProvider,
 )
 from envloop.environments.bwrap import bwrap_executable
-from envloop.environments.docker import BuildRecords, task_image
 from envloop.environments.docker.cli import DockerError, docker_binary
+from envloop.environments.docker.images import BuildRecords, task_image
 from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.tasks.harbor import load_harbor_task
 from envloop.tasks.model import HarborTask

@@ -17,7 +17,7 @@ from envloop.core.trajectory import ModelStep, ToolStep
 from envloop.core.trial import TrialOutcome, TrialSpec
 from envloop.environments import LocalEnvironmentProvider
 from envloop.environments.bwrap import bwrap_executable
-from envloop.environments.docker import BuildRecords
+from envloop.environments.docker.images import BuildRecords
 from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.runners import ShellRunner
 from envloop.runners.model_route import PRIVATE_UPSTREAM_VARIABLE

@@ -145,7 +145,7 @@ git --version >/dev/null 2>&1
 
 
 def run_hostile_container(tmp_path: Path, verifier_environment: str) -> TrialOutcome:
-    from envloop.environments.docker import BuildRecords  # noqa: PLC0415
+    from envloop.environments.docker.images import BuildRecords  # noqa: PLC0415
     from envloop.environments.docker.provider import DockerEnvironmentProvider  # noqa: PLC0415
 
     dockerfile = "FROM python:3.11-slim\nWORKDIR /app\n"

@@ -6,18 +6,25 @@ installed name only, never by a `module:Name` reference: a job's environment is 
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envloop.core.trial import TrialSpec
 from envloop.environments.base import EnvironmentProvider
-from envloop.environments.docker.images import BuildRecords
-from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.environments.local import LocalEnvironmentProvider
 from envloop.plugins import Catalog, ShapeError, instantiate
+
+if TYPE_CHECKING:
+    from envloop.environments.docker.provider import DockerEnvironmentProvider
 
 ProviderFactory = Callable[[TrialSpec], EnvironmentProvider]
 
 
-def docker_provider(spec: TrialSpec) -> DockerEnvironmentProvider:
+def docker_provider(spec: TrialSpec) -> "DockerEnvironmentProvider":
+    """Docker's provider for a trial; its client and image builder load with the first one, not for
+    a job's submission, which only checks that the name is known."""
+    from envloop.environments.docker.images import BuildRecords  # noqa: PLC0415
+    from envloop.environments.docker.provider import DockerEnvironmentProvider  # noqa: PLC0415
+
     return DockerEnvironmentProvider(BuildRecords(spec.builds_dir or Path(spec.instance_root) / "builds"))
 
 

@@ -42,7 +42,6 @@ from envloop.core.trajectory import (
 )
 from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec
 from envloop.environments import Environment, EnvironmentProvider, EnvironmentSetupError
-from envloop.environments.choice import choose_provider
 from envloop.environments.features import refuse_unsupported
 from envloop.environments.keeping import keep_tree, move_plain_tree
 from envloop.environments.shielded import finish_even_if_cancelled
@@ -168,6 +167,10 @@ class ShellRunner:
         if problems or agent is None:
             error = TrialError(type=ErrorType.AGENT_ERROR, message="; ".join(problems))
             return TrialOutcome(status=TrialStatus.FAILED, error=error)
+        # The environments (Docker's client among them) load with a worker's first trial, not for
+        # the commands that only check a runner's params (`el profile create`, `el job submit`).
+        from envloop.environments.choice import choose_provider  # noqa: PLC0415
+
         started = _now()
         context: AbstractAsyncContextManager[Environment] | None = None
         try:

@@ -25,7 +25,8 @@ from envloop.core.ids import new_id
 from envloop.core.retry_policy import Backoff, retrying
 from envloop.core.status import TERMINAL, ErrorType, TrialStatus
 from envloop.core.trial import EnvironmentChoice, TrialError, TrialOutcome, TrialSpec
-from envloop.environments.docker import DockerError, sweep_orphans
+from envloop.environments.docker.cli import DockerError
+from envloop.environments.docker.orphans import sweep_orphans
 from envloop.environments.instance import instances_under, remove_instance
 from envloop.models import close_clients
 from envloop.runners.verdict import settle_outcome
