@@ -2,7 +2,9 @@
 queries give through SQLAlchemy, and the store opens that way only when it needs nothing done."""
 
 import asyncio
+import importlib
 import json
+import pkgutil
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from envloop.services.context import DATABASE_FILE, Context, open_context
 from envloop.services.errors import NotFoundError, UserError
 from envloop.services.failures import rewarded_by_profiles
 from envloop.store.light import CACHE_FILE, SqliteReads, open_light
-from envloop.store.reads import SessionReads
+from envloop.store.reads import READ_MODULES, SessionReads, declared_queries
 from tests.conftest import submit_command_job
 
 
@@ -153,13 +155,48 @@ def test_a_store_behind_the_current_schema_is_not_read_lightly(ctx: Context, hom
     assert open_light(home / DATABASE_FILE, home) is None
 
 
-def test_a_new_home_is_created_and_migrated_in_full(tmp_path: Path) -> None:
+def test_a_new_home_is_created_and_migrated_in_full_and_its_reads_compiled(tmp_path: Path) -> None:
     fresh = open_context(tmp_path / "new-home", light=True)
     try:
         assert fresh._light is None and fresh._store is not None
         assert (tmp_path / "new-home" / DATABASE_FILE).is_file()
     finally:
         fresh.close()
+    entries = json.loads((tmp_path / "new-home" / CACHE_FILE).read_text())
+    assert {q.name: q.fingerprint for q in declared_queries()} == {
+        name: entry["fingerprint"] for name, entry in entries.items()
+    }
+
+
+def test_a_stale_query_is_compiled_again_with_every_other_one_missing(
+    ctx: Context, home: Path, tmp_path: Path
+) -> None:
+    job_id = finished_job(ctx, tmp_path)
+    cache = home / CACHE_FILE
+    entries = json.loads(cache.read_text())
+    gone = trial_reads.trial_page.name
+    del entries[gone]
+    entries[job_reads.job_by_id.name]["fingerprint"] = "stale"
+    cache.write_text(json.dumps(entries))
+    light = open_context(home, light=True)
+    try:
+        job_reads.get_job(light, job_id)
+    finally:
+        light.close()
+    refilled = json.loads(cache.read_text())
+    assert refilled[job_reads.job_by_id.name]["fingerprint"] == job_reads.job_by_id.fingerprint
+    assert refilled[gone]["fingerprint"] == trial_reads.trial_page.fingerprint
+
+
+def test_every_module_that_declares_a_read_is_one_the_cache_is_filled_from() -> None:
+    """READ_MODULES is kept by hand: a read declared elsewhere would be compiled only when first run."""
+    import envloop.services  # noqa: PLC0415
+    import envloop.store  # noqa: PLC0415
+
+    for package in (envloop.services, envloop.store):
+        for module in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            importlib.import_module(module.name)
+    assert {q.build.__module__ for q in declared_queries()} == set(READ_MODULES)
 
 
 def test_a_write_through_a_light_context_opens_the_full_store(

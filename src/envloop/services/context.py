@@ -80,6 +80,7 @@ def open_context(home: Path | None = None, *, light: bool = False) -> Context:
     chosen = settings()
     url = chosen.database_url
     artifacts = open_artifact_store(chosen.artifacts, home)
+    embedded = url is None
     if url is None:
         private_sqlite(home / DATABASE_FILE)
         url = f"sqlite:///{home / DATABASE_FILE}"
@@ -92,6 +93,11 @@ def open_context(home: Path | None = None, *, light: bool = False) -> Context:
 
     store = Store(url)
     seal_plaintext(store, home)
+    if embedded:
+        from envloop.store.light import CACHE_FILE, fill_query_cache  # noqa: PLC0415
+
+        if not (home / CACHE_FILE).exists():  # a new home: its reads are compiled once, now
+            fill_query_cache(home)
     return Context(home=home, artifacts=artifacts, project_id=store.default_project_id, url=url, _store=store)
 
 

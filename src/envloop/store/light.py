@@ -3,10 +3,12 @@
 
 Each `Query` (`envloop.store.reads`) runs as the SQL text SQLAlchemy compiles for it, kept in the
 home's query cache (`query-cache.json`) with how to convert each column (JSON, UTC time, boolean)
-as the tables declare it. A query missing from the cache, or whose fingerprint changed, is compiled
-then (importing SQLAlchemy that once) and the cache rewritten; a store that is not at the current
-schema revision is not opened this way at all (`open_light` returns None and the caller opens the
-full store, which migrates it).
+as the tables declare it. The cache is filled with every declared read when the store is first
+opened in full without one (SQLAlchemy is loaded then anyway), so even a new home's first read
+runs without it; a query missing from the cache, or whose fingerprint changed, is compiled when
+first run (importing SQLAlchemy that once) together with every other that is missing, and the
+cache rewritten. A store that is not at the current schema revision is not opened this way at all
+(`open_light` returns None and the caller opens the full store, which migrates it).
 """
 
 import json
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from envloop.core.status import ErrorType, TrialStatus
-from envloop.store.reads import Query
+from envloop.store.reads import Query, declared_queries
 from envloop.store.schema import HEAD_REVISION, LOCK_WAIT_SEC, VERSION_QUERY
 
 CACHE_FILE = "query-cache.json"
@@ -137,11 +139,19 @@ class QueryCache:
     def get(self, query: Query) -> Compiled:
         entry = self._entries.get(query.name)
         if entry is None or entry.get("fingerprint") != query.fingerprint:
-            compiled = compile_sqlite(query)
-            entry = {"fingerprint": query.fingerprint, **compiled.__dict__}
-            self._entries[query.name] = entry
-            self._save()
+            # SQLAlchemy is being loaded for this one: compile the others that are missing too, so
+            # the next command's reads find theirs.
+            self.fill([query, *declared_queries()])
+            entry = self._entries[query.name]
         return Compiled(**{k: v for k, v in entry.items() if k != "fingerprint"})
+
+    def fill(self, queries: Sequence[Query]) -> None:
+        """Compile each query missing or stale, and rewrite the cache once if any was."""
+        stale = [q for q in queries if self._entries.get(q.name, {}).get("fingerprint") != q.fingerprint]
+        for each in stale:
+            self._entries[each.name] = {"fingerprint": each.fingerprint, **compile_sqlite(each).__dict__}
+        if stale:
+            self._save()
 
     def row_type(self, query: Query, fields: list[str]) -> type[tuple[Any, ...]]:
         found = self._rows.get(query.name)
@@ -211,6 +221,13 @@ class LightStore:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def fill_query_cache(home: Path) -> None:
+    """Compile every declared read into the home's cache where one is missing or stale: for a process
+    that has just opened the full store (SQLAlchemy is loaded), so that the home's next reads need
+    not."""
+    QueryCache(home / CACHE_FILE).fill(declared_queries())
 
 
 def open_light(database: Path, home: Path) -> LightStore | None:

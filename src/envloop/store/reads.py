@@ -12,6 +12,7 @@ Rows come back either way with the statement's column names as attributes, by in
 """
 
 import hashlib
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,18 @@ if TYPE_CHECKING:
 from envloop.store.schema import SEALED_PREFIX
 
 TABLES_FILE = Path(__file__).with_name("tables.py")
+
+READ_MODULES = (
+    "envloop.store.reads",
+    "envloop.services.job_reads",
+    "envloop.services.trial_reads",
+    "envloop.services.results",
+    "envloop.services.usage",
+    "envloop.services.diagnosis",
+    "envloop.services.failures",
+)
+"""Every module that declares a `Query` (a test keeps this list whole): the embedded store's query
+cache is filled with all of them at once (`envloop.store.light`)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,9 +72,21 @@ class Query:
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
+_DECLARED: list[Query] = []
+
+
 def query(build: Callable[[], "Statement"]) -> Query:
     """Declare a read: `@query def job_row(): return select(...).where(Job.id == bindparam("job_id"))`."""
-    return Query(build)
+    declared = Query(build)
+    _DECLARED.append(declared)
+    return declared
+
+
+def declared_queries() -> list[Query]:
+    """Every read envloop declares (importing READ_MODULES, which imports SQLAlchemy's users)."""
+    for name in READ_MODULES:
+        importlib.import_module(name)
+    return list(_DECLARED)
 
 
 class Reads(Protocol):
@@ -111,4 +136,13 @@ def plaintext_secret() -> "Statement":
     return select(ProfileSecret.profile_id).where(ProfileSecret.value.not_like(f"{SEALED_PREFIX}%")).limit(1)
 
 
-__all__ = ["Query", "Reads", "SessionReads", "plaintext_secret", "project_by_name", "query"]
+__all__ = [
+    "READ_MODULES",
+    "Query",
+    "Reads",
+    "SessionReads",
+    "declared_queries",
+    "plaintext_secret",
+    "project_by_name",
+    "query",
+]
