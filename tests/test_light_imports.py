@@ -68,6 +68,16 @@ def test_wire_models_are_the_ones_the_services_return() -> None:
         ("import envloop.scheduling.worker", ("openai", "anthropic", "aiohttp")),
         ("import envloop.api", ("openai", "anthropic")),  # `el serve`
         ("import envloop.gateway", ("openai", "anthropic")),  # a worker's first model route
+        # A trial of an agent that could call a model (`command`), whose profile names none:
+        (
+            "import asyncio\nfrom pathlib import Path\nfrom envloop.core.trial import TrialSpec\n"
+            "from envloop.runners.model_route import open_route\n"
+            "spec = TrialSpec(job_id='j', trial_id='t', task_name='x', attempt=1, profile_ref='p@1',"
+            " runner='envloop/shell@1', params={'AGENT_NAME': 'command'}, task_dir=Path('.'),"
+            " instance_root=Path('.'), artifacts_dir=Path('.'))\n"
+            "assert asyncio.run(open_route(None, spec, None, 'openai')) is None",
+            ("openai", "anthropic", "aiohttp", "envloop.gateway"),
+        ),
     ],
 )
 def test_jobs_workers_and_the_gateway_load_what_a_model_needs_only_when_a_model_is_called(

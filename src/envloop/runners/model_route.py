@@ -96,12 +96,11 @@ class RouteRefused(Exception):
 
 
 def _upstream(spec: TrialSpec, protocol: ModelProtocol) -> "Upstream | None":
-    from envloop.gateway import Upstream  # noqa: PLC0415
-
     params = spec.params
     base_url = params.get("MODEL_BASE_URL", "").strip()
     if not base_url:
         return None
+    from envloop.gateway import Upstream  # noqa: PLC0415
     named = params.get("MODEL_PROTOCOL", "").strip()
     if named:
         protocol = "anthropic" if named == "anthropic" else "openai"
@@ -133,11 +132,12 @@ async def open_route(
     environment: Environment, spec: TrialSpec, recorder: TrajectoryRecorder, protocol: ModelProtocol
 ) -> ModelRoute | None:
     """Open the gateway to the agent phase, or None when the profile names no model endpoint."""
-    from envloop.gateway import UpstreamRefused  # noqa: PLC0415
-
     upstream = _upstream(spec, protocol)
     if upstream is None:
         return None
+    # The gateway (aiohttp) loads with the first trial that has a model to reach, not for every agent
+    # that could call one.
+    from envloop.gateway import UpstreamRefused  # noqa: PLC0415
     gateway = await _acquire()
     try:
         session = gateway.open_session(spec.trial_id, upstream)
