@@ -20,8 +20,8 @@ round's ratios are printed, then their medians. Last, a one-trial job end to end
     .venv/bin/python bench/trials.py [--trials 1000] [--capacity 4] [--rounds 3] [--warm-up 20]
                                      [--one-trial-runs 3] [--dir DIR]
 
-The smallest run that prints every figure (the smoke test's): `--trials 2 --rounds 2 --warm-up 1
---one-trial-runs 1`.
+The smallest run that prints every figure (the smoke test's): `--trials 2 --capacity 2 --rounds 2
+--warm-up 1 --one-trial-runs 1`.
 """
 
 import argparse

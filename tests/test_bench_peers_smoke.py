@@ -1,6 +1,7 @@
-"""The peers benchmark and the trials benchmark run end to end on envloop's side (tiny sizes here;
-the real figures come from running them). Inspect is never installed here: `--envloop-only` says
-so in the output rather than skipping it silently."""
+"""The peers benchmark and the trials benchmark run end to end on envloop's side (tiny sizes here,
+and two trials at once, so each background worker is one process; the real figures come from
+running them). Inspect is never installed here: `--envloop-only` says so in the output rather than
+skipping it silently."""
 
 import subprocess
 import sys
@@ -28,7 +29,10 @@ def _bench(script: str, *args: str) -> str:
 
 @pytest.mark.slow
 def test_the_peers_benchmark_prints_envloops_figures_and_says_inspect_did_not_run() -> None:
-    out = _bench("peers/run.py", "--tasks", "2", "--rounds", "1", "--envloop-only", "--one-process")
+    out = _bench(
+        "peers/run.py",
+        *("--tasks", "2", "--rounds", "1", "--concurrency", "2", "--envloop-only", "--one-process"),
+    )
     assert "Inspect AI NOT RUN (--envloop-only)" in out
     assert "FAILED" not in out
     for row in (
@@ -52,7 +56,10 @@ def test_the_peers_benchmark_prints_envloops_figures_and_says_inspect_did_not_ru
 
 @pytest.mark.slow
 def test_the_trials_benchmark_prints_the_cli_figure_beside_the_in_process_one_and_the_floors() -> None:
-    out = _bench("trials.py", "--trials", "2", "--rounds", "2", "--warm-up", "1", "--one-trial-runs", "1")
+    out = _bench(
+        "trials.py",
+        *("--trials", "2", "--capacity", "2", "--rounds", "2", "--warm-up", "1", "--one-trial-runs", "1"),
+    )
     assert "CLI, distinct tasks" in out and "in-process, 1 task" in out
     assert "CLI × floor" in out
     for mode in ("plain", "bwrap"):
