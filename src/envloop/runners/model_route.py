@@ -101,6 +101,7 @@ def _upstream(spec: TrialSpec, protocol: ModelProtocol) -> "Upstream | None":
     if not base_url:
         return None
     from envloop.gateway import Upstream  # noqa: PLC0415
+
     named = params.get("MODEL_PROTOCOL", "").strip()
     if named:
         protocol = "anthropic" if named == "anthropic" else "openai"
@@ -138,6 +139,7 @@ async def open_route(
     # The gateway (aiohttp) loads with the first trial that has a model to reach, not for every agent
     # that could call one.
     from envloop.gateway import UpstreamRefused  # noqa: PLC0415
+
     gateway = await _acquire()
     try:
         session = gateway.open_session(spec.trial_id, upstream)
