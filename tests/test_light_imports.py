@@ -97,3 +97,18 @@ def test_the_sdk_is_loaded_by_the_first_model_client() -> None:
         "async def main():\n    model_client(settings)\nasyncio.run(main())"
     )
     assert "anthropic" in loaded_after(build)
+
+
+def test_an_embedded_store_imports_sqlalchemys_sqlite_dialect_alone(tmp_path: Path) -> None:
+    """PostgreSQL's dialect costs every worker and write command 50 ms of CPU; it loads with a
+    PostgreSQL store (and with the migrations of a new home)."""
+    from envloop.services.context import open_context  # noqa: PLC0415 - only to create the home
+
+    open_context(tmp_path).close()
+    opened = (
+        f"from pathlib import Path\nfrom envloop.services.context import open_context\n"
+        f"open_context(Path({str(tmp_path)!r})).close()\nimport envloop.scheduling.worker"
+    )
+    modules = loaded_after(opened)
+    assert "sqlalchemy.dialects.sqlite" in modules
+    assert "sqlalchemy.dialects.postgresql" not in modules
