@@ -9,7 +9,6 @@ from envloop.core.status import Phase
 from envloop.core.trial import TrialFlag
 from envloop.services.context import Context
 from envloop.services.errors import NotFoundError, UserError
-from envloop.services.job_reads import check_status, job_row
 from envloop.services.structured import read_structured
 from envloop.store.artifacts import ArtifactNotFoundError
 from envloop.store.reads import query
@@ -95,6 +94,9 @@ def list_trials(
     offset: int = 0,
 ) -> list[TrialView]:
     """A job's trials in grid order (profile, task, attempt); `limit`/`offset` page through big jobs."""
+    # The job's reads (and their wire models) load for a list, not for one trial's view or logs.
+    from envloop.services.job_reads import check_status, job_row  # noqa: PLC0415
+
     if (limit is not None and limit < 1) or offset < 0:
         raise UserError("limit must be at least 1 and offset at least 0")
     wanted = None if status is None else check_status("trial", status).value
