@@ -16,8 +16,9 @@ from envloop.services import diagnosis, job_reads, results, trial_reads, trials,
 from envloop.services.context import DATABASE_FILE, Context, open_context
 from envloop.services.errors import NotFoundError, UserError
 from envloop.services.failures import rewarded_by_profiles
-from envloop.store.light import CACHE_FILE, SqliteReads, open_light
-from envloop.store.reads import READ_MODULES, SessionReads, declared_queries
+from envloop.store import light as light_store
+from envloop.store.light import CACHE_FILE, Compiled, SqliteReads, compile_sqlite, open_light
+from envloop.store.reads import READ_MODULES, Query, SessionReads, declared_queries
 from tests.conftest import submit_command_job
 
 
@@ -169,9 +170,16 @@ def test_a_new_home_is_created_and_migrated_in_full_and_its_reads_compiled(tmp_p
 
 
 def test_a_stale_query_is_compiled_again_with_every_other_one_missing(
-    ctx: Context, home: Path, tmp_path: Path
+    ctx: Context, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     job_id = finished_job(ctx, tmp_path)
+    compiled: list[str] = []
+
+    def counted(query: Query) -> Compiled:
+        compiled.append(query.name)
+        return compile_sqlite(query)
+
+    monkeypatch.setattr(light_store, "compile_sqlite", counted)
     cache = home / CACHE_FILE
     entries = json.loads(cache.read_text())
     gone = trial_reads.trial_page.name
@@ -186,6 +194,7 @@ def test_a_stale_query_is_compiled_again_with_every_other_one_missing(
     refilled = json.loads(cache.read_text())
     assert refilled[job_reads.job_by_id.name]["fingerprint"] == job_reads.job_by_id.fingerprint
     assert refilled[gone]["fingerprint"] == trial_reads.trial_page.fingerprint
+    assert sorted(compiled) == sorted([job_reads.job_by_id.name, gone])  # each once, nothing else
 
 
 def test_every_module_that_declares_a_read_is_one_the_cache_is_filled_from() -> None:

@@ -146,9 +146,12 @@ class QueryCache:
         return Compiled(**{k: v for k, v in entry.items() if k != "fingerprint"})
 
     def fill(self, queries: Sequence[Query]) -> None:
-        """Compile each query missing or stale, and rewrite the cache once if any was."""
-        stale = [q for q in queries if self._entries.get(q.name, {}).get("fingerprint") != q.fingerprint]
-        for each in stale:
+        """Compile each query missing or stale, once however often it is given, and rewrite the cache
+        once if any was."""
+        stale = {
+            q.name: q for q in queries if self._entries.get(q.name, {}).get("fingerprint") != q.fingerprint
+        }
+        for each in stale.values():
             self._entries[each.name] = {"fingerprint": each.fingerprint, **compile_sqlite(each).__dict__}
         if stale:
             self._save()
