@@ -3,6 +3,7 @@ command, a bad one is refused in one line naming it, readers see the environment
 and the Ray executor forwards exactly the trial settings that were set."""
 
 import os
+import socket
 
 import pytest
 
@@ -30,6 +31,31 @@ def test_a_bad_value_stops_el_in_one_line_naming_the_variable(
     assert refused.stderr.startswith(f"el: error: {name}={value!r}: ")
     assert says in refused.stderr and "Traceback" not in refused.stderr
     assert not (el.home / "envloop.db").exists()  # stopped before the store was opened
+
+
+@pytest.mark.parametrize("url", ["mysql://bob:hunter2@db/x", "hunter2", "sqlite-hunter2"])
+def test_a_store_url_envloop_cannot_open_is_refused_without_repeating_it(el: El, url: str) -> None:
+    refused = el("job", "list", env={"ENVLOOP_DATABASE_URL": url})
+    assert refused.code == 2
+    assert refused.stderr == (
+        "el: error: ENVLOOP_DATABASE_URL: expected sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE\n"
+    )
+    assert not (el.home / "envloop.db").exists()
+
+
+def test_an_unreachable_store_is_one_line_naming_it_without_its_password(el: El) -> None:
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    url = f"postgresql://bob:hunter2@127.0.0.1:{port}/evals"
+    for args in (("job", "list"), ("dataset", "list"), ("worker", "--idle-exit", "1")):
+        refused = el(*args, env={"ENVLOOP_DATABASE_URL": url})
+        assert refused.code == 4, refused.stderr
+        assert refused.stderr.startswith(
+            f"el: error: cannot reach the store postgresql://bob:***@127.0.0.1:{port}/evals "
+            "(ENVLOOP_DATABASE_URL): "
+        )
+        assert len(refused.stderr.splitlines()) == 1 and "hunter2" not in refused.stderr
 
 
 def test_el_help_needs_no_valid_settings(el: El) -> None:

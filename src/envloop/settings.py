@@ -32,6 +32,10 @@ SETUP = "Setup and tests"
 GROUPS = (WHERE, CLIENTS, WORKERS, TRIALS, DOCKER, SETUP)
 """The sections of the reference page, in its order."""
 
+STORE_SCHEMES = ("sqlite", "postgresql", "postgres", "postgresql+psycopg")
+"""What ENVLOOP_DATABASE_URL may start with: the two stores envloop installs the drivers of."""
+UNECHOED = ("database_url", "secret_key")
+"""Settings an error never repeats the value of: they may hold a password or a key."""
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
@@ -247,6 +251,13 @@ class Settings(BaseModel):
             raise ValueError("expected a whole number of at least 1")
         return value
 
+    @field_validator("database_url")
+    @classmethod
+    def _store_scheme(cls, value: str | None) -> str | None:
+        if value is not None and value.partition("://")[0] not in STORE_SCHEMES:
+            raise ValueError("expected sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE")
+        return value
+
     @field_validator("plugin_modules", mode="before")
     @classmethod
     def _comma_separated(cls, value: object) -> object:
@@ -297,7 +308,8 @@ def _one_line(exc: ValidationError, values: dict[str, str]) -> str:
     reason = str(error["msg"]).removeprefix("Value error, ")
     option = _extra(field).get("option") if field in Settings.model_fields else None
     hint = f" (the default of {option})" if option else ""
-    return f"{env_name(field)}={raw[:40]!r}: {reason[:1].lower()}{reason[1:]}{hint}"
+    named = env_name(field) if field in UNECHOED else f"{env_name(field)}={raw[:40]!r}"
+    return f"{named}: {reason[:1].lower()}{reason[1:]}{hint}"
 
 
 def _extra(field: str) -> dict[str, Any]:

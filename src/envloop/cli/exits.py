@@ -10,5 +10,6 @@ BAD_INPUT = 2
 JOB_NOT_COMPLETED = 3
 """`--wait` or `el job watch` followed a job that ended failed or cancelled."""
 SERVER = 4
-"""The server failed, answered something that is not the API's, or could not be reached."""
+"""The server failed, answered something that is not the API's, or could not be reached (nor the store's
+PostgreSQL server)."""
 INTERRUPTED = 130

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Table, create_engine, event, inspect, text
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from envloop.core.retry_policy import Backoff, retrying_now
+from envloop.services.errors import ServerError
 from envloop.store.reads import SessionReads, project_by_name
 from envloop.store.schema import DEFAULT_PROJECT, HEAD_REVISION, LOCK_WAIT_SEC, VERSION_QUERY
 from envloop.store.tables import Project
@@ -104,6 +105,21 @@ def make_engine(url: str) -> Engine:
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args=connect_args)
 
 
+class StoreUnreachable(ServerError):
+    """The database server of ENVLOOP_DATABASE_URL refused the first connection or never answered."""
+
+
+def _reach(engine: Engine) -> None:
+    """Connect once, so an unreachable server is one line naming it (without its password)."""
+    try:
+        with engine.connect():
+            pass
+    except OperationalError as exc:
+        where = engine.url.set(drivername="postgresql").render_as_string(hide_password=True)
+        reason = str(exc.orig or exc).strip().splitlines()[0]
+        raise StoreUnreachable(f"cannot reach the store {where} (ENVLOOP_DATABASE_URL): {reason}") from None
+
+
 def _version(conn: Connection) -> str | None:
     if not inspect(conn).has_table("alembic_version"):
         return None
@@ -142,6 +158,8 @@ class Store:
         self.url = url
         self.engine = make_engine(url)
         self.is_sqlite = url.startswith("sqlite")
+        if not self.is_sqlite:
+            _reach(self.engine)
         _migrate(self.engine)
         self._read = sessionmaker(self.engine, expire_on_commit=False)
         self._write_engine = (
