@@ -21,6 +21,7 @@ import pytest
 from envloop.environments.docker import orphans
 from envloop.services.context import Context, open_context
 from tests import pg
+from tests.preloaded_el import Preloaded
 
 if TYPE_CHECKING:
     from envloop.wire.jobs import JobRequest
@@ -30,6 +31,8 @@ pytest_plugins = ["tests.api_server"]  # the `server` and `busy_server` fixtures
 EXAMPLES = REPO / "examples"
 LONG_TEST_SEC = 300
 """Every test's timeout (pyproject.toml); a test that declares more is one of the suite's longest."""
+PRELOADED = Preloaded({k: v for k, v in os.environ.items() if not k.startswith("ENVLOOP_")})
+"""The process every `el` call of this test process is forked from (tests/preloaded_el.py)."""
 SHARED = REPO.parent / "shared"
 """The workplace's shared test data and Harbor's example tasks, beside the checkout."""
 
@@ -126,13 +129,15 @@ class Result:
 
 @dataclass
 class El:
-    """Runs the real `el` entry point in a subprocess against one ENVLOOP_HOME."""
+    """Runs the real `el` entry point in a process of its own against one ENVLOOP_HOME."""
 
     home: Path
     cwd: Path
 
     def __call__(self, *args: str, timeout: float = 120, env: dict[str, str] | None = None) -> Result:
         full_env = {**os.environ, "ENVLOOP_HOME": str(self.home), **(env or {})}
+        if PRELOADED.runs(full_env):
+            return Result(*PRELOADED.run(args, full_env, self.cwd, timeout))
         proc = subprocess.run(
             [sys.executable, "-m", "envloop", *args],
             capture_output=True,

@@ -1,0 +1,72 @@
+"""The tests' `el` (tests/preloaded_el.py) answers as a fresh `python -m envloop` does: the same exit
+codes and output, each call with only its own environment and directory, killed past its timeout."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PRELOADED, El, make_task
+
+
+def _fresh(el: El, *args: str) -> tuple[int, str, str]:
+    env = {**os.environ, "ENVLOOP_HOME": str(el.home)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "envloop", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=el.cwd,
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--help",),
+        ("job", "--help"),
+        ("bogus",),
+        ("job", "get", "job_nope"),
+        ("job", "list", "--json"),
+        ("dataset", "push", "no-such-dir", "--name", "x"),
+        ("profile", "create", "team/p", "1", "--param", "AGENT_NAME=command"),
+        ("profile", "list"),
+    ],
+)
+def test_a_call_answers_as_a_fresh_interpreter_does(el: El, args: tuple[str, ...]) -> None:
+    el.home.mkdir(parents=True)
+    fresh = _fresh(el, *args)
+    if args[0] == "profile" and args[1] == "create":  # it changes the home: a second one is refused
+        fresh = _fresh(el, *args)
+    assert tuple(vars(el(*args)).values()) == fresh
+
+
+def test_each_call_has_its_own_environment_and_directory(el: El, tmp_path: Path) -> None:
+    make_task(tmp_path / "tasks", "one")
+    el.ok("dataset", "push", "tasks", "--name", "here")  # relative to the call's directory
+    other = El(home=tmp_path / "other-home", cwd=tmp_path)
+    assert [d["name"] for d in el.ok("dataset", "list", "--json").json()] == ["here"]
+    assert other.ok("dataset", "list", "--json").json() == []
+    broken = el("dataset", "list", env={"ENVLOOP_DATABASE_URL": "mysql://nowhere/x"})
+    assert broken.code == 2 and "ENVLOOP_DATABASE_URL" in broken.stderr
+    assert el.ok("dataset", "list", "--json").json()[0]["name"] == "here"  # nothing carried over
+
+
+def test_a_call_past_its_timeout_is_killed(el: El) -> None:
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        el("worker", "--idle-exit", "600", timeout=3)
+    assert time.monotonic() - started < 30
+    assert el.ok("job", "list").code == 0
+
+
+def test_a_python_variable_gets_a_fresh_interpreter(el: El) -> None:
+    assert not PRELOADED.runs({**os.environ, "PYTHONPATH": "elsewhere"})
+    result = el("--help", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert result.code == 0
+    assert "| encodings" in result.stderr  # imported at an interpreter's start: only a fresh one reports it
