@@ -29,6 +29,7 @@ from envloop.environments.shielded import finish_even_if_cancelled
 KEEP_UP = ["sh", "-c", "sleep infinity"]
 """The container's command when the caller names none: it keeps the container up between commands."""
 _GONE_WAIT_SEC = 5.0
+_PAUSE_ATTEMPTS = 4
 
 Process = tuple[int, int]
 """(host PID, start time in clock ticks): a PID alone may be reused once its process is gone."""
@@ -49,15 +50,26 @@ async def end_leftovers(container_id: str) -> bool:
         return False
     if await asyncio.to_thread(_only_own_left, init):
         return True
-    try:
-        await api.request("POST", f"/containers/{container_id}/pause")
-    except DockerError:
+    if not await _paused(container_id):
         return False
     try:
         killed = await asyncio.to_thread(_kill_all_but_own, init)
     finally:
         await finish_even_if_cancelled(api.request("POST", f"/containers/{container_id}/unpause"))
     return killed is not None and await _gone(killed)
+
+
+async def _paused(container_id: str) -> bool:
+    """Pause the container, trying again a few times: a process that keeps forking can outrun the
+    freezer ("unable to freeze"), more often on a busy machine, and the fall-back costs a restart."""
+    for attempt in range(_PAUSE_ATTEMPTS):
+        try:
+            await engine().request("POST", f"/containers/{container_id}/pause")
+        except DockerError:
+            await asyncio.sleep(0.05 * (attempt + 1))
+        else:
+            return True
+    return False
 
 
 def _belongs(pid: int, container_id: str) -> bool:
