@@ -138,6 +138,11 @@ class El:
         full_env = {**os.environ, "ENVLOOP_HOME": str(self.home), **(env or {})}
         if PRELOADED.runs(full_env):
             return Result(*PRELOADED.run(args, full_env, self.cwd, timeout))
+        return self.fresh(*args, timeout=timeout, env=env)
+
+    def fresh(self, *args: str, timeout: float = 120, env: dict[str, str] | None = None) -> Result:
+        """The call in an interpreter started for it, as a user's shell runs `el`."""
+        full_env = {**os.environ, "ENVLOOP_HOME": str(self.home), **(env or {})}
         proc = subprocess.run(
             [sys.executable, "-m", "envloop", *args],
             capture_output=True,

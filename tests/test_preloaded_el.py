@@ -3,26 +3,12 @@ codes and output, each call with only its own environment and directory, killed 
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import PRELOADED, El, make_task
-
-
-def _fresh(el: El, *args: str) -> tuple[int, str, str]:
-    env = {**os.environ, "ENVLOOP_HOME": str(el.home)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "envloop", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=el.cwd,
-    )
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 @pytest.mark.parametrize(
@@ -40,10 +26,10 @@ def _fresh(el: El, *args: str) -> tuple[int, str, str]:
 )
 def test_a_call_answers_as_a_fresh_interpreter_does(el: El, args: tuple[str, ...]) -> None:
     el.home.mkdir(parents=True)
-    fresh = _fresh(el, *args)
+    fresh = el.fresh(*args)
     if args[0] == "profile" and args[1] == "create":  # it changes the home: a second one is refused
-        fresh = _fresh(el, *args)
-    assert tuple(vars(el(*args)).values()) == fresh
+        fresh = el.fresh(*args)
+    assert el(*args) == fresh
 
 
 def test_each_call_has_its_own_environment_and_directory(el: El, tmp_path: Path) -> None:
