@@ -91,6 +91,11 @@ def serve(path: str) -> None:
             if key.fileobj is listener:
                 connection, _ = listener.accept()
                 message, fds, _, _ = socket.recv_fds(connection, _MESSAGE_MAX, 2)
+                if not message or len(fds) != 2:  # a caller that went away: serve the others
+                    for fd in fds:
+                        os.close(fd)
+                    connection.close()
+                    continue
                 pid = os.fork()
                 if pid == 0:
                     selector.close()
@@ -147,10 +152,10 @@ class Preloaded:
             with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as connection:
                 connection.connect(path)
                 socket.send_fds(connection, [request], [out.fileno(), err.fileno()])
-                pid = int(connection.recv(64))
+                pid = _number(connection.recv(64))
                 connection.settimeout(timeout)
                 try:
-                    code = int(connection.recv(64))
+                    code = _number(connection.recv(64))
                 except TimeoutError:
                     os.kill(pid, signal.SIGKILL)
                     connection.settimeout(None)
@@ -190,6 +195,12 @@ class Preloaded:
         assert self.process.stdout is not None
         if self.process.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the preloading process exited {self.process.wait()}")
+
+
+def _number(reply: bytes) -> int:
+    if not reply:
+        raise RuntimeError("the preloading process ended during an el call (its stderr is the test's)")
+    return int(reply)
 
 
 def _text(file: Any) -> str:

@@ -56,3 +56,12 @@ def test_a_python_variable_gets_a_fresh_interpreter(el: El) -> None:
     result = el("--help", env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert result.code == 0
     assert "| encodings" in result.stderr  # imported at an interpreter's start: only a fresh one reports it
+
+
+def test_a_preloading_process_that_died_is_started_again_at_the_next_call(el: El) -> None:
+    el.ok("--help")
+    assert PRELOADED.process is not None
+    PRELOADED.process.kill()
+    PRELOADED.process.wait()
+    assert el.ok("--help").stdout.startswith("Usage: el ")
+    assert PRELOADED.process.poll() is None
