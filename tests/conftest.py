@@ -135,14 +135,13 @@ class El:
     cwd: Path
 
     def __call__(self, *args: str, timeout: float = 120, env: dict[str, str] | None = None) -> Result:
-        full_env = {**os.environ, "ENVLOOP_HOME": str(self.home), **(env or {})}
+        full_env = self._environment(env)
         if PRELOADED.runs(full_env):
             return Result(*PRELOADED.run(args, full_env, self.cwd, timeout))
         return self.fresh(*args, timeout=timeout, env=env)
 
     def fresh(self, *args: str, timeout: float = 120, env: dict[str, str] | None = None) -> Result:
         """The call in an interpreter started for it, as a user's shell runs `el`."""
-        full_env = {**os.environ, "ENVLOOP_HOME": str(self.home), **(env or {})}
         proc = subprocess.run(
             [sys.executable, "-m", "envloop", *args],
             capture_output=True,
@@ -150,9 +149,12 @@ class El:
             text=True,
             timeout=timeout,
             cwd=self.cwd,
-            env=full_env,
+            env=self._environment(env),
         )
         return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    def _environment(self, env: dict[str, str] | None) -> dict[str, str]:
+        return {**os.environ, "ENVLOOP_HOME": str(self.home), **(env or {})}
 
     def ok(self, *args: str, timeout: float = 120) -> Result:
         result = self(*args, timeout=timeout)

@@ -13,6 +13,7 @@ the child's pid, then its exit code as `subprocess` reports it (-N for a signal)
 """
 
 import atexit
+import contextlib
 import ctypes
 import gc
 import importlib
@@ -37,21 +38,18 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 _PR_SET_PDEATHSIG = 1
 _MESSAGE_MAX = 1 << 20
-PRELOADED = ("envloop.cli", "envloop.services", "envloop.store", "envloop.wire")
+PACKAGES = ("envloop.cli", "envloop.services", "envloop.store", "envloop.wire")
 """Packages whose modules the preloading process imports: every command's shared cost."""
 
 
 def _preload() -> None:
-    import envloop  # noqa: PLC0415 - the preloading process's whole job
-
-    for package in PRELOADED:
+    for package in PACKAGES:
         module = importlib.import_module(package)
         for info in pkgutil.iter_modules(module.__path__, f"{package}."):
             importlib.import_module(info.name)
     importlib.import_module("sqlalchemy.dialects.sqlite")
     if threading.active_count() != 1:  # a fork keeps only the calling thread
         raise RuntimeError(f"preloading started threads: {threading.enumerate()}")
-    del envloop
 
 
 def _become_el(request: dict[str, Any], stdout: int, stderr: int) -> None:
@@ -82,10 +80,9 @@ def serve(path: str) -> None:
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
     calls: dict[int, tuple[int, socket.socket]] = {}  # pidfd: (pid, connection)
-    print("ready", flush=True)
-    sys.stdout.flush()
     gc.collect()
     gc.freeze()  # the children's collections skip the preloaded objects: fewer pages copied
+    print("ready", flush=True)
     while True:
         for key, _ in selector.select():
             if key.fileobj is listener:
@@ -111,14 +108,16 @@ def serve(path: str) -> None:
                 pidfd = os.pidfd_open(pid)
                 calls[pidfd] = (pid, connection)
                 selector.register(pidfd, selectors.EVENT_READ)
-                connection.send(f"{pid}".encode())
+                with contextlib.suppress(OSError):  # its caller may have gone: serve the others
+                    connection.send(f"{pid}".encode())
             else:
                 pidfd = int(key.fd)
                 selector.unregister(pidfd)
                 os.close(pidfd)
                 pid, connection = calls.pop(pidfd)
                 _, status = os.waitpid(pid, 0)
-                connection.send(f"{os.waitstatus_to_exitcode(status)}".encode())
+                with contextlib.suppress(OSError):
+                    connection.send(f"{os.waitstatus_to_exitcode(status)}".encode())
                 connection.close()
 
 
