@@ -1,5 +1,7 @@
 """The store itself: migrations agree with the models, SQLite runs in WAL mode, reopening is cheap."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,18 +11,83 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
 from envloop.store.db import HEAD_REVISION, MIGRATIONS_DIR, Store, make_engine
 from envloop.store.tables import Base
 from tests.pg import BACKENDS
 
 
+def _config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return config
+
+
 @pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
-def test_migrations_create_exactly_the_tables_the_models_describe(store_url: str) -> None:
-    store = Store(store_url)
-    with store.engine.connect() as conn:
+def test_migrations_from_an_empty_database_create_exactly_the_tables_the_models_describe(
+    store_url: str,
+) -> None:
+    engine = make_engine(store_url)
+    config = _config()
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+    with engine.connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
         assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == HEAD_REVISION
+    engine.dispose()
+
+
+@pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
+def test_a_new_store_is_created_at_the_newest_revision_without_alembic(store_url: str) -> None:
+    """Every new home opens a new store: it gets the models' tables at once, not ten migrations."""
+    opening = f"""
+import sys
+from envloop.store.db import Store
+Store({store_url!r}).close()
+assert not [name for name in sys.modules if name.split(".")[0] == "alembic"], "alembic imported"
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", opening], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    engine = make_engine(store_url)
+    with engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+        assert MigrationContext.configure(conn).get_current_revision() == HEAD_REVISION
+    engine.dispose()
+
+
+@pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
+def test_alembic_migrates_a_store_that_was_created_at_the_newest_revision(store_url: str) -> None:
+    """A store created without Alembic is one Alembic can take down a revision and up again: the
+    next release's migrations will find it as they would a migrated one."""
+    Store(store_url).close()
+    revisions = [r.revision for r in ScriptDirectory.from_config(_config()).walk_revisions()]
+    engine = make_engine(store_url)
+    config = _config()
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, revisions[1])
+    engine.dispose()
+    store = Store(store_url)
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == HEAD_REVISION
+        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+    store.close()
+
+
+def test_a_database_with_tables_but_no_revision_is_left_to_alembic_not_created_over(tmp_path: Path) -> None:
+    """Only an empty database is created at the newest revision; anything else goes through
+    Alembic, which stops at a table that is already there instead of building around it."""
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE projects (id VARCHAR(64) PRIMARY KEY)"))
+    engine.dispose()
+    with pytest.raises(OperationalError, match="already exists"):
+        Store(url)
 
 
 def test_sqlite_store_uses_write_ahead_logging(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Opening the store: engine set-up per dialect, migrations on first use, read/write sessions.
+"""Opening the store: engine set-up per dialect, a new store created at the newest schema and an
+older one migrated, read/write sessions.
 
 SQLite gets WAL (readers never block the writer) and `BEGIN IMMEDIATE` for write transactions, so
 two workers that both read-then-write serialize on the lock instead of failing with SQLITE_BUSY.
@@ -19,7 +20,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, create_engine, event, inspect, text
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    create_engine,
+    event,
+    inspect,
+    text,
+)
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -27,7 +40,7 @@ from envloop.core.retry_policy import Backoff, retrying_now
 from envloop.services.errors import ServerError
 from envloop.store.reads import SessionReads, project_by_name
 from envloop.store.schema import DEFAULT_PROJECT, HEAD_REVISION, LOCK_WAIT_SEC, VERSION_QUERY
-from envloop.store.tables import Project
+from envloop.store.tables import Base, Project
 
 log = logging.getLogger("envloop.store")
 WRITE_PATIENCE_SEC = 60.0
@@ -35,6 +48,14 @@ WRITE_LOCK_BACKOFF = Backoff(base_sec=0.01, cap_sec=1.0)
 """Short first waits: most writes hold the lock for milliseconds."""
 _LOCK_NOT_AVAILABLE = "55P03"
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+_ALEMBIC_VERSION = Table(
+    "alembic_version",
+    MetaData(),
+    Column("version_num", String(32), nullable=False),
+    PrimaryKeyConstraint("version_num", name="alembic_version_pkc"),
+)
+"""Alembic's own record of a store's revision, laid out as Alembic makes it, so that its later
+migrations read a store created at HEAD_REVISION without Alembic (`_create_at_head`)."""
 
 
 def is_lock_timeout(exc: BaseException) -> bool:
@@ -126,16 +147,21 @@ def _version(conn: Connection) -> str | None:
     return conn.execute(text(VERSION_QUERY)).scalar()
 
 
+def _create_at_head(conn: Connection) -> None:
+    """An empty database gets the models' tables at once, recorded at HEAD_REVISION.
+
+    Replaying every migration from the first would end in the same schema (tests/test_store.py
+    compares both with the models) but costs each new home ~0.3 s of CPU, most of it importing
+    Alembic; migrations are for stores made by an earlier release."""
+    Base.metadata.create_all(conn)
+    _ALEMBIC_VERSION.create(conn)
+    conn.execute(_ALEMBIC_VERSION.insert().values(version_num=HEAD_REVISION))
+
+
 def _migrate(engine: Engine) -> None:
     with engine.connect() as conn:
         if _version(conn) == HEAD_REVISION:
             return
-    # Alembic is imported only when there is something to migrate: it costs every CLI call ~0.1 s.
-    from alembic import command  # noqa: PLC0415
-    from alembic.config import Config  # noqa: PLC0415
-
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     # Several processes may open a new store at once (el job submit and the worker it starts, a
     # server and its workers): one migrates while the others wait, then find nothing left to do.
     # SQLite: the transaction holds the write lock from its BEGIN IMMEDIATE.
@@ -145,10 +171,25 @@ def _migrate(engine: Engine) -> None:
             # Schema changes wait as long as they must (never LOCK_WAIT_SEC).
             conn.execute(text("SET LOCAL lock_timeout = 0"))
             conn.execute(text("SELECT pg_advisory_xact_lock(726157)"))
-        if _version(conn) == HEAD_REVISION:
+        version = _version(conn)
+        if version == HEAD_REVISION:
             return
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+        if version is None and not inspect(conn).get_table_names():
+            _create_at_head(conn)
+            return
+        _upgrade(conn)
+
+
+def _upgrade(conn: Connection) -> None:
+    """Alembic's migrations, from the store's revision to the newest, inside the caller's transaction."""
+    # Alembic is imported only when there is something to migrate: it costs every CLI call ~0.1 s.
+    from alembic import command  # noqa: PLC0415
+    from alembic.config import Config  # noqa: PLC0415
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.attributes["connection"] = conn
+    command.upgrade(cfg, "head")
 
 
 class Store:
