@@ -102,7 +102,7 @@ def test_the_sdk_is_loaded_by_the_first_model_client() -> None:
 
 def test_an_embedded_store_imports_sqlalchemys_sqlite_dialect_alone(tmp_path: Path) -> None:
     """PostgreSQL's dialect costs every worker and write command 50 ms of CPU; it loads with a
-    PostgreSQL store (and with the migrations of a new home)."""
+    PostgreSQL store (and with the migrations of a store made by an earlier release)."""
     from envloop.services.context import open_context  # noqa: PLC0415 - only to create the home
 
     open_context(tmp_path).close()
