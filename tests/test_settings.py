@@ -10,6 +10,8 @@ import pytest
 from envloop.environments.base import EnvironmentSetupError
 from envloop.environments.policy import operator_policy
 from envloop.settings import SettingsError, settings
+from envloop.store.db import make_engine
+from envloop.store.schema import driver_url
 from tests.conftest import El
 
 
@@ -41,6 +43,21 @@ def test_a_store_url_envloop_cannot_open_is_refused_without_repeating_it(el: El,
         "el: error: ENVLOOP_DATABASE_URL: expected sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE\n"
     )
     assert not (el.home / "envloop.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("url", "opened"),
+    [
+        ("sqlite:///var/envloop.db", "sqlite:///var/envloop.db"),
+        ("postgresql://bob@db:5432/evals", "postgresql+psycopg://bob@db:5432/evals"),
+        ("postgres://bob@db:5432/evals", "postgresql+psycopg://bob@db:5432/evals"),
+        ("postgresql+psycopg://bob@db:5432/evals", "postgresql+psycopg://bob@db:5432/evals"),
+    ],
+)
+def test_every_store_url_the_settings_accept_is_one_the_store_opens(url: str, opened: str) -> None:
+    """The settings' check and the store's engine read one table of schemes (`store.schema`)."""
+    assert driver_url(url) == opened
+    assert make_engine(url).url.render_as_string() == opened
 
 
 def test_an_unreachable_store_is_one_line_naming_it_without_its_password(el: El) -> None:

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from envloop.services.errors import UserError
+from envloop.store.schema import driver_url
 
 PREFIX = "ENVLOOP_"
 
@@ -32,8 +33,6 @@ SETUP = "Setup and tests"
 GROUPS = (WHERE, CLIENTS, WORKERS, TRIALS, DOCKER, SETUP)
 """The sections of the reference page, in its order."""
 
-STORE_SCHEMES = ("sqlite", "postgresql", "postgres", "postgresql+psycopg")
-"""What ENVLOOP_DATABASE_URL may start with: the two stores envloop installs the drivers of."""
 UNECHOED = ("database_url", "secret_key")
 """Settings an error never repeats the value of: they may hold a password or a key."""
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -254,8 +253,8 @@ class Settings(BaseModel):
     @field_validator("database_url")
     @classmethod
     def _store_scheme(cls, value: str | None) -> str | None:
-        if value is not None and value.partition("://")[0] not in STORE_SCHEMES:
-            raise ValueError("expected sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE")
+        if value is not None:
+            driver_url(value)  # a ValueError says what is expected, without the value
         return value
 
     @field_validator("plugin_modules", mode="before")

@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from envloop.core.retry_policy import Backoff, retrying_now
 from envloop.services.errors import ServerError
 from envloop.store.reads import SessionReads, project_by_name
-from envloop.store.schema import DEFAULT_PROJECT, HEAD_REVISION, LOCK_WAIT_SEC, VERSION_QUERY
+from envloop.store.schema import DEFAULT_PROJECT, HEAD_REVISION, LOCK_WAIT_SEC, VERSION_QUERY, driver_url
 from envloop.store.tables import Base, Project
 
 log = logging.getLogger("envloop.store")
@@ -115,14 +115,10 @@ def _sqlite_engine(url: str) -> Engine:
 
 
 def make_engine(url: str) -> Engine:
+    url = driver_url(url)
     if url.startswith("sqlite"):
         return _sqlite_engine(url)
-    scheme, sep, rest = url.partition("://")
-    if sep and scheme in ("postgresql", "postgres"):
-        url = f"postgresql+psycopg://{rest}"  # the driver envloop installs (psycopg 3)
-    connect_args: dict[str, Any] = {}
-    if url.startswith("postgresql"):
-        connect_args["options"] = f"-c lock_timeout={int(LOCK_WAIT_SEC * 1000)}"
+    connect_args = {"options": f"-c lock_timeout={int(LOCK_WAIT_SEC * 1000)}"}
     return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20, connect_args=connect_args)
 
 
