@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from envloop.environments.docker import leftovers
 from envloop.environments.docker.base_images import DEBIAN_IMAGE
 from envloop.environments.docker.cli import docker_binary
 from envloop.environments.docker.containers import Container, ContainerSpec, running_container
+from envloop.environments.docker.engine import Engine
 from envloop.environments.docker.orphans import sweep_orphans, trial_containers
 from envloop.environments.docker.transfer import Owner
 from envloop.environments.docker.workspace import ARGS_LIMIT, ContainerSnapshots
@@ -256,6 +258,26 @@ def test_stop_between_phases_kills_a_forking_swarm_without_restarting_the_contai
     ) or sorted(running) == sorted(
         ["/sbin/docker-init -- sh -c sleep infinity ", "sh -c sleep infinity ", "sleep infinity "]
     )
+
+
+def test_a_container_that_is_gone_is_asked_to_pause_once_not_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pausing is tried again only while the container is there: a removed one answers 404 at once
+    and the caller falls back without waiting through the retries."""
+    asked: list[str] = []
+    real_request = Engine.request
+
+    async def counting(self: Engine, method: str, path: str, **kwargs: object) -> object:
+        asked.append(path)
+        return await real_request(self, method, path, **kwargs)  # type: ignore[arg-type]
+
+    async def go() -> bool:
+        async with running_container(_spec("trl_gone")) as container:
+            gone = container.id
+        monkeypatch.setattr(Engine, "request", counting)
+        return await leftovers._paused(gone)
+
+    assert asyncio.run(go()) is False
+    assert len(asked) == 1 and asked[0].endswith("/pause")
 
 
 def test_an_image_with_an_entrypoint_is_restarted_instead_and_its_leftovers_die_all_the_same(

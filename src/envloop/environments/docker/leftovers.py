@@ -23,7 +23,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from envloop.environments.docker.cli import DockerError
-from envloop.environments.docker.engine import engine
+from envloop.environments.docker.engine import NotFoundError, engine
 from envloop.environments.shielded import finish_even_if_cancelled
 
 KEEP_UP = ["sh", "-c", "sleep infinity"]
@@ -61,10 +61,13 @@ async def end_leftovers(container_id: str) -> bool:
 
 async def _paused(container_id: str) -> bool:
     """Pause the container, trying again a few times: a process that keeps forking can outrun the
-    freezer ("unable to freeze"), more often on a busy machine, and the fall-back costs a restart."""
+    freezer ("unable to freeze"), more often on a busy machine, and the fall-back costs a restart.
+    A container that is gone is not tried again."""
     for attempt in range(_PAUSE_ATTEMPTS):
         try:
             await engine().request("POST", f"/containers/{container_id}/pause")
+        except NotFoundError:
+            return False
         except DockerError:
             await asyncio.sleep(0.05 * (attempt + 1))
         else:
