@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from envloop.environments.docker import orphans
+from envloop import liveness
 from envloop.services.context import Context, open_context
 from tests import pg
 from tests.preloaded_el import Preloaded
@@ -43,7 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
     process's test killed on purpose to watch its containers wait for the sweep."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
-        os.environ[orphans.HOST_VARIABLE] = f"{socket.gethostname()}-{worker}"
+        os.environ[liveness.HOST_VARIABLE] = f"{socket.gethostname()}-{worker}"
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -1,8 +1,11 @@
 """The trial queue in the store: leases, exactly-once results, fairness, concurrency, cancellation."""
 
 import contextlib
+import os
+import subprocess
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -10,11 +13,13 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.exc import DBAPIError
 
+from envloop import liveness
 from envloop.core.trial import TrialOutcome
 from envloop.services import datasets, jobs, profiles
 from envloop.services.context import Context
 from envloop.store import queue
 from envloop.store.tables import Trial
+from envloop.store.tables import Worker as WorkerRow
 from tests.conftest import make_task, write_profile
 from tests.pg import BACKENDS
 
@@ -75,6 +80,69 @@ def test_an_expired_lease_puts_the_trial_back_and_the_old_holder_cannot_record(
     with ctx.store.read() as session:
         trial = session.scalars(select(Trial)).one()
     assert (trial.status, trial.reward, trial.runs) == ("completed", 0.0, 2)
+
+
+def _spawned_and_reaped() -> int:
+    """The pid of a process that has ended and been waited for."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def _worker_row(ctx: Context, worker_id: str, host: str, pid: int, started: float) -> None:
+    with ctx.store.write() as session:
+        session.add(
+            WorkerRow(
+                id=worker_id,
+                host=host,
+                pid=pid,
+                capacity=1,
+                started_at=datetime.fromtimestamp(started, UTC),
+                heartbeat_at=time.time(),
+            )
+        )
+
+
+def test_a_worker_gone_from_this_host_hands_its_trials_back_before_their_leases_expire(
+    ctx: Context, tmp_path: Path
+) -> None:
+    """Only a worker known to be gone loses its trials early: one whose pid has ended, or whose pid
+    now belongs to a later process. A live worker, and one of another host, keep theirs."""
+    _job(ctx, tmp_path, tasks=5, attempts=1)
+    here, me = liveness.this_host(), os.getpid()
+    workers = {
+        "w-ended": (here, _spawned_and_reaped(), time.time() - 5),
+        "w-pid-reused": (here, me, liveness.start_time() - 3600),
+        "w-alive": (here, me, liveness.start_time()),
+        "w-elsewhere": ("another-host", _spawned_and_reaped(), time.time() - 5),
+    }
+    held = {}
+    for worker_id, (host, pid, started) in workers.items():
+        _worker_row(ctx, worker_id, host, pid, started)
+        (held[worker_id],) = queue.claim(ctx.store, worker_id, 1, lease_ttl=30)
+    (unregistered,) = queue.claim(ctx.store, "w-without-a-row", 1, lease_ttl=30)
+
+    assert queue.reap_abandoned(ctx.store, liveness.gone) == 2
+    status = {worker_id: _status(ctx, claimed.trial_id) for worker_id, claimed in held.items()}
+    assert status == {
+        "w-ended": "pending",
+        "w-pid-reused": "pending",
+        "w-alive": "running",
+        "w-elsewhere": "running",
+    }
+    assert _status(ctx, unregistered.trial_id) == "running"
+    assert queue.finish(ctx.store, held["w-ended"], TrialOutcome(status="completed", reward=1.0)) is False
+    assert queue.reap_abandoned(ctx.store, liveness.gone) == 0
+
+
+def test_cancelling_a_job_whose_worker_died_here_ends_its_running_trial_at_once(
+    ctx: Context, tmp_path: Path
+) -> None:
+    job_id = _job(ctx, tmp_path, tasks=1, attempts=1)
+    _worker_row(ctx, "w-ended", liveness.this_host(), _spawned_and_reaped(), time.time() - 5)
+    (trial,) = queue.claim(ctx.store, "w-ended", 1, lease_ttl=30)
+    assert jobs.cancel_job(ctx, job_id).status == "cancelled"
+    assert _status(ctx, trial.trial_id) == "cancelled"
 
 
 def test_renew_reports_leases_that_were_lost(ctx: Context, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from envloop import liveness
 from envloop.services import jobs
 from envloop.services.context import Context
 from envloop.store.tables import Trial
@@ -17,10 +18,10 @@ from tests.conftest import submit_command_job, wait_for
 pytestmark = pytest.mark.slow
 
 
-def _worker(home: Path, *args: str) -> subprocess.Popen[bytes]:
+def _worker(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "envloop", "worker", *args],
-        env=dict(os.environ, ENVLOOP_HOME=str(home)),
+        env=dict(os.environ, ENVLOOP_HOME=str(home), **(env or {})),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -61,20 +62,43 @@ def test_several_workers_share_the_queue_and_run_each_trial_once(
     assert all(t.status == "completed" and t.reward == 1.0 and t.runs == 1 for t in trials)
 
 
-def test_a_killed_workers_trial_is_rerun_and_recorded_once(ctx: Context, home: Path, tmp_path: Path) -> None:
+def _rerun_after_a_kill(
+    ctx: Context, home: Path, tmp_path: Path, lease: str, within: float, first_env: dict[str, str]
+) -> Trial:
+    """A worker (of `first_env`) SIGKILLed while it runs a job's one trial, then another worker on
+    this host; the trial once the job completed, which must be `within` seconds of the second start."""
     job_id = submit_command_job(ctx, tmp_path, "sleep 2; touch $ENVLOOP_APP_DIR/done")
-    first = _worker(home, "--capacity", "1", "--lease-ttl", "2")
+    first = _worker(home, "--capacity", "1", "--lease-ttl", lease, env=first_env)
     wait_for(lambda: _trials(ctx, job_id)[0].status == "running")
     first.send_signal(signal.SIGKILL)
     first.wait()
     (trial,) = _trials(ctx, job_id)
     wait_for(lambda: not _processes_of({trial.id}), timeout=10)  # the sandbox died with its worker
-    second = _worker(home, "--capacity", "1", "--lease-ttl", "2", "--idle-exit", "1")
+    second = _worker(home, "--capacity", "1", "--lease-ttl", lease, "--idle-exit", "1")
     try:
-        wait_for(lambda: jobs.get_job(ctx, job_id).status == "completed", timeout=60)
+        wait_for(lambda: jobs.get_job(ctx, job_id).status == "completed", timeout=within)
     finally:
         second.wait(timeout=60)
     (trial,) = _trials(ctx, job_id)
+    return trial
+
+
+def test_a_killed_workers_trial_is_taken_over_at_once_by_the_next_worker_and_recorded_once(
+    ctx: Context, home: Path, tmp_path: Path
+) -> None:
+    """On the host where it died, the next worker sees the worker is gone and re-runs its trial
+    without waiting out its lease (30 s)."""
+    trial = _rerun_after_a_kill(ctx, home, tmp_path, lease="30", within=20, first_env={})
+    assert (trial.status, trial.reward, trial.runs) == ("completed", 1.0, 2)
+
+
+def test_a_killed_worker_of_another_host_loses_its_trial_when_its_lease_expires(
+    ctx: Context, home: Path, tmp_path: Path
+) -> None:
+    """A worker of another host cannot be seen to be gone: its trial waits for its lease to expire,
+    then is re-run and recorded once."""
+    elsewhere = {liveness.HOST_VARIABLE: "another-host"}
+    trial = _rerun_after_a_kill(ctx, home, tmp_path, lease="2", within=60, first_env=elsewhere)
     assert (trial.status, trial.reward, trial.runs) == ("completed", 1.0, 2)
 
 

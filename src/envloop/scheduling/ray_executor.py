@@ -33,11 +33,10 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from envloop.core.status import ErrorType, TrialStatus
 from envloop.core.trial import TrialError, TrialOutcome, TrialSpec
 from envloop.environments.instance import instances_under, remove_instance
+from envloop.liveness import gone, start_time, this_host
 from envloop.runners.registry import get_runner
 from envloop.scheduling.executor import RunLost
 from envloop.services.errors import ServerError, UserError
@@ -102,10 +101,10 @@ def _owner_alive(run_dir: Path) -> bool:
     """Whether the Ray worker process that made this run directory still runs (pid and start time)."""
     try:
         pid, started = (run_dir / _OWNER_FILE).read_text().split()
-        return psutil.Process(int(pid)).create_time() == float(started)
+        return not gone(this_host(), int(pid), float(started))
     except FileNotFoundError:  # just made, its owner not yet written
         return time.time() - run_dir.stat().st_mtime < _UNOWNED_GRACE_SEC
-    except (OSError, ValueError, psutil.Error):
+    except (OSError, ValueError):
         return False
 
 
@@ -132,7 +131,7 @@ def run_on_node(spec_json: str, task_key: str | None, task_archive: bytes | None
     try:
         kept = run_dir / "kept"
         kept.mkdir(parents=True)
-        (run_dir / _OWNER_FILE).write_text(f"{os.getpid()} {psutil.Process().create_time()}")
+        (run_dir / _OWNER_FILE).write_text(f"{os.getpid()} {start_time()}")
         (run_dir / "instances").mkdir()
         task_dir = None
         if task_key is not None and task_archive is not None:

@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +27,7 @@ from envloop.core.trial import EnvironmentChoice, TrialError, TrialOutcome, Tria
 from envloop.environments.docker.cli import DockerError
 from envloop.environments.docker.orphans import sweep_orphans
 from envloop.environments.instance import instances_under, remove_instance
+from envloop.liveness import gone, start_time, this_host
 from envloop.models import close_clients
 from envloop.runners.verdict import settle_outcome
 from envloop.scheduling.executor import Executor, LocalExecutor, RunLost
@@ -340,7 +340,8 @@ class Worker:
                 )
 
     async def _upkeep(self) -> None:
-        """Renew leases, stop cancelled or lost trials, reap dead workers' trials, heartbeat."""
+        """Renew leases, stop cancelled or lost trials, reap dead workers' trials (those whose leases
+        expired, and at once those of workers on this host whose process is gone), heartbeat."""
         held = {claimed.trial_id: claimed for claimed, _ in self._running.values()}
         lost = await self._off_loop(
             "renew leases", queue.renew, self.ctx.store, self.id, held.values(), self.config.lease_ttl
@@ -358,6 +359,7 @@ class Worker:
                 await task
             await self._off_loop("discard", self.ctx.artifacts.discard, _run_id(claimed))
         await self._off_loop("reap expired leases", queue.reap_expired, self.ctx.store)
+        await self._off_loop("reap dead workers' trials", queue.reap_abandoned, self.ctx.store, gone)
         for run_id, trial_id in list(self._unpublished.items()):
             await asyncio.to_thread(self._publish, run_id, trial_id)
         await self._off_loop("heartbeat", self._heartbeat)
@@ -404,11 +406,12 @@ class Worker:
             session.add(
                 WorkerRow(
                     id=self.id,
-                    host=socket.gethostname(),
+                    host=this_host(),
                     pid=os.getpid(),
                     capacity=self.config.capacity,
                     background=self.config.background,
-                    started_at=datetime.now(UTC),
+                    # The process's own start: with the pid, what tells it from one that reuses the pid.
+                    started_at=datetime.fromtimestamp(start_time(), UTC),
                     heartbeat_at=time.time(),
                 )
             )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
 
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import ColumnElement, Connection, bindparam, func, select, update
 from sqlalchemy.exc import DBAPIError
 
 from envloop.core.retry_policy import Backoff, retrying_now
@@ -23,6 +23,7 @@ from envloop.core.status import OPEN, TERMINAL, JobStatus, TrialStatus, rollup_j
 from envloop.core.trial import TrialOutcome
 from envloop.store.db import Store
 from envloop.store.tables import Job, Trial
+from envloop.store.tables import Worker as WorkerRow
 
 # PostgreSQL aborts one of two transactions that wait on each other (deadlock, serialization), and
 # a statement that waited LOCK_WAIT_SEC for a lock (lock_timeout): each changed nothing.
@@ -315,15 +316,35 @@ def reap_expired(store: Store) -> int:
         )
     if expired is None:  # the common case costs no write lock
         return 0
-    return _retrying(lambda: _reap(store, now))
+    return _retrying(lambda: _reap(store, Trial.lease_expires_at < now))
 
 
-def _reap(store: Store, now: float) -> int:
+WorkerGone = Callable[[str, int, float], bool]
+"""Whether a worker (host, pid, start time in epoch seconds) is known to be gone: `liveness.gone`."""
+
+
+def reap_abandoned(store: Store, is_gone: WorkerGone) -> int:
+    """Trials held by a worker known to be gone go back as `reap_expired` sends them, without
+    waiting for their leases to expire: a worker killed on this host hands its trials over to the
+    next one at once. Workers that cannot be judged from here keep their leases."""
+    with store.engine.connect() as conn:
+        holders = conn.execute(
+            select(WorkerRow.id, WorkerRow.host, WorkerRow.pid, WorkerRow.started_at).where(
+                WorkerRow.id.in_(select(Trial.lease_owner).where(Trial.status == TrialStatus.RUNNING))
+            )
+        ).all()
+    dead = [row.id for row in holders if is_gone(row.host, row.pid, row.started_at.timestamp())]
+    if not dead:
+        return 0
+    return _retrying(lambda: _reap(store, Trial.lease_owner.in_(dead)))
+
+
+def _reap(store: Store, which: ColumnElement[bool]) -> int:
     with store.write_connection() as conn:
         rows = conn.execute(
             select(Trial.id, Trial.job_id, Job.cancel_requested)
             .join(Job, Job.id == Trial.job_id)
-            .where(Trial.status == TrialStatus.RUNNING, Trial.lease_expires_at < now)
+            .where(Trial.status == TrialStatus.RUNNING, which)
             .with_for_update(skip_locked=True, of=Trial)
         ).all()
         for row in rows:

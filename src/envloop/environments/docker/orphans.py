@@ -4,49 +4,36 @@ Each trial container is labelled `envloop.managed=1`, `envloop.trial=<trial id>`
 `envloop.worker=<host>:<pid>:<start time>` (the start time, so a reused pid is not mistaken for the
 worker that owned the container). A worker killed mid-trial cannot remove its containers;
 `sweep_orphans`, run when a worker starts, removes those of workers on this host that are gone.
-Containers of other hosts sharing the daemon are left to their own workers. The host is its name,
-unless ENVLOOP_WORKER_HOST names it: for several hosts that share a hostname and a daemon (the test
-suite's parallel processes are such hosts, so one's sweep never races another's killed worker).
+Containers of other hosts sharing the daemon are left to their own workers (`envloop.liveness`
+says which host this is: the test suite's parallel processes count as hosts of their own, so one's
+sweep never races another's killed worker).
 """
 
 import contextlib
 import json
-import socket
+import os
 from typing import Any
 
-import psutil
-
 from envloop.environments.docker.engine import NotFoundError, engine
-from envloop.settings import env_name, settings
+from envloop.liveness import gone, start_time, this_host
 
 MANAGED_LABEL = "envloop.managed"
 TRIAL_LABEL = "envloop.trial"
 WORKER_LABEL = "envloop.worker"
-HOST_VARIABLE = env_name("worker_host")
-
-
-def _host() -> str:
-    return settings().worker_host or socket.gethostname()
 
 
 def worker_identity(pid: int | None = None) -> str:
     """`host:pid:start-time` of a process (this one by default), as put in the worker label."""
-    process = psutil.Process(pid)
-    return f"{_host()}:{process.pid}:{int(process.create_time())}"
+    return f"{this_host()}:{pid or os.getpid()}:{int(start_time(pid))}"
 
 
 def owner_gone(identity: str) -> bool:
     """True when the labelled worker ran on this host and that exact process is no longer alive."""
     host, _, rest = identity.partition(":")
     pid_text, _, started = rest.partition(":")
-    if host != _host() or not pid_text.isdigit():
+    if not pid_text.isdigit() or not started.isdigit():
         return False
-    try:
-        process = psutil.Process(int(pid_text))
-        alive = process.status() != psutil.STATUS_ZOMBIE
-        return not alive or str(int(process.create_time())) != started
-    except psutil.NoSuchProcess:
-        return True
+    return gone(host, int(pid_text), float(started))
 
 
 async def remove_container(name: str) -> None:

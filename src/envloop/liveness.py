@@ -1,0 +1,48 @@
+"""Whether a process another one recorded still runs: its host, its pid and its start time.
+
+A worker records its own in its row of the store, a trial container in a label, a Ray run in a file
+of its directory. A worker killed by a signal or the out-of-memory killer cannot clean up after
+itself; whoever comes next on the same host can see it is gone and do it at once: hand its trials
+back, remove its containers. A process of another host is never judged from here. The host is its
+name unless ENVLOOP_WORKER_HOST names it (several hosts sharing a name, as the test suite's
+processes do).
+"""
+
+import socket
+
+import psutil
+
+from envloop.settings import env_name, settings
+
+HOST_VARIABLE = env_name("worker_host")
+
+START_TOLERANCE_SEC = 1.0
+"""How far two readings of one process's start time may differ: the kernel counts it from boot in
+clock ticks and psutil adds a boot time of whole seconds, and labels keep whole seconds. A process
+that took a dead one's pid within this much of its start counts as the same one (the safe side: its
+trials then wait for their leases to expire)."""
+
+
+def this_host() -> str:
+    return settings().worker_host or socket.gethostname()
+
+
+def start_time(pid: int | None = None) -> float:
+    """When a process (this one by default) started, in seconds since the epoch."""
+    return float(psutil.Process(pid).create_time())
+
+
+def gone(host: str, pid: int, started: float) -> bool:
+    """True only when the process ran on this host and no process with that pid and start time runs
+    now (a zombie, dead but not yet reaped by its parent, counts as gone)."""
+    if host != this_host():
+        return False
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return True
+        return abs(process.create_time() - started) >= START_TOLERANCE_SEC
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:  # not ours to read: it runs
+        return False
