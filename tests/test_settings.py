@@ -9,9 +9,8 @@ import pytest
 
 from envloop.environments.base import EnvironmentSetupError
 from envloop.environments.policy import operator_policy
-from envloop.settings import SettingsError, settings
+from envloop.settings import SettingsError, driver_url, settings
 from envloop.store.db import make_engine
-from envloop.store.schema import driver_url
 from tests.conftest import El
 
 
@@ -55,7 +54,7 @@ def test_a_store_url_envloop_cannot_open_is_refused_without_repeating_it(el: El,
     ],
 )
 def test_every_store_url_the_settings_accept_is_one_the_store_opens(url: str, opened: str) -> None:
-    """The settings' check and the store's engine read one table of schemes (`store.schema`)."""
+    """The settings' check and the store's engine read one table of schemes (`settings.STORE_DRIVERS`)."""
     assert driver_url(url) == opened
     assert make_engine(url).url.render_as_string() == opened
 

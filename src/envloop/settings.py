@@ -20,7 +20,6 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from envloop.services.errors import UserError
-from envloop.store.schema import driver_url
 
 PREFIX = "ENVLOOP_"
 
@@ -32,6 +31,24 @@ DOCKER = "Docker"
 SETUP = "Setup and tests"
 GROUPS = (WHERE, CLIENTS, WORKERS, TRIALS, DOCKER, SETUP)
 """The sections of the reference page, in its order."""
+
+STORE_DRIVERS = {
+    "sqlite": "sqlite",
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "postgresql+psycopg": "postgresql+psycopg",
+}
+"""What a store URL (ENVLOOP_DATABASE_URL) may start with, and the SQLAlchemy driver each opens
+with: the two stores envloop installs the drivers of (PostgreSQL through psycopg 3)."""
+
+
+def driver_url(url: str) -> str:
+    """The URL SQLAlchemy opens: `url` with its scheme replaced by its driver's."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in STORE_DRIVERS:
+        raise ValueError("expected sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE")
+    return f"{STORE_DRIVERS[scheme]}://{rest}"
+
 
 UNECHOED = ("database_url", "secret_key")
 """Settings an error never repeats the value of: they may hold a password or a key."""

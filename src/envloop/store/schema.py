@@ -10,19 +10,3 @@ LOCK_WAIT_SEC = 5.0
 DEFAULT_PROJECT = "default"
 SEALED_PREFIX = "fernet:"
 """How a profile secret stored encrypted begins (`services.secrets`); one that does not is plaintext."""
-STORE_DRIVERS = {
-    "sqlite": "sqlite",
-    "postgresql": "postgresql+psycopg",
-    "postgres": "postgresql+psycopg",
-    "postgresql+psycopg": "postgresql+psycopg",
-}
-"""What a store URL (ENVLOOP_DATABASE_URL) may start with, and the SQLAlchemy driver each opens
-with: the two stores envloop installs the drivers of (PostgreSQL through psycopg 3)."""
-
-
-def driver_url(url: str) -> str:
-    """The URL SQLAlchemy opens: `url` with its scheme replaced by its driver's."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme not in STORE_DRIVERS:
-        raise ValueError("expected sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE")
-    return f"{STORE_DRIVERS[scheme]}://{rest}"
