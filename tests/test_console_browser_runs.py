@@ -35,9 +35,9 @@ Response = pytest.importorskip("playwright.sync_api").Response
 
 class Watched:
     """What went wrong on a page while a test used it: console errors, failed requests, and
-    answers of 500 or more (a 4xx the test asks for on purpose is its own business). A live feed
-    (`…/events`) stays open until the page is left, which the browser reports as aborted: that one
-    ending is not a failure."""
+    answers of 500 or more (a 4xx the test asks for on purpose is its own business). A request the
+    page's script still had open when the page was left (a live feed, `…/events`, or a section it
+    was still loading, such as the job's tool usage) is reported as aborted: that is not a failure."""
 
     def __init__(self, page: Page) -> None:
         self.problems: list[str] = []
@@ -47,7 +47,7 @@ class Watched:
         page.on("response", self._answered)
 
     def _failed(self, request: Request) -> None:
-        left = request.failure == "net::ERR_ABORTED" and request.url.split("?")[0].endswith("/events")
+        left = request.failure == "net::ERR_ABORTED" and request.resource_type in ("fetch", "eventsource")
         if not left:
             self.problems.append(f"failed {request.url} {request.failure}")
 
