@@ -85,18 +85,19 @@ def start_server(el: El, log: Path, *args: str, host: str = "127.0.0.1") -> Serv
         url=f"http://127.0.0.1:{port}", key=key, el=el, log=log, halt=lambda: stop_process(proc), proc=proc
     )
     deadline = time.monotonic() + 90
-    while True:
-        if proc.poll() is not None:
-            raise AssertionError(f"el serve exited {proc.returncode}: {log.read_text()}")
-        try:
-            if httpx.get(f"{server.url}/v1/health", timeout=5).status_code == 200:
-                return server
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            server.stop()
-            raise AssertionError(f"el serve did not answer in time: {log.read_text()}")
-        time.sleep(0.1)
+    with httpx.Client(timeout=5) as probe:  # one client for every try: a new one loads the CA bundle
+        while True:
+            if proc.poll() is not None:
+                raise AssertionError(f"el serve exited {proc.returncode}: {log.read_text()}")
+            try:
+                if probe.get(f"{server.url}/v1/health").status_code == 200:
+                    return server
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                server.stop()
+                raise AssertionError(f"el serve did not answer in time: {log.read_text()}")
+            time.sleep(0.1)
 
 
 def serve_in_process(el: El, log: Path, extend: Callable[[FastAPI], None] | None = None) -> Server:

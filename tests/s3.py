@@ -38,16 +38,17 @@ def server() -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + START_TIMEOUT_SEC
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the moto S3 server exited with {proc.returncode} before it answered")
-            try:
-                httpx.get(url, timeout=1.0)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the moto S3 server did not answer within 30 s") from None
-                time.sleep(0.1)
+        with httpx.Client(timeout=1.0) as probe:  # one client for every try (see tests/api_server.py)
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"the moto S3 server exited with {proc.returncode} before it answered")
+                try:
+                    probe.get(url)
+                    break
+                except httpx.TransportError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the moto S3 server did not answer within 30 s") from None
+                    time.sleep(0.1)
         yield url
     finally:
         stop_process(proc, grace=10)
