@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 from sqlalchemy.exc import OperationalError
 
 from envloop.store.db import HEAD_REVISION, MIGRATIONS_DIR, Store, make_engine
@@ -24,18 +25,35 @@ def _config() -> Config:
     return config
 
 
-@pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
-def test_migrations_from_an_empty_database_create_exactly_the_tables_the_models_describe(
-    store_url: str,
-) -> None:
+def _revisions() -> list[str]:
+    """Every migration's revision, the newest first."""
+    return [r.revision for r in ScriptDirectory.from_config(_config()).walk_revisions()]
+
+
+def _alembic(store_url: str, step: Callable[[Config, str], None], revision: str) -> None:
+    """Alembic's `upgrade` or `downgrade` to `revision`, in a transaction of its own."""
     engine = make_engine(store_url)
     config = _config()
     with engine.begin() as conn:
         config.attributes["connection"] = conn
-        command.upgrade(config, "head")
+        step(config, revision)
+    engine.dispose()
+
+
+def _assert_models_at(conn: Connection, revision: str) -> None:
+    """The store is recorded at `revision` and its schema is exactly the models'."""
+    assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == revision
+    assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+
+
+@pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
+def test_migrations_from_an_empty_database_create_exactly_the_tables_the_models_describe(
+    store_url: str,
+) -> None:
+    _alembic(store_url, command.upgrade, "head")
+    engine = make_engine(store_url)
     with engine.connect() as conn:
-        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == HEAD_REVISION
+        _assert_models_at(conn, HEAD_REVISION)
     engine.dispose()
 
 
@@ -54,7 +72,7 @@ assert not [name for name in sys.modules if name.split(".")[0] == "alembic"], "a
     assert proc.returncode == 0, proc.stderr[-2000:]
     engine = make_engine(store_url)
     with engine.connect() as conn:
-        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+        _assert_models_at(conn, HEAD_REVISION)
         assert MigrationContext.configure(conn).get_current_revision() == HEAD_REVISION
     engine.dispose()
 
@@ -64,17 +82,10 @@ def test_alembic_migrates_a_store_that_was_created_at_the_newest_revision(store_
     """A store created without Alembic is one Alembic can take down a revision and up again: the
     next release's migrations will find it as they would a migrated one."""
     Store(store_url).close()
-    revisions = [r.revision for r in ScriptDirectory.from_config(_config()).walk_revisions()]
-    engine = make_engine(store_url)
-    config = _config()
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        command.downgrade(config, revisions[1])
-    engine.dispose()
+    _alembic(store_url, command.downgrade, _revisions()[1])
     store = Store(store_url)
     with store.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == HEAD_REVISION
-        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+        _assert_models_at(conn, HEAD_REVISION)
     store.close()
 
 
@@ -107,41 +118,28 @@ def test_reopening_keeps_data_and_the_default_project(store_url: str) -> None:
 
 @pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
 def test_a_store_made_by_the_first_release_is_upgraded_in_place(store_url: str) -> None:
+    _alembic(store_url, command.upgrade, "0001")
     engine = make_engine(store_url)
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
     with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        command.upgrade(config, "0001")
         old_project = "INSERT INTO projects (id, name, created_at) VALUES ('prj_old', 'old', '2026-01-01')"
         conn.execute(text(old_project))
     engine.dispose()
     store = Store(store_url)
     with store.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == HEAD_REVISION
-        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+        _assert_models_at(conn, HEAD_REVISION)
         assert conn.execute(text("SELECT name FROM projects WHERE id = 'prj_old'")).scalar() == "old"
 
 
 def test_the_store_knows_the_newest_migration_so_every_older_store_is_upgraded() -> None:
     """Opening a store skips Alembic when it is at HEAD_REVISION: were that not the newest migration,
     a store at HEAD_REVISION would never get the newer ones."""
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    assert ScriptDirectory.from_config(config).get_current_head() == HEAD_REVISION
+    assert ScriptDirectory.from_config(_config()).get_current_head() == HEAD_REVISION
 
 
 @pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
 def test_a_store_at_each_earlier_revision_is_upgraded_to_the_models(store_url: str) -> None:
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    revisions = [r.revision for r in ScriptDirectory.from_config(config).walk_revisions()]
-    engine = make_engine(store_url)
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        command.upgrade(config, revisions[1])  # the one before the newest
-    engine.dispose()
+    revisions = _revisions()
+    _alembic(store_url, command.upgrade, revisions[1])  # the one before the newest
     store = Store(store_url)
     with store.engine.connect() as conn:
-        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == revisions[0]
-        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+        _assert_models_at(conn, revisions[0])
