@@ -13,7 +13,6 @@ from sqlalchemy.orm import Session
 
 from envloop.core.ids import new_id, new_ids
 from envloop.core.status import JobStatus, TrialStatus
-from envloop.liveness import gone
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, member_features, resolve_dataset
 from envloop.services.errors import ConflictError, NotFoundError, UserError
@@ -409,6 +408,8 @@ def list_jobs(
 def cancel_job(ctx: Context, job_id: str) -> JobView:
     """Pending trials end at once, running ones when their worker stops them; those of a worker
     that died on this host end now too (nobody else would stop them before their leases expired)."""
+    from envloop.liveness import gone  # noqa: PLC0415 - psutil, not for every importer of this module
+
     with ctx.store.read() as session:
         load_job(session, ctx.project_id, job_id)
     queue.request_cancel(ctx.store, job_id)
