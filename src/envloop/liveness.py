@@ -33,10 +33,13 @@ def start_time(pid: int | None = None) -> float:
 
 
 def gone(host: str, pid: int, started: float) -> bool:
-    """True only when the process ran on this host and no process with that pid and start time runs
-    now (a zombie, dead but not yet reaped by its parent, counts as gone)."""
-    if host != this_host():
-        return False
+    """True only when the process ran on this host and has `ended` there."""
+    return host == this_host() and ended(pid, started)
+
+
+def ended(pid: int, started: float) -> bool:
+    """No process of this host with that pid and start time runs now (a zombie, dead but not yet
+    reaped by its parent, has ended)."""
     try:
         process = psutil.Process(pid)
         if process.status() == psutil.STATUS_ZOMBIE:

@@ -36,7 +36,7 @@ from typing import Any
 from envloop.core.status import ErrorType, TrialStatus
 from envloop.core.trial import TrialError, TrialOutcome, TrialSpec
 from envloop.environments.instance import instances_under, remove_instance
-from envloop.liveness import gone, start_time, this_host
+from envloop.liveness import ended, start_time
 from envloop.runners.registry import get_runner
 from envloop.scheduling.executor import RunLost
 from envloop.services.errors import ServerError, UserError
@@ -101,7 +101,7 @@ def _owner_alive(run_dir: Path) -> bool:
     """Whether the Ray worker process that made this run directory still runs (pid and start time)."""
     try:
         pid, started = (run_dir / _OWNER_FILE).read_text().split()
-        return not gone(this_host(), int(pid), float(started))
+        return not ended(int(pid), float(started))
     except FileNotFoundError:  # just made, its owner not yet written
         return time.time() - run_dir.stat().st_mtime < _UNOWNED_GRACE_SEC
     except (OSError, ValueError):
