@@ -10,7 +10,11 @@ model's turns as the real endpoint answered them, and the endpoint's key appears
 The profile offers the model Claude Code's Bash tool alone (`CLAUDE_CODE_TOOLS`), as one would for
 a model this small: its prompt (system text and that tool's definition) is then about 2,400 tokens
 for this model instead of about 9,200 with every tool, so the alias gets a 4,096-token context, and
-a 48-token cap per answer with a two-turn budget keeps the run bounded. Reading that prompt still
+a 48-token cap per answer with a one-turn budget keeps the run bounded: the CLI runs the command the
+model asks for and stops before sending its output back, so every prompt is Claude Code's own,
+whatever the command printed (with two turns, a command's usage text once carried the second prompt
+past the context, and the trial ended in a model error). A tool result sent back to `el model
+serve` over the Messages protocol is checked in test_before_after.py. Reading that prompt still
 takes this 135M model most of a minute on a busy machine: the test prints how long the trial took.
 That the agent offers every tool by default, and exactly the ones named otherwise, is checked
 against a scripted endpoint (test_claude_code.py)."""
@@ -59,7 +63,7 @@ def test_claude_code_runs_a_job_against_the_local_endpoint_to_a_verdict(
     started = time.monotonic()
     job = el.ok(
         *("job", "submit", "--dataset", "local-cc@1", "--profile", "team/cc-local@1"),
-        *("--max-steps", "2", "--agent-timeout", "2000", "--wait", "--json"),
+        *("--max-steps", "1", "--agent-timeout", "2000", "--wait", "--json"),
         timeout=2300,
     ).json()
     print(f"claude-code trial against el model serve: {time.monotonic() - started:.0f} s")
