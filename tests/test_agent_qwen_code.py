@@ -22,13 +22,16 @@ from tests.conftest import El
 
 pytestmark = pytest.mark.slow
 SHELL = "run_shell_command"
+WITHOUT_TERMINAL = f"[ ! -t 1 ] && {SOLVE}"
+"""`SOLVE`, only where the shell tool gives the command no terminal: the agent's settings make Qwen
+Code run commands as plain child processes, whose whole output reaches the model."""
 
 
 def solver(received: Received) -> Reply:
     if not offers(received, SHELL):
         return Reply(text="ok")
     if tool_results(received) == 0:
-        arguments = {"command": SOLVE, "is_background": False, "description": "solve"}
+        arguments = {"command": WITHOUT_TERMINAL, "is_background": False, "description": "solve"}
         return Reply(text="Solving it.", tool_calls=[ScriptedToolCall(name=SHELL, arguments=arguments)])
     return Reply(text="The file is in place.")
 
@@ -44,7 +47,7 @@ def test_qwen_code_solves_the_example_task_through_the_gateway_and_its_shell_too
     assert any("Qwen Code" in step["text"] for step in run.of_kind("system"))
     first = next(s for s in run.of_kind("model") if s["tool_calls"])
     [shell] = run.tool(SHELL)
-    assert (shell["command"], shell["call_id"]) == (SOLVE, first["tool_calls"][0]["id"])
+    assert (shell["command"], shell["call_id"]) == (WITHOUT_TERMINAL, first["tool_calls"][0]["id"])
     assert_only_the_token_inside(sandbox_environment(shell))
     [state] = run.of_kind("state")
     assert [(c["path"], c["change"]) for c in state["changes"]] == [("hello.txt", "created")]

@@ -8,8 +8,9 @@ need not have.
 Run: the instruction on stdin, `--yolo` (every tool allowed: the environment is the boundary),
 `--output-format stream-json`, `--max-session-turns` from the step budget; the endpoint comes from
 OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL; its settings file (`~/.qwen/settings.json`, written
-fresh) turns telemetry, usage statistics and auto-update off and sets TEMPERATURE; the task's MCP
-servers are passed with `--mcp-config`. The stream is kept as `qwen-code.jsonl` and becomes the
+fresh) turns telemetry, usage statistics and auto-update off, runs the shell tool's commands as
+plain child processes (below) and sets TEMPERATURE; the task's MCP servers are passed with
+`--mcp-config`. The stream is kept as `qwen-code.jsonl` and becomes the
 trajectory (qwen_events.py).
 """
 
@@ -65,6 +66,10 @@ def qwen_settings(params: QwenCodeParams) -> str:
         "telemetry": {"enabled": False},
         "privacy": {"usageStatisticsEnabled": False},
         "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        # As Qwen Code runs them for a one-shot prompt. An instruction on stdin otherwise counts as an
+        # input-driven session, whose commands get a pseudo-terminal; when such a command exits, the
+        # CLI keeps what its terminal emulator had drawn, and output not yet drawn is lost to the model.
+        "tools": {"shell": {"enableInteractiveShell": False}},
     }
     if params.TEMPERATURE is not None:
         settings["model"] = {"generationConfig": {"samplingParams": {"temperature": params.TEMPERATURE}}}
