@@ -4,6 +4,7 @@ from typing import Annotated
 
 import typer
 
+from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, note, out, table
 from envloop.cli.state import context
 from envloop.services.errors import UserError
@@ -20,7 +21,7 @@ def build(
         ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Build again even when the image exists.")] = False,
-    json_: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")] = False,
+    json_: JsonOpt = False,
 ) -> None:
     """Build each task's image from its environment/Dockerfile once per task digest, and report
     every task's build (status, duration, cache hit, reason). Exits 1 when a build failed."""

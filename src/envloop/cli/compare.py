@@ -8,14 +8,13 @@ from rich.table import Table
 from rich.text import Text
 
 from envloop.cli.backend import operations
+from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, out, table, warn
 from envloop.core.display import format_difference, format_difference_interval, format_score
 from envloop.core.words import plural
 
 if TYPE_CHECKING:
     from envloop.wire import Comparison
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 
 def compare(

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 import typer
 
 from envloop.cli.backend import operations, remote
+from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, out, table, warn
 from envloop.core.params import expectation
 from envloop.services.errors import UserError
@@ -14,8 +15,6 @@ from envloop.wire.runners import RunnerInfo
 runner_app = typer.Typer(help="Runners: the versioned harnesses that execute tasks.", no_args_is_help=True)
 agent_app = typer.Typer(help="Agents the shell runner can run (AGENT_NAME).", no_args_is_help=True)
 plugin_app = typer.Typer(help="Plugins installed with this envloop.", no_args_is_help=True)
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
 
 
 def _report_broken_plugins() -> None:
@@ -30,7 +29,7 @@ def _report_broken_plugins() -> None:
 
 
 @runner_app.command("list")
-def list_runners(json_: JsonOption = False) -> None:
+def list_runners(json_: JsonOpt = False) -> None:
     """Runners this envloop can run, and where each came from."""
     infos = operations().list_runners()
     if json_:
@@ -61,7 +60,7 @@ def _param_rows(schema: dict[str, Any]) -> list[list[object]]:
 
 @runner_app.command("show")
 def show_runner(
-    ref: Annotated[str, typer.Argument(help="e.g. envloop/shell@1")], json_: JsonOption = False
+    ref: Annotated[str, typer.Argument(help="e.g. envloop/shell@1")], json_: JsonOpt = False
 ) -> None:
     """A runner's params and, for the shell runner, each agent's: name, type, default, secret."""
     info = _find(ref)
@@ -81,7 +80,7 @@ def show_runner(
 
 
 @agent_app.command("list")
-def list_agents(json_: JsonOption = False) -> None:
+def list_agents(json_: JsonOpt = False) -> None:
     """Agents a profile's AGENT_NAME may name, per runner, and where each came from."""
     infos = [info for info in operations().list_runners() if info.agents]
     if json_:
@@ -93,7 +92,7 @@ def list_agents(json_: JsonOption = False) -> None:
 
 
 @plugin_app.command("list")
-def list_plugins(json_: JsonOption = False) -> None:
+def list_plugins(json_: JsonOpt = False) -> None:
     """Every agent, runner, JSONL scorer and environment installed on this machine (not a server's:
     ENVLOOP_URL is not consulted), and the plugins that could not be used."""
     from envloop.services.components import installed_components  # noqa: PLC0415 - loads every component

@@ -6,11 +6,11 @@ from typing import Annotated
 import typer
 
 from envloop.cli.backend import operations
+from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, note, out, table, warn, when
 from envloop.core.words import plural
 
 app = typer.Typer(help="Frozen, versioned sets of tasks.", no_args_is_help=True)
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 
 @app.command()

@@ -8,6 +8,7 @@ import typer
 
 from envloop.cli import exits
 from envloop.cli.backend import operations, remote
+from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, note, out, table, warn, when
 from envloop.cli.serve import DEFAULT_URL
 from envloop.core.capacity import CAPACITY_ENV, default_capacity
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from envloop.wire import JobRequest, JobView, ShareView
 
 app = typer.Typer(help="Evaluation jobs: a dataset revision x profiles x attempts.", no_args_is_help=True)
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 
 def _tags(values: list[str]) -> dict[str, str]:

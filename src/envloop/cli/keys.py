@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, note, out, table, when
 from envloop.cli.state import context
 
@@ -14,7 +15,6 @@ if TYPE_CHECKING:
 # ruff: noqa: PLC0415
 
 app = typer.Typer(help="API keys of a project (for the HTTP API and ENVLOOP_API_KEY).", no_args_is_help=True)
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 ProjectOpt = Annotated[str | None, typer.Option("--project", help="Project name (default: default).")]
 
 

@@ -7,6 +7,7 @@ from rich.console import Group
 from rich.text import Text
 
 from envloop.cli.backend import operations
+from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, note, out
 from envloop.core.display import format_score
 from envloop.core.status import JobStatus
@@ -18,7 +19,6 @@ app = typer.Typer(
     "counted as 0, shown with the mean of the scored ones and coverage.",
     no_args_is_help=True,
 )
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 
 @app.command()

@@ -6,10 +6,10 @@ from typing import Annotated
 import typer
 
 from envloop.cli.backend import operations
+from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, note, out, table, when
 
 app = typer.Typer(help="Versioned, immutable model/agent parameters.", no_args_is_help=True)
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 
 @app.command()

@@ -9,10 +9,9 @@ from rich.text import Text
 
 from envloop.cli.backend import operations
 from envloop.cli.diagnosis_view import diagnosis_view
+from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, out
 from envloop.cli.render import breakdown_view, result_view, usage_lines
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 
 def result(

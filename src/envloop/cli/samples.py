@@ -6,6 +6,7 @@ import typer
 from pydantic import ValidationError
 
 from envloop.cli.backend import operations
+from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, note, out, table
 from envloop.core.display import format_score
 from envloop.core.words import plural
@@ -64,7 +65,7 @@ def samples(
     ] = "attempt",
     limit: Annotated[int, typer.Option("--limit", min=1, max=MAX_SAMPLE_PAGE, help="Samples per page.")] = 50,
     offset: Annotated[int, typer.Option("--offset", min=0, help="Skip this many samples.")] = 0,
-    json_: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")] = False,
+    json_: JsonOpt = False,
 ) -> None:
     """A job's attempts: input, target, output, reward, status, tokens and duration, filtered, searched
     and sorted by the store, a page at a time."""

@@ -1,14 +1,12 @@
 """`el secret rotate-key`: re-encrypt every stored profile secret with a new key."""
 
-from typing import Annotated
-
 import typer
 
+from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, note, out
 from envloop.cli.state import context
 
 app = typer.Typer(help="The key that encrypts profile secrets at rest.", no_args_is_help=True)
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 
 @app.command("rotate-key")

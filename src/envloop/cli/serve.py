@@ -12,9 +12,10 @@ from typing import Annotated
 
 import typer
 
+from envloop.cli.options import LeaseTtlOpt, RayAddressOpt
 from envloop.cli.output import note
 from envloop.cli.state import context
-from envloop.core.capacity import CAPACITY_ENV
+from envloop.core.capacity import CAPACITY_ENV, LEASE_TTL_SEC
 from envloop.core.words import plural
 from envloop.services.errors import UserError
 
@@ -57,9 +58,7 @@ def serve(
             help="Trials per worker at once (default: max(2, cores)).",
         ),
     ] = None,
-    lease_ttl: Annotated[
-        float, typer.Option("--lease-ttl", min=1, help="Seconds before a silent worker's trials are re-run.")
-    ] = 30.0,
+    lease_ttl: LeaseTtlOpt = LEASE_TTL_SEC,
     executor: Annotated[
         str,
         typer.Option(
@@ -67,10 +66,7 @@ def serve(
             help="Where the local workers run trials: local (this machine) or ray (a Ray cluster).",
         ),
     ] = "local",
-    ray_address: Annotated[
-        str | None,
-        typer.Option("--ray-address", help="The Ray cluster (host:port; default RAY_ADDRESS, else auto)."),
-    ] = None,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Serve the HTTP API (under /v1) and the console, with local workers running the queue."""
     # The web stack takes about a second to import: only `el serve` pays for it.

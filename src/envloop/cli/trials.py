@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from envloop.cli.backend import operations
+from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, note, out, table, when
 from envloop.core.display import format_score
 from envloop.core.status import Phase, TrialStatus
@@ -22,7 +23,6 @@ from envloop.trajectories.render import describe_end, describe_step
 from envloop.wire import LOG_FILES, LOG_PAGE_BYTES, LogPhase, TrialView
 
 app = typer.Typer(help="Single attempts: status, reward, logs, artifacts.", no_args_is_help=True)
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 FLAG_PATHS_SHOWN = 10
 """A flag's paths printed by `el trial get`; `--json` has them all."""
 

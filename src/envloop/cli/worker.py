@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from envloop.cli.options import LeaseTtlOpt, RayAddressOpt
 from envloop.cli.output import note
 from envloop.cli.state import context
 from envloop.core.capacity import (
     CAPACITY_ENV,
+    LEASE_TTL_SEC,
     PROCESSES_ENV,
     default_capacity,
     default_processes,
@@ -45,9 +47,7 @@ def worker(
     idle_exit: Annotated[
         float | None, typer.Option("--idle-exit", help="Exit after the queue stays empty this many seconds.")
     ] = None,
-    lease_ttl: Annotated[
-        float, typer.Option("--lease-ttl", min=1, help="Seconds before a silent worker's trials are re-run.")
-    ] = 30.0,
+    lease_ttl: LeaseTtlOpt = LEASE_TTL_SEC,
     environment: Annotated[
         str,
         typer.Option(
@@ -58,10 +58,7 @@ def worker(
     executor: Annotated[
         str, typer.Option("--executor", help="Where trials run: local (this machine) or ray (a Ray cluster).")
     ] = "local",
-    ray_address: Annotated[
-        str | None,
-        typer.Option("--ray-address", help="The Ray cluster (host:port; default RAY_ADDRESS, else auto)."),
-    ] = None,
+    ray_address: RayAddressOpt = None,
     background: Annotated[bool, typer.Option("--background", hidden=True)] = False,
     in_group: Annotated[bool, typer.Option("--in-group", hidden=True)] = False,
 ) -> None:

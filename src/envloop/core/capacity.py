@@ -1,5 +1,5 @@
-"""How many trials a worker runs at once, and in how many processes, when nobody chose: light to
-import, for the CLI's options."""
+"""How many trials a worker runs at once, in how many processes, and how long it holds them
+without a word, when nobody chose: light to import, for the CLI's options."""
 
 import os
 
@@ -12,6 +12,10 @@ starts, `el serve`'s); unset: max(2, cores)."""
 PROCESSES_ENV = env_name("worker_processes")
 """Processes that share a local worker's capacity when `--processes` is not given; unset: see
 `default_processes`."""
+
+LEASE_TTL_SEC = 30.0
+"""How long a worker's trials stay its own after its last renewal: past it, a worker that went
+silent (stalled, or on another host and unreachable) loses them to the queue."""
 
 TRIALS_PER_PROCESS = 2
 """A worker process keeps at least this many trials going, so that one trial's waits (a sandbox

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from sqlalchemy import delete, select, update
 from sqlalchemy.exc import OperationalError
 
-from envloop.core.capacity import default_capacity
+from envloop.core.capacity import LEASE_TTL_SEC, default_capacity
 from envloop.core.ids import new_id
 from envloop.core.retry_policy import Backoff, retrying
 from envloop.core.status import TERMINAL, ErrorType, TrialStatus
@@ -60,7 +60,7 @@ class _HandedBack(Exception):
 @dataclass
 class WorkerConfig:
     capacity: int = field(default_factory=default_capacity)
-    lease_ttl: float = 30.0
+    lease_ttl: float = LEASE_TTL_SEC
     idle_poll: float = 0.1
     idle_exit: float | None = None
     """Exit after the queue has stayed empty this long (background workers); None: run until stopped."""
