@@ -1,6 +1,7 @@
 """What the agent CLIs that speak to an OpenAI-compatible endpoint share: their params, the start
 of their phase (the instruction step, the install from the worker's cache), one run of the CLI with
-its output kept in the agent's logs, and the working directory's changes.
+its output kept in the agent's logs (for a CLI that streams events, read into steps as well), and the
+working directory's changes.
 
 Each CLI module (codex.py, opencode.py, qwen_code.py, mini_swe_agent.py, aider.py) says how its CLI
 is installed (a recipe), configured and started, and turns the CLI's own record of the run (its JSON
@@ -12,7 +13,7 @@ twice.
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, Literal, TypeVar
+from typing import Generic, Literal, Protocol, TypeVar
 
 from envloop.agents.base import AgentContext, AgentResult
 from envloop.agents.provision import Provisioned, provision
@@ -121,6 +122,45 @@ async def record_changes(ctx: AgentContext, before: Snapshot, label: str) -> Non
     changes = changes_between(before, after)
     if changes:
         ctx.recorder.add(StateStep(note=f"files {label} changed in the working directory", changes=changes))
+
+
+class EventStream(Protocol):
+    """A CLI's JSON event stream turned into trajectory steps, one line at a time."""
+
+    def feed(self, line: str) -> None: ...
+
+    def finish(self) -> tuple[StopReason | None, str | None]:
+        """How the run ended by its record, and the endpoint's error if the record shows one."""
+        ...
+
+
+@dataclass
+class StreamedRun:
+    result: ExecResult
+    stop: StopReason | None
+    error: str | None
+
+
+async def run_streaming_cli(
+    ctx: AgentContext,
+    started: CliStart[P],
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    label: str,
+    events: EventStream,
+) -> StreamedRun:
+    """One run of a CLI that writes its event stream on stdout, kept as `{label}.jsonl` (stderr as
+    `{label}.stderr.txt`). The stream becomes steps even when the run is cut short (a timeout, a
+    cancelled trial), then the working directory's changes are recorded."""
+    stream = f"{label}.jsonl"
+    try:
+        result = await run_cli(ctx, argv, env, stream, f"{label}.stderr.txt")
+    finally:
+        for line in read_lines(ctx.log_path(stream)):
+            events.feed(line)
+    await record_changes(ctx, started.before, label)
+    stop, error = events.finish()
+    return StreamedRun(result, stop, error)
 
 
 def read_lines(path: Path) -> list[str]:

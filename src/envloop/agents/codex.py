@@ -21,9 +21,7 @@ from envloop.agents.base import AgentContext, AgentInfo, AgentResult
 from envloop.agents.cli_agent import (
     OpenAICliParams,
     cli_result,
-    read_lines,
-    record_changes,
-    run_cli,
+    run_streaming_cli,
     start_cli,
     version_param,
     write_config,
@@ -120,17 +118,6 @@ class CodexAgent:
             {"reasoning_effort": params.REASONING_EFFORT}, protocol="openai-responses"
         )
         events = CodexEvents(ctx.recorder, summary, model_steps=not ctx.model_gateway)
-        try:
-            result = await run_cli(
-                ctx,
-                ["bash", "-c", RUN_SCRIPT, *RECIPE.argv(inside)],
-                variables,
-                "codex.jsonl",
-                "codex.stderr.txt",
-            )
-        finally:
-            for line in read_lines(ctx.log_path("codex.jsonl")):
-                events.feed(line)
-        await record_changes(ctx, started.before, "codex")
-        stop, error = events.finish()
-        return cli_result(result, stop, error, "codex")
+        argv = ["bash", "-c", RUN_SCRIPT, *RECIPE.argv(inside)]
+        run = await run_streaming_cli(ctx, started, argv, variables, "codex", events)
+        return cli_result(run.result, run.stop, run.error, "codex")

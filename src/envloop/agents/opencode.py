@@ -22,9 +22,7 @@ from envloop.agents.base import DEFAULT_MAX_STEPS, AgentContext, AgentInfo, Agen
 from envloop.agents.cli_agent import (
     OpenAICliParams,
     cli_result,
-    read_lines,
-    record_changes,
-    run_cli,
+    run_streaming_cli,
     start_cli,
     version_param,
     write_config,
@@ -113,11 +111,5 @@ class OpenCodeAgent:
         summary = params.request_summary({"temperature": params.TEMPERATURE, "steps": steps})
         events = OpenCodeEvents(ctx.recorder, summary, model_steps=not ctx.model_gateway)
         argv = ["bash", "-c", RUN_SCRIPT, *RECIPE.argv(inside)]
-        try:
-            result = await run_cli(ctx, argv, variables, "opencode.jsonl", "opencode.stderr.txt")
-        finally:
-            for line in read_lines(ctx.log_path("opencode.jsonl")):
-                events.feed(line)
-        await record_changes(ctx, started.before, "opencode")
-        stop, error = events.finish()
-        return cli_result(result, stop, error, "opencode")
+        run = await run_streaming_cli(ctx, started, argv, variables, "opencode", events)
+        return cli_result(run.result, run.stop, run.error, "opencode")

@@ -21,9 +21,7 @@ from envloop.agents.base import DEFAULT_MAX_STEPS, AgentContext, AgentInfo, Agen
 from envloop.agents.cli_agent import (
     OpenAICliParams,
     cli_result,
-    read_lines,
-    record_changes,
-    run_cli,
+    run_streaming_cli,
     start_cli,
     version_param,
     write_config,
@@ -117,13 +115,8 @@ class QwenCodeAgent:
         summary = params.request_summary({"temperature": params.TEMPERATURE, "max_turns": max_turns})
         events = QwenEvents(ctx.recorder, summary, model_steps=not ctx.model_gateway)
         argv = ["bash", "-c", RUN_SCRIPT, *RECIPE.argv(inside), str(max_turns)]
-        try:
-            result = await run_cli(ctx, argv, variables, "qwen-code.jsonl", "qwen-code.stderr.txt")
-        finally:
-            for line in read_lines(ctx.log_path("qwen-code.jsonl")):
-                events.feed(line)
-        await record_changes(ctx, started.before, "qwen-code")
-        stop, error = events.finish()
-        if stop is None and result.exit_code == TURN_LIMIT_EXIT:
+        run = await run_streaming_cli(ctx, started, argv, variables, "qwen-code", events)
+        stop = run.stop
+        if stop is None and run.result.exit_code == TURN_LIMIT_EXIT:
             stop = "max_steps"
-        return cli_result(result, stop, error, "qwen-code")
+        return cli_result(run.result, stop, run.error, "qwen-code")
