@@ -42,7 +42,7 @@ from envloop.scheduling.executor import RunLost
 from envloop.services.errors import ServerError, UserError
 from envloop.settings import settings
 from envloop.store.artifacts import regular_files
-from envloop.tasks.archive import pack_task, safe_extract
+from envloop.tasks.archive import extract_shared, pack_task, safe_extract
 from envloop.tasks.harbor import load_task_config
 
 CANCEL_GRACE_SEC = 5.0
@@ -83,18 +83,10 @@ def _unpacked_task(node_dir: Path, key: str, archive: bytes) -> Path:
     if target.is_dir():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".unpack-"))
-    try:
-        (staging / "task.tar.gz").write_bytes(archive)
-        safe_extract(staging / "task.tar.gz", staging / "task")
-        try:
-            (staging / "task").rename(target)
-        except OSError:
-            if not target.is_dir():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".archive-", suffix=".tar.gz") as file:
+        file.write(archive)
+        file.flush()
+        return extract_shared(Path(file.name), target)
 
 
 def _owner_alive(run_dir: Path) -> bool:

@@ -138,26 +138,20 @@ class ArtifactStore:
         target = self.root / "task-cache" / _hex(digest)
         if target.is_dir():
             return target
-        from envloop.tasks.archive import safe_extract  # noqa: PLC0415
+        from envloop.tasks.archive import extract_shared  # noqa: PLC0415
         from envloop.tasks.digest import task_digest  # noqa: PLC0415
 
         archive = self._local_archive(digest)
-        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".unpack-"))
-        try:
-            safe_extract(archive, staging / "task")
-            if self.remote is not None and task_digest(staging / "task") != digest:
+        remote = self.remote
+
+        def holds_its_digest(task: Path) -> None:
+            if remote is not None and task_digest(task) != digest:
                 archive.unlink(missing_ok=True)
                 raise ArtifactIntegrityError(
-                    f"task archive {digest} from {self.remote.url} does not hold the content of its digest"
+                    f"task archive {digest} from {remote.url} does not hold the content of its digest"
                 )
-            try:
-                (staging / "task").rename(target)
-            except OSError:
-                if not target.is_dir():
-                    raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        return target
+
+        return extract_shared(archive, target, holds_its_digest)
 
     def _local_archive(self, digest: str) -> Path:
         archive = self.task_archive(digest)

@@ -112,6 +112,25 @@ def safe_extract(
             raise
 
 
+def extract_shared(archive: Path, target: Path, check: Callable[[Path], None] | None = None) -> Path:
+    """`target` as `archive` unpacked, for a cache that concurrent processes fill: unpacked beside
+    it, given to `check` (which raises to refuse it), then renamed into place. A process that loses
+    the race to rename uses the copy that won."""
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".unpack-"))
+    try:
+        safe_extract(archive, staging / "task")
+        if check is not None:
+            check(staging / "task")
+        try:
+            (staging / "task").rename(target)
+        except OSError:
+            if not target.is_dir():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
 def extract_task_archive(
     archive: Path,
     dest: Path,
