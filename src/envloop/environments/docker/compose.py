@@ -97,17 +97,37 @@ def _dependencies(value: object) -> object:
     return {str(name): {} for name in value} if isinstance(value, list) else value
 
 
-class Service(_Strict):
+class _Links(_Strict):
+    """What `main` and every sidecar may declare alike, in either of compose's spellings (a list or
+    a mapping): its environment and the services it waits for."""
+
+    depends_on: dict[str, Dependency] = Field(default_factory=dict)
+    environment: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("environment", mode="before")
+    @classmethod
+    def _environment_list(cls, value: object) -> object:
+        return _mapping(value)
+
+    @field_validator("depends_on", mode="before")
+    @classmethod
+    def _depends_list(cls, value: object) -> object:
+        return _dependencies(value)
+
+
+class MainOverrides(_Links):
+    """What a task may say about `main`: the agent's container is envloop's own to make."""
+
+
+class Service(_Links):
     build: Build | None = None
     image: str | None = None
     command: list[str] | str | None = None
     entrypoint: list[str] | str | None = None
-    environment: dict[str, str] = Field(default_factory=dict)
     working_dir: str | None = None
     user: str | None = None
     expose: list[str | int] = Field(default_factory=list)
     healthcheck: Healthcheck | None = None
-    depends_on: dict[str, Dependency] = Field(default_factory=dict)
     container_name: str | None = None
     restart: str | None = None
 
@@ -115,33 +135,6 @@ class Service(_Strict):
     @classmethod
     def _build_string(cls, value: object) -> object:
         return {"context": value} if isinstance(value, str) else value
-
-    @field_validator("environment", mode="before")
-    @classmethod
-    def _environment_list(cls, value: object) -> object:
-        return _mapping(value)
-
-    @field_validator("depends_on", mode="before")
-    @classmethod
-    def _depends_list(cls, value: object) -> object:
-        return _dependencies(value)
-
-
-class MainOverrides(_Strict):
-    """What a task may say about `main`: the agent's container is envloop's own to make."""
-
-    depends_on: dict[str, Dependency] = Field(default_factory=dict)
-    environment: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("environment", mode="before")
-    @classmethod
-    def _environment_list(cls, value: object) -> object:
-        return _mapping(value)
-
-    @field_validator("depends_on", mode="before")
-    @classmethod
-    def _depends_list(cls, value: object) -> object:
-        return _dependencies(value)
 
 
 class ComposeFile(BaseModel):
