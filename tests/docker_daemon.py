@@ -1,8 +1,10 @@
 """The Docker daemon and base image the docker tests run against, set up once per test session.
 
 `scripts/test` starts the daemon (scripts/docker-daemon) and makes the base images before pytest;
-a bare `pytest` starts a daemon itself when none answers (and stops it at the end). Where no daemon
-can start, the tests fail loudly under CI=true and are skipped elsewhere, with the reason.
+a bare `pytest` starts a daemon itself when none answers, and stops it at the end when it ran in one
+process; with xdist the daemon stays, since one worker's session may end while another's still uses
+it. Where no daemon can start, the tests fail loudly under CI=true and are skipped elsewhere, with
+the reason.
 """
 
 import asyncio
@@ -39,6 +41,7 @@ def docker_daemon() -> Iterator[str]:
     if version is None:
         start = subprocess.run([script, "start"], capture_output=True, text=True, check=False)
         started = start.returncode == 0 and start.stdout.strip() == "started"
+        started = started and "PYTEST_XDIST_WORKER" not in os.environ
         version, why = _version()
         if version is None:
             reason = f"no Docker daemon could be started: {start.stderr.strip() or why}"
