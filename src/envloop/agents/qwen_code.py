@@ -10,8 +10,7 @@ Run: the instruction on stdin, `--yolo` (every tool allowed: the environment is 
 OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL; its settings file (`~/.qwen/settings.json`, written
 fresh) turns telemetry, usage statistics and auto-update off, runs the shell tool's commands as
 plain child processes (below) and sets TEMPERATURE; the task's MCP servers are passed with
-`--mcp-config`. The stream is kept as `qwen-code.jsonl` and becomes the
-trajectory (qwen_events.py).
+`--mcp-config`. The stream is kept as `qwen-code.jsonl` and becomes the trajectory (qwen_events.py).
 """
 
 import json
