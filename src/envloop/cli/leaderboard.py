@@ -9,7 +9,7 @@ from rich.text import Text
 from envloop.cli.backend import operations
 from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, note, out
-from envloop.core.display import format_score
+from envloop.core.display import format_interval, format_score
 from envloop.core.status import JobStatus
 from envloop.core.words import plural
 from envloop.wire import BoardRow
@@ -60,7 +60,7 @@ def _rank(row: BoardRow) -> str:
 
 
 def _row(row: BoardRow, width: int) -> list[Text]:
-    interval = f" (95% CI {format_score(row.ci95[0])}–{format_score(row.ci95[1])})" if row.ci95 else ""
+    interval = f" (95% CI {format_interval(row.ci95)})" if row.ci95 else ""
     who = row.model if row.model == row.profile else f"{row.model} ({row.profile})"
     composite = f", composite {format_score(row.composite.mean)}" if row.composite else ""
     status = "" if row.job_status == JobStatus.COMPLETED else f", job {row.job_status}"

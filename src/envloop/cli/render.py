@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from envloop.cli.output import table
-from envloop.core.display import coverage_line, format_cost, format_duration, format_score
+from envloop.core.display import coverage_line, format_cost, format_duration, format_interval, format_score
 from envloop.core.metrics import ProfileMetrics, null_reasons
 from envloop.core.oracle_check import OracleCheck
 from envloop.core.structured import Aggregate, StructuredSummary
@@ -36,10 +36,8 @@ def profile_block(ref: str, m: ProfileMetrics) -> Group:
         )
     )
     if m.stderr is not None and m.ci95 is not None:
-        low, high = (format_score(v) for v in m.ci95)
-        lines.append(
-            Text(f"95% CI {low} – {high}   (standard error {format_score(m.stderr)}, clustered by task)")
-        )
+        spread = f"standard error {format_score(m.stderr)}, clustered by task"
+        lines.append(Text(f"95% CI {format_interval(m.ci95)}   ({spread})"))
     elif m.score is not None:
         lines.append(Text(f"no interval: {reasons.get('stderr', 'not enough data')}"))
     if m.curve:
@@ -74,9 +72,7 @@ def profile_block(ref: str, m: ProfileMetrics) -> Group:
 
 def _aggregate(value: Aggregate) -> str:
     """Structured values are on their own scales: shown as the numbers they are, never as percents."""
-    interval = ""
-    if value.ci95 is not None:
-        interval = f" (95% CI {value.ci95[0]:.4g} – {value.ci95[1]:.4g})"
+    interval = "" if value.ci95 is None else f" (95% CI {format_interval(value.ci95, as_score=False)})"
     return f"{value.mean:.4g}{interval} over {plural(value.trials, 'trial')}, {plural(value.tasks, 'task')}"
 
 
@@ -112,9 +108,8 @@ def breakdown_view(found: "Breakdown") -> Group:
         rows = []
         for group in found.groups:
             metrics = group.profiles[ref]
-            interval = "—" if metrics.ci95 is None else " – ".join(format_score(v) for v in metrics.ci95)
             name = group.value if group.value is not None else f"(no {found.by})"
-            rows.append([name, len(group.tasks), metrics.coverage, interval])
+            rows.append([name, len(group.tasks), metrics.coverage, format_interval(metrics.ci95)])
         parts.append(table([found.by, "tasks", f"{ref}: score and coverage", "95% CI"], rows))
     return Group(*parts)
 

@@ -22,6 +22,7 @@ from envloop.core.display import (
     format_difference,
     format_difference_interval,
     format_duration,
+    format_interval,
     format_score,
 )
 from envloop.core.status import TERMINAL, TrialStatus
@@ -56,15 +57,6 @@ def _between(start: datetime | None, end: datetime | None) -> str:
 def _number(value: float | None) -> str:
     """A value on its own scale (structured results, dimensions): never shown as a percentage."""
     return MISSING if value is None else f"{value:.4g}"
-
-
-def _interval(value: tuple[float, float] | None, as_score: bool = True) -> str:
-    if value is None:
-        return MISSING
-    low, high = value
-    if as_score:
-        return f"{format_score(low)} – {format_score(high)}"
-    return f"{low:.4g} – {high:.4g}"
 
 
 def _size(value: int | None) -> str:
@@ -119,7 +111,7 @@ environment.filters.update(
     when=_when,
     seconds=format_duration,
     cost=format_cost,
-    interval=_interval,
+    interval=format_interval,
     size=_size,
     reward_class=_reward_class,
     difference=format_difference,

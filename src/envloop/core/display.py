@@ -55,6 +55,17 @@ def format_difference(x: float | None, unit: DifferenceUnit, *, sign: bool = Tru
     return f"{x:{'+' if sign else ''}.4g}"
 
 
+def format_interval(ci95: tuple[float, float] | None, *, as_score: bool = True) -> str:
+    """The two bounds of an interval, joined by an en dash: as percents for a score (`40%`, `70%`),
+    as numbers for a mean on its own scale (`0.25`, `0.75`). One way wherever a person reads them."""
+    if ci95 is None:
+        return MISSING
+    low, high = ci95
+    if as_score:
+        return f"{format_score(low)} – {format_score(high)}"
+    return f"{low:.4g} – {high:.4g}"
+
+
 def format_difference_interval(ci95: tuple[float, float] | None, unit: DifferenceUnit) -> str:
     """`-78.6 to -1.8 pts`: the two bounds of a difference's interval, in the difference's unit."""
     if ci95 is None:
