@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -153,6 +154,26 @@ def test_el_model_serve_refuses_bad_options_and_missing_weights_with_exit_code_2
     junk = el("model", "serve", "--port", "0", "--model", f"sft={tmp_path / 'junk.gguf'}")
     assert junk.code == 2
     assert junk.stderr.strip().splitlines()[-1] == (
+        "el: error: alias 'sft': junk.gguf is not a model llama.cpp can load"
+    )
+
+
+def test_a_port_whose_server_just_stopped_is_free_while_its_clients_still_hold_connections(
+    el: El, tmp_path: Path
+) -> None:
+    """As after `el model serve` is stopped while a worker keeps its connections open: the stopped
+    server's side of each waits for the client to close (FIN-WAIT-2). The port is taken again; the
+    run gets past it to the weights (junk here, so it ends there without loading a model)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = str(listener.getsockname()[1])
+    with socket.create_connection(("127.0.0.1", int(port))):
+        accepted, _ = listener.accept()
+        accepted.close()
+        listener.close()
+        (tmp_path / "junk.gguf").write_bytes(b"not a model")
+        again = el("model", "serve", "--port", port, "--model", f"sft={tmp_path / 'junk.gguf'}")
+    assert again.code == 2
+    assert again.stderr.strip().splitlines()[-1] == (
         "el: error: alias 'sft': junk.gguf is not a model llama.cpp can load"
     )
 

@@ -26,14 +26,13 @@ def _stop(signum: int, frame: object) -> None:
 
 
 def _listen(port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    """The server's socket, bound as servers bind (SO_REUSEADDR): a port whose last server has just
+    stopped, while its clients still hold their connections, is free again; one another server
+    listens on is not."""
     try:
-        sock.bind(("127.0.0.1", port))
+        return socket.create_server(("127.0.0.1", port), backlog=64)
     except OSError:
-        sock.close()
         raise UserError(f"port {port} on 127.0.0.1 is in use; choose another with --port") from None
-    sock.listen(64)
-    return sock
 
 
 @app.command()

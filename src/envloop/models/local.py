@@ -84,11 +84,11 @@ def _free_port() -> int:
 
 
 def _check_port_free(port: int) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            raise LocalModelError(f"port {port} on 127.0.0.1 is in use; choose another with --port") from None
+    """Whether the server can bind `port` as it will (SO_REUSEADDR, as `socket.create_server` binds)."""
+    try:
+        socket.create_server(("127.0.0.1", port)).close()
+    except OSError:
+        raise LocalModelError(f"port {port} on 127.0.0.1 is in use; choose another with --port") from None
 
 
 class LocalModelServer:
