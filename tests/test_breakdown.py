@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from envloop.core.trial import TrialOutcome
+from envloop.errors import UserError
 from envloop.services import datasets, jobs, profiles
 from envloop.services.breakdown import job_breakdown, metadata_fields
 from envloop.services.context import Context
-from envloop.services.errors import UserError
 from envloop.store import queue
 from envloop.wire.jobs import JobRequest
 from tests.conftest import El, make_task, publish_profile, run_job_in_process, write_profile

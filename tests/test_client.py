@@ -8,9 +8,9 @@ import pytest
 
 from envloop import Client as ExportedClient
 from envloop.client import AccessError, Client
+from envloop.errors import ConflictError, NotFoundError, UserError
 from envloop.services import compare, jobs, leaderboard, results, trace, trials
 from envloop.services.context import Context
-from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.services.jobs import JobRequest
 from envloop.services.profiles import read_profile_file
 from envloop.services.rollouts import JobEvent, RolloutRequest, TrialEvent

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from envloop.client import Client
-from envloop.services.errors import NotFoundError, ServerError
+from envloop.errors import NotFoundError, ServerError
 
 
 def _self_signed(tmp_path: Path) -> tuple[Path, Path]:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from envloop.errors import UserError
 from envloop.services.compare import compare_runs
 from envloop.services.context import Context
-from envloop.services.errors import UserError
 from tests.conftest import El
 from tests.test_compare_support import Rewards, make_profile, push_tasks, run_job
 

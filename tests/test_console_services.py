@@ -9,10 +9,10 @@ import pytest
 
 from envloop.console.charts import histogram_chart
 from envloop.core.metrics import AttemptSlot, compute_metrics
+from envloop.errors import UserError
 from envloop.services import datasets, jobs, profiles, trial_files
 from envloop.services.context import Context
 from envloop.services.distribution import RewardHistogram, reward_histogram
-from envloop.services.errors import UserError
 from envloop.services.profiles import ProfileDocument, ProfileSpec
 from envloop.services.trials import list_trials
 from envloop.store.artifacts import ArtifactNotFoundError

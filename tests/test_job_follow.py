@@ -9,10 +9,10 @@ import pytest
 from sqlalchemy import event, update
 
 from envloop.cli.progress import follow
+from envloop.errors import NotFoundError
 from envloop.local import LocalClient
 from envloop.services import datasets, jobs, profiles
 from envloop.services.context import Context, open_context
-from envloop.services.errors import NotFoundError
 from envloop.store.tables import Trial
 from tests.conftest import EXAMPLES, write_profile
 

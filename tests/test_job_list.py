@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import event, insert, select
 
 from envloop.core.ids import new_id
+from envloop.errors import NotFoundError, UserError
 from envloop.services import datasets, jobs, profiles
 from envloop.services.context import Context
-from envloop.services.errors import NotFoundError, UserError
 from envloop.store.tables import Job, JobProfile, Trial
 from tests.conftest import EXAMPLES, El, write_profile
 from tests.pg import BACKENDS

@@ -15,9 +15,9 @@ from sqlalchemy import func, select
 
 from envloop.core.leaderboard import RunKey, key_differences, model_label, rank_standings
 from envloop.core.metrics import score_bounds
+from envloop.errors import NotFoundError, UserError
 from envloop.services import leaderboard, trials
 from envloop.services.context import Context
-from envloop.services.errors import NotFoundError, UserError
 from envloop.store.tables import LeaderboardRow
 from tests.conftest import El
 from tests.test_compare_support import make_profile, push_tasks, run_job

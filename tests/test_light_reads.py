@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from envloop.errors import NotFoundError, UserError
 from envloop.scheduling.worker import Worker, WorkerConfig
 from envloop.services import diagnosis, job_reads, results, trial_reads, trials, usage
 from envloop.services.context import DATABASE_FILE, Context, open_context
-from envloop.services.errors import NotFoundError, UserError
 from envloop.services.failures import rewarded_by_profiles
 from envloop.store import light as light_store
 from envloop.store.light import CACHE_FILE, Compiled, SqliteReads, compile_sqlite, open_light

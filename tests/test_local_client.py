@@ -12,9 +12,9 @@ import pytest
 
 import envloop
 from envloop.client import Client
+from envloop.errors import NotFoundError, UserError
 from envloop.local import LocalClient
 from envloop.operations import Operations
-from envloop.services.errors import NotFoundError, UserError
 from envloop.services.profiles import read_profile_file
 from envloop.wire import JobEvent, JobRequest, TrialEvent
 from tests.api_server import Server

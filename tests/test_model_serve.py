@@ -19,8 +19,8 @@ import httpx
 import openai
 import pytest
 
+from envloop.errors import UserError
 from envloop.models.serving.aliases import AliasSettings, parse_models
-from envloop.services.errors import UserError
 from tests.conftest import El
 
 

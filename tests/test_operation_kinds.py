@@ -19,12 +19,12 @@ from pydantic.dataclasses import dataclass
 
 from envloop.api.routes.declared import build_router
 from envloop.client import Client
+from envloop.errors import NotFoundError, ServerError, UserError
 from envloop.local import LocalClient
 from envloop.operation import Operation
 from envloop.operation_kinds import Download, Events, Upload
 from envloop.operations import Operations
 from envloop.services.context import Context
-from envloop.services.errors import NotFoundError, ServerError, UserError
 from envloop.wire import ArtifactInfo
 from envloop.wire.request import REQUEST, QueryForm
 from tests.api_server import Server, serve_in_process

@@ -23,8 +23,8 @@ from envloop.core.planning import (
     variance_components,
 )
 from envloop.core.stats import t_quantile
+from envloop.errors import NotFoundError, UserError
 from envloop.services.context import Context
-from envloop.services.errors import NotFoundError, UserError
 from envloop.services.planning import plan_comparison
 from tests.conftest import El
 from tests.test_compare_support import make_profile, push_tasks, run_job

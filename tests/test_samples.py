@@ -23,9 +23,9 @@ from envloop.core.trajectory import (
     UserStep,
 )
 from envloop.core.trial import TrialError, TrialOutcome
+from envloop.errors import UserError
 from envloop.services import datasets, jobs, profiles
 from envloop.services.context import Context
-from envloop.services.errors import UserError
 from envloop.services.samples import SampleQuery, job_samples
 from envloop.services.trial_files import PUBLISHING_SEC
 from envloop.store import queue

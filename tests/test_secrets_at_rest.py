@@ -12,9 +12,9 @@ from alembic.config import Config
 from cryptography.fernet import Fernet, InvalidToken
 from sqlalchemy import select, text, update
 
+from envloop.errors import ConflictError, UserError
 from envloop.services import profiles
 from envloop.services.context import Context, open_context
-from envloop.services.errors import ConflictError, UserError
 from envloop.services.secrets import SecretKeyError
 from envloop.store.db import MIGRATIONS_DIR, Store, make_engine
 from envloop.store.tables import Profile, ProfileSecret

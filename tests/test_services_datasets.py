@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from envloop.errors import NotFoundError, UserError
 from envloop.services import datasets
 from envloop.services.context import Context
-from envloop.services.errors import NotFoundError, UserError
 from tests.conftest import EXAMPLES, make_task
 
 

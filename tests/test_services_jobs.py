@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from envloop.errors import ConflictError, NotFoundError, UserError
 from envloop.services import datasets, jobs, profiles
 from envloop.services.context import Context
-from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.store.tables import Job, Trial
 from tests.conftest import EXAMPLES, write_profile
 

@@ -6,9 +6,9 @@ import pytest
 from cryptography.fernet import Fernet
 from sqlalchemy import select
 
+from envloop.errors import ConflictError, UserError
 from envloop.services import datasets, jobs, profiles
 from envloop.services.context import Context
-from envloop.services.errors import ConflictError, UserError
 from envloop.store.tables import Profile, ProfileSecret
 from envloop.wire.jobs import JobRequest
 from tests.conftest import make_task, write_profile

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from envloop.errors import NotFoundError
 from envloop.services import trial_reads, trials
 from envloop.services.context import Context
-from envloop.services.errors import NotFoundError
 from envloop.services.trace import load_outline
 from envloop.services.trial_usage import TrialUsage, trial_usage
 from tests.conftest import run_trials, submit_command_job

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from envloop.errors import UserError
 from envloop.scheduling.worker import Worker, WorkerConfig
 from envloop.services import datasets, jobs, profiles, trials
 from envloop.services.context import Context
-from envloop.services.errors import UserError
 from envloop.tasks.harbor import load_harbor_task
 from envloop.tasks.variables import referenced_variables, resolve_env
 from tests.conftest import make_task, write_profile

@@ -20,10 +20,10 @@ from typing import Any, TypeVar, cast
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
+from envloop.errors import ConflictError, NotFoundError, ServerError, UserError
 from envloop.operation import Operation, Req, Resp
 from envloop.operation_kinds import Download, Events, Upload
 from envloop.operations import Operations
-from envloop.services.errors import ConflictError, NotFoundError, ServerError, UserError
 from envloop.settings import settings
 from envloop.uploads import packed
 

@@ -67,7 +67,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
-from envloop.services.errors import UserError
+from envloop.errors import UserError
 from envloop.wire.deferred import resolved
 from envloop.wire.request import QueryForm
 

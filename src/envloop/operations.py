@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Self, cast
 from pydantic import TypeAdapter, ValidationError
 
 from envloop.declarations import Declarations
+from envloop.errors import ServerError
 from envloop.operation import Operation, Req, Resp, one_line
-from envloop.services.errors import ServerError
 
 if TYPE_CHECKING:
     from envloop.core.trajectory import Trajectory

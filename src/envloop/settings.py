@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from envloop.services.errors import UserError
+from envloop.errors import UserError
 
 PREFIX = "ENVLOOP_"
 

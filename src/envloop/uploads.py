@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from envloop.services.errors import UserError
+from envloop.errors import UserError
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

@@ -20,8 +20,8 @@ from envloop.api.errors import validation_error, without_validation_responses
 from envloop.api.limits import RequestLimits
 from envloop.api.param_schemas import with_param_schemas
 from envloop.api.routes import declared, meta
+from envloop.errors import ConflictError, NotFoundError, UserError
 from envloop.services.context import Context
-from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.store.artifacts import ArtifactNotFoundError
 
 DESCRIPTION = """\

@@ -11,8 +11,8 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from envloop.errors import NotFoundError
 from envloop.services.context import Context
-from envloop.services.errors import NotFoundError
 from envloop.services.keys import authenticate_key, project_context
 from envloop.services.shares import resolve_share
 from envloop.services.trial_reads import trial_row

@@ -15,7 +15,7 @@ from pathlib import Path
 from fastapi import UploadFile
 
 from envloop.api.limits import max_unpacked_bytes
-from envloop.services.errors import UserError
+from envloop.errors import UserError
 from envloop.tasks.archive import length_problem, safe_extract
 from envloop.tasks.model import TaskFormatError
 

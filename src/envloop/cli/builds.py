@@ -8,7 +8,7 @@ from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, note, out, table
 from envloop.cli.state import context
 from envloop.core.display import format_duration
-from envloop.services.errors import UserError
+from envloop.errors import UserError
 from envloop.settings import settings
 
 

@@ -9,7 +9,7 @@ from envloop.cli.backend import operations, remote
 from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, out, table, warn
 from envloop.core.params import expectation
-from envloop.services.errors import UserError
+from envloop.errors import UserError
 from envloop.wire.runners import RunnerInfo
 
 runner_app = typer.Typer(help="Runners: the versioned harnesses that execute tasks.", no_args_is_help=True)

@@ -11,7 +11,7 @@ from envloop.cli.backend import operations
 from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, note, out, table, warn, when
 from envloop.core.words import plural
-from envloop.services.errors import NotFoundError, UserError
+from envloop.errors import NotFoundError, UserError
 
 app = typer.Typer(help="Frozen, versioned sets of tasks.", no_args_is_help=True)
 

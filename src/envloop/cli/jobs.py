@@ -14,8 +14,8 @@ from envloop.cli.serve import DEFAULT_URL, served_address
 from envloop.core.capacity import CAPACITY_ENV, default_capacity
 from envloop.core.status import TERMINAL, JobStatus, TrialStatus
 from envloop.core.words import plural
+from envloop.errors import UserError
 from envloop.home import envloop_home
-from envloop.services.errors import UserError
 from envloop.settings import settings
 
 if TYPE_CHECKING:

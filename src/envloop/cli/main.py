@@ -19,7 +19,7 @@ from typer.exceptions import TyperException
 
 from envloop import __version__
 from envloop.cli import exits
-from envloop.services.errors import ServerError, UserError
+from envloop.errors import ServerError, UserError
 
 HELP = "envloop: evaluate AI models and agents in sandboxes, with honest metrics."
 

@@ -9,9 +9,9 @@ import typer
 
 from envloop.cli.output import emit_json, note, warn
 from envloop.cli.state import context
+from envloop.errors import UserError
 from envloop.models.local import DEFAULT_PORT, LocalModelError
 from envloop.models.serving.aliases import DEFAULT_NAME, check_endpoint_name, parse_models
-from envloop.services.errors import UserError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

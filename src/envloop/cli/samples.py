@@ -10,7 +10,7 @@ from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, note, out, table
 from envloop.core.display import format_duration, format_score
 from envloop.core.words import plural
-from envloop.services.errors import UserError
+from envloop.errors import UserError
 from envloop.wire import SampleQuery
 from envloop.wire.samples import MAX_SAMPLE_PAGE, SAMPLE_SORTS, SAMPLE_STATUSES
 

@@ -18,7 +18,7 @@ from envloop.cli.output import note
 from envloop.cli.state import context
 from envloop.core.capacity import CAPACITY_ENV, LEASE_TTL_SEC
 from envloop.core.words import plural
-from envloop.services.errors import UserError
+from envloop.errors import UserError
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000

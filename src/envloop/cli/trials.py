@@ -16,8 +16,8 @@ from envloop.core.status import Phase, TrialStatus
 from envloop.core.structured import describe_reading
 from envloop.core.trajectory import Step, Trajectory
 from envloop.core.words import plural
+from envloop.errors import NotFoundError, UserError
 from envloop.operations import Operations
-from envloop.services.errors import NotFoundError, UserError
 from envloop.trajectories.atif import atif_chunks
 from envloop.trajectories.render import describe_end, describe_step
 from envloop.wire import LOG_FILES, LOG_PAGE_BYTES, LogPhase, TrialView

@@ -20,7 +20,7 @@ from envloop.core.capacity import (
     split_capacity,
 )
 from envloop.core.words import plural
-from envloop.services.errors import UserError
+from envloop.errors import UserError
 
 if TYPE_CHECKING:
     from envloop.scheduling.pool import WorkerPool

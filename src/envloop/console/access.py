@@ -21,9 +21,9 @@ from urllib.parse import quote
 from fastapi import Request
 
 from envloop.api.auth import installation
+from envloop.errors import NotFoundError
 from envloop.services.console_sessions import SESSION_TTL, resolve_session
 from envloop.services.context import Context
-from envloop.services.errors import NotFoundError
 from envloop.services.keys import authenticate_key, project_context
 from envloop.services.shares import resolve_share
 

@@ -24,9 +24,9 @@ from envloop.console.access import (
 )
 from envloop.console.render import SECURITY_HEADERS, page
 from envloop.console.routing import ConsoleRoute
+from envloop.errors import UserError
 from envloop.services import jobs, shares, trials
 from envloop.services.console_sessions import end_session, open_session
-from envloop.services.errors import UserError
 from envloop.services.keys import authenticated_key, has_active_key
 from envloop.services.shares import SHARE_PREFIX
 

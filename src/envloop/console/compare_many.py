@@ -12,8 +12,8 @@ from fastapi import Request, Response
 
 from envloop.console.access import Viewer
 from envloop.console.render import page
+from envloop.errors import UserError
 from envloop.services import compare, jobs
-from envloop.services.errors import UserError
 from envloop.wire import Comparison
 
 CANDIDATES = 9

@@ -23,6 +23,7 @@ from envloop.console.charts import OverlayChart, overlay_chart
 from envloop.console.compare_many import many_page
 from envloop.console.render import SECURITY_HEADERS, page
 from envloop.console.routing import ConsoleRoute
+from envloop.errors import UserError
 from envloop.services import compare, jobs
 from envloop.services.compare_groups import (
     CompareGroup,
@@ -34,7 +35,6 @@ from envloop.services.compare_groups import (
 )
 from envloop.services.compare_outputs import attempt_outputs
 from envloop.services.distribution import rewards_histogram
-from envloop.services.errors import UserError
 from envloop.services.jobs import JobView
 from envloop.services.task_grid import GridCell, task_cells
 from envloop.wire import Comparison

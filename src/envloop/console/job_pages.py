@@ -22,6 +22,7 @@ from envloop.console.render import SECURITY_HEADERS, fragment, page
 from envloop.console.routing import ConsoleRoute
 from envloop.core.metrics import null_reasons
 from envloop.core.status import TERMINAL, JobStatus
+from envloop.errors import UserError
 from envloop.services import (
     breakdown,
     compare,
@@ -38,7 +39,6 @@ from envloop.services import (
 )
 from envloop.services.compare import Comparison
 from envloop.services.distribution import reward_histogram
-from envloop.services.errors import UserError
 from envloop.services.jobs import JobView
 from envloop.services.results import JobResult, ProfileResult
 from envloop.services.rollouts import ProgressFeed

@@ -22,9 +22,9 @@ from starlette.concurrency import run_in_threadpool
 from envloop.api.events import KEEPALIVE_SEC
 from envloop.console.access import Viewer, session_viewer
 from envloop.console.routing import ConsoleRoute
+from envloop.errors import UserError
 from envloop.operation_kinds import FEED_POLL_SEC
 from envloop.services import jobs
-from envloop.services.errors import UserError
 from envloop.services.rollouts import JobEvent, ProgressFeed
 
 MAX_JOBS = 20

@@ -16,7 +16,7 @@ from fastapi.routing import APIRoute
 
 from envloop.console.access import Forbidden, LoginRequired
 from envloop.console.render import SECURITY_HEADERS, page
-from envloop.services.errors import NotFoundError, UserError
+from envloop.errors import NotFoundError, UserError
 from envloop.store.artifacts import ArtifactNotFoundError
 
 

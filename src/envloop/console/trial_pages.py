@@ -17,8 +17,8 @@ from envloop.console.routing import ConsoleRoute
 from envloop.console.trace_view import call_results, calling_step, grading_index, step_item, step_text
 from envloop.core.trajectory import Step, ToolStep
 from envloop.core.trial import PhaseRecord
+from envloop.errors import NotFoundError, UserError
 from envloop.services import trace, trial_files, trials
-from envloop.services.errors import NotFoundError, UserError
 from envloop.services.trial_usage import trial_usage
 from envloop.services.trials import LOG_FILES, TrialView
 from envloop.store.artifacts import ArtifactNotFoundError

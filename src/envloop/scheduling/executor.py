@@ -5,8 +5,8 @@ import os
 from typing import Protocol
 
 from envloop.core.trial import TrialOutcome, TrialSpec
+from envloop.errors import UserError
 from envloop.runners.registry import get_runner
-from envloop.services.errors import UserError
 
 EXECUTORS = ("local", "ray")
 

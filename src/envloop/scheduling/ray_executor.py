@@ -36,10 +36,10 @@ from typing import Any
 from envloop.core.status import ErrorType, TrialStatus
 from envloop.core.trial import TrialError, TrialOutcome, TrialSpec
 from envloop.environments.instance import instances_under, remove_instance
+from envloop.errors import ServerError, UserError
 from envloop.liveness import ended, start_time
 from envloop.runners.registry import get_runner
 from envloop.scheduling.executor import RunLost
-from envloop.services.errors import ServerError, UserError
 from envloop.settings import settings
 from envloop.store.artifacts import regular_files
 from envloop.tasks.archive import extract_shared, pack_task, safe_extract

@@ -11,8 +11,8 @@ from typing import Any
 
 from envloop.core.display import coverage_line
 from envloop.core.metrics import AttemptSlot, MemberRow, ProfileMetrics, compute_metrics
+from envloop.errors import UserError
 from envloop.services.context import Context
-from envloop.services.errors import UserError
 from envloop.services.jobs import load_job
 from envloop.services.results import job_result
 from envloop.services.task_facts import task_labels

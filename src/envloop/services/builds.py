@@ -29,9 +29,9 @@ from envloop.environments.docker.images import (
     read_build_settings,
 )
 from envloop.environments.docker.task_images import all_image_builds
+from envloop.errors import UserError
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, resolve_dataset
-from envloop.services.errors import UserError
 from envloop.services.refs import dataset_ref
 from envloop.tasks.harbor import load_harbor_task
 from envloop.tasks.model import HarborTask

@@ -22,10 +22,10 @@ from envloop.core.leaderboard import RunKey, key_differences
 from envloop.core.metrics import compare_metrics, paired_tasks, rewards_are_rates
 from envloop.core.status import TERMINAL
 from envloop.core.structured import Collected, definition_conflict
+from envloop.errors import UserError
 from envloop.services.compare_attempts import pair_attempts, side_attempts
 from envloop.services.compare_usage import pricer, table_or_none, with_usage
 from envloop.services.context import Context
-from envloop.services.errors import UserError
 from envloop.services.job_reads import ProfileRow
 from envloop.services.jobs import JobView, job_profiles, job_views, load_job
 from envloop.services.leaderboard import pick_profile, run_key, run_summary

@@ -9,11 +9,11 @@ from pydantic import BaseModel
 from envloop.agents import AGENTS
 from envloop.core.trial import BUILTIN_ENVIRONMENTS
 from envloop.environments.catalog import ENVIRONMENT_PROVIDERS
+from envloop.errors import UserError
 from envloop.plugins import Catalog, ComponentError, Origin
 from envloop.runners import registry
 from envloop.runners.registry import RUNNERS
 from envloop.services.context import Context
-from envloop.services.errors import UserError
 from envloop.tasks.scorers import SCORER_CATALOG
 from envloop.wire.runners import RunnerInfo
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from envloop.core.dataset_health import CheckedRun, DatasetHealth, TaskHealth, task_health
 from envloop.core.status import TERMINAL, TrialStatus
+from envloop.errors import NotFoundError, UserError
 from envloop.services.context import Context
 from envloop.services.datasets import get_dataset
-from envloop.services.errors import NotFoundError, UserError
 from envloop.services.job_reads import get_job
 from envloop.services.jobs import FAILED_BUILD, NothingToRun, list_jobs, submit_job
 from envloop.services.profiles import create_profile

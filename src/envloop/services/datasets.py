@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 
 from envloop.core.ids import new_id
 from envloop.core.nesting import MAX_DEPTH, deeper_than
+from envloop.errors import ConflictError, NotFoundError, UserError
 from envloop.services.context import Context
-from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.services.refs import check_name, dataset_ref, parse_dataset_ref
 from envloop.store.tables import Dataset, DatasetMember
 from envloop.wire.datasets import DatasetView, MemberView, TaskFeature, TaskOrigin

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from envloop.core.status import TrialStatus
+from envloop.errors import NotFoundError, UserError
 from envloop.services.context import Context
-from envloop.services.errors import NotFoundError, UserError
 from envloop.services.refs import dataset_ref
 from envloop.store.reads import Reads, query
 from envloop.wire.jobs import JobView, SkippedTask

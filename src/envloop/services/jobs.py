@@ -13,9 +13,9 @@ from sqlalchemy.orm import Session
 
 from envloop.core.ids import new_id, new_ids
 from envloop.core.status import JobStatus, TrialStatus
+from envloop.errors import ConflictError, NotFoundError, UserError
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, member_features, resolve_dataset
-from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.services.job_reads import check_status, get_job, job_profiles, job_views
 from envloop.services.missing_images import tasks_missing_images
 from envloop.services.profiles import resolve_profile, resolved_params

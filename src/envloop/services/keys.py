@@ -13,8 +13,8 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from envloop.core.ids import new_id
+from envloop.errors import NotFoundError, UserError
 from envloop.services.context import Context
-from envloop.services.errors import NotFoundError, UserError
 from envloop.services.refs import check_name
 from envloop.store.db import Store
 from envloop.store.reads import SessionReads, project_by_name

@@ -18,9 +18,9 @@ from envloop.core.ids import new_id
 from envloop.core.leaderboard import RunKey, key_differences, model_label, rank_standings
 from envloop.core.metrics import ProfileMetrics, bounds_of
 from envloop.core.status import TERMINAL
+from envloop.errors import UserError
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, resolve_dataset
-from envloop.services.errors import UserError
 from envloop.services.job_reads import ProfileRow
 from envloop.services.jobs import job_profiles, load_job
 from envloop.services.refs import dataset_ref

@@ -12,8 +12,8 @@ Dockerfile read from its unpacked copy (unpacked once per machine, as a worker d
 daemon answers (a server whose workers run elsewhere) nothing is refused and the job says so.
 """
 
+from envloop.errors import UserError
 from envloop.services.context import Context
-from envloop.services.errors import UserError
 from envloop.store.tables import DatasetMember
 from envloop.wire.jobs import SkippedTask
 

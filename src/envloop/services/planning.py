@@ -15,10 +15,10 @@ from envloop.core.planning import (
     tasks_needed,
     variance_components,
 )
+from envloop.errors import UserError
 from envloop.services.compare import Side
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members
-from envloop.services.errors import UserError
 from envloop.services.jobs import job_profiles, load_job
 from envloop.services.leaderboard import pick_profile, run_key, run_summary
 from envloop.services.results import job_result

@@ -10,8 +10,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from envloop.core.ids import new_id
+from envloop.errors import ConflictError, NotFoundError, UserError
 from envloop.services.context import Context
-from envloop.services.errors import ConflictError, NotFoundError, UserError
 from envloop.services.refs import check_name, check_version, split_ref
 from envloop.services.secrets import keyring
 from envloop.store.tables import Profile, ProfileSecret

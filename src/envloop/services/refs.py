@@ -2,7 +2,7 @@
 
 import re
 
-from envloop.services.errors import UserError
+from envloop.errors import UserError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
 _VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")

@@ -16,8 +16,8 @@ from sqlalchemy import Select, Table, and_, func, or_, select
 
 from envloop.core.status import TERMINAL
 from envloop.core.trajectory import TRAJECTORY_FILE, ModelStep, ScoreStep, ToolStep
+from envloop.errors import UserError
 from envloop.services.context import Context
-from envloop.services.errors import UserError
 from envloop.services.jobs import job_profiles, load_job
 from envloop.services.results import countable
 from envloop.services.task_facts import record_task_facts

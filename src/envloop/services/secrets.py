@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 from sqlalchemy import select, update
 
-from envloop.services.errors import UserError
+from envloop.errors import UserError
 from envloop.settings import env_name, settings
 from envloop.store.db import Store
 from envloop.store.reads import SessionReads, plaintext_secret

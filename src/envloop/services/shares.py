@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select
 
 from envloop.core.ids import new_id
+from envloop.errors import NotFoundError, UserError
 from envloop.services.context import Context
-from envloop.services.errors import NotFoundError, UserError
 from envloop.services.jobs import load_job
 from envloop.services.keys import hash_secret
 from envloop.store.db import Store

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 from envloop.core.trajectory import TRAJECTORY_FILE, Step, Trajectory
+from envloop.errors import NotFoundError, UserError
 from envloop.services.context import Context
-from envloop.services.errors import NotFoundError, UserError
 from envloop.services.trial_reads import trial_row
 from envloop.store.artifacts import ArtifactNotFoundError
 from envloop.trajectories.atif import atif_chunks

@@ -10,8 +10,8 @@ from typing import BinaryIO
 
 from pydantic import BaseModel, Field
 
+from envloop.errors import UserError
 from envloop.services.context import Context
-from envloop.services.errors import UserError
 from envloop.services.trial_reads import trial_row
 
 PUBLISHING_SEC = 60.0

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from envloop.core.status import Phase
 from envloop.core.trial import TrialFlag
+from envloop.errors import NotFoundError, UserError
 from envloop.services.context import Context
-from envloop.services.errors import NotFoundError, UserError
 from envloop.services.structured import read_structured
 from envloop.store.artifacts import ArtifactNotFoundError
 from envloop.store.reads import query

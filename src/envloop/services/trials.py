@@ -4,8 +4,8 @@ in `trial_reads`, whose functions are re-exported here."""
 from sqlalchemy import update
 
 from envloop.core.status import TERMINAL
+from envloop.errors import UserError
 from envloop.services.context import Context
-from envloop.services.errors import UserError
 from envloop.services.trial_reads import (
     artifact_file,
     artifact_page,

@@ -8,8 +8,8 @@ job keeps which tasks it left out and why (they get no trial, so never a reward 
 
 from envloop.core.trial import EnvironmentChoice
 from envloop.core.words import not_run_line
+from envloop.errors import UserError
 from envloop.services.datasets import member_features
-from envloop.services.errors import UserError
 from envloop.store.tables import DatasetMember
 from envloop.wire.datasets import ENVIRONMENTS
 from envloop.wire.jobs import SkippedTask

@@ -37,7 +37,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from envloop.core.retry_policy import Backoff, retrying_now
-from envloop.services.errors import ServerError
+from envloop.errors import ServerError
 from envloop.settings import driver_url
 from envloop.store.reads import SessionReads, project_by_name
 from envloop.store.schema import DEFAULT_PROJECT, HEAD_REVISION, LOCK_WAIT_SEC, VERSION_QUERY

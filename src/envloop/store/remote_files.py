@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from envloop.services.errors import ServerError, UserError
+from envloop.errors import ServerError, UserError
 
 _T = TypeVar("_T")
 _S3_OPTIONS: dict[str, Any] = {

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from envloop.services.errors import UserError
+from envloop.errors import UserError
 
 ALIAS_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 DEFAULT_NAME = "smollm2"

@@ -1,4 +1,5 @@
-"""Errors a user can act on. Surfaces turn them into one clear line (CLI: exit code 2)."""
+"""Errors a user can act on. They sit on the ground floor because every layer raises them
+(settings, store, services, surfaces); surfaces turn them into one clear line (CLI: exit code 2)."""
 
 
 class UserError(Exception):
