@@ -152,7 +152,8 @@ def _namespace_members(init: int) -> dict[int, tuple[str, int, int]]:
 def _others(init: int) -> dict[int, int] | None:
     """Every live process in the namespace but `init` and the first child it started (the keep-up
     command) with that child's own children, by PID with its start time; None when that child is
-    not there (the caller stops the container). A zombie has ended: it is not counted."""
+    not there or has ended and not yet been reaped (the caller stops the container). A zombie has
+    ended: it is not counted."""
     try:
         members = _namespace_members(init)
     except OSError:
@@ -160,6 +161,8 @@ def _others(init: int) -> dict[int, int] | None:
     children = [(start, pid) for pid, (_, parent, start) in members.items() if parent == init]
     if init not in members or not children:
         return None
+    if members[min(children)[1]][0] in ("Z", "X"):
+        return None  # the keep-up command was killed: the container is about to stop on its own
     own = {init, min(children)[1]}
     grown = True
     while grown:  # the keep-up command's own children (`sh` may run `sleep` as one)
