@@ -24,13 +24,13 @@ import functools
 import shutil
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
 from envloop.agents import AGENTS, Agent, AgentContext, find_agent
 from envloop.agents.base import AgentResult
 from envloop.agents.mcp import unspoken
+from envloop.core.clock import utc_now
 from envloop.core.masking import mask_outcome, mask_text
 from envloop.core.params import ComponentParams, ParamReader, param, params_schema
 from envloop.core.status import ErrorType, Phase, TrialStatus
@@ -41,7 +41,7 @@ from envloop.core.trajectory import (
     UserStep,
     usage_totals,
 )
-from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec
+from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec, crashed
 from envloop.environments import Environment, EnvironmentProvider, EnvironmentSetupError
 from envloop.environments.features import refuse_unsupported
 from envloop.environments.keeping import keep_tree, move_plain_tree
@@ -92,10 +92,6 @@ INSTRUCTION_VARIABLE_LIMIT = 64 * 1024
 _INLINE_ARTIFACT_ENTRIES = 64
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 class ShellRunner:
     ref = "envloop/shell@1"
     task_kind: TaskKind = "harbor"
@@ -142,9 +138,7 @@ class ShellRunner:
         try:
             outcome = await self._run(spec, phases, recorder)
         except Exception as exc:
-            message = mask_text(f"{type(exc).__name__}: {exc}", spec.secret_values)
-            error = TrialError(type=ErrorType.INFRASTRUCTURE_ERROR, message=message)
-            outcome = TrialOutcome(status=TrialStatus.FAILED, error=error, phases=phases)
+            outcome = crashed(exc, phases)  # masked with the rest below
         finally:
             trajectory = recorder.finish(recorder.trajectory.stop_reason)
             spec.artifacts_dir.mkdir(parents=True, exist_ok=True)
@@ -173,7 +167,7 @@ class ShellRunner:
         # the commands that only check a runner's params (`el profile create`, `el job submit`).
         from envloop.environments.choice import choose_provider  # noqa: PLC0415
 
-        started = _now()
+        started = utc_now()
         context: AbstractAsyncContextManager[Environment] | None = None
         try:
             # A copy per trial: a multi-step trial moves its own copy from step to step.
@@ -187,11 +181,11 @@ class ShellRunner:
             context = provider.instance(task, spec)
             environment = await context.__aenter__()
         except Exception as exc:
-            phases.append(PhaseRecord(name=Phase.SETUP, started_at=started, ended_at=_now()))
+            phases.append(PhaseRecord(name=Phase.SETUP, started_at=started, ended_at=utc_now()))
             message = mask_text(f"environment setup failed: {exc}", spec.secret_values)
             error = TrialError(type=ErrorType.ENVIRONMENT_ERROR, message=message)
             return TrialOutcome(status=TrialStatus.FAILED, error=error, phases=phases)
-        phases.append(PhaseRecord(name=Phase.SETUP, started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.SETUP, started_at=started, ended_at=utc_now()))
         environment.warnings.extend(feature_warnings)
         try:
             outcome = await self._attempt(environment, provider, task, spec, agent, phases, recorder)
@@ -203,12 +197,12 @@ class ShellRunner:
         except BaseException as exc:
             await context.__aexit__(type(exc), exc, exc.__traceback__)
             raise
-        started = _now()
+        started = utc_now()
         try:
             await context.__aexit__(None, None, None)
         except Exception as exc:
             outcome.warnings.append(f"teardown failed: {exc}")
-        outcome.phases.append(PhaseRecord(name=Phase.TEARDOWN, started_at=started, ended_at=_now()))
+        outcome.phases.append(PhaseRecord(name=Phase.TEARDOWN, started_at=started, ended_at=utc_now()))
         outcome.warnings.extend(environment.warnings)
         outcome.flags.extend(environment.flags)
         if choice_warning is not None:
@@ -247,10 +241,10 @@ class ShellRunner:
         reading, agent_error, verifier_error = await agent_then_verifier(
             self, environment, provider, task, None, spec, agent, phases, recorder, plan
         )
-        started = _now()
+        started = utc_now()
         kept = await self.keep_artifacts(environment, spec)
         keep_phase_log(spec, "collection", kept)
-        phases.append(PhaseRecord(name=Phase.ARTIFACTS, started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.ARTIFACTS, started_at=started, ended_at=utc_now()))
         error = agent_error or verifier_error
         return TrialOutcome(
             status=TrialStatus.FAILED if error else TrialStatus.COMPLETED,
@@ -334,14 +328,16 @@ class ShellRunner:
             setup=setup.setup,
         )
         timeout = plan.agent_timeout_sec
-        started = _now()
+        started = utc_now()
         try:
             async with asyncio.timeout(timeout) as deadline:
                 result = await agent.run(ctx)
         except TimeoutError:
             if not deadline.expired():
                 raise
-            phases.append(PhaseRecord(name=Phase.AGENT, started_at=started, ended_at=_now(), timed_out=True))
+            phases.append(
+                PhaseRecord(name=Phase.AGENT, started_at=started, ended_at=utc_now(), timed_out=True)
+            )
             recorder.trajectory.stop_reason = "timeout"
             error = TrialError(
                 type=ErrorType.AGENT_TIMEOUT, message=f"the agent exceeded its {timeout:g} s timeout"
@@ -354,7 +350,7 @@ class ShellRunner:
             # The gateway refused the call past --max-steps: the agent's failure on it is that stop.
             result = AgentResult(exit_code=result.exit_code, stop_reason="max_steps")
         phases.append(
-            PhaseRecord(name=Phase.AGENT, started_at=started, ended_at=_now(), exit_code=result.exit_code)
+            PhaseRecord(name=Phase.AGENT, started_at=started, ended_at=utc_now(), exit_code=result.exit_code)
         )
         recorder.trajectory.stop_reason = result.stop_reason
         if recording is not None and recording.commands == 0:

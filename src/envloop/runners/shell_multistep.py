@@ -11,10 +11,10 @@ and why. Each step's verifier logs are kept under `steps/<name>/verifier`, its c
 `steps/<name>/`.
 """
 
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from envloop.agents import Agent
+from envloop.core.clock import utc_now
 from envloop.core.multistep import StepResult, below_minimum, roll_up, step_values
 from envloop.core.reward import RewardReading
 from envloop.core.status import ErrorType, Phase, TrialStatus
@@ -92,7 +92,7 @@ async def run_steps(
         view = task.model_copy(update={"instruction": step.instruction})
         plan = step_plan(task, step, environment, spec)
         networks = phase_networks(task.config, step.config, environment.default_network)
-        recorder.add(StateStep(at=datetime.now(UTC), note=f"step {step.name!r} begins"))
+        recorder.add(StateStep(at=utc_now(), note=f"step {step.name!r} begins"))
         await environment.set_network(networks.baseline, f"{step.name} setup")
         problem = await _step_ready(environment, step, spec, plan)
         if problem is not None:
@@ -122,9 +122,9 @@ async def run_steps(
             stopped = f"stopped after step {step.name!r}: {gate}"
             break
     task.active_step = None
-    started = datetime.now(UTC)
+    started = utc_now()
     keep_phase_log(spec, "collection", await runner.keep_artifacts(environment, spec))
-    phases.append(PhaseRecord(name=Phase.ARTIFACTS, started_at=started, ended_at=datetime.now(UTC)))
+    phases.append(PhaseRecord(name=Phase.ARTIFACTS, started_at=started, ended_at=utc_now()))
     strategy = task.config.multi_step_reward_strategy or "mean"
     rolled = roll_up(strategy, results)
     ran = ", ".join(f"{r.name}={_shown(r)}" for r in results)

@@ -10,11 +10,12 @@ too, as interrupted, before the cancellation goes on.
 import shlex
 import time
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envloop.agents.base import read_outputs
+from envloop.core.clock import utc_now
 from envloop.core.reward import RewardReading
 from envloop.core.trajectory import ToolStep, TrajectoryRecorder, VerifierStep
 from envloop.environments.base import NO_MOUNTS, Environment, ExecResult, Mounts
@@ -24,10 +25,6 @@ from envloop.trajectories import Snapshot, changes_between
 
 if TYPE_CHECKING:
     from envloop.gateway import ModelGateway  # aiohttp: loaded when a trial first routes a model
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 class RecordingEnvironment:
@@ -107,7 +104,7 @@ class RecordingEnvironment:
         mounts: Mounts = NO_MOUNTS,
     ) -> ExecResult:
         self.commands += 1
-        started, clock = _now(), time.perf_counter()
+        started, clock = utc_now(), time.perf_counter()
         try:
             result = await self._inner.exec(
                 command,
@@ -172,7 +169,7 @@ def verifier_step(
     stdout, stderr, truncated = read_outputs(logs / "stdout.txt", logs / "stderr.txt", result)
     return VerifierStep(
         at=started,
-        duration_ms=(_now() - started).total_seconds() * 1000,
+        duration_ms=(utc_now() - started).total_seconds() * 1000,
         command=command,
         exit_code=result.exit_code if result else None,
         timed_out=result.timed_out if result else False,

@@ -17,9 +17,9 @@ The reward is read from the verifier's log directory as the verifier left it, ne
 
 import shutil
 from contextlib import AbstractAsyncContextManager
-from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
+from envloop.core.clock import utc_now
 from envloop.core.reward import RewardReading, parse_reward
 from envloop.core.status import ErrorType, Phase
 from envloop.core.trajectory import TrajectoryRecorder
@@ -64,10 +64,6 @@ def _phase(name: str, step: TaskStep | None) -> str:
     return name if step is None else f"{step.name} {name}"
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 async def verify(
     environment: Environment,
     provider: EnvironmentProvider,
@@ -108,9 +104,9 @@ async def verify(
         if watched is not None:
             environment.flags.extend(found.flag() for found in await watched.verifier_tampering())
         return verdict
-    started = _now()
+    started = utc_now()
     if opener is None:  # submission refuses such jobs; a worker's plugin provider may still lack it
-        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=utc_now()))
         message = "the task's verifier runs in a separate environment, which this environment cannot give"
         return RewardReading(reward=None, note="the verifier did not run"), TrialError(
             type=ErrorType.VERIFIER_ERROR, message=message
@@ -137,7 +133,7 @@ async def verify(
                 return not_counted(reading, unreachable), unreachable
             return reading, error
     except EnvironmentSetupError as exc:
-        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=utc_now()))
         reading = RewardReading(reward=None, note="the verifier did not run")
         return reading, TrialError(
             type=ErrorType.VERIFIER_ERROR,
@@ -168,10 +164,10 @@ async def run_verifier(
 ) -> tuple[RewardReading, TrialError | None]:
     """Run `bash /tests/test.sh` in `environment` and read the reward it wrote."""
     logs = captures_dir(spec) / plan.logs / "verifier"
-    started = _now()
+    started = utc_now()
     command = ["bash", f"{environment.visible.tests}/test.sh"]
     if not any((source / "test.sh").is_file() for source in task.tests_sources):
-        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=utc_now()))
         reading = RewardReading(reward=None, note="the verifier did not run")
         recorder.add(verifier_step(" ".join(command), started, None, logs, reading))
         return reading, TrialError(type=ErrorType.VERIFIER_ERROR, message="task has no tests/test.sh")
@@ -188,7 +184,7 @@ async def run_verifier(
             user=plan.verifier_user,
         )
     except EnvironmentSetupError as exc:
-        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=utc_now()))
         reading = RewardReading(reward=None, note="the verifier did not run")
         recorder.add(verifier_step(" ".join(command), started, None, logs, reading))
         return reading, TrialError(
@@ -198,7 +194,7 @@ async def run_verifier(
         PhaseRecord(
             name=Phase.VERIFIER,
             started_at=started,
-            ended_at=_now(),
+            ended_at=utc_now(),
             exit_code=result.exit_code,
             timed_out=result.timed_out,
         )
