@@ -21,7 +21,6 @@ call tools only when made to, such as the bundled local model). Unset, the serve
 """
 
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -32,6 +31,7 @@ from envloop.agents.base import (
     AgentResult,
     read_outputs,
 )
+from envloop.core.clock import utc_now
 from envloop.core.masking import mask_text
 from envloop.core.params import param, read_params
 from envloop.core.status import ErrorType
@@ -82,10 +82,6 @@ FINISH = ToolSpec(
         "properties": {"summary": {"type": "string", "description": "what was done, in a sentence"}},
     },
 )
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 class EnvloopParams(ModelParams):
@@ -177,7 +173,7 @@ class _Loop:
             tool_choice=self.tool_choice,
         )
         summary = request_summary(self.settings, request)
-        started = _now()
+        started = utc_now()
         try:
             response = await client.complete(request)
         except ModelError as exc:

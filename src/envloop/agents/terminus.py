@@ -28,7 +28,6 @@ does not count as a turn).
 import asyncio
 import re
 import time
-from datetime import UTC, datetime
 
 from envloop.agents.base import DEFAULT_MAX_STEPS, AgentContext, AgentInfo, AgentResult
 from envloop.agents.envloop_agent import clip_for_model
@@ -44,6 +43,7 @@ from envloop.agents.terminus_reply import (
     retry_prompt,
 )
 from envloop.agents.terminus_tmux import Terminal, TerminalError, continuation, find_tmux, socket_path
+from envloop.core.clock import utc_now
 from envloop.core.masking import mask_text
 from envloop.core.params import param, read_params
 from envloop.core.status import ErrorType
@@ -87,10 +87,6 @@ class TerminusParams(ModelParams):
         "the endpoint refuses a request as too long)",
         ge=1000,
     )
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 class TerminusAgent:
@@ -215,7 +211,7 @@ class _Turns:
     async def _call(self, messages: list[Message]) -> ModelResponse | ModelError:
         request = ModelRequest(messages=list(messages), system=self.settings.system_prompt)
         summary = request_summary(self.settings, request)
-        started = _now()
+        started = utc_now()
         try:
             response = await self.client.complete(request)
         except ModelError as exc:

@@ -26,11 +26,12 @@ viewer needs each tool result and the environment state after it as steps of the
 """
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from envloop.core.clock import utc_now
 from envloop.core.lazy import LazyModel
 
 TRAJECTORY_SCHEMA: Literal["envloop.trajectory/v1"] = "envloop.trajectory/v1"
@@ -39,10 +40,6 @@ TRAJECTORY_FILE = "trajectory.json"
 StopReason = Literal["done", "max_steps", "timeout", "length", "model_error"]
 """Why a trial's model loop ended: the model finished, the step budget ran out, the time limit
 passed, the output token limit cut the answer, or the model endpoint failed."""
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 class Usage(LazyModel):
@@ -83,7 +80,7 @@ class FileChange(LazyModel):
 
 class _Step(LazyModel):
     index: int = Field(default=0, description="position in the trajectory, from 0")
-    at: datetime = Field(default_factory=_now, description="when the step began")
+    at: datetime = Field(default_factory=utc_now, description="when the step began")
     duration_ms: float | None = None
 
 
@@ -221,7 +218,12 @@ class TrajectoryRecorder:
         self, trial_id: str, runner: str, agent: str, model: str | None = None, protocol: str | None = None
     ) -> None:
         self.trajectory = Trajectory(
-            trial_id=trial_id, runner=runner, agent=agent, model=model, protocol=protocol, started_at=_now()
+            trial_id=trial_id,
+            runner=runner,
+            agent=agent,
+            model=model,
+            protocol=protocol,
+            started_at=utc_now(),
         )
 
     def add(self, step: Step) -> Step:
@@ -247,7 +249,7 @@ class TrajectoryRecorder:
 
     def finish(self, stop_reason: StopReason | None) -> Trajectory:
         self.trajectory.stop_reason = stop_reason
-        self.trajectory.ended_at = _now()
+        self.trajectory.ended_at = utc_now()
         return self.trajectory
 
 

@@ -122,3 +122,15 @@ class TrialOutcome(LazyModel):
         default=False, description="the kept artifacts hold a declared structured result (result.json)"
     )
     flags: list[TrialFlag] = Field(default_factory=list)
+
+
+def infrastructure_failure(message: str, phases: list[PhaseRecord] | None = None) -> TrialOutcome:
+    """A trial that failed through no fault of its task, agent or verifier: run it again elsewhere."""
+    error = TrialError(type=ErrorType.INFRASTRUCTURE_ERROR, message=message)
+    return TrialOutcome(status=TrialStatus.FAILED, error=error, phases=phases or [])
+
+
+def crashed(exc: Exception, phases: list[PhaseRecord] | None = None) -> TrialOutcome:
+    """A run that raised where it should have returned an outcome: an infrastructure error naming
+    the exception, with the phases it recorded before. Masking is the caller's, as for any outcome."""
+    return infrastructure_failure(f"{type(exc).__name__}: {exc}", phases)

@@ -14,8 +14,8 @@ answer cut short by the output token limit is still scored, and the trial's stop
 
 import asyncio
 from collections.abc import Mapping
-from datetime import UTC, datetime
 
+from envloop.core.clock import utc_now
 from envloop.core.masking import mask_outcome, mask_text
 from envloop.core.params import ParamReader
 from envloop.core.reward import reward_problem
@@ -28,7 +28,7 @@ from envloop.core.trajectory import (
     UserStep,
     usage_totals,
 )
-from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec
+from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec, crashed
 from envloop.models import (
     Message,
     ModelError,
@@ -46,10 +46,6 @@ from envloop.tasks.model import ChatRow
 from envloop.tasks.scorers import ScoreResult, find_scorer, score
 from envloop.trajectories.files import write_trajectory
 from envloop.trajectories.model_steps import model_step, request_summary
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 class ChatRunner:
@@ -70,8 +66,7 @@ class ChatRunner:
         try:
             outcome = await self._run(spec, phases)
         except Exception as exc:
-            error = TrialError(type=ErrorType.INFRASTRUCTURE_ERROR, message=f"{type(exc).__name__}: {exc}")
-            outcome = TrialOutcome(status=TrialStatus.FAILED, error=error, phases=phases)
+            outcome = crashed(exc, phases)
         return mask_outcome(outcome, spec.secret_values)
 
     async def _run(self, spec: TrialSpec, phases: list[PhaseRecord]) -> TrialOutcome:
@@ -102,10 +97,10 @@ class ChatRunner:
         result = None if response is None else self._verifier_phase(scorer, row, response, recorder, phases)
         stop = self._stop_reason(response, error)
         trajectory = recorder.finish(stop)
-        started = _now()
+        started = utc_now()
         spec.artifacts_dir.mkdir(parents=True, exist_ok=True)
         write_trajectory(spec.artifacts_dir, trajectory, spec.secret_values)
-        phases.append(PhaseRecord(name=Phase.ARTIFACTS, started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.ARTIFACTS, started_at=started, ended_at=utc_now()))
         usage = usage_totals(trajectory)
         if result is None:
             return TrialOutcome(
@@ -139,9 +134,9 @@ class ChatRunner:
         recorder: TrajectoryRecorder,
         phases: list[PhaseRecord],
     ) -> ScoreResult:
-        started = _now()
+        started = utc_now()
         result = score(scorer, response.text, row.answer)
-        ended = _now()
+        ended = utc_now()
         recorder.add(
             ScoreStep(
                 at=started,
@@ -165,7 +160,7 @@ class ChatRunner:
         phases: list[PhaseRecord],
     ) -> tuple[ModelResponse | None, TrialError | None]:
         summary = request_summary(settings, request)
-        started = _now()
+        started = utc_now()
         response: ModelResponse | None = None
         try:
             async with asyncio.timeout(spec.agent_timeout_sec) as deadline:
@@ -174,17 +169,19 @@ class ChatRunner:
             if not deadline.expired():
                 raise
             recorder.add(model_step(started, summary, None, "no answer before the agent timeout"))
-            phases.append(PhaseRecord(name=Phase.AGENT, started_at=started, ended_at=_now(), timed_out=True))
+            phases.append(
+                PhaseRecord(name=Phase.AGENT, started_at=started, ended_at=utc_now(), timed_out=True)
+            )
             message = f"the model did not answer within the {spec.agent_timeout_sec:g} s agent timeout"
             return None, TrialError(type=ErrorType.AGENT_TIMEOUT, message=message)
         except ModelError as exc:
             recorder.add(model_step(started, summary, None, exc.message, exc.attempts))
-            phases.append(PhaseRecord(name=Phase.AGENT, started_at=started, ended_at=_now()))
+            phases.append(PhaseRecord(name=Phase.AGENT, started_at=started, ended_at=utc_now()))
             return None, TrialError(
                 type=ErrorType.MODEL_ERROR, message=mask_text(exc.message, spec.secret_values)
             )
         recorder.add(model_step(started, summary, response))
-        phases.append(PhaseRecord(name=Phase.AGENT, started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.AGENT, started_at=started, ended_at=utc_now()))
         return response, None
 
     @staticmethod

@@ -3,10 +3,10 @@ task, the agent's setup phase before it, and the checks every phase ends with.""
 
 import asyncio
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from envloop.agents.base import Agent, AgentContext, AgentResult, SetsUp
+from envloop.core.clock import utc_now
 from envloop.core.masking import mask_text
 from envloop.core.reward import RewardReading
 from envloop.core.status import ErrorType, Phase
@@ -91,18 +91,18 @@ async def set_up_agent(
     if not isinstance(agent, SetsUp):
         return None
     timeout = plan.agent_setup_timeout_sec
-    started = datetime.now(UTC)
+    started = utc_now()
     try:
         async with asyncio.timeout(timeout) as deadline:
             ready = await agent.setup(ctx)
     except TimeoutError:
         if not deadline.expired():
             raise
-        ended = datetime.now(UTC)
+        ended = utc_now()
         phases.append(PhaseRecord(name=Phase.AGENT_SETUP, started_at=started, ended_at=ended, timed_out=True))
         message = f"the agent's setup exceeded its {timeout:g} s timeout (--agent-setup-timeout)"
         return TrialError(type=ErrorType.AGENT_SETUP_ERROR, message=message)
-    phases.append(PhaseRecord(name=Phase.AGENT_SETUP, started_at=started, ended_at=datetime.now(UTC)))
+    phases.append(PhaseRecord(name=Phase.AGENT_SETUP, started_at=started, ended_at=utc_now()))
     if isinstance(ready, AgentResult):
         message = mask_text(ready.error or "the agent's setup failed", ctx.spec.secret_values)
         return TrialError(type=ready.error_type, message=message, exit_code=ready.exit_code)

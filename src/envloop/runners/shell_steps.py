@@ -10,11 +10,13 @@ too, as interrupted, before the cancellation goes on.
 import shlex
 import time
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envloop.agents.base import read_outputs
+from envloop.core.clock import utc_now
 from envloop.core.reward import RewardReading
 from envloop.core.trajectory import ToolStep, TrajectoryRecorder, VerifierStep
 from envloop.environments.base import NO_MOUNTS, Environment, ExecResult, Mounts
@@ -26,8 +28,16 @@ if TYPE_CHECKING:
     from envloop.gateway import ModelGateway  # aiohttp: loaded when a trial first routes a model
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
+@dataclass(frozen=True)
+class _Call:
+    """One command an agent ran, as its tool step needs it: what, when, and where its output went."""
+
+    command: Sequence[str]
+    started: datetime
+    clock: float
+    """`time.perf_counter()` at its start: the step's duration, whatever the wall clock does."""
+    stdout_path: Path | None
+    stderr_path: Path | None
 
 
 class RecordingEnvironment:
@@ -94,7 +104,7 @@ class RecordingEnvironment:
     def network_shortfall(self) -> str | None:
         return self._inner.network_shortfall()
 
-    async def exec(
+    async def exec(  # noqa: PLR0913  # the Environment contract's own signature, its options keyword-only
         self,
         command: Sequence[str],
         *,
@@ -107,7 +117,7 @@ class RecordingEnvironment:
         mounts: Mounts = NO_MOUNTS,
     ) -> ExecResult:
         self.commands += 1
-        started, clock = _now(), time.perf_counter()
+        call = _Call(command, utc_now(), time.perf_counter(), stdout_path, stderr_path)
         try:
             result = await self._inner.exec(
                 command,
@@ -125,33 +135,24 @@ class RecordingEnvironment:
                 after = await self._inner.snapshot(self._state)
             except Exception:  # the cancellation goes on whatever the snapshot met
                 after = self._state
-            step = self._step(command, started, clock, None, stdout_path, stderr_path, after)
+            step = self._step(call, None, after)
             step.error = "interrupted: the agent phase ended while the command ran"
             self._recorder.add(step)
             raise
         after = await self._inner.snapshot(self._state)
-        self._recorder.add(self._step(command, started, clock, result, stdout_path, stderr_path, after))
+        self._recorder.add(self._step(call, result, after))
         return result
 
-    def _step(
-        self,
-        command: Sequence[str],
-        started: datetime,
-        clock: float,
-        result: ExecResult | None,
-        stdout_path: Path | None,
-        stderr_path: Path | None,
-        after: Snapshot,
-    ) -> ToolStep:
-        duration = (time.perf_counter() - clock) * 1000
-        stdout, stderr, truncated = read_outputs(stdout_path, stderr_path, result)
+    def _step(self, call: "_Call", result: ExecResult | None, after: Snapshot) -> ToolStep:
+        duration = (time.perf_counter() - call.clock) * 1000
+        stdout, stderr, truncated = read_outputs(call.stdout_path, call.stderr_path, result)
         changes, self._state = changes_between(self._state, after), after
         return ToolStep(
-            at=started,
+            at=call.started,
             duration_ms=duration,
             call_id=f"{self._tool}_{self.commands}",
             tool=self._tool,
-            command=shlex.join(command),
+            command=shlex.join(call.command),
             exit_code=result.exit_code if result else None,
             timed_out=result.timed_out if result else False,
             stdout=stdout,
@@ -172,7 +173,7 @@ def verifier_step(
     stdout, stderr, truncated = read_outputs(logs / "stdout.txt", logs / "stderr.txt", result)
     return VerifierStep(
         at=started,
-        duration_ms=(_now() - started).total_seconds() * 1000,
+        duration_ms=(utc_now() - started).total_seconds() * 1000,
         command=command,
         exit_code=result.exit_code if result else None,
         timed_out=result.timed_out if result else False,

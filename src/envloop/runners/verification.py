@@ -17,21 +17,21 @@ The reward is read from the verifier's log directory as the verifier left it, ne
 
 import shutil
 from contextlib import AbstractAsyncContextManager
-from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
+from envloop.core.clock import utc_now
 from envloop.core.reward import RewardReading, parse_reward
 from envloop.core.status import ErrorType, Phase
-from envloop.core.trajectory import TrajectoryRecorder
 from envloop.core.trial import PhaseRecord, TrialError, TrialSpec
 from envloop.core.verifier_failures import environment_failure
-from envloop.environments import Environment, EnvironmentProvider, EnvironmentSetupError
+from envloop.environments import Environment, EnvironmentSetupError
 from envloop.environments.base import Mounts
 from envloop.environments.policy import operator_policy
 from envloop.environments.tampering import Tampering
 from envloop.runners import handoff
 from envloop.runners.shell_phases import PhasePlan, captures_dir, cut_off, keep_phase_log, not_counted
 from envloop.runners.shell_steps import verifier_step
+from envloop.runners.trial_state import TrialState
 from envloop.tasks.model import HarborTask, TaskStep
 from envloop.tasks.phases import phase_networks, verifier_mode, verifier_offline_by_design
 
@@ -64,30 +64,14 @@ def _phase(name: str, step: TaskStep | None) -> str:
     return name if step is None else f"{step.name} {name}"
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 async def verify(
-    environment: Environment,
-    provider: EnvironmentProvider,
-    task: HarborTask,
-    step: TaskStep | None,
-    spec: TrialSpec,
-    phases: list[PhaseRecord],
-    recorder: TrajectoryRecorder,
-    plan: PhasePlan,
+    trial: TrialState, task: HarborTask, step: TaskStep | None, plan: PhasePlan
 ) -> tuple[RewardReading, TrialError | None]:
     """Collect hooks and artifacts, then the verifier where the task (or the job) says;
-    (reading, error)."""
+    (reading, error). `task` is the trial's, or the step's view of it."""
+    environment, provider, spec, phases = trial.environment, trial.provider, trial.spec, trial.phases
     log = f"{plan.logs}/handoff".lstrip("/")
-    lines = await handoff.run_hooks(
-        environment, handoff.hooks(task, step), captures_dir(spec) / plan.logs / "collect"
-    )
-    kept = await handoff.collect(
-        environment, handoff.declared(task, step), spec.artifacts_dir / plan.logs / "artifacts"
-    )
-    lines += [f"artifact {source}" for source, _ in kept.kept] + kept.notes
+    lines, kept = await _hand_off(trial, task, step, plan)
     networks = phase_networks(task.config, step.config if step else None, environment.default_network)
     opener = provider if isinstance(provider, VerifierProvider) else None
     separate = verifier_mode(task.config, step.config if step else None) == "separate"
@@ -104,13 +88,13 @@ async def verify(
         watched = environment if isinstance(environment, Watched) else None
         if watched is not None:  # last, so that nothing of envloop's own reads counts as the verifier's
             await watched.watch_verifier()
-        verdict = await run_verifier(environment, task, spec, phases, recorder, plan, mounts)
+        verdict = await run_verifier(trial, environment, task, plan, mounts)
         if watched is not None:
             environment.flags.extend(found.flag() for found in await watched.verifier_tampering())
         return verdict
-    started = _now()
+    started = utc_now()
     if opener is None:  # submission refuses such jobs; a worker's plugin provider may still lack it
-        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=utc_now()))
         message = "the task's verifier runs in a separate environment, which this environment cannot give"
         return RewardReading(reward=None, note="the verifier did not run"), TrialError(
             type=ErrorType.VERIFIER_ERROR, message=message
@@ -125,7 +109,7 @@ async def verify(
             await fresh.set_network(networks.verifier, _phase("separate verifier", step))
             await handoff.hand_over(fresh, kept)
             mounts = SHARED_MOUNTS if apart else SEPARATE_MOUNTS
-            reading, error = await run_verifier(fresh, task, spec, phases, recorder, plan, mounts)
+            reading, error = await run_verifier(trial, fresh, task, plan, mounts)
             await fresh.stop()
             unreachable = cut_off(_phase("separate verifier", step), fresh)
             lines += await fresh.get_dir(
@@ -137,7 +121,7 @@ async def verify(
                 return not_counted(reading, unreachable), unreachable
             return reading, error
     except EnvironmentSetupError as exc:
-        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=utc_now()))
         reading = RewardReading(reward=None, note="the verifier did not run")
         return reading, TrialError(
             type=ErrorType.VERIFIER_ERROR,
@@ -146,6 +130,21 @@ async def verify(
     finally:
         if apart:
             shutil.rmtree(spec.artifacts_dir / plan.logs / ".workdir", ignore_errors=True)
+
+
+async def _hand_off(
+    trial: TrialState, task: HarborTask, step: TaskStep | None, plan: PhasePlan
+) -> tuple[list[str], handoff.Handoff]:
+    """The collect hooks, then the declared artifacts kept: the handoff log's lines, and what was kept."""
+    environment, spec = trial.environment, trial.spec
+    lines = await handoff.run_hooks(
+        environment, handoff.hooks(task, step), captures_dir(spec) / plan.logs / "collect"
+    )
+    kept = await handoff.collect(
+        environment, handoff.declared(task, step), spec.artifacts_dir / plan.logs / "artifacts"
+    )
+    lines += [f"artifact {source}" for source, _ in kept.kept] + kept.notes
+    return lines, kept
 
 
 async def _read_reward_file(environment: Environment, path: str) -> str | None:
@@ -158,20 +157,16 @@ async def _read_reward_file(environment: Environment, path: str) -> str | None:
 
 
 async def run_verifier(
-    environment: Environment,
-    task: HarborTask,
-    spec: TrialSpec,
-    phases: list[PhaseRecord],
-    recorder: TrajectoryRecorder,
-    plan: PhasePlan,
-    mounts: Mounts,
+    trial: TrialState, environment: Environment, task: HarborTask, plan: PhasePlan, mounts: Mounts
 ) -> tuple[RewardReading, TrialError | None]:
-    """Run `bash /tests/test.sh` in `environment` and read the reward it wrote."""
+    """Run `bash /tests/test.sh` in `environment` (the trial's, or a separate verifier's) and read
+    the reward it wrote."""
+    spec, phases, recorder = trial.spec, trial.phases, trial.recorder
     logs = captures_dir(spec) / plan.logs / "verifier"
-    started = _now()
+    started = utc_now()
     command = ["bash", f"{environment.visible.tests}/test.sh"]
     if not any((source / "test.sh").is_file() for source in task.tests_sources):
-        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=utc_now()))
         reading = RewardReading(reward=None, note="the verifier did not run")
         recorder.add(verifier_step(" ".join(command), started, None, logs, reading))
         return reading, TrialError(type=ErrorType.VERIFIER_ERROR, message="task has no tests/test.sh")
@@ -188,7 +183,7 @@ async def run_verifier(
             user=plan.verifier_user,
         )
     except EnvironmentSetupError as exc:
-        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=_now()))
+        phases.append(PhaseRecord(name=Phase.VERIFIER, started_at=started, ended_at=utc_now()))
         reading = RewardReading(reward=None, note="the verifier did not run")
         recorder.add(verifier_step(" ".join(command), started, None, logs, reading))
         return reading, TrialError(
@@ -198,7 +193,7 @@ async def run_verifier(
         PhaseRecord(
             name=Phase.VERIFIER,
             started_at=started,
-            ended_at=_now(),
+            ended_at=utc_now(),
             exit_code=result.exit_code,
             timed_out=result.timed_out,
         )

@@ -22,8 +22,8 @@ from sqlalchemy.exc import OperationalError
 from envloop.core.capacity import LEASE_TTL_SEC, default_capacity
 from envloop.core.ids import new_id
 from envloop.core.retry_policy import Backoff, retrying
-from envloop.core.status import TERMINAL, ErrorType, TrialStatus
-from envloop.core.trial import EnvironmentChoice, TrialError, TrialOutcome, TrialSpec
+from envloop.core.status import TERMINAL, TrialStatus
+from envloop.core.trial import EnvironmentChoice, TrialOutcome, TrialSpec, crashed, infrastructure_failure
 from envloop.environments.docker.cli import DockerError
 from envloop.environments.docker.orphans import sweep_orphans
 from envloop.environments.instance import instances_under, remove_instance
@@ -81,12 +81,6 @@ def _preparation_problem(exc: Exception) -> str:
 def _run_id(claimed: ClaimedTrial) -> str:
     """The same name TrialSpec.run_id gives this run (one lease of the trial)."""
     return f"{claimed.trial_id}.r{claimed.lease_token}"
-
-
-def _infrastructure_error(message: str) -> TrialOutcome:
-    return TrialOutcome(
-        status=TrialStatus.FAILED, error=TrialError(type=ErrorType.INFRASTRUCTURE_ERROR, message=message)
-    )
 
 
 @contextlib.contextmanager
@@ -265,7 +259,7 @@ class Worker:
                 spec = await self._off_loop("prepare", self._specs.build, claimed, _run_id(claimed))
             except Exception as exc:  # a broken task archive must not take the worker down
                 log.exception("could not prepare trial %s", claimed.trial_id)
-                return _infrastructure_error(_preparation_problem(exc))
+                return infrastructure_failure(_preparation_problem(exc))
         if spec.task_dir is None and spec.row is None:
             try:
                 spec = spec.model_copy(update={"task_dir": await self._task_dir(claimed)})
@@ -274,7 +268,7 @@ class Worker:
                 return await self._hand_back(claimed, exc, reason + "once the artifact store is reachable)")
             except Exception as exc:  # a broken task archive must not take the worker down
                 log.exception("could not prepare trial %s", claimed.trial_id)
-                return _infrastructure_error(_preparation_problem(exc))
+                return infrastructure_failure(_preparation_problem(exc))
         try:
             outcome = await self.executor.execute(spec)
             # Noted once here so reading a job's results never has to look for the file per trial.
@@ -286,7 +280,7 @@ class Worker:
             return await self._hand_back(claimed, exc, "lost its run on {runs} runs: {exc}")
         except Exception as exc:
             log.exception("trial %s crashed in the runner", spec.trial_id)
-            return _infrastructure_error(f"{type(exc).__name__}: {exc}")
+            return crashed(exc)
 
     async def _hand_back(self, claimed: ClaimedTrial, exc: Exception, failure: str) -> TrialOutcome:
         """Hand the trial back to the queue for a new run, or, once it has had its share of runs,
@@ -295,7 +289,7 @@ class Worker:
         if runs < HAND_BACK_RUNS:
             log.warning("trial %s: %s; handed back to the queue", claimed.trial_id, exc)
             raise _HandedBack from exc
-        return _infrastructure_error(failure.format(runs=runs, exc=exc))
+        return infrastructure_failure(failure.format(runs=runs, exc=exc))
 
     async def _task_dir(self, claimed: ClaimedTrial) -> Path:
         """The unpacked task, fetched through the artifact store (off the event loop) unless this
