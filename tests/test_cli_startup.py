@@ -103,6 +103,23 @@ def test_a_command_against_a_server_loads_the_http_client_but_not_the_store(tmp_
     assert loaded(modules, STORE_SANDBOX_SDKS) == []
 
 
+def test_a_submission_to_a_server_checks_its_config_file_without_the_store(tmp_path: Path) -> None:
+    """`el job submit --config FILE` reads and checks the file against the wire model: against a
+    server (none listens on port 9: exit 4 once the request is sent) it loads no SQLAlchemy, no
+    service layer and no background worker; a malformed file is refused the same way (exit 2)."""
+    config = tmp_path / "job.json"
+    config.write_text('{"dataset": "demo@1", "profiles": ["nop@1"], "attempts": 2}', encoding="utf-8")
+    server = {"ENVLOOP_URL": "http://127.0.0.1:9"}
+    code, modules = el_modules(tmp_path, "job", "submit", "--config", str(config), "--tag", "a=b", env=server)
+    assert code == 4
+    assert "envloop.wire.jobs" in modules
+    assert loaded(modules, (*STORE_SANDBOX_SDKS, "envloop.services", "envloop.local")) == []
+    config.write_text('{"dataset": "demo@1", "profiles": ["nop@1"], "attempts": 0}', encoding="utf-8")
+    code, modules = el_modules(tmp_path, "job", "submit", "--config", str(config), env=server)
+    assert code == 2
+    assert loaded(modules, (*STORE_SANDBOX_SDKS, "envloop.services", "envloop.local")) == []
+
+
 READS = [("job list", 0), ("job result job_x", 2), ("trial get trl_x", 2)]
 
 
