@@ -177,6 +177,14 @@ def test_the_stand_ins_list_exactly_the_help_the_real_commands_give() -> None:
     assert help_of(None, "--help") == help_of("*", "--help")
 
 
+def test_every_command_lives_in_the_module_named_after_it() -> None:
+    """`el job submit` in `cli/job.py`, `el job compare` in `cli/compare.py`, `el plan` in
+    `cli/plan.py`: the name a user types is the module to open."""
+    for entry in main.ENTRIES:
+        assert entry.module == entry.name
+        assert [module for _, module, _ in entry.extra] == [name for name, _, _ in entry.extra]
+
+
 def test_a_mistyped_name_gets_the_same_suggestion_from_the_stand_ins() -> None:
     assert help_of(None, "jbo") == help_of("*", "jbo")
 
@@ -188,7 +196,7 @@ def test_a_command_of_a_group_loads_not_the_commands_other_modules_add_but_a_mis
     gets the suggestion of every command of the group."""
     code, modules = el_modules(tmp_path, "job", "get", "--help")
     assert code == 0
-    assert loaded(modules, ("envloop.cli.compare", "envloop.cli.samples", "envloop.cli.results")) == []
+    assert loaded(modules, ("envloop.cli.compare", "envloop.cli.samples", "envloop.cli.result")) == []
     mistyped = el("job", "resul")
     assert mistyped.code == 2
     assert "Did you mean 'result'?" in mistyped.stderr

@@ -161,7 +161,7 @@ def submit(
     if json_:
         emit_json(job)
     elif wait:
-        from envloop.cli.results import print_result  # noqa: PLC0415 - only for a followed job
+        from envloop.cli.result import print_result  # noqa: PLC0415 - only for a followed job
 
         print_result(ops.job_result(job.id), ops.job_diagnosis(job.id), ops.job_usage(job.id))
     else:
