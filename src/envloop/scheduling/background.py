@@ -137,7 +137,7 @@ class SubmissionWorker:
     It starts before the submission is checked, so its interpreter's start-up overlaps the checks
     instead of following them; a refused submission stops it again (`stop`), and so does one that
     left nothing to run (a request ID of a job that already ended). When a worker was running
-    already, one is started after the submission all the same (`keep_for`): the running one may
+    already, starting one is tried again after the submission (`keep_for`): the running one may
     have let go of the lock and taken its last look before the trials existed."""
 
     def __init__(self, home: Path, capacity: int | None) -> None:
