@@ -103,6 +103,23 @@ def test_a_command_against_a_server_loads_the_http_client_but_not_the_store(tmp_
     assert loaded(modules, STORE_SANDBOX_SDKS) == []
 
 
+def test_a_submission_to_a_server_checks_its_config_file_without_the_store(tmp_path: Path) -> None:
+    """`el job submit --config FILE` reads and checks the file against the wire model: against a
+    server (none listens on port 9: exit 4 once the request is sent) it loads no SQLAlchemy, no
+    service layer and no background worker; a malformed file is refused the same way (exit 2)."""
+    config = tmp_path / "job.json"
+    config.write_text('{"dataset": "demo@1", "profiles": ["nop@1"], "attempts": 2}', encoding="utf-8")
+    server = {"ENVLOOP_URL": "http://127.0.0.1:9"}
+    code, modules = el_modules(tmp_path, "job", "submit", "--config", str(config), "--tag", "a=b", env=server)
+    assert code == 4
+    assert "envloop.wire.jobs" in modules
+    assert loaded(modules, (*STORE_SANDBOX_SDKS, "envloop.services", "envloop.local")) == []
+    config.write_text('{"dataset": "demo@1", "profiles": ["nop@1"], "attempts": 0}', encoding="utf-8")
+    code, modules = el_modules(tmp_path, "job", "submit", "--config", str(config), env=server)
+    assert code == 2
+    assert loaded(modules, (*STORE_SANDBOX_SDKS, "envloop.services", "envloop.local")) == []
+
+
 READS = [("job list", 0), ("job result job_x", 2), ("trial get trl_x", 2)]
 
 
@@ -160,6 +177,14 @@ def test_the_stand_ins_list_exactly_the_help_the_real_commands_give() -> None:
     assert help_of(None, "--help") == help_of("*", "--help")
 
 
+def test_every_command_lives_in_the_module_named_after_it() -> None:
+    """`el job submit` in `cli/job.py`, `el job compare` in `cli/compare.py`, `el plan` in
+    `cli/plan.py`: the name a user types is the module to open."""
+    for entry in main.ENTRIES:
+        assert entry.module == entry.name
+        assert [module for _, module, _ in entry.extra] == [name for name, _, _ in entry.extra]
+
+
 def test_a_mistyped_name_gets_the_same_suggestion_from_the_stand_ins() -> None:
     assert help_of(None, "jbo") == help_of("*", "jbo")
 
@@ -171,7 +196,7 @@ def test_a_command_of_a_group_loads_not_the_commands_other_modules_add_but_a_mis
     gets the suggestion of every command of the group."""
     code, modules = el_modules(tmp_path, "job", "get", "--help")
     assert code == 0
-    assert loaded(modules, ("envloop.cli.compare", "envloop.cli.samples", "envloop.cli.results")) == []
+    assert loaded(modules, ("envloop.cli.compare", "envloop.cli.samples", "envloop.cli.result")) == []
     mistyped = el("job", "resul")
     assert mistyped.code == 2
     assert "Did you mean 'result'?" in mistyped.stderr

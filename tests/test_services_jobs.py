@@ -9,6 +9,7 @@ from envloop.errors import ConflictError, NotFoundError, UserError
 from envloop.services import datasets, jobs, profiles
 from envloop.services.context import Context
 from envloop.store.tables import Job, Trial
+from envloop.wire.jobs import parse_job_config
 from tests.conftest import EXAMPLES, write_profile
 
 
@@ -105,7 +106,7 @@ def test_export_reproduces_the_submission(ready: Context) -> None:
         ),
     ).job
     exported = jobs.export_job(ready, original.id)
-    again = jobs.submit_job(ready, jobs.parse_job_config(exported.model_dump_json(), "job.json")).job
+    again = jobs.submit_job(ready, parse_job_config(exported.model_dump_json(), "job.json")).job
     keep = ("dataset", "profiles", "attempts", "tasks", "concurrency", "agent_timeout_sec", "tags")
     assert {k: getattr(again, k) for k in keep} == {k: getattr(original, k) for k in keep}
 
@@ -123,6 +124,6 @@ def test_export_never_contains_secret_values(ready: Context, tmp_path: Path) -> 
 
 def test_malformed_job_config_is_refused_naming_the_field() -> None:
     with pytest.raises(UserError, match="attempts"):
-        jobs.parse_job_config('{"dataset": "d@1", "profiles": ["p@1"], "attempts": 0}', "job.json")
+        parse_job_config('{"dataset": "d@1", "profiles": ["p@1"], "attempts": 0}', "job.json")
     with pytest.raises(UserError, match="not valid JSON"):
-        jobs.parse_job_config("{", "job.json")
+        parse_job_config("{", "job.json")

@@ -14,6 +14,7 @@ from sqlalchemy import select
 
 from envloop.core import capacity
 from envloop.core.capacity import default_processes, split_capacity
+from envloop.scheduling.process import capacity_shares
 from envloop.services.context import Context
 from envloop.store.tables import Trial
 from envloop.store.tables import Worker as WorkerRow
@@ -39,6 +40,17 @@ def test_by_default_one_process_per_core_each_running_at_least_two_trials(
 ) -> None:
     monkeypatch.setattr(capacity.os, "cpu_count", lambda: cores)
     assert default_processes(total) == expected
+
+
+def test_a_worker_of_another_executor_is_one_process_of_the_whole_capacity(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ray spreads trials over its cluster itself; a local worker is split, by default one process
+    per core each running at least two trials."""
+    monkeypatch.setattr(capacity.os, "cpu_count", lambda: 2)
+    assert capacity_shares(7, None, "ray") == [7]
+    assert capacity_shares(7, 3, "local") == [3, 2, 2]
+    assert capacity_shares(7, None, "local") == [4, 3]
 
 
 def test_processes_are_refused_with_the_ray_executor_before_any_cluster_is_reached(el: El) -> None:

@@ -9,31 +9,44 @@ A notebook or a script gets the same methods, return types and exceptions as ove
         for event in client.watch_job(job.id):
             ...
 
-As `el job submit` does, a submission starts a background worker for the store when none is running
-(`run_trials=False` leaves the trials to workers started otherwise, e.g. `el worker` elsewhere).
+A submission (`el job submit` makes its own through this client) starts a background worker for the
+store when none is running, before the request is checked, so the two start-ups overlap; a refused
+submission stops it again (`envloop.scheduling.background.SubmissionWorker`). `capacity` is that
+worker's trials at once (default: enough for the job's own concurrency limit, at least a worker's
+default); `run_trials=False` leaves the trials to workers started otherwise, e.g. `el worker`
+elsewhere.
 """
 
 from pathlib import Path
 
-from envloop.core.status import TERMINAL
 from envloop.operation import Operation, Req, Resp
 from envloop.operations import Operations
 from envloop.services.context import Context, open_context
+from envloop.wire.jobs import SubmitJob
 
 
 class LocalClient(Operations):
     """The service layer on this machine's store, with `envloop.Client`'s methods."""
 
-    def __init__(self, home: Path | str | None = None, *, run_trials: bool = True) -> None:
+    left_to_running_worker: bool
+    """Whether the trials the last submission queued were left to a background worker that was
+    running already (with its own capacity, not `capacity`)."""
+
+    def __init__(
+        self, home: Path | str | None = None, *, run_trials: bool = True, capacity: int | None = None
+    ) -> None:
         self._ctx = open_context(Path(home).expanduser() if home is not None else None)
         self._owned = True
         self.run_trials = run_trials
+        self.capacity = capacity
+        self.left_to_running_worker = False
 
     @classmethod
-    def on_context(cls, ctx: Context, run_trials: bool = False) -> "LocalClient":
+    def on_context(cls, ctx: Context, run_trials: bool = False, capacity: int | None = None) -> "LocalClient":
         """A client on a context its caller opened and will close (the CLI's)."""
         client = cls.__new__(cls)
-        client._ctx, client._owned, client.run_trials = ctx, False, run_trials
+        client._ctx, client._owned = ctx, False
+        client.run_trials, client.capacity, client.left_to_running_worker = run_trials, capacity, False
         return client
 
     @property
@@ -46,17 +59,21 @@ class LocalClient(Operations):
 
     def call(self, operation: Operation[..., Req, Resp], request: Req) -> Resp:
         """Do a declared operation with its service function, on this client's store (events are its
-        feed polled, a download its file read in chunks: `Operation.serve`)."""
-        answer = operation.serve(self._ctx, request)
-        if operation.queued_status is not None:
-            self._start_worker(operation.queued_status(answer))
+        feed polled, a download its file read in chunks: `Operation.serve`); one that queues trials
+        has a background worker for them."""
+        if operation.queued_status is None or not self.run_trials:
+            return operation.serve(self._ctx, request)
+        from envloop.scheduling.background import SubmissionWorker, submission_capacity  # noqa: PLC0415
+
+        concurrency = request.request.concurrency if isinstance(request, SubmitJob) else None
+        worker = SubmissionWorker(self._ctx.home, submission_capacity(self.capacity, concurrency))
+        try:
+            answer = operation.serve(self._ctx, request)
+        except BaseException:
+            worker.stop()
+            raise
+        self.left_to_running_worker = worker.keep_for(operation.queued_status(answer))
         return answer
-
-    def _start_worker(self, status: str) -> None:
-        if self.run_trials and status not in TERMINAL:
-            from envloop.scheduling.background import start_background_worker  # noqa: PLC0415
-
-            start_background_worker(self._ctx.home)
 
 
 __all__ = ["LocalClient"]

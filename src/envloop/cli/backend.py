@@ -14,6 +14,7 @@ from envloop.settings import settings
 
 if TYPE_CHECKING:
     from envloop.client import Client
+    from envloop.local import LocalClient
 
 _remote: "Client | None" = None
 
@@ -30,12 +31,15 @@ def remote() -> "Client | None":
 
 def operations() -> Operations:
     client = remote()
-    if client is not None:
-        return client
+    return client if client is not None else embedded()
+
+
+def embedded(*, run_trials: bool = False, capacity: int | None = None) -> "LocalClient":
+    """The client on this process's store. `run_trials` (`el job submit`): a submission starts a
+    background worker for its trials, of `capacity` trials at once if it starts one."""
     from envloop.local import LocalClient  # noqa: PLC0415
 
-    # The CLI starts its own background worker where a command needs one (`el job submit`).
-    return LocalClient.on_context(context(light=True), run_trials=False)
+    return LocalClient.on_context(context(light=True), run_trials=run_trials, capacity=capacity)
 
 
-__all__ = ["Operations", "operations", "remote"]
+__all__ = ["Operations", "embedded", "operations", "remote"]

@@ -1,4 +1,4 @@
-"""`el job compare` (is B better than A, by how much, how sure) and `el plan` (how much to run)."""
+"""`el job compare`: is B better than A, by how much, how sure (`el plan`: how much to run to tell)."""
 
 from typing import TYPE_CHECKING, Annotated
 
@@ -11,11 +11,12 @@ from envloop.cli.backend import operations
 from envloop.cli.compare_tasks import candidates_table, task_table, unchanged_note
 from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, out, table, warn
-from envloop.core.display import DifferenceUnit, format_difference, format_difference_interval, format_score
+from envloop.cli.render import interval_note
+from envloop.core.display import format_difference, format_difference_interval
 from envloop.core.words import plural
 
 if TYPE_CHECKING:
-    from envloop.wire import Comparison, Plan
+    from envloop.wire import Comparison
 
 
 def compare(
@@ -59,10 +60,6 @@ def compare(
     out.print(view, soft_wrap=False)  # long lines wrap between words in a terminal
 
 
-def _interval(ci95: tuple[float, float] | None) -> str:
-    return f" (95% CI {format_score(ci95[0])} – {format_score(ci95[1])})" if ci95 else ""
-
-
 def tally(result: "Comparison") -> str:
     """`3 improved · 1 regressed · 1 unchanged`: how the tasks both runs scored moved, B against A."""
     return f"{result.improved} improved · {result.regressed} regressed · {result.unchanged} unchanged"
@@ -95,7 +92,7 @@ def comparison_view(result: "Comparison", *, every_task: bool = False) -> Group:
     lines: list[Text | Table] = []
     for label, side in (("A", result.a), ("B", result.b)):
         lines.append(Text(f"{label}  {side.job_id}  {side.profile}  model {side.model}", style="bold"))
-        lines.append(Text(f"   {side.coverage}{_interval(side.ci95)}"))
+        lines.append(Text(f"   {side.coverage}{interval_note(side.ci95)}"))
     lines.append(Text(tally(result)))
     lines.append(Text(difference_line(result)))
     if result.excluded:
@@ -136,83 +133,14 @@ def candidates_view(results: "list[Comparison]", *, every_task: bool = False) ->
     base = results[0].a
     lines: list[Text | Table] = [
         Text(f"A   {base.job_id}  {base.profile}  model {base.model}", style="bold"),
-        Text(f"    {base.coverage}{_interval(base.ci95)}"),
+        Text(f"    {base.coverage}{interval_note(base.ci95)}"),
     ]
     for n, result in enumerate(results, start=1):
         side = result.b
         lines.append(Text(f"B{n}  {side.job_id}  {side.profile}  model {side.model}", style="bold"))
-        lines.append(Text(f"    {side.coverage}{_interval(side.ci95)}"))
+        lines.append(Text(f"    {side.coverage}{interval_note(side.ci95)}"))
         lines.append(Text(f"    {tally(result)}"))
         lines.append(Text(f"    {difference_line(result).replace('B - A', f'B{n} - A', 1)}"))
     lines.append(candidates_table(results, every_task=every_task))
     lines.append(Text(f"method: {results[0].method}", style="dim"))
     return Group(*lines)
-
-
-def plan_unit(result: "Plan") -> DifferenceUnit:
-    """A plan speaks in the unit a comparison would: points when the baseline's rewards are rates
-    (its score and interval lie in [0, 1]) and the effect is one, the reward's own scale otherwise."""
-    bounds = [result.effect, *([result.baseline.score] if result.baseline.score is not None else [])]
-    bounds += list(result.baseline.ci95 or ())
-    return "points" if all(0.0 <= x <= 1.0 for x in bounds) else "reward"
-
-
-def plan(
-    baseline: Annotated[str, typer.Option("--baseline", help="The job whose variance to plan from.")],
-    effect: Annotated[
-        float,
-        typer.Option("--effect", help="Difference to detect, in reward units (0.03 = 3 points)."),
-    ],
-    profile: Annotated[
-        str | None, typer.Option("--profile", help="The baseline's profile, when the job ran several.")
-    ] = None,
-    power: Annotated[float, typer.Option("--power", help="Chance of detecting a real effect.")] = 0.8,
-    alpha: Annotated[float, typer.Option("--alpha", help="Two-sided significance level.")] = 0.05,
-    correlation: Annotated[
-        float,
-        typer.Option("--correlation", help="Expected correlation of the two runs' task scores (pairing)."),
-    ] = 0.0,
-    json_: JsonOpt = False,
-) -> None:
-    """Tasks and attempts a comparison needs to detect EFFECT, from a baseline job's variance."""
-    result = operations().plan_comparison(baseline, effect, profile, power, alpha, correlation)
-    if json_:
-        emit_json(result)
-        return
-    variance, base = result.variance, result.baseline
-    unit = plan_unit(result)
-    detectable = f"{format_difference(result.detectable_effect, unit, sign=False)} or more"
-    if unit == "points" and result.detectable_effect > 1:
-        detectable += " (more than two rates can differ: it has too few tasks or attempts)"
-    within = "unknown (one attempt per task)" if variance.within is None else f"{variance.within:.4g}"
-    lines: list[Text | Table] = [
-        Text(f"baseline {base.job_id} {base.profile}: {base.coverage}{_interval(base.ci95)}"),
-        Text(f"variance between tasks {variance.between:.4g}, within a task {within}"),
-        Text(
-            f"to detect {format_difference(result.effect, unit, sign=False)} (two-sided alpha "
-            f"{result.alpha:g}, power {result.power:.0%}, correlation {result.correlation:g}):"
-        ),
-        table(
-            [
-                "attempts",
-                "tasks needed",
-                "attempts per run",
-                f"fits the dataset ({plural(result.dataset_tasks, 'task')})",
-            ],
-            [
-                [o.attempts, o.tasks, o.total_attempts, "yes" if o.fits_dataset else "no"]
-                for o in result.options
-            ],
-        ),
-        Text(
-            f"with all {plural(result.dataset_tasks, 'task')}: "
-            + (
-                f"{plural(result.attempts_with_all_tasks, 'attempt')} per task"
-                if result.attempts_with_all_tasks is not None
-                else "no number of attempts is enough; it needs more tasks"
-            )
-        ),
-        Text(f"the baseline's own design detects differences of {detectable}"),
-    ]
-    lines += [Text(f"note: {n}") for n in result.notes]
-    out.print(Group(*lines))

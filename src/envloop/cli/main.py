@@ -1,6 +1,6 @@
 """Entry point of `el`. Every failure ends as one line on stderr and an exit code of `cli.exits`.
 
-Only the command a call names is imported: `el job result` loads `cli.jobs` (and, when it runs, the
+Only the command a call names is imported: `el job result` loads `cli.job` (and, when it runs, the
 store), never the web server, the sandbox or the model SDKs; `el --help` loads none of them. The
 other top-level names are mounted as stand-ins that carry only their one-line help, which is what
 `el --help` and the "did you mean" of a mistyped name need. Within a group, a command another
@@ -46,7 +46,7 @@ def _load(module: str, attribute: str) -> object:
 ENTRIES = (
     Entry(
         "plan",
-        "compare",
+        "plan",
         "plan",
         "Tasks and attempts a comparison needs to detect EFFECT, from a baseline job's variance.",
     ),
@@ -64,29 +64,29 @@ ENTRIES = (
     ),
     Entry(
         "dataset",
-        "datasets",
+        "dataset",
         "app",
         "Frozen, versioned sets of tasks.",
         True,
-        (("build", "builds", "build"), ("check", "dataset_check", "check")),
+        (("build", "build", "build"), ("check", "check", "check")),
     ),
-    Entry("profile", "profiles", "app", "Versioned, immutable model/agent parameters.", True),
-    Entry("runner", "components", "runner_app", "Runners: the versioned harnesses that execute tasks.", True),
-    Entry("agent", "components", "agent_app", "Agents the shell runner can run (AGENT_NAME).", True),
-    Entry("plugin", "components", "plugin_app", "Plugins installed with this envloop.", True),
+    Entry("profile", "profile", "app", "Versioned, immutable model/agent parameters.", True),
+    Entry("runner", "runner", "app", "Runners: the versioned harnesses that execute tasks.", True),
+    Entry("agent", "agent", "app", "Agents the shell runner can run (AGENT_NAME).", True),
+    Entry("plugin", "plugin", "app", "Plugins installed with this envloop.", True),
     Entry(
         "job",
-        "jobs",
+        "job",
         "app",
         "Evaluation jobs: a dataset revision x profiles x attempts.",
         True,
         (
-            ("result", "results", "result"),
+            ("result", "result", "result"),
             ("compare", "compare", "compare"),
             ("samples", "samples", "samples"),
         ),
     ),
-    Entry("trial", "trials", "app", "Single attempts: status, reward, logs, artifacts.", True),
+    Entry("trial", "trial", "app", "Single attempts: status, reward, logs, artifacts.", True),
     Entry(
         "leaderboard",
         "leaderboard",
@@ -94,8 +94,8 @@ ENTRIES = (
         "Finished runs on the same frozen dataset revision, ranked by score with coverage.",
         True,
     ),
-    Entry("key", "keys", "app", "API keys of a project (for the HTTP API and ENVLOOP_API_KEY).", True),
-    Entry("secret", "secrets", "app", "The key that encrypts profile secrets at rest.", True),
+    Entry("key", "key", "app", "API keys of a project (for the HTTP API and ENVLOOP_API_KEY).", True),
+    Entry("secret", "secret", "app", "The key that encrypts profile secrets at rest.", True),
     Entry("model", "model", "app", "Model endpoints on this machine.", True),
 )
 

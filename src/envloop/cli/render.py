@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from envloop.wire import Breakdown, JobResult, JobUsage, ProfileUsage
 
 
+def interval_note(ci95: tuple[float, float] | None) -> str:
+    """A score's 95% interval as it follows the score on a line; nothing when it has none."""
+    return f" (95% CI {format_score(ci95[0])} – {format_score(ci95[1])})" if ci95 else ""
+
+
 def profile_block(ref: str, m: ProfileMetrics) -> Group:
     k = m.k
     lines: list[Text | Table] = [

@@ -1,30 +1,16 @@
 """`el worker`."""
 
-import asyncio
-import contextlib
 import logging
-import signal
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from envloop.cli.options import LeaseTtlOpt, RayAddressOpt
 from envloop.cli.output import note
 from envloop.cli.state import context
-from envloop.core.capacity import (
-    CAPACITY_ENV,
-    LEASE_TTL_SEC,
-    PROCESSES_ENV,
-    default_capacity,
-    default_processes,
-    split_capacity,
-)
+from envloop.core.capacity import CAPACITY_ENV, LEASE_TTL_SEC, PROCESSES_ENV, default_capacity
 from envloop.core.words import plural
 from envloop.errors import UserError
-
-if TYPE_CHECKING:
-    from envloop.scheduling.pool import WorkerPool
-    from envloop.services.context import Context
 
 
 def worker(
@@ -66,6 +52,7 @@ def worker(
     # The scheduler, the runners and the sandbox load when a worker starts, not for --help.
     from envloop.scheduling.background import try_hold_lock  # noqa: PLC0415
     from envloop.scheduling.executor import choose_executor  # noqa: PLC0415
+    from envloop.scheduling.process import capacity_shares, run_worker, start_group  # noqa: PLC0415
     from envloop.scheduling.worker import Worker, WorkerConfig  # noqa: PLC0415
     from envloop.services.components import check_environment  # noqa: PLC0415
 
@@ -83,7 +70,7 @@ def worker(
         return
     check_environment(environment)
     total = capacity or suggested or default_capacity()
-    shares = [total] if executor != "local" else split_capacity(total, processes or default_processes(total))
+    shares = capacity_shares(total, processes, executor)
     config = WorkerConfig(
         capacity=shares[0],
         idle_exit=idle_exit,
@@ -91,43 +78,10 @@ def worker(
         lease_ttl=lease_ttl,
         environment=environment,
     )
-    group = _start_group(ctx, shares[1:], lease_ttl, environment)
+    group = start_group(ctx, shares[1:], lease_ttl, environment)
     runner = Worker(ctx, config, executor=chosen, lock=lock)
     others = plural(len(shares) - 1, "more process", "more processes")
     more = f"; {others}, {plural(total, 'trial')} at once in all" if len(shares) > 1 else ""
     note(f"worker {runner.id} on {ctx.store.url} (capacity {config.capacity}{more})")
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, runner.stop)
-        try:
-            await runner.run()
-        finally:
-            # Before asyncio and the interpreter wait for threads at exit: from here on a
-            # submission starts a worker of its own.
-            if lock is not None:
-                lock.release()
-
-    try:
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(main())
-    finally:
-        if group is not None:
-            group.stop()
+    run_worker(runner, lock, group)
     note(f"worker {runner.id} stopped after {plural(runner.completed, 'trial')}")
-
-
-def _start_group(
-    ctx: "Context", shares: list[int], lease_ttl: float, environment: str
-) -> "WorkerPool | None":
-    """The other processes of this worker, one per share of its capacity: each an `el worker` of
-    its own on the same store, stopped with this one (and by the kernel if this one is killed)."""
-    from envloop.scheduling.pool import WorkerPool, worker_env  # noqa: PLC0415
-
-    if not shares:
-        return None
-    args = ["--in-group", "--processes", "1", "--lease-ttl", str(lease_ttl), "--environment", environment]
-    pool = WorkerPool([[*args, "--capacity", str(share)] for share in shares], worker_env(ctx), None)
-    pool.start()
-    return pool

@@ -164,18 +164,6 @@ def fresh_layers(sources: list[Path], target: Path) -> None:
         shutil.copytree(source, target, symlinks=True, copy_function=shutil.copy, dirs_exist_ok=True)
 
 
-def fresh_copy(source: Path, target: Path) -> None:
-    """A new private copy of the task's tests or solution at `target`, whatever stood there.
-
-    Modes are kept (a test may run a helper script directly); times are not, which saves a system
-    call per file. The copy belongs to the worker: the trial may read it, never change it."""
-    remove_tree(target)
-    if source.is_dir():
-        shutil.copytree(source, target, symlinks=True, copy_function=shutil.copy)
-    else:
-        target.mkdir()
-
-
 def empty_directory(path: Path) -> None:
     """Make `path` an empty directory the owner can write to, reusing it when it already is one.
 
@@ -217,23 +205,6 @@ def walk_tree(root: Path) -> Iterator[os.DirEntry[str]]:
                 yield entry
                 if entry.is_dir(follow_symlinks=False):
                     pending.append(Path(entry.path))
-
-
-def small_plain_tree(root: Path, max_entries: int, max_bytes: int) -> bool:
-    """True when `root` holds at most `max_entries` entries, only directories and regular files,
-    of at most `max_bytes` together: cheap enough to move or copy without leaving the event loop."""
-    total = 0
-    try:
-        for seen, entry in enumerate(walk_tree(root), start=1):
-            if entry.is_file(follow_symlinks=False):
-                total += entry.stat(follow_symlinks=False).st_size
-            elif not entry.is_dir(follow_symlinks=False):
-                return False
-            if seen > max_entries or total > max_bytes:
-                return False
-    except OSError:
-        return False
-    return True
 
 
 def remove_instance(root: Path) -> None:

@@ -1,4 +1,5 @@
-"""The embedded background worker: `el job submit` makes sure one runs for the store.
+"""The embedded background worker: a submission on the embedded store (`el job submit`,
+`envloop.LocalClient`) makes sure one runs for the store.
 
 One lock file per home decides who is the background worker: a submission starts a worker unless
 the lock is held, so concurrent submissions never start two, and a crashed worker releases it with
@@ -8,8 +9,10 @@ waits for), and an idle worker lets go before it decides to exit, then looks at 
 more. A submission that found the lock held has its trials seen by that last look; one that finds
 it free starts a worker of its own. So a submission always ends with a worker for its trials.
 
-This module imports nothing heavy: `el job submit` starts the worker before it loads the store,
-so the worker's own start-up overlaps the submission instead of following it.
+This module imports nothing heavy: a submission starts the worker before it loads the store and
+checks the request, so the worker's own start-up overlaps the submission instead of following it
+(`SubmissionWorker`). The whole mechanism, with the queue and leases it serves:
+docs/design/queue-and-leases.md.
 """
 
 import fcntl
@@ -18,6 +21,9 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import IO
+
+from envloop.core.capacity import default_capacity
+from envloop.core.status import TERMINAL
 
 IDLE_EXIT_SEC = 30.0
 STOP_WAIT_SEC = 10.0
@@ -113,3 +119,45 @@ def stop_started_worker(process: "subprocess.Popen[bytes]") -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def submission_capacity(asked: int | None, concurrency: int | None) -> int | None:
+    """Trials at once for a worker started for a submission: as asked, else enough for the job's own
+    concurrency limit when that is above a worker's default; None leaves the worker its default."""
+    if asked is not None:
+        return asked
+    if concurrency is not None and concurrency > default_capacity():
+        return concurrency
+    return None
+
+
+class SubmissionWorker:
+    """The background worker for the trials one submission queues.
+
+    It starts before the submission is checked, so its interpreter's start-up overlaps the checks
+    instead of following them; a refused submission stops it again (`stop`), and so does one that
+    left nothing to run (a request ID of a job that already ended). When a worker was running
+    already, starting one is tried again after the submission (`keep_for`): the running one may
+    have let go of the lock and taken its last look before the trials existed."""
+
+    def __init__(self, home: Path, capacity: int | None) -> None:
+        self._home = home
+        self._capacity = capacity
+        self._process = start_background_worker(home, capacity)
+
+    def stop(self) -> None:
+        """Stop the worker this submission started, if it started one."""
+        if self._process is not None:
+            stop_started_worker(self._process)
+            self._process = None
+
+    def keep_for(self, status: str) -> bool:
+        """After the submission, whose job (or trial) is in `status`: keep a worker while something
+        waits, else stop the one started. True when what waits was left to a worker that was
+        running already, with the capacity it has."""
+        if status in TERMINAL:
+            self.stop()
+            return False
+        if self._process is None:
+            self._process = start_background_worker(self._home, self._capacity)
+        return self._process is None

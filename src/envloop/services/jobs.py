@@ -6,7 +6,6 @@ from datetime import UTC, datetime
 from itertools import islice
 from typing import cast
 
-from pydantic import ValidationError
 from sqlalchemy import JSON, Insert, Table, and_, func, insert, literal_column, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -56,27 +55,6 @@ FAILED_BUILD = "its image failed to build: "
 
 class NothingToRun(UserError):
     """Every selected task was left out of the job (--skip-unsupported): there is no trial to create."""
-
-
-def parse_job_config(raw: str, source: str) -> JobRequest:
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{source}: not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{source}: expected a JSON object")
-    return parse_job_config_dict(data, source)
-
-
-def parse_job_config_dict(data: dict[str, object], source: str = "request") -> JobRequest:
-    try:
-        request = JobRequest.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise UserError(f"{source}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
-    if request.schema_version != JOB_CONFIG_SCHEMA:
-        raise UserError(f"{source}: schema_version must be {JOB_CONFIG_SCHEMA!r}")
-    return request
 
 
 def _request_digest(request: JobRequest) -> str:

@@ -7,6 +7,7 @@ that expires (the worker died) puts the trial back to pending, or cancels it if 
 
 These are Core statements on a plain connection: a worker records and claims in one short write
 transaction per wake-up, and the ORM's bookkeeping would cost more than the database work.
+Why the queue is built this way, and what each crash leaves: docs/design/queue-and-leases.md.
 """
 
 import time

@@ -1,14 +1,16 @@
 """Jobs on the wire: what a submission asks for, and how a job reads back."""
 
+import json
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic import BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError
 from pydantic.dataclasses import dataclass
 
 from envloop.core.lazy import LazyModel
 from envloop.core.status import TERMINAL, JobStatus, TrialStatus
 from envloop.core.trial import EnvironmentChoice, VerifierEnvironment
+from envloop.errors import UserError
 from envloop.wire.request import REQUEST, QueryForm
 
 MAX_ATTEMPTS = 1000
@@ -68,6 +70,32 @@ class JobRequest(LazyModel):
         default=None, min_length=1, max_length=MAX_NOTE, description="why the run was made (--note)"
     )
     request_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+def parse_job_config(raw: str, source: str) -> JobRequest:
+    """A job configuration file (`el job export` writes one) read as a request; `source` names it
+    in the one-line error a malformed file gets."""
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{source}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{source}: expected a JSON object")
+    return parse_job_config_dict(data, source)
+
+
+def parse_job_config_dict(data: dict[str, object], source: str = "request") -> JobRequest:
+    """A request from its fields, refused in one line naming the first field that is wrong. Here,
+    beside the model, so a client (`el job submit` against a server) checks a request without the
+    service layer and the store behind it."""
+    try:
+        request = JobRequest.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UserError(f"{source}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+    if request.schema_version != JOB_CONFIG_SCHEMA:
+        raise UserError(f"{source}: schema_version must be {JOB_CONFIG_SCHEMA!r}")
+    return request
 
 
 class SkippedTask(LazyModel):

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from envloop.cli import exits
-from envloop.cli.backend import operations, remote
+from envloop.cli.backend import embedded, operations, remote
 from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, note, out, table, warn, when
 from envloop.cli.serve import DEFAULT_URL, served_address
-from envloop.core.capacity import CAPACITY_ENV, default_capacity
+from envloop.core.capacity import CAPACITY_ENV
 from envloop.core.status import TERMINAL, JobStatus, TrialStatus
 from envloop.core.words import plural
 from envloop.errors import UserError
@@ -120,50 +120,34 @@ def submit(
     json_: JsonOpt = False,
 ) -> None:
     """Validate everything, create all trials pending, and start execution."""
-    from envloop.scheduling.background import start_background_worker, stop_started_worker  # noqa: PLC0415
-
-    embedded = remote() is None
-    # Embedded, the background worker starts first, so its start-up overlaps this command's own; it
-    # is stopped again if the submission is refused. With --config its capacity is known only later.
-    early = None
-    if embedded and config is None:
-        early = start_background_worker(envloop_home(), _worker_capacity(capacity, concurrency))
-    try:
-        overrides: dict[str, object] = {
-            "dataset": dataset,
-            "profiles": profile or None,
-            "attempts": attempts,
-            "tasks": task or None,
-            "max_steps": max_steps,
-            "concurrency": concurrency,
-            "agent_timeout_sec": agent_timeout,
-            "verifier_timeout_sec": verifier_timeout,
-            "agent_setup_timeout_sec": agent_setup_timeout,
-            "environment": environment,
-            "skip_unsupported": skip_unsupported or None,
-            "verifier_environment": verifier_environment,
-            "request_id": request_id,
-            "tags": _tags(tag) if tag else None,
-            "name": name,
-            "note": note_,
-        }
-        request = _job_request(config, overrides)
-        ops = operations()
-        submitted = ops.submit_job(request)
-    except BaseException:
-        if early is not None:
-            stop_started_worker(early)
-        raise
+    overrides: dict[str, object] = {
+        "dataset": dataset,
+        "profiles": profile or None,
+        "attempts": attempts,
+        "tasks": task or None,
+        "max_steps": max_steps,
+        "concurrency": concurrency,
+        "agent_timeout_sec": agent_timeout,
+        "verifier_timeout_sec": verifier_timeout,
+        "agent_setup_timeout_sec": agent_setup_timeout,
+        "environment": environment,
+        "skip_unsupported": skip_unsupported or None,
+        "verifier_environment": verifier_environment,
+        "request_id": request_id,
+        "tags": _tags(tag) if tag else None,
+        "name": name,
+        "note": note_,
+    }
+    request = _job_request(config, overrides)
+    # Embedded, the client starts a background worker for the job (stopped again if it is refused).
+    local = embedded(run_trials=True, capacity=capacity) if remote() is None else None
+    ops = local if local is not None else operations()
+    submitted = ops.submit_job(request)
     for message in submitted.warnings:
         warn(message)
     job = submitted.job
-    if embedded and job.status in TERMINAL:
-        if early is not None:
-            stop_started_worker(early)
-    elif embedded and early is None:
-        started = start_background_worker(envloop_home(), _worker_capacity(capacity, request.concurrency))
-        if started is None and capacity is not None:
-            note("a background worker is already running for this store; --capacity applies to the next")
+    if local is not None and local.left_to_running_worker and capacity is not None:
+        note("a background worker is already running for this store; --capacity applies to the next")
     shape = f"{job.dataset} × {plural(len(job.profiles), 'profile')} × {plural(job.attempts, 'attempt')}"
     if submitted.existing:
         note(f"request ID {request.request_id} was already submitted as {job.id} ({shape}); nothing new")
@@ -177,7 +161,7 @@ def submit(
     if json_:
         emit_json(job)
     elif wait:
-        from envloop.cli.results import print_result  # noqa: PLC0415 - only for a followed job
+        from envloop.cli.result import print_result  # noqa: PLC0415 - only for a followed job
 
         print_result(ops.job_result(job.id), ops.job_diagnosis(job.id), ops.job_usage(job.id))
     else:
@@ -187,8 +171,9 @@ def submit(
 
 
 def _job_request(config: Path | None, overrides: dict[str, object]) -> "JobRequest":
-    """The job to submit: the --config file's settings, overridden by the options given."""
-    from envloop.services import jobs  # noqa: PLC0415 - imported when a job is submitted, not for --help
+    """The job to submit: the --config file's settings, overridden by the options given. Checked
+    against the wire model alone, so a submission to a server loads no store."""
+    from envloop.wire.jobs import parse_job_config, parse_job_config_dict  # noqa: PLC0415 - not for --help
 
     base: dict[str, object] = {}
     if config is not None:
@@ -196,22 +181,13 @@ def _job_request(config: Path | None, overrides: dict[str, object]) -> "JobReque
             raw = config.read_text(encoding="utf-8")
         except OSError as exc:
             raise UserError(f"{config}: {exc.strerror}") from None
-        base = jobs.parse_job_config(raw, str(config)).model_dump(exclude_unset=True)
+        base = parse_job_config(raw, str(config)).model_dump(exclude_unset=True)
     base.update({k: v for k, v in overrides.items() if v is not None})
     if "dataset" not in base:
         raise UserError("missing --dataset (or --config)")
     if "profiles" not in base:
         raise UserError("missing --profile (or --config)")
-    return jobs.parse_job_config_dict(base)
-
-
-def _worker_capacity(capacity: int | None, concurrency: int | None) -> int | None:
-    """The started worker's capacity: as asked, else enough for the job's own concurrency limit."""
-    if capacity is not None:
-        return capacity
-    if concurrency is not None and concurrency > default_capacity():
-        return concurrency
-    return None
+    return parse_job_config_dict(base)
 
 
 def _exit_unless_completed(job: "JobView") -> None:

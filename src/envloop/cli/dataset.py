@@ -179,7 +179,7 @@ def show(ref: Annotated[str, typer.Argument(help="NAME@N or NAME@latest.")], jso
 
 def _show_latest_check(ref: str) -> None:
     """The newest health check of the revision beside it, or that it was never checked."""
-    from envloop.cli.dataset_check import print_health  # noqa: PLC0415
+    from envloop.cli.check import print_health  # noqa: PLC0415
 
     try:
         health = operations().latest_dataset_check(ref)
