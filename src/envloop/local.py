@@ -16,8 +16,8 @@ As `el job submit` does, a submission starts a background worker for the store w
 from pathlib import Path
 
 from envloop.core.status import TERMINAL
-from envloop.operation import Operation, Req, Resp
 from envloop.operations import Operations
+from envloop.operations.operation import Operation, Req, Resp
 from envloop.services.context import Context, open_context
 
 
