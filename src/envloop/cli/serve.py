@@ -109,7 +109,7 @@ def serve(
 
     from envloop.console import api_and_console  # noqa: PLC0415
     from envloop.runners.model_route import PRIVATE_UPSTREAM_VARIABLE  # noqa: PLC0415
-    from envloop.scheduling.executor import check_executor  # noqa: PLC0415
+    from envloop.scheduling.executor_choice import check_executor  # noqa: PLC0415
     from envloop.scheduling.pool import WorkerPool, worker_env  # noqa: PLC0415
     from envloop.services.keys import has_active_key  # noqa: PLC0415
 
