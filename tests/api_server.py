@@ -22,8 +22,8 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from envloop.api import create_app
 from envloop.client import Client
+from envloop.console import api_and_console
 from envloop.services import keys
 from envloop.services.context import open_context
 from tests.conftest import El, stop_process
@@ -106,7 +106,7 @@ def serve_in_process(el: El, log: Path, extend: Callable[[FastAPI], None] | None
     take its port first); `extend` adds to the app (routes a test declares)."""
     key = default_project_key(el.home)
     context = open_context(el.home)
-    app = create_app(context)
+    app = api_and_console(context)
     if extend is not None:
         extend(app)
     listener = socket.socket()

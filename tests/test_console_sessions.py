@@ -11,7 +11,7 @@ import httpx
 import pytest
 from sqlalchemy import select, update
 
-from envloop.api.app import create_app
+from envloop.console import api_and_console
 from envloop.services.context import Context
 from envloop.services.keys import create_key, list_keys, revoke_key
 from envloop.store.tables import ConsoleSession
@@ -24,7 +24,7 @@ class Browser:
 
     def __init__(self, ctx: Context, scheme: str = "http") -> None:
         self.client = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=create_app(ctx)), base_url=f"{scheme}://console.test"
+            transport=httpx.ASGITransport(app=api_and_console(ctx)), base_url=f"{scheme}://console.test"
         )
 
     def get(self, path: str) -> httpx.Response:

@@ -6,7 +6,7 @@ import json
 
 from envloop.agents.gemini_events import GeminiEvents
 from envloop.core.trajectory import ModelRequestSummary, ModelStep, SystemStep, ToolStep, TrajectoryRecorder
-from envloop.models.gemini_wire import GeminiChunks, chat_request, gemini_response
+from envloop.models.gemini_translation import GeminiChunks, chat_request, gemini_response
 
 SUMMARY = ModelRequestSummary(protocol="gemini", endpoint="gateway", model="team/sft", messages=1)
 STATS = {"total_tokens": 60, "input_tokens": 50, "output_tokens": 10, "cached": 4, "tool_calls": 1}

@@ -16,9 +16,10 @@ from envloop.scheduling.worker import Worker, WorkerConfig
 from envloop.services import diagnosis, job_reads, results, trial_reads, trials, usage
 from envloop.services.context import DATABASE_FILE, Context, open_context
 from envloop.services.failures import rewarded_by_profiles
+from envloop.services.reads import READ_MODULES
 from envloop.store import light as light_store
 from envloop.store.light import CACHE_FILE, Compiled, SqliteReads, compile_sqlite, open_light
-from envloop.store.reads import READ_MODULES, Query, SessionReads, declared_queries
+from envloop.store.reads import Query, SessionReads, declared_queries
 from tests.conftest import submit_command_job
 
 

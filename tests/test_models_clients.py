@@ -17,7 +17,7 @@ from envloop.models import (
     model_client,
     model_settings,
 )
-from envloop.models.openai_wire import parse_tool_call
+from envloop.models.openai_format import parse_tool_call
 from envloop.testing import Reply, ScriptedServer, ScriptedToolCall
 
 PROTOCOLS = ["openai", "anthropic"]

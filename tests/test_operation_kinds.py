@@ -1,4 +1,4 @@
-"""The kinds of declared operation beyond a JSON answer (`envloop.operation`): events, a file's
+"""The kinds of declared operation beyond a JSON answer (`envloop.operations.operation`): events, a file's
 bytes, an upload, and a field in its own query form. Each is declared here once, with its service
 function below, and served by the real app under uvicorn and called through both real clients, so
 what is tested is the mechanism that every such declaration gets, not one operation's code."""
@@ -21,9 +21,10 @@ from envloop.api.routes.declared import build_router
 from envloop.client import Client
 from envloop.errors import NotFoundError, ServerError, UserError
 from envloop.local import LocalClient
-from envloop.operation import Operation
-from envloop.operation_kinds import Download, Events, Upload
 from envloop.operations import Operations
+from envloop.operations.kinds import Download, Events, Upload
+from envloop.operations.operation import Operation
+from envloop.operations.services import ServiceModule
 from envloop.services.context import Context
 from envloop.wire import ArtifactInfo
 from envloop.wire.request import REQUEST, QueryForm
@@ -84,6 +85,7 @@ class Echo:
 # -- the declarations, and their service functions ---------------------------------------------------
 
 HERE = "tests.test_operation_kinds"
+HERE_SERVICES = ServiceModule(HERE)
 
 
 class Kinds:
@@ -91,15 +93,15 @@ class Kinds:
         "/v1/kinds/countdown/{start}",
         Countdown,
         cast("type[Tick | Lift]", Tick | Lift),
-        service=f"{HERE}:countdown",
+        service=HERE_SERVICES.countdown,
         tag="kinds",
         stream_doc="ticks, then end",
     )
-    blob = Download("/v1/kinds/blob/{size}/{name:path}", Blob, service=f"{HERE}:blob", tag="kinds")
+    blob = Download("/v1/kinds/blob/{size}/{name:path}", Blob, service=HERE_SERVICES.blob, tag="kinds")
     ticks = Download(
         "/v1/kinds/ticks/{start}",
         Countdown,
-        service=f"{HERE}:ticks",
+        service=HERE_SERVICES.ticks,
         tag="kinds",
         media_type="application/json",
         schema=f"{HERE}:TickList",
@@ -111,12 +113,12 @@ class Kinds:
         Weight,
         file="path",
         part="upload",
-        service=f"{HERE}:weigh",
+        service=HERE_SERVICES.weigh,
         tag="kinds",
         status_code=201,
         existing=lambda weight: not weight.created,
     )
-    echo = Operation("GET", "/v1/kinds/echo", Echo, dict[str, str], service=f"{HERE}:echo", tag="kinds")
+    echo = Operation("GET", "/v1/kinds/echo", Echo, dict[str, str], service=HERE_SERVICES.echo, tag="kinds")
 
 
 KINDS = [value for value in vars(Kinds).values() if isinstance(value, Operation)]

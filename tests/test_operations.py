@@ -10,10 +10,10 @@ import httpx
 import pytest
 
 from envloop.client import Client
-from envloop.declarations import declared_operations
 from envloop.errors import NotFoundError, UserError
 from envloop.local import LocalClient
-from envloop.operation import Operation
+from envloop.operations.declared import declared_operations
+from envloop.operations.operation import Operation
 from tests.api_server import Server
 
 DECLARED = {operation.name: operation for operation in declared_operations()}

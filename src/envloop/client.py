@@ -21,9 +21,9 @@ import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from envloop.errors import ConflictError, NotFoundError, ServerError, UserError
-from envloop.operation import Operation, Req, Resp
-from envloop.operation_kinds import Download, Events, Upload
 from envloop.operations import Operations
+from envloop.operations.kinds import Download, Events, Upload
+from envloop.operations.operation import Operation, Req, Resp
 from envloop.settings import settings
 from envloop.uploads import packed
 

@@ -19,8 +19,8 @@ elsewhere.
 
 from pathlib import Path
 
-from envloop.operation import Operation, Req, Resp
 from envloop.operations import Operations
+from envloop.operations.operation import Operation, Req, Resp
 from envloop.services.context import Context, open_context
 from envloop.wire.jobs import SubmitJob
 

@@ -1,4 +1,4 @@
-"""What an upload operation sends for a local path (`envloop.operation_kinds.Upload`): a file as it is,
+"""What an upload operation sends for a local path (`envloop.operations.kinds.Upload`): a file as it is,
 or a folder packed as a .tar.gz, each under a name the server accepts.
 
 The pack leaves out what a task's digest ignores (caches, VCS folders) and the owners of files.

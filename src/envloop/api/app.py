@@ -79,7 +79,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 def create_app(ctx: Context | None = None) -> FastAPI:
-    """The API over `ctx`'s store and artifacts (None: only to describe it, e.g. its OpenAPI)."""
+    """The API over `ctx`'s store and artifacts (None: only to describe it, e.g. its OpenAPI). The
+    console is mounted on it by `envloop.console.api_and_console`, which `el serve` runs."""
     app = FastAPI(
         title="envloop",
         version=__version__,
@@ -96,11 +97,6 @@ def create_app(ctx: Context | None = None) -> FastAPI:
     app.add_middleware(RequestLimits)
     for module in (meta, declared):
         app.include_router(module.router)
-
-    # Imported here: the console's modules import the API's (auth, events), which import this one.
-    from envloop.console import install_console  # noqa: PLC0415
-
-    install_console(app)
 
     @app.api_route(CATCH_ALL, methods=list(_ALL_METHODS), include_in_schema=False)
     def unknown(request: Request, rest: str, who: Annotated[Caller, Depends(caller)]) -> None:

@@ -1,6 +1,6 @@
 """Server-sent events: a job's (or a rollout's) status changes as they happen.
 
-The feed itself is what an events operation's service function returns (`envloop.operation_kinds.Feed`,
+The feed itself is what an events operation's service function returns (`envloop.operations.kinds.Feed`,
 the service's `ProgressFeed`); this adapter polls it off the event loop and writes each change as
 an SSE message (`event: job|trial`, JSON data), then `event: end` with the feed's outcome (the
 final job) once it is finished. A comment line every few seconds keeps proxies from closing an
@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from envloop.operation_kinds import FEED_POLL_SEC, Event, Feed
+from envloop.operations.kinds import FEED_POLL_SEC, Event, Feed
 
 KEEPALIVE_SEC = 15.0
 

@@ -18,8 +18,8 @@ from typing import Any
 from anyio import to_thread
 from starlette.exceptions import HTTPException
 
-from envloop.declarations import declared_operations
-from envloop.operation_kinds import Upload
+from envloop.operations.declared import declared_operations
+from envloop.operations.kinds import Upload
 from envloop.services.context import Context
 from envloop.services.keys import authenticate_key
 from envloop.services.shares import resolve_share

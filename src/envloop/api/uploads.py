@@ -1,4 +1,4 @@
-"""The server's side of an upload operation (`envloop.operation_kinds.Upload`): the uploaded file saved
+"""The server's side of an upload operation (`envloop.operations.kinds.Upload`): the uploaded file saved
 in a scratch folder named after it, unpacked with the same hostile-archive checks as any task
 archive, and the path the service function reads.
 

@@ -107,9 +107,9 @@ def serve(
     import uvicorn  # noqa: PLC0415
     from sqlalchemy.engine import make_url  # noqa: PLC0415
 
-    from envloop.api import create_app  # noqa: PLC0415
+    from envloop.console import api_and_console  # noqa: PLC0415
     from envloop.runners.model_route import PRIVATE_UPSTREAM_VARIABLE  # noqa: PLC0415
-    from envloop.scheduling.executor import check_executor  # noqa: PLC0415
+    from envloop.scheduling.executor_choice import check_executor  # noqa: PLC0415
     from envloop.scheduling.pool import WorkerPool, worker_env  # noqa: PLC0415
     from envloop.services.keys import has_active_key  # noqa: PLC0415
 
@@ -142,7 +142,7 @@ def serve(
     recorded = record_address(ctx.home, host, port)
     try:
         uvicorn.run(
-            create_app(ctx),
+            api_and_console(ctx),
             host=host,
             port=port,
             log_level="warning",

@@ -51,7 +51,7 @@ def worker(
     """Run a worker in the foreground on the store: claim trials from the queue and run them."""
     # The scheduler, the runners and the sandbox load when a worker starts, not for --help.
     from envloop.scheduling.background import try_hold_lock  # noqa: PLC0415
-    from envloop.scheduling.executor import choose_executor  # noqa: PLC0415
+    from envloop.scheduling.executor_choice import choose_executor  # noqa: PLC0415
     from envloop.scheduling.process import capacity_shares, run_worker, start_group  # noqa: PLC0415
     from envloop.scheduling.worker import Worker, WorkerConfig  # noqa: PLC0415
     from envloop.services.components import check_environment  # noqa: PLC0415

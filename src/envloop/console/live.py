@@ -23,7 +23,7 @@ from envloop.api.events import KEEPALIVE_SEC
 from envloop.console.access import Viewer, session_viewer
 from envloop.console.routing import ConsoleRoute
 from envloop.errors import UserError
-from envloop.operation_kinds import FEED_POLL_SEC
+from envloop.operations.kinds import FEED_POLL_SEC
 from envloop.services import jobs
 from envloop.services.rollouts import JobEvent, ProgressFeed
 

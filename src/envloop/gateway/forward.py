@@ -25,7 +25,7 @@ from aiohttp import web
 from envloop.gateway.recording import Recorder, capped, recorder_for, request_summary
 from envloop.gateway.routes import Route
 from envloop.gateway.session import Call, GatewaySession
-from envloop.gateway.wire import EventSplitter, Masker, error_event, error_json, parse_event
+from envloop.gateway.to_agent import EventSplitter, Masker, error_event, error_json, parse_event
 from envloop.models.base import server_message, transport_error
 from envloop.models.protocol_errors import ErrorProtocol
 from envloop.models.types import ModelError, ModelResponse

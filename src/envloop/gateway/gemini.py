@@ -3,7 +3,7 @@
 the token as `x-goog-api-key` or `?key=`. MODEL is the path's text up to the method (it may hold
 slashes: `team/sft`); it is only ever sent upstream in the body, never as a path.
 
-The gateway translates: a Gemini request goes upstream as Chat Completions (models/gemini_wire.py)
+The gateway translates: a Gemini request goes upstream as Chat Completions (models/gemini_translation.py)
 to the trial's OpenAI-protocol upstream, and the answer, whole or streamed, comes back as Gemini's.
 A profile therefore reaches a Gemini-speaking agent with the same endpoint it gives every other
 agent (`el model serve`, any Chat Completions server, Google's own OpenAI-compatible endpoint among
@@ -26,10 +26,10 @@ from aiohttp import web
 
 from envloop.gateway.forward import BadRequest, BrokeOff, Exchange, Forwarder, error_response, read_body
 from envloop.gateway.recording import request_summary
-from envloop.gateway.routes import Route, RouteRefused
+from envloop.gateway.routes import Route, TargetRefused
 from envloop.gateway.session import GatewaySession
-from envloop.gateway.wire import EventSplitter, parse_event
-from envloop.models.gemini_wire import GeminiChunks, chat_request, estimated_tokens, gemini_response
+from envloop.gateway.to_agent import EventSplitter, parse_event
+from envloop.models.gemini_translation import GeminiChunks, chat_request, estimated_tokens, gemini_response
 from envloop.models.protocol_errors import error_body
 
 _TARGET = re.compile(
@@ -61,9 +61,9 @@ def gemini_target(method: str, target: str) -> GeminiCall | None:
     if found is None:
         return None
     if method != "POST":
-        raise RouteRefused(405, f"{method} is not allowed on {path}")
+        raise TargetRefused(405, f"{method} is not allowed on {path}")
     if len(query) > _MAX_QUERY:
-        raise RouteRefused(400, "the query string is too long")
+        raise TargetRefused(400, "the query string is too long")
     keys = [value for name, value in parse_qsl(query) if name == "key"]
     return GeminiCall(found["model"], found["method"], keys[0] if keys else None)
 

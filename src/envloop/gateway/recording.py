@@ -13,9 +13,9 @@ from typing import Any, Protocol
 from envloop.core.trajectory import ModelRequestSummary, ToolCall, Usage
 from envloop.gateway.routes import Route
 from envloop.gateway.upstream import Upstream
-from envloop.models.anthropic_wire import message_response
+from envloop.models.anthropic_format import message_response
 from envloop.models.base import TextBuffer, json_count, json_object, json_text
-from envloop.models.openai_wire import ChatChunks, completion_response, parse_tool_call
+from envloop.models.openai_format import ChatChunks, completion_response, parse_tool_call
 from envloop.models.types import Message, ModelResponse, ResponseStop
 
 _PARAMS = (

@@ -52,7 +52,7 @@ ROUTES = {
 _MAX_QUERY = 512
 
 
-class RouteRefused(Exception):
+class TargetRefused(Exception):
     """A request target the gateway does not forward: its HTTP status and one line."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -64,14 +64,14 @@ class RouteRefused(Exception):
 def match(method: str, target: str) -> tuple[Route, str]:
     """The route of a raw request target and the query string to forward (maybe empty)."""
     if not target.startswith("/"):
-        raise RouteRefused(400, "the request target must be a path (absolute URLs are refused)")
+        raise TargetRefused(400, "the request target must be a path (absolute URLs are refused)")
     path, _, query = target.partition("?")
     route = ROUTES.get((method, path))
     if route is None:
         if any(p == path for _, p in ROUTES):
-            raise RouteRefused(405, f"{method} is not allowed on {path}")
-        raise RouteRefused(404, f"no route {method} {path[:200]}")
+            raise TargetRefused(405, f"{method} is not allowed on {path}")
+        raise TargetRefused(404, f"no route {method} {path[:200]}")
     if len(query) > _MAX_QUERY:
-        raise RouteRefused(400, "the query string is too long")
+        raise TargetRefused(400, "the query string is too long")
     kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k in route.query]
     return route, urlencode(kept)

@@ -35,10 +35,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from envloop.gateway.forward import Forwarder, Limits, error_response
 from envloop.gateway.gemini import GeminiCall, gemini_target, handle_gemini
-from envloop.gateway.routes import RouteRefused, match
+from envloop.gateway.routes import TargetRefused, match
 from envloop.gateway.session import GatewaySession, base_url
+from envloop.gateway.to_agent import error_protocol
 from envloop.gateway.upstream import PublicOnlyResolver, Upstream, check_upstream
-from envloop.gateway.wire import error_protocol
 
 _MIB = 1024 * 1024
 
@@ -201,13 +201,13 @@ class ModelGateway:
         anthropic_caller = "anthropic-version" in request.headers
         try:
             gemini = gemini_target(request.method, request.raw_path)
-        except RouteRefused as refused:
+        except TargetRefused as refused:
             return error_response("gemini", refused.status, refused.message)
         if gemini is not None:
             return await self._handle_gemini(listener, request, gemini)
         try:
             route, query = match(request.method, request.raw_path)
-        except RouteRefused as refused:
+        except TargetRefused as refused:
             return error_response(error_protocol(None, anthropic_caller), refused.status, refused.message)
         session = self._session_for(listener, request)
         if session is None:

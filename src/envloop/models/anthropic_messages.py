@@ -1,6 +1,6 @@
 """The Messages protocol over the official `anthropic` SDK.
 
-Requests go through the client's `post` with the body in wire form (`anthropic_wire`; as in
+Requests go through the client's `post` with the body in JSON form (`anthropic_format`; as in
 `openai_chat`: `messages.create` would first walk the conversation against its parameter types);
 streaming uses the SDK's own accumulator. Without `MODEL_API_KEY`, no credential header is sent and
 none is read from the worker's environment.
@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import anthropic
 
-from envloop.models.anthropic_wire import message_response, request_body
+from envloop.models.anthropic_format import message_response, request_body
 from envloop.models.base import SdkErrors, sdk_error, send
 from envloop.models.settings import ModelSettings
 from envloop.models.types import ModelRequest, ModelResponse

@@ -1,14 +1,14 @@
 """The Chat Completions protocol over the official `openai` SDK.
 
 The SDK's own retries are off (envloop retries, honouring Retry-After, under the endpoint gate).
-Requests go through the client's `post` with the body already in wire form: `chat.completions.create`
+Requests go through the client's `post` with the body already in JSON form: `chat.completions.create`
 would first walk the whole conversation against its parameter types, which costs more than the
 rest of a local call and grows with every turn of an agent's conversation; authentication, error
 mapping and JSON decoding are the SDK's either way.
 
 Organisation and project headers the SDK would take from the worker's environment are dropped, and
 without `MODEL_API_KEY` no Authorization header is sent: nothing of the worker's own credentials
-reaches an endpoint a profile names. The body and the answer's reading are `openai_wire`'s.
+reaches an endpoint a profile names. The body and the answer's reading are `openai_format`'s.
 """
 
 from typing import Any, cast
@@ -16,7 +16,7 @@ from typing import Any, cast
 import openai
 
 from envloop.models.base import SdkErrors, sdk_error, send
-from envloop.models.openai_wire import ChatChunks, completion_response, request_body
+from envloop.models.openai_format import ChatChunks, completion_response, request_body
 from envloop.models.settings import ModelSettings
 from envloop.models.types import ModelRequest, ModelResponse
 

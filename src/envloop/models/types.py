@@ -1,4 +1,4 @@
-"""What a model client is given and what it returns, the same for every wire protocol.
+"""What a model client is given and what it returns, the same for every model protocol.
 
 A conversation is a list of `Message`s; a request may offer tools (`ToolSpec`), and a response may
 ask for tool calls (`ToolCall`). The shapes are protocol-neutral so that a runner or a tool-calling

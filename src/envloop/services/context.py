@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from envloop.home import envloop_home, private_dir, private_sqlite
 from envloop.settings import settings
 from envloop.store.artifacts import ArtifactStore, open_artifact_store
-from envloop.store.reads import Reads, SessionReads, plaintext_secret, project_by_name
+from envloop.store.reads import Reads, SessionReads, find_queries_with, plaintext_secret, project_by_name
 from envloop.store.schema import DEFAULT_PROJECT
 
 if TYPE_CHECKING:
@@ -19,6 +19,15 @@ if TYPE_CHECKING:
 __all__ = ["Context", "envloop_home", "open_context"]
 
 DATABASE_FILE = "envloop.db"
+
+
+def _import_every_read() -> None:
+    """How the store finds every read of this layer (`find_queries_with`): imported only when the
+    query cache is filled, since those modules import this one."""
+    import envloop.services.reads  # noqa: F401, PLC0415
+
+
+find_queries_with(_import_every_read)
 
 
 @dataclass

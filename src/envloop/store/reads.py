@@ -9,10 +9,13 @@ such a command's budget. The SQL text is always SQLAlchemy's own compilation of 
 statement; nothing here writes SQL by hand.
 
 Rows come back either way with the statement's column names as attributes, by index and unpacked.
+
+A `@query` registers itself when its module is imported. The store names no module above it: the
+layer that declares reads tells it how to import them all (`find_queries_with`, called by
+`envloop.services.context`), for when the query cache is filled with every one at once.
 """
 
 import hashlib
-import importlib
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,18 +33,6 @@ if TYPE_CHECKING:
 from envloop.store.schema import SEALED_PREFIX
 
 TABLES_FILE = Path(__file__).with_name("tables.py")
-
-READ_MODULES = (
-    "envloop.store.reads",
-    "envloop.services.job_reads",
-    "envloop.services.trial_reads",
-    "envloop.services.results",
-    "envloop.services.usage",
-    "envloop.services.diagnosis",
-    "envloop.services.failures",
-)
-"""Every module that declares a `Query` (a test keeps this list whole): the embedded store's query
-cache is filled with all of them at once (`envloop.store.light`)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,6 +64,7 @@ class Query:
 
 
 _DECLARED: list[Query] = []
+_FINDERS: list[Callable[[], object]] = []
 
 
 def query(build: Callable[[], "Statement"]) -> Query:
@@ -82,10 +74,18 @@ def query(build: Callable[[], "Statement"]) -> Query:
     return declared
 
 
+def find_queries_with(finder: Callable[[], object]) -> None:
+    """Register how to import every module of a higher layer that declares reads, so that
+    `declared_queries` finds them without this module naming any."""
+    if finder not in _FINDERS:
+        _FINDERS.append(finder)
+
+
 def declared_queries() -> list[Query]:
-    """Every read envloop declares (importing READ_MODULES, which imports SQLAlchemy's users)."""
-    for name in READ_MODULES:
-        importlib.import_module(name)
+    """Every read envloop declares: those of the modules imported so far, after each registered
+    finder has imported the rest (which imports SQLAlchemy's users)."""
+    for find in _FINDERS:
+        find()
     return list(_DECLARED)
 
 
@@ -137,11 +137,11 @@ def plaintext_secret() -> "Statement":
 
 
 __all__ = [
-    "READ_MODULES",
     "Query",
     "Reads",
     "SessionReads",
     "declared_queries",
+    "find_queries_with",
     "plaintext_secret",
     "project_by_name",
     "query",

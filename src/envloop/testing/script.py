@@ -7,9 +7,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from envloop.models.gemini_wire import chat_request
+from envloop.models.gemini_translation import chat_request
 
-WireProtocol = Literal["openai", "openai-responses", "anthropic", "gemini"]
+ReplyProtocol = Literal["openai", "openai-responses", "anthropic", "gemini"]
 """Chat Completions, the Responses API, Messages, or the Gemini API (generateContent)."""
 
 
@@ -44,7 +44,7 @@ class Reply(BaseModel):
 class Received(BaseModel):
     """One request as the server saw it (headers with lower-case names)."""
 
-    protocol: WireProtocol
+    protocol: ReplyProtocol
     path: str
     headers: dict[str, str]
     body: dict[str, Any]

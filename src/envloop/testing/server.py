@@ -29,11 +29,11 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl
 
-from envloop.testing.script import Received, Reply, Responder, WireProtocol, input_tokens
-from envloop.testing.wire import error_body, response_body, stream_events
+from envloop.testing.replies import error_body, response_body, stream_events
+from envloop.testing.script import Received, Reply, ReplyProtocol, Responder, input_tokens
 
 _GEMINI = re.compile(r"/v1(beta)?/models/.+:(generateContent|streamGenerateContent|countTokens)")
-_ROUTES: dict[str, WireProtocol] = {
+_ROUTES: dict[str, ReplyProtocol] = {
     "/v1/chat/completions": "openai",
     "/v1/responses": "openai-responses",
     "/v1/messages": "anthropic",
@@ -67,7 +67,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0].rstrip("/")
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        protocol: WireProtocol | None = (
+        protocol: ReplyProtocol | None = (
             "anthropic" if path == "/v1/messages/count_tokens" else _ROUTES.get(path)
         )
         if _GEMINI.fullmatch(path):
@@ -120,7 +120,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _stream(self, protocol: WireProtocol, received: Received, reply: Reply, response_id: str) -> None:
+    def _stream(self, protocol: ReplyProtocol, received: Received, reply: Reply, response_id: str) -> None:
         self.close_connection = True
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -227,7 +227,7 @@ class ScriptedServer:
             else:
                 self._connections.discard(connection)
 
-    def _authorised(self, protocol: WireProtocol, headers: dict[str, str]) -> bool:
+    def _authorised(self, protocol: ReplyProtocol, headers: dict[str, str]) -> bool:
         if self._api_key is None:
             return True
         if headers.get("authorization") == f"Bearer {self._api_key}":

@@ -5,6 +5,8 @@ They import only pydantic and the pure core (`envloop.core`), so code that only 
 (`envloop.Client`, the CLI's help, a notebook) never loads the store, the sandbox or a model SDK.
 The service modules re-export the models they return, so `envloop.services.jobs.JobView` and
 `envloop.wire.JobView` are the same class.
+
+Written by `python -m envloop.wire.index` from each module's `__all__` (`envloop.wire.index`).
 """
 
 import importlib
@@ -21,9 +23,24 @@ if TYPE_CHECKING:
         RevokeShare,
         ShareView,
     )
-    from envloop.wire.breakdown import Breakdown, BreakdownGroup, GroupMetrics, JobBreakdown
-    from envloop.wire.compare import CompareRuns, Comparison, DimensionComparison, Excluded, Side
-    from envloop.wire.dataset_checks import CheckDataset, DatasetHealth, TaskHealth
+    from envloop.wire.breakdown import (
+        Breakdown,
+        BreakdownGroup,
+        GroupMetrics,
+        JobBreakdown,
+    )
+    from envloop.wire.compare import (
+        CompareRuns,
+        Comparison,
+        DimensionComparison,
+        Excluded,
+        Side,
+    )
+    from envloop.wire.dataset_checks import (
+        CheckDataset,
+        DatasetHealth,
+        TaskHealth,
+    )
     from envloop.wire.datasets import (
         ENVIRONMENTS,
         DatasetView,
@@ -52,11 +69,35 @@ if TYPE_CHECKING:
         SubmitJob,
         SubmitResult,
     )
-    from envloop.wire.leaderboard import AddToLeaderboard, BoardEntry, BoardRow, RunSummary, ShowLeaderboard
-    from envloop.wire.planning import Plan, PlanComparison, PlanOption
-    from envloop.wire.profiles import PROFILE_SCHEMA, CreateProfile, ProfileDocument, ProfileSpec, ProfileView
-    from envloop.wire.request import JobId, NoArguments, Ref, TrialId
-    from envloop.wire.results import JobResult, ProfileResult
+    from envloop.wire.leaderboard import (
+        AddToLeaderboard,
+        BoardEntry,
+        BoardRow,
+        RunSummary,
+        ShowLeaderboard,
+    )
+    from envloop.wire.planning import (
+        Plan,
+        PlanComparison,
+        PlanOption,
+    )
+    from envloop.wire.profiles import (
+        PROFILE_SCHEMA,
+        CreateProfile,
+        ProfileDocument,
+        ProfileSpec,
+        ProfileView,
+    )
+    from envloop.wire.request import (
+        JobId,
+        NoArguments,
+        Ref,
+        TrialId,
+    )
+    from envloop.wire.results import (
+        JobResult,
+        ProfileResult,
+    )
     from envloop.wire.rollouts import (
         JobEvent,
         ProgressEvent,
@@ -65,8 +106,18 @@ if TYPE_CHECKING:
         StartRollout,
         TrialEvent,
     )
-    from envloop.wire.runners import ComponentInfo, Origin, RunnerInfo, TaskKind
-    from envloop.wire.samples import JobSamples, Sample, SamplePage, SampleQuery
+    from envloop.wire.runners import (
+        ComponentInfo,
+        Origin,
+        RunnerInfo,
+        TaskKind,
+    )
+    from envloop.wire.samples import (
+        JobSamples,
+        Sample,
+        SamplePage,
+        SampleQuery,
+    )
     from envloop.wire.trials import (
         ARTIFACT_PAGE,
         LOG_FILES,
@@ -84,7 +135,11 @@ if TYPE_CHECKING:
         TrialTrajectory,
         TrialView,
     )
-    from envloop.wire.usage import JobUsage, Latency, ProfileUsage
+    from envloop.wire.usage import (
+        JobUsage,
+        Latency,
+        ProfileUsage,
+    )
 
 _MODULE_OF = {
     "ARTIFACT_PAGE": "trials",

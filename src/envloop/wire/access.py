@@ -62,3 +62,15 @@ class CreateShare:
 @dataclass(config=REQUEST, frozen=True)
 class RevokeShare:
     share_id: str
+
+
+__all__ = [
+    "ApiKeyView",
+    "CreateKey",
+    "CreateShare",
+    "CreatedKey",
+    "CreatedShare",
+    "RevokeKey",
+    "RevokeShare",
+    "ShareView",
+]

@@ -42,3 +42,11 @@ class Breakdown(LazyModel):
 class JobBreakdown:
     job_id: str
     by: Annotated[str, Field(min_length=1, max_length=200, description="a metadata field of the tasks")]
+
+
+__all__ = [
+    "Breakdown",
+    "BreakdownGroup",
+    "GroupMetrics",
+    "JobBreakdown",
+]

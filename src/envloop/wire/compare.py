@@ -142,3 +142,12 @@ class CompareRuns:
     )
     profile_a: str | None = None
     profile_b: str | None = None
+
+
+__all__ = [
+    "CompareRuns",
+    "Comparison",
+    "DimensionComparison",
+    "Excluded",
+    "Side",
+]

@@ -117,3 +117,13 @@ class PushDataset:
             "git_url, commit, path), as `el dataset pull` records it",
         ),
     ] = None
+
+
+__all__ = [
+    "ENVIRONMENTS",
+    "DatasetView",
+    "EnvironmentName",
+    "MemberView",
+    "PushDataset",
+    "TaskFeature",
+]

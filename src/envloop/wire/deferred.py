@@ -1,4 +1,4 @@
-"""The wire models by name, each imported when first used: what `envloop.declarations` declares
+"""The wire models by name, each imported when first used: what `envloop.operations.declared` declares
 its operations with, so importing the declarations (every client, every `el` command) builds none
 of the models; `el job get` builds only the two of the operation it calls.
 

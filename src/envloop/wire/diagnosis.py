@@ -66,3 +66,13 @@ class JobDiagnosis(LazyModel):
         default_factory=list,
         description="the trials' flags by kind and detail, most frequent first (never a change of reward)",
     )
+
+
+__all__ = [
+    "FailureGroup",
+    "FailureKind",
+    "FlagGroup",
+    "JobDiagnosis",
+    "NotRunGroup",
+    "WarningGroup",
+]

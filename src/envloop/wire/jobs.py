@@ -188,3 +188,17 @@ class ListJobs:
             "get the next one)",
         ),
     ] = None
+
+
+__all__ = [
+    "JOB_CONFIG_SCHEMA",
+    "MAX_ATTEMPTS",
+    "MAX_PAGE",
+    "JobProgress",
+    "JobRequest",
+    "JobView",
+    "ListJobs",
+    "SkippedTask",
+    "SubmitJob",
+    "SubmitResult",
+]

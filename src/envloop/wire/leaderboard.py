@@ -104,3 +104,12 @@ class ShowLeaderboard:
 class AddToLeaderboard:
     job_id: str
     profile: Annotated[str | None, Field(description="only this profile of the job (NAME@VERSION)")] = None
+
+
+__all__ = [
+    "AddToLeaderboard",
+    "BoardEntry",
+    "BoardRow",
+    "RunSummary",
+    "ShowLeaderboard",
+]

@@ -45,3 +45,10 @@ class PlanComparison:
     power: Annotated[float, Field(gt=0, lt=1)] = 0.8
     alpha: Annotated[float, Field(gt=0, lt=1)] = 0.05
     correlation: Annotated[float, Field(ge=-1, le=1)] = 0.0
+
+
+__all__ = [
+    "Plan",
+    "PlanComparison",
+    "PlanOption",
+]

@@ -52,3 +52,12 @@ class CreateProfile:
     name: str
     version: str
     document: ProfileDocument
+
+
+__all__ = [
+    "PROFILE_SCHEMA",
+    "CreateProfile",
+    "ProfileDocument",
+    "ProfileSpec",
+    "ProfileView",
+]

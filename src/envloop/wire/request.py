@@ -44,3 +44,11 @@ class TrialId:
 @dataclass(config=REQUEST, frozen=True)
 class Ref:
     ref: str
+
+
+__all__ = [
+    "JobId",
+    "NoArguments",
+    "Ref",
+    "TrialId",
+]

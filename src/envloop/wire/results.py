@@ -35,3 +35,9 @@ class JobResult(LazyModel):
         default_factory=FlagCounts,
         description="flagged trials (a flag never changes a reward): how many, and how many of each kind",
     )
+
+
+__all__ = [
+    "JobResult",
+    "ProfileResult",
+]

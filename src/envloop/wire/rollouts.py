@@ -68,3 +68,13 @@ ProgressEvent = JobEvent | TrialEvent
 @dataclass(config=REQUEST, frozen=True)
 class StartRollout:
     request: RolloutRequest
+
+
+__all__ = [
+    "JobEvent",
+    "ProgressEvent",
+    "RolloutRequest",
+    "RolloutView",
+    "StartRollout",
+    "TrialEvent",
+]

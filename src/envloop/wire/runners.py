@@ -47,3 +47,11 @@ class RunnerInfo(LazyModel):
     agents: list[ComponentInfo] = Field(
         default_factory=list, description="the agents AGENT_NAME may name, each with its params' schema"
     )
+
+
+__all__ = [
+    "ComponentInfo",
+    "Origin",
+    "RunnerInfo",
+    "TaskKind",
+]

@@ -96,3 +96,11 @@ class SamplePage(LazyModel):
 class JobSamples:
     job_id: str
     query: SampleQuery = Field(default_factory=SampleQuery)
+
+
+__all__ = [
+    "JobSamples",
+    "Sample",
+    "SamplePage",
+    "SampleQuery",
+]

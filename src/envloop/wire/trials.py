@@ -141,3 +141,22 @@ class InvalidateTrial:
     trial_id: str
     reason: Annotated[str | None, Field(description="why it must not count (needed unless undo)")] = None
     undo: Annotated[bool, Field(description="count the trial again")] = False
+
+
+__all__ = [
+    "ARTIFACT_PAGE",
+    "LOG_FILES",
+    "LOG_PAGE_BYTES",
+    "PAGE_STEPS",
+    "ArtifactInfo",
+    "ArtifactPage",
+    "ArtifactPath",
+    "InvalidateTrial",
+    "ListTrials",
+    "LogPhase",
+    "StepPage",
+    "TrialLogs",
+    "TrialStepPage",
+    "TrialTrajectory",
+    "TrialView",
+]

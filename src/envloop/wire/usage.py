@@ -34,3 +34,10 @@ class JobUsage(LazyModel):
     cost: float | None = Field(description="every profile's cost added up; null when one has none")
     latency: Latency
     profiles: dict[str, ProfileUsage]
+
+
+__all__ = [
+    "JobUsage",
+    "Latency",
+    "ProfileUsage",
+]

@@ -1,4 +1,4 @@
-"""The routes of the declared operations (`envloop.declarations`), each built from its declaration.
+"""The routes of the declared operations (`envloop.operations.declared`), each built from its declaration.
 
 A route's parameters are the request's fields: those named in the path, then, for a GET, the
 others as query parameters with their limits and descriptions (or in their query form); for a POST,
@@ -22,9 +22,9 @@ from envloop.api.auth import job_reader, project, trial_reader
 from envloop.api.events import event_stream
 from envloop.api.schemas import ERRORS
 from envloop.api.uploads import unpacked
-from envloop.declarations import declared_operations
-from envloop.operation import Operation, query_form
-from envloop.operation_kinds import Download, Events, Upload
+from envloop.operations.declared import declared_operations
+from envloop.operations.kinds import Download, Events, Upload
+from envloop.operations.operation import Operation, query_form
 from envloop.services.context import Context
 
 SCOPES: dict[str, Callable[..., Context]] = {"project": project, "job": job_reader, "trial": trial_reader}

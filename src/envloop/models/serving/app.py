@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from envloop.models.protocol_errors import error_body as protocol_error_body
-from envloop.models.serving import anthropic_wire, openai_wire, responses_wire
+from envloop.models.serving import chat_route, messages_route, responses_route
 from envloop.models.serving.engine import (
     WAITING,
     ChatCall,
@@ -121,7 +121,7 @@ def create_model_app(engine: Engine, authenticate: Authenticate) -> FastAPI:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
         body: dict[str, Any] = {"detail": exc.detail}
         if request.url.path.startswith("/v1/messages"):
-            body = anthropic_wire.error_body(exc.status, exc.detail)
+            body = messages_route.error_body(exc.status, exc.detail)
         elif request.url.path.startswith("/v1/responses"):
             body.update(protocol_error_body("openai", exc.status, exc.detail))
         elif request.url.path.startswith(GEMINI_PREFIXES):
@@ -159,60 +159,60 @@ def create_model_app(engine: Engine, authenticate: Authenticate) -> FastAPI:
 
     @app.post("/v1/chat/completions", dependencies=guarded)
     async def chat_completions(request: Request) -> Any:
-        body = await read_body(request, openai_wire.ChatRequest)
+        body = await read_body(request, chat_route.ChatRequest)
         engine.alias(body.model)
-        call = openai_wire.chat_call(body)
+        call = chat_route.chat_call(body)
         if body.stream:
             usage = body.stream_options is not None and body.stream_options.include_usage
             return await streamed(
                 engine,
                 body.model,
                 call,
-                lambda pieces: openai_wire.completion_events(body.model, pieces, usage),
+                lambda pieces: chat_route.completion_events(body.model, pieces, usage),
             )
         generation = await run_in_threadpool(engine.generate, body.model, call)
-        return JSONResponse(openai_wire.completion(body.model, generation))
+        return JSONResponse(chat_route.completion(body.model, generation))
 
     @app.post("/v1/responses", dependencies=guarded)
     async def responses(request: Request) -> Any:
-        body = await read_body(request, responses_wire.ResponsesRequest)
+        body = await read_body(request, responses_route.ResponsesRequest)
         engine.alias(body.model)
-        call = responses_wire.chat_call(body)
+        call = responses_route.chat_call(body)
         if body.stream:
             await run_in_threadpool(engine.admit, body.model, call)
-            builder = responses_wire.new_builder(body)
+            builder = responses_route.new_builder(body)
             return await streamed(
                 engine,
                 body.model,
                 call,
-                lambda pieces: responses_wire.response_events(builder, pieces),
-                keep_alive=lambda exc: responses_wire.failed_event(builder, exc.status, exc.detail),
+                lambda pieces: responses_route.response_events(builder, pieces),
+                keep_alive=lambda exc: responses_route.failed_event(builder, exc.status, exc.detail),
             )
         generation = await run_in_threadpool(engine.generate, body.model, call)
-        return JSONResponse(responses_wire.response(body, generation))
+        return JSONResponse(responses_route.response(body, generation))
 
     @app.post("/v1/messages", dependencies=guarded)
     async def messages(request: Request) -> Any:
-        body = await read_body(request, anthropic_wire.MessagesRequest)
+        body = await read_body(request, messages_route.MessagesRequest)
         engine.alias(body.model)
-        call = anthropic_wire.chat_call(body)
+        call = messages_route.chat_call(body)
         if body.stream:
             prompt_tokens = await run_in_threadpool(engine.admit, body.model, call)
             return await streamed(
                 engine,
                 body.model,
                 call,
-                lambda pieces: anthropic_wire.message_events(body.model, pieces, prompt_tokens),
-                keep_alive=lambda exc: anthropic_wire.error_event(exc.status, exc.detail),
+                lambda pieces: messages_route.message_events(body.model, pieces, prompt_tokens),
+                keep_alive=lambda exc: messages_route.error_event(exc.status, exc.detail),
             )
         generation = await run_in_threadpool(engine.generate, body.model, call)
-        return JSONResponse(anthropic_wire.message(body.model, generation))
+        return JSONResponse(messages_route.message(body.model, generation))
 
     @app.post("/v1/messages/count_tokens", dependencies=guarded)
     async def count_tokens(request: Request) -> dict[str, int]:
-        body = await read_body(request, anthropic_wire.CountTokensRequest)
+        body = await read_body(request, messages_route.CountTokensRequest)
         engine.alias(body.model)
-        call = anthropic_wire.chat_call(body)
+        call = messages_route.chat_call(body)
         return {"input_tokens": await run_in_threadpool(engine.count_tokens, body.model, call)}
 
     add_gemini_routes(app, engine, guarded, streamed)

@@ -2,7 +2,7 @@
 too): the Gemini API over the engine, for Gemini-speaking clients (Gemini CLI's
 GOOGLE_GEMINI_BASE_URL is the server's root).
 
-A Gemini request is read as the Chat Completions request it amounts to (models/gemini_wire.py, as
+A Gemini request is read as the Chat Completions request it amounts to (models/gemini_translation.py, as
 the model gateway translates it) and checked as that one is, so both protocols accept and refuse
 the same conversations; the answer is Chat Completions' turned into Gemini's, streamed with `alt=sse`
 as the text comes. A stream starts at once and gets a newline every few seconds while the model reads
@@ -21,9 +21,9 @@ from fastapi.params import Depends
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 
-from envloop.models.gemini_wire import GeminiChunks, chat_request, gemini_response
+from envloop.models.gemini_translation import GeminiChunks, chat_request, gemini_response
 from envloop.models.protocol_errors import error_body as protocol_error_body
-from envloop.models.serving import openai_wire
+from envloop.models.serving import chat_route
 from envloop.models.serving.engine import ChatCall, Engine, Generation, ServingError, Waiting
 
 GEMINI_PREFIXES = ("/v1beta/models/", "/v1/models/")
@@ -38,7 +38,7 @@ def _target(target: str) -> tuple[str, str]:
     return model, method
 
 
-async def _chat(request: Request, model: str, stream: bool) -> tuple[openai_wire.ChatRequest, ChatCall]:
+async def _chat(request: Request, model: str, stream: bool) -> tuple[chat_route.ChatRequest, ChatCall]:
     raw = await request.body()
     if len(raw) > _MAX_BODY_BYTES:
         raise ServingError(413, f"the request body is larger than {_MAX_BODY_BYTES // 1024 // 1024} MiB")
@@ -49,17 +49,17 @@ async def _chat(request: Request, model: str, stream: bool) -> tuple[openai_wire
     if not isinstance(body, dict):
         raise ServingError(400, "the request body must be a JSON object")
     try:
-        chat = openai_wire.ChatRequest.model_validate(chat_request(body, model, stream))
+        chat = chat_route.ChatRequest.model_validate(chat_request(body, model, stream))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "body"
         raise ServingError(400, f"{where} (as Chat Completions): {first['msg']}"[:300]) from None
-    return chat, openai_wire.chat_call(chat)
+    return chat, chat_route.chat_call(chat)
 
 
 def _gemini_events(model: str, pieces: Iterator[str | Generation | Waiting]) -> Iterator[str]:
     chunks = GeminiChunks()
-    for event in openai_wire.completion_events(model, pieces, include_usage=True):
+    for event in chat_route.completion_events(model, pieces, include_usage=True):
         data = event.removeprefix("data: ").strip()
         if not event.startswith("data: "):
             yield "\n"  # waiting: Google's SDK skips whitespace between events, not SSE comments
@@ -94,7 +94,7 @@ def add_gemini_routes(app: FastAPI, engine: Engine, guarded: list[Depends], stre
                 ),
             )
         generation = await run_in_threadpool(engine.generate, model, call)
-        return JSONResponse(gemini_response(openai_wire.completion(model, generation)))
+        return JSONResponse(gemini_response(chat_route.completion(model, generation)))
 
     for prefix in GEMINI_PREFIXES:
         app.add_api_route(prefix + "{target:path}", gemini, methods=["POST"], dependencies=guarded)

@@ -1,4 +1,4 @@
-"""The kinds of operation whose answer is not one JSON document (see `envloop.operation`, whose
+"""The kinds of operation whose answer is not one JSON document (see `envloop.operations.operation`, whose
 docstring shows how each is declared): events as they happen (`Events`), bytes never held whole
 (`Download`), and a local file or folder sent with form fields (`Upload`)."""
 
@@ -11,7 +11,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import BaseModel
 
-from envloop.operation import Operation, P, Req, Resp, Scope
+from envloop.operations.operation import Operation, P, Req, Resp, Scope
 
 E = TypeVar("E")
 E_co = TypeVar("E_co", covariant=True)
@@ -58,7 +58,7 @@ class Events(Operation[P, Req, Iterator[E]]):
         request: Callable[P, Req],
         event: type[E],
         *,
-        service: str,
+        service: Callable[..., Any],
         tag: str,
         stream_doc: str,
         scope: Scope = "project",
@@ -113,7 +113,7 @@ class Download(Operation[P, Req, Iterator[bytes]]):
         path: str,
         request: Callable[P, Req],
         *,
-        service: str,
+        service: Callable[..., Any],
         tag: str,
         scope: Scope = "project",
         doc: str | None = None,
@@ -179,7 +179,7 @@ class Upload(Operation[P, Req, Resp]):
         *,
         file: str,
         part: str,
-        service: str,
+        service: Callable[..., Any],
         tag: str,
         doc: str | None = None,
         status_code: int = 200,

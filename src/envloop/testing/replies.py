@@ -11,16 +11,16 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from envloop.models.gemini_wire import gemini_response
+from envloop.models.gemini_translation import gemini_response
 from envloop.models.protocol_errors import error_body as protocol_error_body
 from envloop.models.serving.responses_builder import ResponseBuilder, usage_object
-from envloop.testing.script import Received, Reply, WireProtocol, input_tokens, output_tokens
+from envloop.testing.script import Received, Reply, ReplyProtocol, input_tokens, output_tokens
 
 _OPENAI_FINISH = {"end": "stop", "length": "length", "tool_calls": "tool_calls"}
 _ANTHROPIC_STOP = {"end": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 
 
-def error_body(protocol: WireProtocol, status: int, message: str) -> dict[str, Any]:
+def error_body(protocol: ReplyProtocol, status: int, message: str) -> dict[str, Any]:
     return protocol_error_body("openai" if protocol == "openai-responses" else protocol, status, message)
 
 
@@ -139,7 +139,7 @@ def gemini_stream(received: Received, reply: Reply, response_id: str) -> Iterato
 
 
 def response_body(
-    protocol: WireProtocol, received: Received, reply: Reply, response_id: str
+    protocol: ReplyProtocol, received: Received, reply: Reply, response_id: str
 ) -> dict[str, Any]:
     if protocol == "gemini":
         return gemini_response(openai_response(received, reply, response_id))
@@ -237,7 +237,7 @@ def anthropic_stream(received: Received, reply: Reply, response_id: str) -> Iter
 
 
 def stream_events(
-    protocol: WireProtocol, received: Received, reply: Reply, response_id: str
+    protocol: ReplyProtocol, received: Received, reply: Reply, response_id: str
 ) -> Iterator[bytes]:
     if protocol == "gemini":
         return gemini_stream(received, reply, response_id)

@@ -1,11 +1,12 @@
-"""One operation of envloop, declared once.
+"""One operation of envloop, declared once (the why: docs/design/operations.md).
 
 An `Operation` names everything about an operation that used to be written in five places: its
 typed request (a pydantic dataclass in `envloop.wire`, whose fields are the operation's parameters
 with their defaults and limits), its answer (both named through `envloop.wire.deferred`, so they
 are imported when the operation is first used), its HTTP method and path, who may call it, and the
-service function that does it (`"module:function"`, imported on first use so the HTTP client never
-loads the store). From the declaration:
+service function that does it (`services.things.get_thing`, through
+`envloop.operations.services`: the function itself for the type checker and an editor, imported
+on first use at run time so the HTTP client never loads the store). From the declaration:
 
 - `envloop.api` builds the HTTP route (path parameters, query parameters, a JSON body or a
   multipart form, the caller check, the status code, how it answers), so the OpenAPI document
@@ -15,28 +16,28 @@ loads the store). From the declaration:
 - both clients get a method of the operation's name whose parameters are the request's fields,
   checked by mypy (the declaration is a descriptor typed by the request class's constructor).
 
-Adding an operation is one declaration in `envloop.declarations` and one service function, whatever
-its kind (below, `Thing` is a request with a `thing_id` field, `ThingView` a model; `Events`,
-`Download` and `Upload` are in `envloop.operation_kinds`):
+Adding an operation is one declaration in `envloop.operations.declared` and one service function,
+whatever its kind (below, `Thing` is a request with a `thing_id` field, `ThingView` a model;
+`Events`, `Download` and `Upload` are in `envloop.operations.kinds`):
 
     # A JSON answer: the service function returns it.
     get_thing = Operation("GET", "/v1/things/{thing_id}", Thing, ThingView,
-                          service="envloop.services.things:get_thing", tag="things")
+                          service=services.things.get_thing, tag="things")
 
     # Events as they happen: the service function returns a `Feed` (polled, in process, every
     # FEED_POLL_SEC; over HTTP, server-sent events read back into the event models).
     watch_thing = Events("/v1/things/{thing_id}/events", Thing, ThingEvent,
-                         service="envloop.services.things:watch_thing", tag="things",
+                         service=services.things.watch_thing, tag="things",
                          stream_doc="A stream of `thing` events, then `end`")
 
     # Bytes, never held whole: the service function returns a file's `Path`, bytes, or chunks.
     read_thing = Download("/v1/things/{thing_id}/bytes", Thing,
-                          service="envloop.services.things:thing_file", tag="things")
+                          service=services.things.thing_file, tag="things")
 
     # A local file or folder sent with form fields: the request's `file` field is a `Path`, packed
     # by the HTTP client and unpacked by the route; the service function reads the path.
     push_thing = Upload("/v1/things", PushThing, ThingView, file="path", part="archive",
-                        service="envloop.services.things:push_thing", tag="things")
+                        service=services.things.push_thing, tag="things")
 
 A field that a URL query cannot carry as it is (a dict) says how it travels with a `QueryForm` in
 its annotation (`ListJobs.tags` goes as `tag=key=value`). A convenience made of declared operations
@@ -45,17 +46,16 @@ clients.
 """
 
 import dataclasses
-import importlib
 import inspect
 import re
 from collections.abc import Callable
 from functools import cached_property
 from typing import (
-    TYPE_CHECKING,
     Any,
     Generic,
     Literal,
     ParamSpec,
+    Protocol,
     Self,
     TypeVar,
     cast,
@@ -68,11 +68,9 @@ from pydantic.fields import FieldInfo
 from pydantic_core import to_jsonable_python
 
 from envloop.errors import UserError
+from envloop.operations.services import ServiceFunction
 from envloop.wire.deferred import resolved
 from envloop.wire.request import QueryForm
-
-if TYPE_CHECKING:
-    from envloop.operations import Operations
 
 P = ParamSpec("P")
 Req = TypeVar("Req")
@@ -93,6 +91,12 @@ def one_line(error: dict[str, Any]) -> str:
     return " ".join(text.split())[:500]
 
 
+class Caller(Protocol):
+    """What a declaration's method calls: a client (`envloop.operations.Operations`)."""
+
+    def call(self, operation: "Operation[..., Req, Resp]", request: Req) -> Resp: ...
+
+
 class Operation(Generic[P, Req, Resp]):
     """An operation's declaration; as a class attribute of `Declarations`, a method of every client."""
 
@@ -105,7 +109,7 @@ class Operation(Generic[P, Req, Resp]):
         request: Callable[P, Req],
         response: type[Resp],
         *,
-        service: str,
+        service: Callable[..., Any],
         tag: str,
         scope: Scope = "project",
         doc: str | None = None,
@@ -117,7 +121,8 @@ class Operation(Generic[P, Req, Resp]):
         routed: bool = True,
         route_name: str | None = None,
     ) -> None:
-        """`service` is `"module:function"`, called as `function(ctx, **fields of the request)`.
+        """`service` is the service function (`envloop.operations.services`), called as
+        `function(ctx, **fields of the request)`.
         `existing` says when an answer is something already stored (200 instead of `status_code`),
         `existing_doc` how the OpenAPI document describes that answer.
         `body` names the JSON body of a POST whose fields are not one model (its OpenAPI schema).
@@ -170,8 +175,8 @@ class Operation(Generic[P, Req, Resp]):
     @overload
     def __get__(self, obj: None, owner: type[Any]) -> Self: ...
     @overload
-    def __get__(self, obj: "Operations", owner: type[Any]) -> Callable[P, Resp]: ...
-    def __get__(self, obj: "Operations | None", owner: type[Any]) -> "Self | Callable[P, Resp]":
+    def __get__(self, obj: Caller, owner: type[Any]) -> Callable[P, Resp]: ...
+    def __get__(self, obj: Caller | None, owner: type[Any]) -> "Self | Callable[P, Resp]":
         if obj is None:
             return self
         client = obj
@@ -282,9 +287,9 @@ class Operation(Generic[P, Req, Resp]):
 
     # -- doing it ----------------------------------------------------------------------------------
 
-    def implementation(self) -> Callable[..., Resp]:
-        module, _, function = self.service.partition(":")
-        return cast(Callable[..., Resp], getattr(importlib.import_module(module), function))
+    def implementation(self) -> Callable[..., Any]:
+        """The service function itself, imported now if it was named before its module was."""
+        return self.service.function if isinstance(self.service, ServiceFunction) else self.service
 
     def answer(self, ctx: Any, request: Req) -> Any:
         """What the service function returns for the request: the answer itself, or what a route

@@ -1,4 +1,4 @@
-"""The Chat Completions protocol's wire form, without its SDK: the request body envloop sends, the
+"""The Chat Completions protocol's JSON form, without its SDK: the request body envloop sends, the
 answer read from a response's JSON, and a stream's chunks gathered into that answer. The gateway
 reads what it forwards through these, so neither it nor anything that imports it loads the `openai`
 SDK (about a second of start-up); the client over the SDK is `openai_chat`.
@@ -31,15 +31,15 @@ _STOPS: dict[str, ResponseStop] = {
 }
 
 
-def _wire_message(message: Message) -> dict[str, Any]:
+def _message_json(message: Message) -> dict[str, Any]:
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.content}
     if message.role == "user":
         return {"role": "user", "content": message.content}
     # An empty string, not null: some compatible servers (llama.cpp's) refuse a null content.
-    wire: dict[str, Any] = {"role": "assistant", "content": message.content}
+    sent: dict[str, Any] = {"role": "assistant", "content": message.content}
     if message.tool_calls:
-        wire["tool_calls"] = [
+        sent["tool_calls"] = [
             {
                 "id": call.id,
                 "type": "function",
@@ -52,13 +52,13 @@ def _wire_message(message: Message) -> dict[str, Any]:
             }
             for call in message.tool_calls
         ]
-    return wire
+    return sent
 
 
 def request_body(settings: ModelSettings, request: ModelRequest) -> dict[str, Any]:
     """The JSON body of the request: only what the profile sets is sent."""
     messages = [{"role": "system", "content": request.system}] if request.system else []
-    messages += [_wire_message(m) for m in request.messages]
+    messages += [_message_json(m) for m in request.messages]
     body: dict[str, Any] = {"model": settings.model, "messages": messages}
     if request.tools:
         body["tools"] = [

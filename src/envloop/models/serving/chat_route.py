@@ -86,12 +86,12 @@ def chat_call(request: ChatRequest) -> ChatCall:
     messages: list[dict[str, Any]] = []
     for message in request.messages:
         role = "system" if message.role == "developer" else message.role
-        wire: dict[str, Any] = {"role": role, "content": _text(message.content)}
+        entry: dict[str, Any] = {"role": role, "content": _text(message.content)}
         if message.tool_calls:
-            wire["tool_calls"] = [c.model_dump() for c in message.tool_calls]
+            entry["tool_calls"] = [c.model_dump() for c in message.tool_calls]
         if message.tool_call_id is not None:
-            wire["tool_call_id"] = message.tool_call_id
-        messages.append(wire)
+            entry["tool_call_id"] = message.tool_call_id
+        messages.append(entry)
     choice = request.tool_choice
     mode: ToolMode = "named" if isinstance(choice, NamedToolChoice) else (choice or "auto")
     return ChatCall(

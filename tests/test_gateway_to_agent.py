@@ -5,7 +5,7 @@ to read passes through masked instead of being held."""
 import json
 import random
 
-from envloop.gateway.wire import MASK, EventSplitter, Masker, parse_event
+from envloop.gateway.to_agent import MASK, EventSplitter, Masker, parse_event
 
 KEY = "sk-upstream-real-key-7f3a9c"
 

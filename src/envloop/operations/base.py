@@ -1,14 +1,15 @@
-"""The operations envloop offers its callers, each declared once.
+"""The base of both clients: the operations envloop offers its callers, each declared once.
 
 `envloop.Client` (over HTTP) and `envloop.LocalClient` (on the embedded store, in this process) are
 both `Operations`: the same methods with the same parameters and return types, and the same
 exception classes (`UserError`, `NotFoundError`, `ConflictError`, `ServerError`). Code written
 against one runs against the other, and the CLI renders either.
 
-Every operation is an `Operation` declaration (`envloop.declarations`, see `envloop.operation`):
-the method of each client, the HTTP route and the call into the service layer all come from it,
-whether it answers a model, streams events or a file's bytes, or uploads a folder. The methods
-written out below are made of declared operations, so both clients share them.
+Every operation is an `Operation` declaration (`envloop.operations.declared`, see
+`envloop.operations.operation`): the method of each client, the HTTP route and the call into the
+service layer all come from it, whether it answers a model, streams events or a file's bytes, or
+uploads a folder. The methods written out below are made of declared operations, so both clients
+share them.
 """
 
 from abc import ABC, abstractmethod
@@ -18,9 +19,9 @@ from typing import TYPE_CHECKING, Self, cast
 
 from pydantic import TypeAdapter, ValidationError
 
-from envloop.declarations import Declarations
 from envloop.errors import ServerError
-from envloop.operation import Operation, Req, Resp, one_line
+from envloop.operations.declared import Declarations
+from envloop.operations.operation import Operation, Req, Resp, one_line
 
 if TYPE_CHECKING:
     from envloop.core.trajectory import Trajectory

@@ -1,8 +1,9 @@
-"""The declared operations: one `Operation` each (see `envloop.operation`).
+"""The declared operations: one `Operation` each (see `envloop.operations.operation`).
 
-Each is a method of both clients (`envloop.Operations`), a route of the HTTP API, and a call of
-its service function in process. Adding an operation is one declaration here, its request in
-`envloop.wire` when no existing one fits, and its service function.
+Each is a method of both clients (`envloop.operations.Operations`), a route of the HTTP API, and a
+call of its service function in process. Adding an operation is one declaration here, its request
+in `envloop.wire` when no existing one fits, and its service function (named through
+`envloop.operations.services`); docs/design/operations.md lists the files it touches.
 
 The models are named through `envloop.wire.deferred`: an operation imports its request and answer
 when first called, so a client that makes one call (an `el` command) builds only that call's models.
@@ -10,8 +11,9 @@ when first called, so a client that makes one call (an `el` command) builds only
 
 from typing import Any, cast
 
-from envloop.operation import Operation
-from envloop.operation_kinds import Download, Events, Upload
+from envloop.operations import services
+from envloop.operations.kinds import Download, Events, Upload
+from envloop.operations.operation import Operation
 from envloop.wire.deferred import (
     AddToLeaderboard,
     ApiKeyView,
@@ -79,7 +81,7 @@ class Declarations:
         "/v1/datasets",
         NoArguments,
         list[DatasetView],
-        service="envloop.services.datasets:list_datasets",
+        service=services.datasets.list_datasets,
         tag="datasets",
     )
     push_dataset = Upload(
@@ -88,7 +90,7 @@ class Declarations:
         DatasetView,
         file="path",
         part="archive",
-        service="envloop.services.datasets:push_dataset",
+        service=services.datasets.push_dataset,
         tag="datasets",
         status_code=201,
         existing=lambda view: not view.created,
@@ -100,7 +102,7 @@ class Declarations:
         "/v1/datasets/{ref:path}",
         Ref,
         DatasetView,
-        service="envloop.services.datasets:get_dataset",
+        service=services.datasets.get_dataset,
         tag="datasets",
         doc="One revision (NAME@N or NAME@latest) with its members and digests.",
     )
@@ -109,7 +111,7 @@ class Declarations:
         "/v1/dataset-checks",
         CheckDataset,
         SubmitResult,
-        service="envloop.services.dataset_checks:check_dataset",
+        service=services.dataset_checks.check_dataset,
         tag="datasets",
         body="DatasetCheckRequest",
         status_code=201,
@@ -121,7 +123,7 @@ class Declarations:
         "/v1/dataset-checks/{job_id}",
         JobId,
         DatasetHealth,
-        service="envloop.services.dataset_checks:dataset_check",
+        service=services.dataset_checks.dataset_check,
         tag="datasets",
         scope="job",
         doc="The verdict on every task of a check job: healthy, or each problem named.",
@@ -131,7 +133,7 @@ class Declarations:
         "/v1/dataset-checks/latest/{ref:path}",
         Ref,
         DatasetHealth,
-        service="envloop.services.dataset_checks:latest_dataset_check",
+        service=services.dataset_checks.latest_dataset_check,
         tag="datasets",
         doc="The newest check of a revision (404 when it was never checked).",
     )
@@ -140,7 +142,7 @@ class Declarations:
         "/v1/profiles",
         NoArguments,
         list[ProfileView],
-        service="envloop.services.profiles:list_profiles",
+        service=services.profiles.list_profiles,
         tag="profiles",
     )
     create_profile = Operation(
@@ -148,7 +150,7 @@ class Declarations:
         "/v1/profiles",
         CreateProfile,
         ProfileView,
-        service="envloop.services.profiles:create_profile",
+        service=services.profiles.create_profile,
         tag="profiles",
         body="ProfileCreate",
         status_code=201,
@@ -161,7 +163,7 @@ class Declarations:
         "/v1/profiles/{ref:path}",
         Ref,
         ProfileView,
-        service="envloop.services.profiles:get_profile",
+        service=services.profiles.get_profile,
         tag="profiles",
     )
     list_runners = Operation(
@@ -169,7 +171,7 @@ class Declarations:
         "/v1/runners",
         NoArguments,
         list[RunnerInfo],
-        service="envloop.services.components:list_runners",
+        service=services.components.list_runners,
         tag="runners",
         doc="Runners this server can run, with the profile params each reads and requires.",
     )
@@ -181,7 +183,7 @@ class Declarations:
         "/v1/jobs",
         ListJobs,
         list[JobView],
-        service="envloop.services.jobs:list_jobs",
+        service=services.jobs.list_jobs,
         tag="jobs",
         doc="Jobs, newest first, one page at a time (filtered, ordered and paged in the database).",
     )
@@ -190,7 +192,7 @@ class Declarations:
         "/v1/jobs",
         SubmitJob,
         SubmitResult,
-        service="envloop.services.jobs:submit_job",
+        service=services.jobs.submit_job,
         tag="jobs",
         status_code=201,
         existing=lambda submitted: submitted.existing,
@@ -203,7 +205,7 @@ class Declarations:
         "/v1/jobs/{job_id}",
         JobId,
         JobView,
-        service="envloop.services.job_reads:get_job",
+        service=services.job_reads.get_job,
         tag="jobs",
         scope="job",
     )
@@ -212,7 +214,7 @@ class Declarations:
         "/v1/jobs/{job_id}",
         JobId,
         JobProgress,
-        service="envloop.services.jobs:job_progress",
+        service=services.jobs.job_progress,
         tag="jobs",
         scope="job",
         routed=False,
@@ -222,7 +224,7 @@ class Declarations:
         "/v1/jobs/{job_id}/events",
         JobId,
         cast("type[ProgressEvent]", ProgressEvent),
-        service="envloop.services.rollouts:watch_job",
+        service=services.rollouts.watch_job,
         tag="jobs",
         scope="job",
         route_name="job_events",
@@ -234,7 +236,7 @@ class Declarations:
         "/v1/jobs/{job_id}/result",
         JobId,
         JobResult,
-        service="envloop.services.results:job_result",
+        service=services.results.job_result,
         tag="jobs",
         scope="job",
         doc="Coverage, score, pass, pass@k, pass^k, curve and per-task rows, per profile.",
@@ -244,7 +246,7 @@ class Declarations:
         "/v1/jobs/{job_id}/diagnosis",
         JobId,
         JobDiagnosis,
-        service="envloop.services.diagnosis:job_diagnosis",
+        service=services.diagnosis.job_diagnosis,
         tag="jobs",
         scope="job",
         doc="Why attempts are missing (failures by reason), how trials were isolated, and their warnings.",
@@ -254,7 +256,7 @@ class Declarations:
         "/v1/jobs/{job_id}/cancel",
         JobId,
         JobView,
-        service="envloop.services.jobs:cancel_job",
+        service=services.jobs.cancel_job,
         tag="jobs",
         doc="Pending trials are cancelled at once; running ones are stopped by their workers shortly.",
     )
@@ -263,7 +265,7 @@ class Declarations:
         "/v1/jobs/{job_id}/export",
         JobId,
         JobRequest,
-        service="envloop.services.jobs:export_job",
+        service=services.jobs.export_job,
         tag="jobs",
         scope="job",
         doc="The job's configuration, which POST /v1/jobs accepts to run it again (never secret values).",
@@ -273,7 +275,7 @@ class Declarations:
         "/v1/jobs/{job_id}/trials",
         ListTrials,
         list[TrialView],
-        service="envloop.services.trial_reads:list_trials",
+        service=services.trial_reads.list_trials,
         tag="jobs",
         scope="job",
         doc="The job's trials by profile, task and attempt; `limit` and `offset` page through big jobs.",
@@ -283,7 +285,7 @@ class Declarations:
         "/v1/jobs/{job_id}/breakdown",
         JobBreakdown,
         Breakdown,
-        service="envloop.services.breakdown:job_breakdown",
+        service=services.breakdown.job_breakdown,
         tag="jobs",
         scope="job",
         doc="Score and coverage per group of tasks sharing a value of a metadata field, per profile.",
@@ -293,7 +295,7 @@ class Declarations:
         "/v1/jobs/{job_id}/usage",
         JobId,
         JobUsage,
-        service="envloop.services.usage:job_usage",
+        service=services.usage.job_usage,
         tag="jobs",
         scope="job",
         doc="Model calls and tokens, their cost under the operator's price table, and trial durations.",
@@ -303,7 +305,7 @@ class Declarations:
         "/v1/jobs/{job_id}/samples",
         JobSamples,
         SamplePage,
-        service="envloop.services.samples:job_samples",
+        service=services.samples.job_samples,
         tag="jobs",
         scope="job",
         doc="One row per attempt (input, target, output, reward, status, tokens, duration), filtered,\n"
@@ -317,7 +319,7 @@ class Declarations:
         "/v1/trials/{trial_id}",
         TrialId,
         TrialView,
-        service="envloop.services.trial_reads:get_trial",
+        service=services.trial_reads.get_trial,
         tag="trials",
         scope="trial",
         doc="Status, error type and exit code, reward, dimensions, phases, sandbox mode.",
@@ -327,7 +329,7 @@ class Declarations:
         "/v1/trials/{trial_id}/logs",
         TrialLogs,
         dict[str, str],
-        service="envloop.services.trial_reads:trial_logs",
+        service=services.trial_reads.trial_logs,
         tag="trials",
         scope="trial",
         doc="The captured output of a phase, by stream, one page at a time (secrets were masked when they\n"
@@ -339,7 +341,7 @@ class Declarations:
         "/v1/trials/{trial_id}/steps/page",
         TrialStepPage,
         StepPage,
-        service="envloop.services.trace:step_page",
+        service=services.trace.step_page,
         tag="trials",
         scope="trial",
         doc="A page of the trial's trajectory: its steps from `offset` (at most `limit`, and at most "
@@ -348,7 +350,7 @@ class Declarations:
     trajectory_json = Download(
         "/v1/trials/{trial_id}/steps",
         TrialTrajectory,
-        service="envloop.services.trace:trajectory_json",
+        service=services.trace.trajectory_json,
         tag="trials",
         scope="trial",
         route_name="trial_steps",
@@ -364,14 +366,14 @@ class Declarations:
         "/v1/trials/{trial_id}/artifacts",
         TrialId,
         list[ArtifactInfo],
-        service="envloop.services.trial_reads:list_artifacts",
+        service=services.trial_reads.list_artifacts,
         tag="trials",
         scope="trial",
     )
     read_artifact = Download(
         "/v1/trials/{trial_id}/artifacts/{path:path}",
         ArtifactPath,
-        service="envloop.services.trial_reads:artifact_file",
+        service=services.trial_reads.artifact_file,
         tag="trials",
         scope="trial",
         route_name="download_artifact",
@@ -382,7 +384,7 @@ class Declarations:
         "/v1/trials/{trial_id}/invalidate",
         InvalidateTrial,
         TrialView,
-        service="envloop.services.trials:invalidate_trial",
+        service=services.trials.invalidate_trial,
         tag="trials",
         body="InvalidateRequest",
         doc="Exclude the trial's reward from every aggregate, keeping its record (or, with undo, count it "
@@ -396,7 +398,7 @@ class Declarations:
         "/v1/rollouts",
         StartRollout,
         RolloutView,
-        service="envloop.services.rollouts:start_rollout",
+        service=services.rollouts.start_rollout,
         tag="rollouts",
         status_code=201,
         queued_status=lambda started: started.trial.status,
@@ -407,7 +409,7 @@ class Declarations:
         "/v1/rollouts/{trial_id}",
         TrialId,
         RolloutView,
-        service="envloop.services.rollouts:get_rollout",
+        service=services.rollouts.get_rollout,
         tag="rollouts",
         scope="trial",
     )
@@ -415,7 +417,7 @@ class Declarations:
         "/v1/rollouts/{trial_id}/events",
         TrialId,
         cast("type[ProgressEvent]", ProgressEvent),
-        service="envloop.services.rollouts:watch_rollout",
+        service=services.rollouts.watch_rollout,
         tag="rollouts",
         scope="trial",
         route_name="rollout_events",
@@ -430,7 +432,7 @@ class Declarations:
         "/v1/leaderboard",
         ShowLeaderboard,
         list[BoardRow],
-        service="envloop.services.leaderboard:show_leaderboard",
+        service=services.leaderboard.show_leaderboard,
         tag="leaderboard",
         doc="Ranked rows (job, profile) of the project's boards, each with its coverage.",
     )
@@ -439,7 +441,7 @@ class Declarations:
         "/v1/leaderboard",
         AddToLeaderboard,
         list[BoardRow],
-        service="envloop.services.leaderboard:add_to_leaderboard",
+        service=services.leaderboard.add_to_leaderboard,
         tag="leaderboard",
         body="LeaderboardAdd",
         doc="Save a finished job's rows; adding it again returns the saved rows unchanged.",
@@ -449,7 +451,7 @@ class Declarations:
         "/v1/compare",
         CompareRuns,
         Comparison,
-        service="envloop.services.compare:compare_runs",
+        service=services.compare.compare_runs,
         tag="compare",
         doc="Paired comparison B - A on the tasks both scored: difference, s.e., 95% CI, correlation.",
     )
@@ -458,7 +460,7 @@ class Declarations:
         "/v1/jobs/{job_id}/plan",
         PlanComparison,
         Plan,
-        service="envloop.services.planning:plan_comparison",
+        service=services.planning.plan_comparison,
         tag="compare",
         scope="job",
         doc="Tasks and attempts a comparison needs to detect `effect`, from this job's variance.",
@@ -471,7 +473,7 @@ class Declarations:
         "/v1/keys",
         NoArguments,
         list[ApiKeyView],
-        service="envloop.services.keys:list_keys",
+        service=services.keys.list_keys,
         tag="keys",
         doc="The calling project's keys, revoked ones included; secrets are never shown again.",
     )
@@ -480,7 +482,7 @@ class Declarations:
         "/v1/keys",
         CreateKey,
         CreatedKey,
-        service="envloop.services.keys:create_key",
+        service=services.keys.create_key,
         tag="keys",
         status_code=201,
         body="KeyRequest",
@@ -491,7 +493,7 @@ class Declarations:
         "/v1/keys/{key_id}/revoke",
         RevokeKey,
         ApiKeyView,
-        service="envloop.services.keys:revoke_key",
+        service=services.keys.revoke_key,
         tag="keys",
     )
     create_share = Operation(
@@ -499,7 +501,7 @@ class Declarations:
         "/v1/jobs/{job_id}/shares",
         CreateShare,
         CreatedShare,
-        service="envloop.services.shares:create_share",
+        service=services.shares.create_share,
         tag="shares",
         status_code=201,
         body="ShareRequest",
@@ -510,7 +512,7 @@ class Declarations:
         "/v1/jobs/{job_id}/shares",
         JobId,
         list[ShareView],
-        service="envloop.services.shares:list_shares",
+        service=services.shares.list_shares,
         tag="shares",
     )
     revoke_share = Operation(
@@ -518,7 +520,7 @@ class Declarations:
         "/v1/shares/{share_id}/revoke",
         RevokeShare,
         ShareView,
-        service="envloop.services.shares:revoke_share",
+        service=services.shares.revoke_share,
         tag="shares",
     )
 

@@ -1,4 +1,4 @@
-"""The Messages protocol's wire form, without its SDK: the request body envloop sends and the answer
+"""The Messages protocol's JSON form, without its SDK: the request body envloop sends and the answer
 read from a response's JSON. Tool results travel as `tool_result` blocks in the user turn after the
 assistant's `tool_use` (consecutive results, and any user text after them, merge into that one
 turn, as the protocol requires alternating roles). An assistant turn envloop produced is replayed
@@ -33,11 +33,11 @@ def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    wire: list[dict[str, Any]] = []
+def message_blocks(messages: list[Message]) -> list[dict[str, Any]]:
+    turns: list[dict[str, Any]] = []
     for message in messages:
         if message.role == "assistant":
-            wire.append({"role": "assistant", "content": _assistant_blocks(message)})
+            turns.append({"role": "assistant", "content": _assistant_blocks(message)})
             continue
         if message.role == "tool":
             block: dict[str, Any] = {
@@ -49,11 +49,11 @@ def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
                 block["is_error"] = True
         else:
             block = {"type": "text", "text": message.content}
-        if wire and wire[-1]["role"] == "user":
-            wire[-1]["content"].append(block)
+        if turns and turns[-1]["role"] == "user":
+            turns[-1]["content"].append(block)
         else:
-            wire.append({"role": "user", "content": [block]})
-    return wire
+            turns.append({"role": "user", "content": [block]})
+    return turns
 
 
 def request_body(settings: ModelSettings, request: ModelRequest) -> dict[str, Any]:
@@ -61,7 +61,7 @@ def request_body(settings: ModelSettings, request: ModelRequest) -> dict[str, An
     body: dict[str, Any] = {
         "model": settings.model,
         "max_tokens": settings.max_output_tokens or ANTHROPIC_DEFAULT_MAX_TOKENS,
-        "messages": wire_messages(request.messages),
+        "messages": message_blocks(request.messages),
     }
     if request.system:
         body["system"] = request.system
