@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from envloop.environments.features import refused_in, task_features
-from envloop.environments.instance import read_plan
+from envloop.environments.local.instance import read_plan
 from envloop.services.context import Context
 from envloop.services.datasets import push_dataset
 from envloop.services.profiles import create_profile, read_profile_file

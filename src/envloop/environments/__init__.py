@@ -10,8 +10,8 @@ from envloop.environments.base import (
     Mounts,
     VisiblePaths,
 )
-from envloop.environments.limits import Limits
 from envloop.environments.local import LocalEnvironment, LocalEnvironmentProvider
+from envloop.environments.local.limits import Limits
 
 __all__ = [
     "NO_MOUNTS",

@@ -13,7 +13,7 @@ to leave those tasks out. The same detection backs the check every trial makes w
 from envloop.environments.base import EnvironmentSetupError
 from envloop.environments.docker.compose import ComposeError, compose_file, read_compose
 from envloop.environments.docker.from_lines import read_images
-from envloop.environments.instance import read_plan
+from envloop.environments.local.instance import read_plan
 from envloop.tasks.model import HarborTask
 from envloop.tasks.phases import task_networks, verifier_modes
 from envloop.wire.datasets import ENVIRONMENTS, EnvironmentName, TaskFeature

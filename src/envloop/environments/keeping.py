@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 from envloop.core.masking import MASK, mask_text
-from envloop.environments.instance import walk_tree
 
 _CHUNK = 1024 * 1024
 
@@ -40,6 +39,18 @@ def _mask_bytes(data: bytes, secrets: list[bytes]) -> bytes:
     for secret in secrets:
         data = data.replace(secret, MASK)
     return data
+
+
+def walk_tree(root: Path) -> Iterator[os.DirEntry[str]]:
+    """Every entry below `root`, depth first, never through a link; a directory comes before what
+    it holds. OSError (a directory vanished or unreadable) reaches the caller."""
+    pending = [root]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                yield entry
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(Path(entry.path))
 
 
 def mask_bytes(data: bytes, secrets: Iterable[str]) -> bytes:

@@ -26,7 +26,7 @@ from envloop.core.status import TERMINAL, ErrorType, TrialStatus
 from envloop.core.trial import EnvironmentChoice, TrialError, TrialOutcome, TrialSpec
 from envloop.environments.docker.cli import DockerError
 from envloop.environments.docker.orphans import sweep_orphans
-from envloop.environments.instance import instances_under, remove_instance
+from envloop.environments.local.instance import instances_under, remove_instance
 from envloop.liveness import gone, start_time, this_host
 from envloop.models import close_clients
 from envloop.runners.verdict import settle_outcome
