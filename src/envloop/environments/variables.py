@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from envloop.core.trial import TrialSpec
 from envloop.environments.base import EnvironmentSetupError, VisiblePaths
-from envloop.environments.dockerfile import without_empty_entries
+from envloop.tasks.dockerfile import without_empty_entries
 
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from envloop.environments.base import EnvironmentSetupError
-from envloop.environments.dockerfile import DEFAULT_WORKDIR, DockerfilePlan, parse_dockerfile
 from envloop.environments.keeping import walk_tree
 from envloop.environments.local import quota
 from envloop.environments.local.bwrap import SYSTEM_DIRS
+from envloop.tasks.dockerfile import DEFAULT_WORKDIR, DockerfilePlan
 from envloop.tasks.model import HarborTask
 
 _RESERVED = (*SYSTEM_DIRS, "/proc", "/dev", "/tmp", "/logs", "/tests", "/solution")
@@ -94,17 +94,6 @@ def instance_paths(root: Path) -> InstancePaths:
         verifier_home=root / "verifier-home",
         verifier_tmp=root / "verifier-tmp",
     )
-
-
-def read_plan(task: HarborTask) -> DockerfilePlan:
-    dockerfile = task.environment_dir / "Dockerfile"
-    if not dockerfile.is_file():
-        return DockerfilePlan()
-    try:
-        text = dockerfile.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise EnvironmentSetupError(f"environment/Dockerfile cannot be read: {exc}") from exc
-    return parse_dockerfile(text, task.environment_dir, workdir_override=task.config.environment.workdir)
 
 
 def resolve_workdir(task: HarborTask, plan: DockerfilePlan) -> str:

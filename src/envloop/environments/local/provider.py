@@ -15,7 +15,6 @@ from typing import Literal
 
 from envloop.core.trial import TrialSpec
 from envloop.environments.base import Environment, EnvironmentSetupError, VisiblePaths, trial_settings
-from envloop.environments.dockerfile import IMAGE_PATH
 from envloop.environments.local import instance as files
 from envloop.environments.local import quota
 from envloop.environments.local.bwrap import bwrap_executable, pasta_executable, pasta_prefix, sandbox_args
@@ -34,6 +33,7 @@ from envloop.environments.local.public_egress import ensure_public_guard
 from envloop.environments.policy import EffectiveLimits, operator_policy, resolve_limits
 from envloop.environments.shielded import finish_even_if_cancelled
 from envloop.settings import env_name
+from envloop.tasks.dockerfile import IMAGE_PATH, read_plan
 from envloop.tasks.model import HarborTask
 from envloop.tasks.phases import NO_NETWORK, phase_networks, task_networks
 
@@ -123,7 +123,10 @@ class LocalEnvironmentProvider:
             verifier_timeout_sec=spec.verifier_timeout_sec,
         )
         agent_uid = sandbox_uid(task.config.agent.user, DEFAULT_AGENT_UID, "[agent] user")
-        plan = files.read_plan(task)
+        try:
+            plan = read_plan(task)
+        except OSError as exc:
+            raise EnvironmentSetupError(f"environment/Dockerfile cannot be read: {exc}") from exc
         workdir = files.resolve_workdir(task, plan)
         # Plain mode has no sandbox to hand a uid to: its commands name host paths, which a uid of
         # their own could not reach below the worker's private directories.
