@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envloop.core.trial import TrialSpec
-from envloop.environments.base import EnvironmentProvider
 from envloop.environments.local import LocalEnvironmentProvider
+from envloop.environments.provider import EnvironmentProvider
 from envloop.plugins import Catalog, ShapeError, instantiate
 
 if TYPE_CHECKING:

@@ -11,11 +11,12 @@ worker without it fails the trial's setup as an environment error saying so.
 import time
 
 from envloop.core.trial import TrialSpec
-from envloop.environments.base import EnvironmentProvider, EnvironmentSetupError
+from envloop.environments.base import EnvironmentSetupError
 from envloop.environments.catalog import ENVIRONMENT_PROVIDERS, docker_provider
 from envloop.environments.docker.cli import DockerUnavailableError, daemon_version
 from envloop.environments.features import refused_in, task_features
 from envloop.environments.local import LocalEnvironmentProvider
+from envloop.environments.provider import EnvironmentProvider
 from envloop.plugins import ComponentError
 from envloop.tasks.model import HarborTask
 

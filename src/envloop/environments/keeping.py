@@ -1,6 +1,6 @@
 """Keeping a trial's files: copy them out of the instance, masking secret values on the way.
 
-Every environment hands what leaves it through here (environments/sandbox.py), so no provider can
+Every environment hands what leaves it through here (environments/contract.py), so no provider can
 forget to mask.
 
 Secrets are masked in every kept file, not only in ones that look like text: a leaked key in a

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from envloop.core.trial import TrialSpec
-from envloop.environments.base import Environment, EnvironmentSetupError
+from envloop.environments.base import EnvironmentSetupError
+from envloop.environments.contract import Environment
 from envloop.environments.docker.cli import DockerError, DockerUnavailableError
 from envloop.environments.docker.containers import Container, ContainerSpec
 from envloop.environments.docker.egress import EgressProxies, proxy_hosts

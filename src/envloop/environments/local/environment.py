@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from envloop.core.trial import SandboxMode, TrialSpec
 from envloop.environments.base import EnvironmentSetupError, VisiblePaths
 from envloop.environments.capture import BoundedWriter, PipePump
+from envloop.environments.environment_base import EnvironmentBase, PathKind, RunOutcome
 from envloop.environments.keeping import KeepBudget, copy_tree_masked, move_plain_tree
 from envloop.environments.local import instance as files
 from envloop.environments.local import quota
@@ -42,7 +43,6 @@ from envloop.environments.procs import (
     uid_pids,
     wait_gone,
 )
-from envloop.environments.sandbox import EnvironmentBase, PathKind, RunOutcome
 from envloop.tasks.model import HarborTask, TaskUser
 from envloop.tasks.phases import NetworkPolicy
 from envloop.trajectories.workspace import Snapshot, snapshot

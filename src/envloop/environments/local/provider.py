@@ -14,7 +14,8 @@ from functools import cache
 from typing import Literal
 
 from envloop.core.trial import TrialSpec
-from envloop.environments.base import Environment, EnvironmentSetupError, VisiblePaths, trial_settings
+from envloop.environments.base import EnvironmentSetupError, VisiblePaths, trial_settings
+from envloop.environments.contract import Environment
 from envloop.environments.local import instance as files
 from envloop.environments.local import quota
 from envloop.environments.local.bwrap import bwrap_executable, pasta_executable, pasta_prefix, sandbox_args
