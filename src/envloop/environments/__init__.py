@@ -12,7 +12,7 @@ from envloop.environments.base import (
 )
 from envloop.environments.contract import Environment
 from envloop.environments.local import Limits, LocalEnvironment, LocalEnvironmentProvider
-from envloop.environments.provider import EnvironmentProvider
+from envloop.environments.provider import EnvironmentProvider, ProviderEntry
 
 __all__ = [
     "NO_MOUNTS",
@@ -25,5 +25,6 @@ __all__ = [
     "LocalEnvironmentProvider",
     "Mount",
     "Mounts",
+    "ProviderEntry",
     "VisiblePaths",
 ]

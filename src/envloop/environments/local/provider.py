@@ -32,6 +32,7 @@ from envloop.environments.local.launch import Launcher
 from envloop.environments.local.limits import InstanceCgroups, Limits, rlimits_for
 from envloop.environments.local.public_egress import ensure_public_guard
 from envloop.environments.policy import EffectiveLimits, operator_policy, resolve_limits
+from envloop.environments.provider import EnvironmentProvider, ProviderEntry
 from envloop.environments.shielded import finish_even_if_cancelled
 from envloop.settings import env_name
 from envloop.tasks.dockerfile import IMAGE_PATH, read_plan
@@ -275,3 +276,12 @@ def _note(
     if not quota_mounted:
         warnings.append("disk limit not enforced as a quota here (worker is not root): largest file only")
     return note + "; limits: " + ", ".join(enforced) + "; effective: " + limits.describe()
+
+
+def _local_provider(spec: TrialSpec) -> EnvironmentProvider:
+    return LocalEnvironmentProvider()
+
+
+LOCAL = ProviderEntry(make=_local_provider)
+"""The `local` provider as the catalog holds it: always ready, and leaving nothing a sweep must
+remove (a dead worker's instance directories are settled by the worker with its runs)."""
