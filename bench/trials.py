@@ -39,7 +39,7 @@ from pathlib import Path
 import cli_runs
 import floors
 
-from envloop.environments.bwrap import bwrap_executable
+from envloop.environments.local.bwrap import bwrap_executable
 from envloop.scheduling.worker import Worker, WorkerConfig
 from envloop.services import datasets, jobs, profiles
 from envloop.services.context import open_context

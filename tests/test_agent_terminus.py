@@ -13,8 +13,8 @@ from envloop.agents.terminus_tmux import bundle_tmux, supports_foreground
 from envloop.core.ids import new_id
 from envloop.core.trajectory import ModelStep, ToolStep, Trajectory, UserStep, VerifierStep
 from envloop.core.trial import TrialOutcome, TrialSpec
-from envloop.environments.base import EnvironmentProvider
 from envloop.environments.local import LocalEnvironmentProvider
+from envloop.environments.provider import EnvironmentProvider
 from envloop.models import close_clients
 from envloop.runners import ShellRunner
 from envloop.runners.params import check_params

@@ -8,7 +8,7 @@ import pytest
 from envloop.core.ids import new_id
 from envloop.core.trial import TrialOutcome, TrialSpec
 from envloop.environments import LocalEnvironmentProvider
-from envloop.environments.bwrap import bwrap_executable
+from envloop.environments.local.bwrap import bwrap_executable
 from envloop.runners import ShellRunner
 
 HAS_BWRAP = bwrap_executable()[0] is not None

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from envloop.core.ids import new_id
-from envloop.environments.limits import InstanceCgroups, LimitNotSetError, Limits
+from envloop.environments.local.limits import InstanceCgroups, LimitNotSetError, Limits
 from tests.conftest import El, make_task, write_profile
 
 MB = 1024 * 1024

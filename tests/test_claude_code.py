@@ -13,7 +13,7 @@ from envloop.agents.claude_code import DEFAULT_VERSION
 from envloop.core.ids import new_id
 from envloop.core.trajectory import ModelStep, SystemStep, ToolStep, Trajectory, UserStep, VerifierStep
 from envloop.core.trial import TrialOutcome, TrialSpec
-from envloop.environments.bwrap import bwrap_executable
+from envloop.environments.local.bwrap import bwrap_executable
 from envloop.runners import ShellRunner
 from envloop.runners.params import check_params
 from envloop.testing import Received, Reply, ScriptedServer, ScriptedToolCall

@@ -21,9 +21,9 @@ import pytest
 from envloop.core.ids import new_id
 from envloop.core.trial import TrialOutcome, TrialSpec
 from envloop.environments import LocalEnvironmentProvider
-from envloop.environments.bwrap import bwrap_executable, pasta_executable
-from envloop.environments.identity import can_switch_user
-from envloop.environments.instance import instances_under
+from envloop.environments.local.bwrap import bwrap_executable, pasta_executable
+from envloop.environments.local.identity import can_switch_user
+from envloop.environments.local.instance import instances_under
 from envloop.environments.procs import marked_pids
 from envloop.runners import ShellRunner
 from envloop.store.artifacts import ArtifactStore
@@ -324,7 +324,7 @@ def test_only_the_recorded_run_publishes_its_artifacts(tmp_path: Path) -> None:
 
 def test_auto_never_falls_back_to_plain_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
-        "envloop.environments.local.bwrap_executable", lambda: (None, "bwrap is not installed")
+        "envloop.environments.local.provider.bwrap_executable", lambda: (None, "bwrap is not installed")
     )
     monkeypatch.delenv("ENVLOOP_SANDBOX", raising=False)
     task = write_task(tmp_path / "nobwrap")

@@ -12,9 +12,9 @@ from envloop.core.ids import new_id
 from envloop.core.trajectory import ModelStep
 from envloop.core.trial import TrialOutcome, TrialSpec
 from envloop.environments import LocalEnvironmentProvider
-from envloop.environments.bwrap import bwrap_executable
 from envloop.environments.docker.images import BuildRecords
 from envloop.environments.docker.provider import DockerEnvironmentProvider
+from envloop.environments.local.bwrap import bwrap_executable
 from envloop.runners import ShellRunner
 from envloop.testing import Received, Reply, ScriptedServer
 from envloop.trajectories import read_trajectory

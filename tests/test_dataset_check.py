@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from envloop.core.dataset_health import CheckedRun, task_health
-from envloop.environments.bwrap import bwrap_executable
+from envloop.environments.local.bwrap import bwrap_executable
 from tests.api_server import Server
 from tests.conftest import El, make_task
 

@@ -5,10 +5,10 @@ import pytest
 
 from envloop.environments.docker.availability import missing_images
 from envloop.environments.docker.build_settings import BuildConfigError, image_substitutes
-from envloop.environments.docker.from_lines import read_images
 from envloop.environments.docker.prepare import prepare_dockerfile
 from envloop.environments.docker.references import normalized
 from envloop.environments.docker.uv_images import PINNED_UV_VERSION, uv_requirement
+from envloop.tasks.dockerfile_images import read_images
 
 PY312 = {"python:3.12-slim": "python:3.13-slim"}
 

@@ -20,10 +20,10 @@ from envloop.environments import (
     EnvironmentSetupError,
     LocalEnvironmentProvider,
 )
-from envloop.environments.bwrap import bwrap_executable
 from envloop.environments.docker.cli import DockerError, docker_binary
 from envloop.environments.docker.images import BuildRecords, task_image
 from envloop.environments.docker.provider import DockerEnvironmentProvider
+from envloop.environments.local.bwrap import bwrap_executable
 from envloop.tasks.harbor import load_harbor_task
 from envloop.tasks.model import HarborTask
 from envloop.trajectories import changes_between

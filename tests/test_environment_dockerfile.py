@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from envloop.environments.dockerfile import parse_dockerfile
+from envloop.tasks.dockerfile import parse_dockerfile
 
 
 def context(tmp_path: Path) -> Path:

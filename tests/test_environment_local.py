@@ -11,9 +11,9 @@ import pytest
 from envloop.core.ids import new_id
 from envloop.core.trial import TrialSpec
 from envloop.environments import Environment, Limits, LocalEnvironmentProvider
-from envloop.environments.bwrap import bwrap_executable
-from envloop.environments.instance import instances_under
-from envloop.environments.limits import InstanceCgroups
+from envloop.environments.local.bwrap import bwrap_executable
+from envloop.environments.local.instance import instances_under
+from envloop.environments.local.limits import InstanceCgroups
 from envloop.tasks.model import HarborTask, TaskConfig
 
 HAS_BWRAP = bwrap_executable()[0] is not None

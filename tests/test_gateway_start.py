@@ -16,8 +16,8 @@ from envloop.core.single_flight import SingleFlight
 from envloop.core.trajectory import ModelStep
 from envloop.core.trial import TrialOutcome, TrialSpec
 from envloop.environments import LocalEnvironmentProvider
-from envloop.environments.bwrap import bwrap_executable
 from envloop.environments.local import SANDBOX_VARIABLE
+from envloop.environments.local.bwrap import bwrap_executable
 from envloop.runners import ShellRunner
 from envloop.services import datasets, jobs, profiles
 from envloop.services.context import Context

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from envloop.environments import LocalEnvironmentProvider, native
-from envloop.environments.bwrap import bwrap_executable
-from envloop.environments.identity import can_switch_user
+from envloop.environments import LocalEnvironmentProvider
+from envloop.environments.local import native
+from envloop.environments.local.bwrap import bwrap_executable
+from envloop.environments.local.identity import can_switch_user
 from envloop.tasks.harbor import load_harbor_task
 from tests.test_containment import spec_for, write_task
 

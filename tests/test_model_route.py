@@ -16,9 +16,9 @@ from envloop.core.ids import new_id
 from envloop.core.trajectory import ModelStep, ToolStep
 from envloop.core.trial import TrialOutcome, TrialSpec
 from envloop.environments import LocalEnvironmentProvider
-from envloop.environments.bwrap import bwrap_executable
 from envloop.environments.docker.images import BuildRecords
 from envloop.environments.docker.provider import DockerEnvironmentProvider
+from envloop.environments.local.bwrap import bwrap_executable
 from envloop.runners import ShellRunner
 from envloop.runners.model_route import PRIVATE_UPSTREAM_VARIABLE
 from envloop.testing import Reply, ScriptedServer

@@ -8,7 +8,7 @@ import pytest
 from envloop.core.metrics import MemberRow
 from envloop.core.oracle_check import check_oracle
 from envloop.core.trial import VerifierEnvironment
-from envloop.environments.bwrap import bwrap_executable
+from envloop.environments.local.bwrap import bwrap_executable
 from envloop.services import datasets
 from envloop.services.context import Context
 from envloop.wire.jobs import JobRequest

@@ -12,9 +12,9 @@ import pytest
 
 from envloop.core.ids import new_id
 from envloop.core.trial import TrialSpec
-from envloop.environments.bwrap import bwrap_executable, pasta_executable
-from envloop.environments.identity import can_switch_user
 from envloop.environments.local import LocalEnvironmentProvider
+from envloop.environments.local.bwrap import bwrap_executable, pasta_executable
+from envloop.environments.local.identity import can_switch_user
 from envloop.runners import ShellRunner
 from tests.neighbours import host_reaches, neighbour
 from tests.registries import registry_url

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from envloop.environments.instance import empty_directory, instances_under
 from envloop.environments.keeping import keep_tree, move_plain_tree, plain_tree
+from envloop.environments.local.instance import empty_directory, instances_under
 from envloop.environments.procs import marked_pids
 from tests.test_runner_shell import LOGS, MODES, run, spec_for, write_task
 

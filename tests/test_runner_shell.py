@@ -8,8 +8,8 @@ import pytest
 from envloop.core.ids import new_id
 from envloop.core.trial import TrialOutcome, TrialSpec
 from envloop.environments import LocalEnvironmentProvider
-from envloop.environments.bwrap import bwrap_executable
-from envloop.environments.instance import instances_under
+from envloop.environments.local.bwrap import bwrap_executable
+from envloop.environments.local.instance import instances_under
 from envloop.environments.procs import marked_pids
 from envloop.runners import ShellRunner
 

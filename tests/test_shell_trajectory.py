@@ -12,8 +12,9 @@ import pytest
 from envloop.core.ids import new_id
 from envloop.core.trajectory import StateStep, ToolStep, Trajectory, UserStep, VerifierStep
 from envloop.core.trial import TrialOutcome, TrialSpec
-from envloop.environments import LocalEnvironmentProvider, bwrap
-from envloop.environments.bwrap import bwrap_executable
+from envloop.environments import LocalEnvironmentProvider
+from envloop.environments.local import bwrap
+from envloop.environments.local.bwrap import bwrap_executable
 from envloop.runners import ShellRunner
 from envloop.runners.params import check_params, unread_params
 from envloop.services import datasets

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from envloop.environments.features import refused_in, task_features
-from envloop.environments.instance import read_plan
 from envloop.services.context import Context
 from envloop.services.datasets import push_dataset
 from envloop.services.profiles import create_profile, read_profile_file
+from envloop.tasks.dockerfile import read_plan
 from envloop.tasks.harbor import load_harbor_task
 from tests.api_server import Server
 from tests.conftest import EXAMPLES, El, make_task, write_profile

@@ -9,7 +9,7 @@ import pytest
 from envloop.core.ids import new_id
 from envloop.core.trial import TrialSpec
 from envloop.environments import LocalEnvironmentProvider
-from envloop.environments.bwrap import bwrap_executable
+from envloop.environments.local.bwrap import bwrap_executable
 from envloop.runners import ShellRunner
 
 SNOOP = 'echo "${JUDGE_KEY:-none} ${SHARED_KEY:-none} ${PLAIN:-none}" > "$ENVLOOP_APP_DIR/seen"'

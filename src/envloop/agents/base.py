@@ -30,7 +30,8 @@ from envloop.core.params import ComponentParams, param
 from envloop.core.status import ErrorType
 from envloop.core.trajectory import StopReason, TrajectoryRecorder
 from envloop.core.trial import TrialSpec
-from envloop.environments.base import Environment, ExecResult
+from envloop.environments.base import ExecResult
+from envloop.environments.contract import Environment
 from envloop.models.settings import ModelProtocol
 from envloop.tasks.model import HarborTask
 

@@ -34,7 +34,7 @@ from envloop.core.trajectory import (
     TrajectoryRecorder,
     Usage,
 )
-from envloop.environments.base import Environment
+from envloop.environments.contract import Environment
 from envloop.trajectories import Snapshot, changes_between
 
 _STOPS = {"end_turn": "end", "tool_use": "tool_calls", "max_tokens": "length", "refusal": "refusal"}

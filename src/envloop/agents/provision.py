@@ -47,7 +47,7 @@ from envloop.agents.recipes import PYTHON_PROBE, NpmRecipe, PipRecipe, PythonTar
 from envloop.core.cancellable_thread import to_thread_cancellable
 from envloop.core.status import ErrorType
 from envloop.core.trajectory import ToolStep
-from envloop.environments.base import Environment
+from envloop.environments.contract import Environment
 
 AGENTS_PATH = "/opt/envloop-agents"
 """Where a mounted cache entry appears inside an environment."""

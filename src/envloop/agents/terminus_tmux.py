@@ -31,7 +31,8 @@ from envloop.agents.cache import AgentCache, InstallCommand, Installed, InstallE
 from envloop.agents.provision import make_visible
 from envloop.agents.recipes import host_platform
 from envloop.core.trajectory import ToolStep
-from envloop.environments.base import Environment, ExecResult
+from envloop.environments.base import ExecResult
+from envloop.environments.contract import Environment
 
 SESSION = "terminus"
 CLIENT_TIMEOUT_SEC = 30.0

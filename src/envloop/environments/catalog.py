@@ -1,52 +1,36 @@
-"""Environment providers by name: the built-in `local` sandbox and `docker` containers, and those
-of installed plugins (entry point group `envloop.environments`: an EnvironmentProvider class,
-instantiated without arguments, or an instance). A job or worker names one with `--environment`;
-`auto` is a choice between the built-ins (`choice`), not a provider. Providers are found by
-installed name only, never by a `module:Name` reference: a job's environment is API input."""
-
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING
+"""Environment providers by name, built-in and plugin alike: each is a `ProviderEntry`
+(environments/provider.py). The built-ins register where they are defined (`LOCAL` in
+local/provider.py, `DOCKER` in docker/registration.py); installed plugins under the entry point
+group `envloop.environments` give an EnvironmentProvider class (instantiated without arguments) or
+an instance, adopted into an entry here. A job or worker names one with `--environment`; `auto` is
+a choice between the built-ins (`choice`), not a provider. Providers are found by installed name
+only, never by a `module:Name` reference: a job's environment is API input."""
 
 from envloop.core.trial import TrialSpec
-from envloop.environments.base import EnvironmentProvider
-from envloop.environments.local import LocalEnvironmentProvider
+from envloop.environments.docker.registration import DOCKER
+from envloop.environments.local.provider import LOCAL
+from envloop.environments.provider import EnvironmentProvider, ProviderEntry
 from envloop.plugins import Catalog, ShapeError, instantiate
 
-if TYPE_CHECKING:
-    from envloop.environments.docker.provider import DockerEnvironmentProvider
 
-ProviderFactory = Callable[[TrialSpec], EnvironmentProvider]
-
-
-def docker_provider(spec: TrialSpec) -> "DockerEnvironmentProvider":
-    """Docker's provider for a trial; its client and image builder load with the first one, not for
-    a job's submission, which only checks that the name is known."""
-    from envloop.environments.docker.images import BuildRecords  # noqa: PLC0415
-    from envloop.environments.docker.provider import DockerEnvironmentProvider  # noqa: PLC0415
-
-    return DockerEnvironmentProvider(BuildRecords(spec.builds_dir or Path(spec.instance_root) / "builds"))
+def _builtins() -> dict[str, ProviderEntry]:
+    return {"local": LOCAL, "docker": DOCKER}
 
 
-def _local(spec: TrialSpec) -> EnvironmentProvider:
-    return LocalEnvironmentProvider()
-
-
-def _builtins() -> dict[str, ProviderFactory]:
-    return {"local": _local, "docker": docker_provider}
-
-
-def adopt_provider(loaded: object) -> ProviderFactory:
+def adopt_provider(loaded: object) -> ProviderEntry:
+    """A plugin's provider as an entry: the one instance for every trial, its `sweep_leftovers`
+    (when it has one) run when a worker starts."""
     provider = instantiate(loaded)
     if not callable(getattr(provider, "instance", None)):
         raise ShapeError("it has no instance(task, spec) method")
 
-    def factory(spec: TrialSpec) -> EnvironmentProvider:
+    def make(spec: TrialSpec) -> EnvironmentProvider:
         return provider  # type: ignore[return-value]  # checked above: it has instance()
 
-    return factory
+    sweep = getattr(provider, "sweep_leftovers", None)
+    return ProviderEntry(make=make, sweep_leftovers=sweep if callable(sweep) else None)
 
 
-ENVIRONMENT_PROVIDERS: Catalog[ProviderFactory] = Catalog(
+ENVIRONMENT_PROVIDERS: Catalog[ProviderEntry] = Catalog(
     "environment", "envloop.environments", _builtins, adopt_provider
 )

@@ -11,9 +11,9 @@ to leave those tasks out. The same detection backs the check every trial makes w
 """
 
 from envloop.environments.base import EnvironmentSetupError
-from envloop.environments.docker.compose import ComposeError, compose_file, read_compose
-from envloop.environments.docker.from_lines import read_images
-from envloop.environments.instance import read_plan
+from envloop.tasks.compose import ComposeError, compose_file, read_compose
+from envloop.tasks.dockerfile import read_plan
+from envloop.tasks.dockerfile_images import read_images
 from envloop.tasks.model import HarborTask
 from envloop.tasks.phases import task_networks, verifier_modes
 from envloop.wire.datasets import ENVIRONMENTS, EnvironmentName, TaskFeature
@@ -139,7 +139,7 @@ def _image_features(task: HarborTask) -> list[TaskFeature]:
     try:
         # WORKDIR, ENV, COPY and ADD of the build context are applied locally; a FROM alone is stood in for.
         skipped = read_plan(task).not_stood_in()
-    except EnvironmentSetupError:
+    except OSError:
         return []  # an unreadable Dockerfile fails its build or its local setup, naming itself
     if not skipped:
         return []

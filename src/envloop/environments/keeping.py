@@ -1,6 +1,6 @@
 """Keeping a trial's files: copy them out of the instance, masking secret values on the way.
 
-Every environment hands what leaves it through here (environments/sandbox.py), so no provider can
+Every environment hands what leaves it through here (environments/contract.py), so no provider can
 forget to mask.
 
 Secrets are masked in every kept file, not only in ones that look like text: a leaked key in a
@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 from envloop.core.masking import MASK, mask_text
-from envloop.environments.instance import walk_tree
 
 _CHUNK = 1024 * 1024
 
@@ -40,6 +39,18 @@ def _mask_bytes(data: bytes, secrets: list[bytes]) -> bytes:
     for secret in secrets:
         data = data.replace(secret, MASK)
     return data
+
+
+def walk_tree(root: Path) -> Iterator[os.DirEntry[str]]:
+    """Every entry below `root`, depth first, never through a link; a directory comes before what
+    it holds. OSError (a directory vanished or unreadable) reaches the caller."""
+    pending = [root]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                yield entry
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(Path(entry.path))
 
 
 def mask_bytes(data: bytes, secrets: Iterable[str]) -> bytes:

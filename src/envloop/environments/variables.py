@@ -1,6 +1,6 @@
 """The variables every trial command sees, and the checks every value passes before it is set.
 
-Set once for every provider (environments/sandbox.py): a task's `[environment] env` (its `${NAME}`
+Set once for every provider (environments/contract.py): a task's `[environment] env` (its `${NAME}`
 references filled from the profile), then envloop's own trial variables, which nothing a task sets
 can override. A name that is not a shell identifier, or a value with a NUL, is refused: either would
 be rewritten or cut by the time it reaches the command, so the command would not see what was set.
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from envloop.core.trial import TrialSpec
 from envloop.environments.base import EnvironmentSetupError, VisiblePaths
-from envloop.environments.dockerfile import without_empty_entries
+from envloop.tasks.dockerfile import without_empty_entries
 
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

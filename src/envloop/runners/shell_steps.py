@@ -19,7 +19,8 @@ from envloop.agents.base import read_outputs
 from envloop.core.clock import utc_now
 from envloop.core.reward import RewardReading
 from envloop.core.trajectory import ToolStep, TrajectoryRecorder, VerifierStep
-from envloop.environments.base import NO_MOUNTS, Environment, ExecResult, Mounts
+from envloop.environments.base import NO_MOUNTS, ExecResult, Mounts
+from envloop.environments.contract import Environment
 from envloop.tasks.model import TaskUser
 from envloop.tasks.phases import NetworkPolicy
 from envloop.trajectories import Snapshot, changes_between

@@ -35,7 +35,7 @@ from typing import Any
 
 from envloop.core.status import ErrorType, TrialStatus
 from envloop.core.trial import TrialError, TrialOutcome, TrialSpec
-from envloop.environments.instance import instances_under, remove_instance
+from envloop.environments.local.instance import instances_under, remove_instance
 from envloop.errors import ServerError, UserError
 from envloop.liveness import ended, start_time
 from envloop.runners.registry import get_runner

@@ -24,9 +24,8 @@ from envloop.core.ids import new_id
 from envloop.core.retry_policy import Backoff, retrying
 from envloop.core.status import TERMINAL, TrialStatus
 from envloop.core.trial import EnvironmentChoice, TrialOutcome, TrialSpec, crashed, infrastructure_failure
-from envloop.environments.docker.cli import DockerError
-from envloop.environments.docker.orphans import sweep_orphans
-from envloop.environments.instance import instances_under, remove_instance
+from envloop.environments.leftovers import sweep_leftovers
+from envloop.environments.local.instance import instances_under, remove_instance
 from envloop.liveness import gone, start_time, this_host
 from envloop.models import close_clients
 from envloop.runners.verdict import settle_outcome
@@ -139,7 +138,7 @@ class Worker:
     async def _serve(self, until: Callable[[], bool] | None) -> None:
         await self._off_loop("register", self._register)
         await self._off_loop("settle dead runs", self._settle_dead_runs)
-        await self._sweep_containers()
+        await self._sweep_leftovers()
         upkeep = asyncio.create_task(self._keep_up(), name="upkeep")
         idle_since = time.monotonic()
         finished: list[tuple[ClaimedTrial, TrialOutcome]] = []
@@ -383,15 +382,12 @@ class Worker:
         with self.ctx.store.write() as session:
             session.execute(update(WorkerRow).where(WorkerRow.id == self.id).values(heartbeat_at=time.time()))
 
-    async def _sweep_containers(self) -> None:
-        """Remove the trial containers of workers on this host that died (they could not remove
-        their own); without a Docker daemon there are none."""
-        try:
-            removed = await sweep_orphans()
-        except (DockerError, OSError):
-            return
+    async def _sweep_leftovers(self) -> None:
+        """Remove what the instances of workers on this host that died left behind (they could not
+        remove it themselves): each environment provider sweeps its own."""
+        removed = await sweep_leftovers()
         if removed:
-            log.info("removed %d container(s) of workers that are gone", len(removed))
+            log.info("removed %d leftover(s) of workers that are gone", len(removed))
 
     def _settle_dead_runs(self) -> None:
         """Files of runs whose workers died. A staged run whose result was recorded is published (its

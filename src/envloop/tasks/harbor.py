@@ -112,7 +112,7 @@ def _require_verifier(tests: Path, config: TaskConfig, why: str) -> None:
 
 def _check_compose_limits(root: Path) -> None:
     """The compose file over the parsing limits is refused when the task loads, before anything
-    walks what it expands to; what it says is checked where it runs (environments/docker/compose.py).
+    walks what it expands to; what it says is checked where it runs (tasks/compose.py).
     Other compose-like names are data of the build context, never parsed."""
     path = root / "environment" / COMPOSE_FILE
     if not path.is_file():

@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Mapping
 
-from envloop.environments.docker.from_lines import instructions, parser_directives
+from envloop.tasks.dockerfile_images import instructions, parser_directives
 
 _VARIABLE = re.compile(r"\$(?:\{(\w+)[^}]*\}|(\w+))")
 _PLATFORM_ARGS = frozenset(

@@ -34,9 +34,9 @@ from envloop.environments.docker.laid_over import lay_over, take_back
 from envloop.environments.docker.layer_changes import Signatures, TooManyChanges, layer_dirs
 from envloop.environments.docker.networks import TrialNetworks
 from envloop.environments.docker.workspace import ContainerSnapshots
+from envloop.environments.environment_base import EnvironmentBase, PathKind, RunOutcome
 from envloop.environments.keeping import KeepBudget
 from envloop.environments.policy import EffectiveLimits
-from envloop.environments.sandbox import EnvironmentBase, PathKind, RunOutcome
 from envloop.environments.tampering import Tampering, outside, tampering, unchecked, verifier_reads
 from envloop.environments.task_hosts import named_hosts, naming
 from envloop.tasks.model import HarborTask, NetworkMode, TaskUser

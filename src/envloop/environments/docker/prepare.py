@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict
 
 from envloop.environments.docker.build_reach import remote_adds, scope_cache_mounts
 from envloop.environments.docker.build_settings import SUBSTITUTES_VARIABLE
-from envloop.environments.docker.from_lines import ImageUse, ImageUseKind, read_images
 from envloop.environments.docker.references import normalized
+from envloop.tasks.dockerfile_images import ImageUse, ImageUseKind, read_images
 
 _STANDARD_FRONTEND = re.compile(r"(?:docker\.io/)?docker/dockerfile:1(?:\.\d+){0,2}(?:@sha256:[0-9a-f]{64})?")
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from envloop.core.trial import TrialSpec
-from envloop.environments.base import Environment, EnvironmentSetupError
+from envloop.environments.base import EnvironmentSetupError
+from envloop.environments.contract import Environment
 from envloop.environments.docker.cli import DockerError, DockerUnavailableError
-from envloop.environments.docker.compose import ComposeError, ComposeFile, read_compose
 from envloop.environments.docker.containers import Container, ContainerSpec
 from envloop.environments.docker.egress import EgressProxies, proxy_hosts
 from envloop.environments.docker.engine import NotFoundError, engine
@@ -44,6 +44,7 @@ from envloop.environments.docker.trial_cgroup import TrialCgroup
 from envloop.environments.docker.workspace import PRIVATE_DIR
 from envloop.environments.policy import EffectiveLimits, operator_policy, resolve_limits
 from envloop.environments.shielded import finish_even_if_cancelled
+from envloop.tasks.compose import ComposeError, ComposeFile, read_compose
 from envloop.tasks.model import HarborTask, TaskStep
 from envloop.tasks.phases import NO_NETWORK, NetworkPolicy, phase_networks, task_networks
 from envloop.tasks.phases import verifier_environment as verifier_section

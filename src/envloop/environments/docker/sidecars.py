@@ -15,13 +15,13 @@ import time
 
 from envloop.environments.base import EnvironmentSetupError
 from envloop.environments.docker.cli import DockerError
-from envloop.environments.docker.compose import ComposeFile, Dependency, Service
 from envloop.environments.docker.containers import Container, ContainerSpec
 from envloop.environments.docker.engine import engine, image_id
 from envloop.environments.docker.image_owners import foreign_images, foreign_reason
 from envloop.environments.docker.images import BuildNetwork, BuildRecords, ensure_task_image
 from envloop.environments.docker.networks import TrialNetworks
 from envloop.environments.docker.task_images import all_image_builds, sidecar_image_builds
+from envloop.tasks.compose import ComposeFile, Dependency, Service
 from envloop.tasks.model import HarborTask
 
 _WAIT_SEC = 300.0

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from envloop.environments.docker.compose import ComposeError, read_compose
 from envloop.environments.docker.images import BuildSettings
+from envloop.tasks.compose import ComposeError, read_compose
 from envloop.tasks.model import EnvironmentSection, HarborTask, TaskStep
 from envloop.tasks.phases import verifier_context, verifier_environment
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from envloop.environments.bwrap import LAUNCH_PATH, args_file, environment_args
-from envloop.environments.identity import setpriv_prefix
-from envloop.environments.limits import launch_prefix
-from envloop.environments.native import launcher_binary, launcher_prefix
+from envloop.environments.local.bwrap import LAUNCH_PATH, args_file, environment_args
+from envloop.environments.local.identity import setpriv_prefix
+from envloop.environments.local.limits import launch_prefix
+from envloop.environments.local.native import launcher_binary, launcher_prefix
 
 LAUNCH_ENV = {"PATH": LAUNCH_PATH, "LANG": "C.UTF-8"}
 LAUNCH_CWD = "/"

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from envloop.tasks.model import HarborTask
+
 DEFAULT_WORKDIR = "/app"
 IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """The PATH of the Debian and Ubuntu base images, and of every local instance."""
@@ -207,3 +209,13 @@ def _context_matches(context: Path, pattern: str) -> list[Path]:
         candidate = context / cleaned
         found = [candidate] if candidate.exists() or candidate.is_symlink() else []
     return [p for p in found if p.resolve().is_relative_to(context)]
+
+
+def read_plan(task: HarborTask) -> DockerfilePlan:
+    """What the local sandbox can honour of the task's `environment/Dockerfile` (an empty plan
+    without one); OSError when it cannot be read."""
+    dockerfile = task.environment_dir / "Dockerfile"
+    if not dockerfile.is_file():
+        return DockerfilePlan()
+    text = dockerfile.read_text(encoding="utf-8", errors="replace")
+    return parse_dockerfile(text, task.environment_dir, workdir_override=task.config.environment.workdir)

@@ -10,15 +10,15 @@ import os
 import posixpath
 import shutil
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from envloop.environments import quota
 from envloop.environments.base import EnvironmentSetupError
-from envloop.environments.bwrap import SYSTEM_DIRS
-from envloop.environments.dockerfile import DEFAULT_WORKDIR, DockerfilePlan, parse_dockerfile
+from envloop.environments.keeping import walk_tree
+from envloop.environments.local import quota
+from envloop.environments.local.bwrap import SYSTEM_DIRS
+from envloop.tasks.dockerfile import DEFAULT_WORKDIR, DockerfilePlan
 from envloop.tasks.model import HarborTask
 
 _RESERVED = (*SYSTEM_DIRS, "/proc", "/dev", "/tmp", "/logs", "/tests", "/solution")
@@ -94,17 +94,6 @@ def instance_paths(root: Path) -> InstancePaths:
         verifier_home=root / "verifier-home",
         verifier_tmp=root / "verifier-tmp",
     )
-
-
-def read_plan(task: HarborTask) -> DockerfilePlan:
-    dockerfile = task.environment_dir / "Dockerfile"
-    if not dockerfile.is_file():
-        return DockerfilePlan()
-    try:
-        text = dockerfile.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise EnvironmentSetupError(f"environment/Dockerfile cannot be read: {exc}") from exc
-    return parse_dockerfile(text, task.environment_dir, workdir_override=task.config.environment.workdir)
 
 
 def resolve_workdir(task: HarborTask, plan: DockerfilePlan) -> str:
@@ -195,16 +184,6 @@ def _grant_owner_access(root: Path) -> None:
                     child.chmod(child.stat().st_mode | owner_rwx)
 
 
-def walk_tree(root: Path) -> Iterator[os.DirEntry[str]]:
-    """Every entry below `root`, depth first, never through a link; a directory comes before what
-    it holds. OSError (a directory vanished or unreadable) reaches the caller."""
-    pending = [root]
-    while pending:
-        with os.scandir(pending.pop()) as entries:
-            for entry in entries:
-                yield entry
-                if entry.is_dir(follow_symlinks=False):
-                    pending.append(Path(entry.path))
 
 
 def remove_instance(root: Path) -> None:

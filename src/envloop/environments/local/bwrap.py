@@ -23,7 +23,7 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from envloop.environments.identity import can_switch_user, setpriv_prefix
+from envloop.environments.local.identity import can_switch_user, setpriv_prefix
 
 SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc")
 LAUNCH_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"

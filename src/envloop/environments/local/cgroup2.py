@@ -17,7 +17,7 @@ import functools
 import os
 from pathlib import Path
 
-from envloop.environments.limits import (
+from envloop.environments.local.limits import (
     GroupMembers,
     InstanceCgroups,
     LimitNotSetError,

@@ -8,11 +8,11 @@ build` … `FROM build`, `COPY --from=build`), stage indexes (`--from=0`) and `s
 images. Variables are substituted as the builder would: in FROM the ARGs declared before the first
 FROM, in `--from` the stage's own ARGs and ENVs, each ARG taking its build arg's value when given.
 A reference left with a variable no value is known for is `unresolved`, and not built (see
-`prepare`): the builder could resolve it to any image.
+environments/docker/prepare.py): the builder could resolve it to any image.
 
 Parser directives (`# syntax=`, `# escape=`) count only at the very top, as BuildKit reads them;
 heredoc bodies are not instructions. Each use keeps the physical lines it was written on, so it
-can be rewritten in place (see `prepare`).
+can be rewritten in place (see environments/docker/prepare.py).
 """
 
 import re

@@ -1,6 +1,6 @@
 """One instance of the `local` environment: a bubblewrap sandbox per command, or (only when the
 operator asks for it with ENVLOOP_SANDBOX=plain) a plain process group. Made by
-`LocalEnvironmentProvider` (local.py).
+`LocalEnvironmentProvider` (provider.py).
 
 Each `exec` is exactly one `asyncio.create_subprocess_exec` (its output read from pipes on the event
 loop into bounded writers, environments/capture.py): a launcher (see launch.py) that joins
@@ -23,16 +23,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envloop.core.trial import SandboxMode, TrialSpec
-from envloop.environments import instance as files
-from envloop.environments import quota
 from envloop.environments.base import EnvironmentSetupError, VisiblePaths
 from envloop.environments.capture import BoundedWriter, PipePump
-from envloop.environments.cgroup2 import UnifiedCgroup
-from envloop.environments.identity import HOST_UIDS
-from envloop.environments.instance import InstancePaths
+from envloop.environments.environment_base import EnvironmentBase, PathKind, RunOutcome
 from envloop.environments.keeping import KeepBudget, copy_tree_masked, move_plain_tree
-from envloop.environments.launch import LAUNCH_CWD, LAUNCH_ENV, Launcher, open_capture, read_inside
-from envloop.environments.limits import InstanceCgroups
+from envloop.environments.local import instance as files
+from envloop.environments.local import quota
+from envloop.environments.local.cgroup2 import UnifiedCgroup
+from envloop.environments.local.identity import HOST_UIDS
+from envloop.environments.local.instance import InstancePaths
+from envloop.environments.local.launch import LAUNCH_CWD, LAUNCH_ENV, Launcher, open_capture, read_inside
+from envloop.environments.local.limits import InstanceCgroups
 from envloop.environments.policy import EffectiveLimits
 from envloop.environments.procs import (
     MARKER_VARIABLE,
@@ -42,7 +43,6 @@ from envloop.environments.procs import (
     uid_pids,
     wait_gone,
 )
-from envloop.environments.sandbox import EnvironmentBase, PathKind, RunOutcome
 from envloop.tasks.model import HarborTask, TaskUser
 from envloop.tasks.phases import NetworkPolicy
 from envloop.trajectories.workspace import Snapshot, snapshot

@@ -1,8 +1,10 @@
-"""What every environment must do, done once: the base class of every provider's instances.
+"""What every environment must do, done once: the base class of every provider's instances, an
+explicit subclass of the `Environment` Protocol (environments/contract.py, where each public method's
+promise is written).
 
 A provider says how to run one command, move bytes in and out, give a directory fresh contents,
-apply a network policy and stop (the abstract methods below, all named as a command inside sees
-paths). Everything a provider must not get wrong is here, so a plugin cannot forget it:
+apply a network policy and stop (the abstract methods below and the contract's, all named as a command
+inside sees paths). Everything a provider must not get wrong is here, so a plugin cannot forget it:
 
 - the variables: the provider's defaults, the task's `[environment] env`, then envloop's trial
   variables, each name and value checked (environments/variables.py);
@@ -23,7 +25,7 @@ import contextlib
 import os
 import tempfile
 import time
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, BinaryIO, Literal
@@ -41,6 +43,7 @@ from envloop.environments.base import (
     VisiblePaths,
 )
 from envloop.environments.capture import BoundedWriter
+from envloop.environments.contract import Environment
 from envloop.environments.keeping import (
     MAX_KEPT_FILE_BYTES,
     MAX_KEPT_FILES,
@@ -54,10 +57,9 @@ from envloop.environments.variables import checked_env, trial_variables
 from envloop.tasks.model import HarborTask, NetworkMode, TaskUser
 from envloop.tasks.phases import NO_NETWORK, NetworkPolicy
 from envloop.tasks.variables import resolve_env
-from envloop.trajectories.workspace import Snapshot
 
 if TYPE_CHECKING:
-    from envloop.gateway import ModelGateway  # aiohttp: loaded when a trial first routes a model
+    pass  # aiohttp: loaded when a trial first routes a model
 
 PathKind = Literal["file", "directory", "other"]
 _DROPPED_WARNINGS = 5
@@ -71,9 +73,9 @@ class RunOutcome(BaseModel):
     timed_out: bool
 
 
-class EnvironmentBase(ABC):
-    """One instance of a trial's environment. Providers subclass it; runners and agents use the
-    public methods (the `Environment` protocol of environments/base.py)."""
+class EnvironmentBase(Environment):
+    """One instance of a trial's environment. Providers subclass it, implementing its private hooks
+    and the contract's abstract methods (`stop`, `snapshot`, the gateway, `resource_problem`)."""
 
     default_network: NetworkMode = "no-network"
 
@@ -98,8 +100,7 @@ class EnvironmentBase(ABC):
         self._note = note
         self.warnings = warnings
         self.flags: list[TrialFlag] = []
-        self.network = network
-        """The policy in force now (the provider started the instance with it)."""
+        self._network = network
         self._task = task
         self._secrets = spec.secret_values
         self._variables = checked_env(
@@ -119,6 +120,12 @@ class EnvironmentBase(ABC):
         """The provider's own name for a command's empty `/tmp` (None: it cannot give one)."""
         self._network_log: list[str] = []
         """Each phase's policy, in order (`agent public`), for the note."""
+
+    @property
+    def network(self) -> NetworkPolicy:
+        """The policy in force now (the provider started the instance with it); only
+        `set_network` and `enter_network` change it, after the provider applied it."""
+        return self._network
 
     @property
     def note(self) -> str:
@@ -182,31 +189,6 @@ class EnvironmentBase(ABC):
     @abstractmethod
     async def _apply_network(self, policy: NetworkPolicy) -> None:
         """Switch the instance to `policy` (already checked and capped by the base class)."""
-
-    @abstractmethod
-    async def open_gateway(self, gateway: "ModelGateway", trial_id: str) -> str:
-        """Let the next commands reach `gateway` (it answers only `trial_id`'s token there); its
-        root URL as a command inside reaches it."""
-
-    @abstractmethod
-    async def close_gateway(self) -> None:
-        """The next commands no longer reach the gateway."""
-
-    @abstractmethod
-    async def stop(self) -> None:
-        """Kill every process the instance still runs; its files stay until teardown."""
-
-    @abstractmethod
-    async def snapshot(self, previous: Snapshot | None = None) -> Snapshot:
-        """The working directory's files now; files unchanged since `previous` are not read again."""
-
-    @abstractmethod
-    def resource_problem(self) -> str | None:
-        """Why a limit was hit since the last call (out of memory, disk quota full), if it was."""
-
-    def network_shortfall(self) -> str | None:
-        """None: an environment whose network is all or nothing has no allowed host to miss."""
-        return None
 
     # ---- what every caller uses -----------------------------------------------------------------
 
@@ -387,16 +369,16 @@ class EnvironmentBase(ABC):
             policy = NO_NETWORK
         if phase:
             self._network_log.append(f"{phase} {policy.describe()}")
-        if policy == self.network:
+        if policy == self._network:
             return
         await self._apply_network(policy)
-        self.network = policy
+        self._network = policy
 
     async def enter_network(self, policy: NetworkPolicy) -> None:
         """Apply `policy` whatever the instance believes is in force (a provider that started it on
         a network of its own calls this once, to reach the baseline)."""
         await self._apply_network(policy)
-        self.network = policy
+        self._network = policy
 
     def network_variables(self) -> dict[str, str]:
         """Variables the network in force needs (an allowlist's proxy); none by default."""

@@ -24,7 +24,7 @@ import threading
 
 from envloop.environments.base import EnvironmentSetupError
 from envloop.environments.forbidden_ranges import NOT_GLOBAL, NOT_GLOBAL_V6, host_networks, resolvers
-from envloop.environments.identity import TRIAL_UID_RANGE
+from envloop.environments.local.identity import TRIAL_UID_RANGE
 
 OUTPUT_CHAIN = "ENVLOOP-OUTPUT"
 _TIMEOUT_SEC = 30.0

@@ -1,7 +1,7 @@
 """The `local` environment's provider: instances on this host, in a bubblewrap sandbox per command,
 or (only when the operator asks for it with ENVLOOP_SANDBOX=plain) a plain process group.
 
-One instance (local_instance.py) lives for one run of a trial. It is made on a thread and torn down
+One instance (environment.py) lives for one run of a trial. It is made on a thread and torn down
 on every way out, also on cancellation, killing everything the run started before deleting its
 files.
 """
@@ -14,21 +14,28 @@ from functools import cache
 from typing import Literal
 
 from envloop.core.trial import TrialSpec
-from envloop.environments import instance as files
-from envloop.environments import quota
-from envloop.environments.base import Environment, EnvironmentSetupError, VisiblePaths, trial_settings
-from envloop.environments.bwrap import bwrap_executable, pasta_executable, pasta_prefix, sandbox_args
-from envloop.environments.cgroup2 import UnifiedCgroup, instance_cgroups
-from envloop.environments.dockerfile import IMAGE_PATH
-from envloop.environments.identity import HOST_UIDS, can_switch_user
-from envloop.environments.instance import InstancePaths
-from envloop.environments.launch import Launcher
-from envloop.environments.limits import InstanceCgroups, Limits, rlimits_for
-from envloop.environments.local_instance import DEFAULT_AGENT_UID, LauncherFor, LocalEnvironment, sandbox_uid
+from envloop.environments.base import EnvironmentSetupError, VisiblePaths, trial_settings
+from envloop.environments.contract import Environment
+from envloop.environments.local import instance as files
+from envloop.environments.local import quota
+from envloop.environments.local.bwrap import bwrap_executable, pasta_executable, pasta_prefix, sandbox_args
+from envloop.environments.local.cgroup2 import UnifiedCgroup, instance_cgroups
+from envloop.environments.local.environment import (
+    DEFAULT_AGENT_UID,
+    LauncherFor,
+    LocalEnvironment,
+    sandbox_uid,
+)
+from envloop.environments.local.identity import HOST_UIDS, can_switch_user
+from envloop.environments.local.instance import InstancePaths
+from envloop.environments.local.launch import Launcher
+from envloop.environments.local.limits import InstanceCgroups, Limits, rlimits_for
+from envloop.environments.local.public_egress import ensure_public_guard
 from envloop.environments.policy import EffectiveLimits, operator_policy, resolve_limits
-from envloop.environments.public_egress import ensure_public_guard
+from envloop.environments.provider import EnvironmentProvider, ProviderEntry
 from envloop.environments.shielded import finish_even_if_cancelled
 from envloop.settings import env_name
+from envloop.tasks.dockerfile import IMAGE_PATH, read_plan
 from envloop.tasks.model import HarborTask
 from envloop.tasks.phases import NO_NETWORK, phase_networks, task_networks
 
@@ -118,7 +125,10 @@ class LocalEnvironmentProvider:
             verifier_timeout_sec=spec.verifier_timeout_sec,
         )
         agent_uid = sandbox_uid(task.config.agent.user, DEFAULT_AGENT_UID, "[agent] user")
-        plan = files.read_plan(task)
+        try:
+            plan = read_plan(task)
+        except OSError as exc:
+            raise EnvironmentSetupError(f"environment/Dockerfile cannot be read: {exc}") from exc
         workdir = files.resolve_workdir(task, plan)
         # Plain mode has no sandbox to hand a uid to: its commands name host paths, which a uid of
         # their own could not reach below the worker's private directories.
@@ -266,3 +276,12 @@ def _note(
     if not quota_mounted:
         warnings.append("disk limit not enforced as a quota here (worker is not root): largest file only")
     return note + "; limits: " + ", ".join(enforced) + "; effective: " + limits.describe()
+
+
+def _local_provider(spec: TrialSpec) -> EnvironmentProvider:
+    return LocalEnvironmentProvider()
+
+
+LOCAL = ProviderEntry(make=_local_provider)
+"""The `local` provider as the catalog holds it: always ready, and leaving nothing a sweep must
+remove (a dead worker's instance directories are settled by the worker with its runs)."""

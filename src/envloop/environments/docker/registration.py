@@ -1,0 +1,54 @@
+"""The `docker` provider as the catalog holds it: made per trial, ready when a daemon answers, and
+sweeping the containers and networks of workers on this host that are gone.
+
+Everything Docker is imported inside the functions: naming the provider (a job's submission, `el
+plugins`) must not load the client, the image builder or the container machinery.
+"""
+
+import time
+from pathlib import Path
+
+from envloop.core.trial import TrialSpec
+from envloop.environments.provider import EnvironmentProvider, ProviderEntry
+
+_DAEMON_CHECK_SEC = 30.0
+_daemon_seen_at = -_DAEMON_CHECK_SEC
+
+
+def docker_provider(spec: TrialSpec) -> EnvironmentProvider:
+    """Docker's provider for a trial, recording its image builds beside the trial's instances
+    unless the spec names a builds directory."""
+    from envloop.environments.docker.images import BuildRecords  # noqa: PLC0415
+    from envloop.environments.docker.provider import DockerEnvironmentProvider  # noqa: PLC0415
+
+    return DockerEnvironmentProvider(BuildRecords(spec.builds_dir or Path(spec.instance_root) / "builds"))
+
+
+async def daemon_answers() -> bool:
+    """Whether a Docker daemon answers; a yes is trusted for a while so each trial does not ask."""
+    from envloop.environments.docker.cli import DockerUnavailableError, daemon_version  # noqa: PLC0415
+
+    global _daemon_seen_at  # noqa: PLW0603 (one answer per worker process, refreshed)
+    if time.monotonic() - _daemon_seen_at < _DAEMON_CHECK_SEC:
+        return True
+    try:
+        await daemon_version()
+    except (DockerUnavailableError, OSError):
+        return False
+    _daemon_seen_at = time.monotonic()
+    return True
+
+
+async def sweep_leftovers() -> list[str]:
+    """Remove the trial containers (then networks) of workers on this host that died (they could
+    not remove their own); without a Docker daemon there are none."""
+    from envloop.environments.docker.cli import DockerError  # noqa: PLC0415
+    from envloop.environments.docker.orphans import sweep_orphans  # noqa: PLC0415
+
+    try:
+        return await sweep_orphans()
+    except (DockerError, OSError):
+        return []
+
+
+DOCKER = ProviderEntry(make=docker_provider, ready=daemon_answers, sweep_leftovers=sweep_leftovers)

@@ -1,0 +1,54 @@
+"""Every environment provider sweeps its own leftovers when a worker starts, built-in or plugin
+alike: the worker asks the catalog (environments/leftovers.py) and names no provider. A plugin's
+sweep that fails is logged and the worker starts regardless."""
+
+import os
+from pathlib import Path
+
+from envloop.environments.catalog import ENVIRONMENT_PROVIDERS
+from tests.conftest import REPO, El
+
+
+def sweeping_site(root: Path) -> Path:
+    """An installed distribution with two environment providers: `tidy` removes the directory
+    ACME_LEFTOVER names (what a dead worker's instance left), `messy` fails its sweep."""
+    site = root / "sweep-site"
+    dist = site / "acme_sweep-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-sweep\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[envloop.environments]\nmessy = acme_sweep:Messy\ntidy = acme_sweep:Tidy\n"
+    )
+    (site / "acme_sweep.py").write_text(
+        "import os\n"
+        "import shutil\n\n"
+        "from envloop.environments.local import LocalEnvironmentProvider\n\n\n"
+        "class Tidy(LocalEnvironmentProvider):\n"
+        "    async def sweep_leftovers(self) -> list[str]:\n"
+        '        shutil.rmtree(os.environ["ACME_LEFTOVER"])\n'
+        '        return ["acme-leftover"]\n\n\n'
+        "class Messy(LocalEnvironmentProvider):\n"
+        "    async def sweep_leftovers(self) -> list[str]:\n"
+        '        raise RuntimeError("the sweep broke")\n'
+    )
+    return site
+
+
+def test_a_starting_worker_sweeps_each_providers_leftovers_and_a_failing_sweep_stops_nothing(
+    el: El, tmp_path: Path
+) -> None:
+    leftover = tmp_path / "left-by-a-dead-worker"
+    (leftover / "inside").mkdir(parents=True)
+    path = os.pathsep.join([str(sweeping_site(tmp_path)), str(REPO / "src")])
+    started = el("worker", "--idle-exit", "0.2", env={"PYTHONPATH": path, "ACME_LEFTOVER": str(leftover)})
+    assert started.code == 0, started.stderr
+    assert not leftover.exists()
+    assert "environment messy: its leftovers could not be swept: the sweep broke" in started.stderr
+
+
+def test_the_built_in_providers_are_catalog_entries_and_docker_alone_has_a_sweep() -> None:
+    entries = {found.name: (found.origin.source, found.component) for found in ENVIRONMENT_PROVIDERS.all()}
+    (local_source, local), (docker_source, docker) = entries["local"], entries["docker"]
+    assert (local_source, docker_source) == ("built-in", "built-in")
+    assert (local.sweep_leftovers, local.ready) == (None, None)
+    assert docker.sweep_leftovers is not None and docker.ready is not None
