@@ -78,12 +78,7 @@ CLI_SERVICES_ALLOWED: dict[tuple[str, str], str] = {
 """The CLI presents what a client (`envloop.Client`, `envloop.LocalClient`) answers, so the same
 command works against a server; these reach the service layer directly today, each with why."""
 
-PROVIDERS_ALLOWED: dict[tuple[str, str], str] = {
-    ("envloop.scheduling.worker", "envloop.environments.docker.cli"): (
-        "a worker removes a crashed run's Docker leftovers; a providers' leftovers hook would replace it"
-    ),
-    ("envloop.scheduling.worker", "envloop.environments.docker.orphans"): "as above",
-}
+PROVIDERS_ALLOWED: dict[tuple[str, str], str] = {}
 """The queue runs trials in whatever environment a task names, through the environment contract;
 these name one provider (Docker) instead, each with why."""
 
