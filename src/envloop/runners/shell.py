@@ -316,7 +316,12 @@ class ShellRunner:
             try:
                 max_calls = spec.max_steps if agent.info.steps_limited_by_gateway else None
                 route = await open_route(
-                    environment, spec, recorder, agent.info.calls_model_inside, max_calls
+                    environment,
+                    spec,
+                    recorder,
+                    agent.info.calls_model_inside,
+                    max_calls,
+                    from_worker=agent.info.model_calls_from == "worker",
                 )
             except RouteRefused as refused:
                 return TrialError(type=refused.kind, message=str(refused)), False
