@@ -21,15 +21,15 @@ import contextlib
 import json
 import re
 
-from envloop.agents.base import AgentContext, AgentInfo, AgentResult, AgentSetup
+from envloop.agents.base import AgentContext, AgentInfo, AgentResult
 from envloop.agents.cli_agent import (
+    CliAgent,
+    CliStart,
     OpenAICliParams,
     cli_result,
-    install_cli,
     read_lines,
     record_changes,
     run_cli,
-    start_cli,
     version_param,
     write_config,
 )
@@ -133,7 +133,7 @@ async def _read_record(ctx: AgentContext, summary: ModelRequestSummary) -> tuple
     return said, output
 
 
-class AiderAgent:
+class AiderAgent(CliAgent[AiderParams]):
     info = AgentInfo(
         name="aider",
         description="Aider (edits answered in text, applied to the working directory) over Chat Completions",
@@ -142,14 +142,9 @@ class AiderAgent:
         steps_limited_by_gateway=True,
     )
     params_model = AiderParams
+    recipe = RECIPE
 
-    async def setup(self, ctx: AgentContext) -> AgentSetup | AgentResult:
-        return await install_cli(ctx, AiderParams, RECIPE)
-
-    async def run(self, ctx: AgentContext) -> AgentResult:
-        started = await start_cli(ctx, AiderParams, RECIPE, "aider")
-        if isinstance(started, AgentResult):
-            return started
+    async def drive(self, ctx: AgentContext, started: CliStart[AiderParams]) -> AgentResult:
         params, inside = started.params, started.provisioned.inside
         environment = ctx.environment
         logs = environment.visible.agent_logs
