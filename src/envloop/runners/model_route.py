@@ -163,17 +163,17 @@ def without_model_key(spec: TrialSpec, warnings: list[str]) -> TrialSpec:
 
 
 async def open_route(
-    environment: Environment,
+    environment: Environment | None,
     spec: TrialSpec,
     recorder: TrajectoryRecorder,
     protocol: ModelProtocol,
     max_calls: int | None = None,
-    from_worker: bool = False,
 ) -> ModelRoute | None:
     """Open the gateway to the agent phase, or None when the profile names no model endpoint;
-    `max_calls` bounds its model calls (for an agent with no step limit of its own). An agent
-    whose calls come from the worker (`from_worker`) is given the gateway's own address, and the
-    environment is not opened to it: nothing inside needs it."""
+    `max_calls` bounds its model calls (for an agent with no step limit of its own). The gateway
+    is opened to `environment`, whose commands call the model; without one (an agent that calls
+    its model from the worker) the agent is given the gateway's own address, and nothing inside
+    the environment reaches it."""
     upstream = _upstream(spec, protocol)
     if upstream is None:
         return None
@@ -192,7 +192,7 @@ async def open_route(
             f"the model endpoint is refused: {exc} "
             f"({PRIVATE_UPSTREAM_VARIABLE}=allow lets an operator allow it)",
         ) from None
-    if from_worker:
+    if environment is None:
         base = session.base_url
     else:
         try:
@@ -213,7 +213,7 @@ async def open_route(
         spec=route_spec,
         first_step=len(recorder.trajectory.steps),
         shared=shared,
-        environment_opened=not from_worker,
+        environment_opened=environment is not None,
     )
 
 
