@@ -175,6 +175,29 @@ def test_the_agent_timeout_keeps_every_model_call_made_so_far(tmp_path: Path) ->
     assert "touch started" in (tmp_path / "artifacts" / "agent" / "terminal.txt").read_text()
 
 
+def test_its_model_calls_go_through_the_workers_gateway_once_each_even_the_one_cut_by_the_timeout(
+    tmp_path: Path,
+) -> None:
+    """The first answer solves the task; the second call is still waiting on the endpoint when the
+    agent's time is up. The endpoint got the real key from the gateway, never from the agent, and
+    each call is one model step: the answered one with its tokens, the cut one as it stood."""
+    script = [turn("touch done\n")]
+    with ScriptedServer(script, default=lambda _: Reply(text="late", delay_sec=60), api_key=SECRET) as server:
+        outcome = run(tmp_path, params(server), agent_timeout_sec=4)
+        received = list(server.received)
+    assert outcome.error is not None and outcome.error.type == "agent_timeout"
+    assert len(received) == 2
+    assert all(r.headers["authorization"] == f"Bearer {SECRET}" for r in received)
+    kept = trajectory(tmp_path)
+    answered, cut = [s for s in kept.steps if isinstance(s, ModelStep)]
+    # Recorded by the gateway, which names the endpoint it forwarded to (the agent only knew its own).
+    assert answered.request.endpoint == f"{server.openai_url}/chat/completions"
+    assert answered.usage.output_tokens > 0
+    assert cut.text == "" and cut.finish_reason in ("agent_disconnected", "session_closed")
+    assert outcome.usage["calls"] == 2 and outcome.usage["output_tokens"] == answered.usage.output_tokens
+    assert outcome.reward == 1.0 and kept.steps[-1].kind == "verifier"  # the work done was judged
+
+
 def test_a_key_name_presses_the_key(tmp_path: Path) -> None:
     script = [turn("sleep 100\n", "C-c", "echo $((6 * 7)) > done\n"), DONE, DONE]
     with ScriptedServer(script) as server:

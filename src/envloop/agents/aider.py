@@ -8,7 +8,9 @@ and Python, into the agent cache.
 
 Run: `python3 -m aider` with the instruction as its one message, no git (the task's verifier judges
 the working directory, not commits), no repository map, no update check, analytics, URL detection
-or download of litellm's model table (a model metadata file names the model); the model
+or download of litellm's model table (a model metadata file names the model), and no offer of its
+release notes (every trial's home is new, so each run is Aider's first: answered yes, the offer
+opens a browser, a console one where the image has one); the model
 `openai/MODEL_NAME` at MODEL_BASE_URL, AIDER_EDIT_FORMAT, REASONING_EFFORT and TEMPERATURE (through
 a model settings file). Aider does not call tools: it answers with edits, which
 it applies, and may run the shell commands it suggests. Its LLM history (`aider.llm-history.txt`)
@@ -21,15 +23,15 @@ import contextlib
 import json
 import re
 
-from envloop.agents.base import AgentContext, AgentInfo, AgentResult, AgentSetup
+from envloop.agents.base import AgentContext, AgentInfo, AgentResult
 from envloop.agents.cli_agent import (
+    CliAgent,
+    CliStart,
     OpenAICliParams,
     cli_result,
-    install_cli,
     read_lines,
     record_changes,
     run_cli,
-    start_cli,
     version_param,
     write_config,
 )
@@ -45,6 +47,7 @@ RUN_SCRIPT = (
     'exec "$@" --message-file "$ENVLOOP_INSTRUCTION_FILE" --model "openai/$ENVLOOP_AIDER_MODEL" '
     '--openai-api-base "$ENVLOOP_AIDER_BASE" --yes-always --no-git --no-auto-commits --no-dirty-commits '
     "--map-tokens 0 --no-check-update --analytics-disable --no-detect-urls --no-show-model-warnings "
+    "--no-show-release-notes "
     '--no-pretty --no-fancy-input --no-stream --model-settings-file "$ENVLOOP_AIDER_SETTINGS" '
     '--llm-history-file "$ENVLOOP_AIDER_LOGS/aider.llm-history.txt" '
     '--chat-history-file "$ENVLOOP_AIDER_LOGS/aider.chat-history.md" '
@@ -133,7 +136,7 @@ async def _read_record(ctx: AgentContext, summary: ModelRequestSummary) -> tuple
     return said, output
 
 
-class AiderAgent:
+class AiderAgent(CliAgent[AiderParams]):
     info = AgentInfo(
         name="aider",
         description="Aider (edits answered in text, applied to the working directory) over Chat Completions",
@@ -142,14 +145,9 @@ class AiderAgent:
         steps_limited_by_gateway=True,
     )
     params_model = AiderParams
+    recipe = RECIPE
 
-    async def setup(self, ctx: AgentContext) -> AgentSetup | AgentResult:
-        return await install_cli(ctx, AiderParams, RECIPE)
-
-    async def run(self, ctx: AgentContext) -> AgentResult:
-        started = await start_cli(ctx, AiderParams, RECIPE, "aider")
-        if isinstance(started, AgentResult):
-            return started
+    async def drive(self, ctx: AgentContext, started: CliStart[AiderParams]) -> AgentResult:
         params, inside = started.params, started.provisioned.inside
         environment = ctx.environment
         logs = environment.visible.agent_logs
@@ -160,6 +158,8 @@ class AiderAgent:
             "PYTHONDONTWRITEBYTECODE": "1",
             "OPENAI_API_KEY": params.MODEL_API_KEY or "no-key",
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            # Else litellm's import looks for a .env file from the task's directory up and loads it.
+            "LITELLM_MODE": "PRODUCTION",
             "ENVLOOP_AIDER_MODEL": params.MODEL_NAME,
             "ENVLOOP_AIDER_BASE": params.MODEL_BASE_URL.rstrip("/"),
             "ENVLOOP_AIDER_SETTINGS": settings,

@@ -66,9 +66,15 @@ class AgentInfo(BaseModel):
     )
     calls_model_inside: ModelProtocol | None = Field(
         default=None,
-        description="calls its model from inside the environment, by this protocol unless the "
+        description="calls its model through the worker's model gateway, by this protocol unless the "
         "profile's MODEL_PROTOCOL names another: its MODEL_BASE_URL and MODEL_API_KEY are then the "
         "model gateway's and a token of the trial's own (runners/model_route.py), never the real key",
+    )
+    model_calls_from: Literal["environment", "worker"] = Field(
+        default="environment",
+        description="where that agent's model calls come from: inside the environment (the CLIs), "
+        "which the gateway is then opened to, or the worker's own process (terminus-2), which is "
+        "given the gateway's loopback address and opens nothing to the environment",
     )
 
 

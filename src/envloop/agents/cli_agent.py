@@ -4,19 +4,23 @@ instruction step, the installed tree the setup made ready), one run of the CLI w
 its output kept in the agent's logs (for a CLI that streams events, read into steps as well), and the
 working directory's changes.
 
-Each CLI module (codex.py, opencode.py, qwen_code.py, mini_swe_agent.py, aider.py) says how its CLI
-is installed (a recipe), configured and started, and turns the CLI's own record of the run (its JSON
-event stream or trajectory file) into tool steps, and into model steps too unless the worker's model
-gateway records the model calls (`AgentContext.model_gateway`): a model call is never recorded
-twice.
+`CliAgent` is that shape as a template: its `setup` and `run` are the same for every CLI, and a CLI
+module (codex.py, opencode.py, qwen_code.py, gemini_cli.py, mini_swe_agent.py, aider.py) gives only
+its params, its recipe (how its CLI is installed) and `drive`, which configures and starts the CLI
+and turns the CLI's own record of the run into steps. A CLI that streams JSON events on stdout
+derives from `StreamingCliAgent` and gives `launch` instead: its argv, its variables (configuration
+files written) and the reader of its stream. The record becomes tool steps, and model steps too
+unless the worker's model gateway records the model calls (`AgentContext.model_gateway`): a model
+call is never recorded twice.
 """
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Literal, Protocol, TypeVar
 
-from envloop.agents.base import AgentContext, AgentResult, AgentSetup
+from envloop.agents.base import AgentContext, AgentInfo, AgentResult, AgentSetup
 from envloop.agents.provision import provision
 from envloop.agents.recipes import NpmRecipe, PipRecipe
 from envloop.core.params import ComponentParams, param, read_params, secret_param
@@ -90,7 +94,7 @@ async def install_cli(
 
 
 async def start_cli(
-    ctx: AgentContext, model: type[P], recipe: NpmRecipe | PipRecipe, label: str
+    ctx: AgentContext, model: type[P], recipe: NpmRecipe | PipRecipe
 ) -> CliStart[P] | AgentResult:
     """Params and instruction step, then the installed tree: the one the setup phase made ready, or
     (an agent run without one) installed now, in the agent's time; the failed trial's result when
@@ -200,3 +204,57 @@ def cli_result(result: ExecResult, stop: StopReason | None, error: str | None, l
             error=f"{label} exited with code {result.exit_code} without finishing ({why})",
         )
     return AgentResult(exit_code=result.exit_code, stop_reason=stop)
+
+
+class CliAgent(ABC, Generic[P]):
+    """An agent CLI installed from the worker's agent cache (see the module's docstring): the setup
+    phase installs `recipe` at the profile's AGENT_VERSION; the agent phase reads the params, records
+    the instruction, then hands the CLI's run to `drive`."""
+
+    info: AgentInfo
+    params_model: type[P]
+    recipe: NpmRecipe | PipRecipe
+    """How the CLI is installed; its label names the CLI in logs and errors."""
+
+    async def setup(self, ctx: AgentContext) -> AgentSetup | AgentResult:
+        return await install_cli(ctx, self.params_model, self.recipe)
+
+    async def run(self, ctx: AgentContext) -> AgentResult:
+        started = await start_cli(ctx, self.params_model, self.recipe)
+        if isinstance(started, AgentResult):
+            return started
+        return await self.drive(ctx, started)
+
+    @abstractmethod
+    async def drive(self, ctx: AgentContext, started: CliStart[P]) -> AgentResult:
+        """Configure and run the CLI, turn its record into steps, and say how it ended."""
+
+
+@dataclass
+class CliLaunch:
+    """How a streaming CLI is started: its argv, the variables it gets besides the agent's, and the
+    reader its stdout is fed to."""
+
+    argv: list[str]
+    env: dict[str, str]
+    events: EventStream
+
+
+class StreamingCliAgent(CliAgent[P]):
+    """A CLI that writes its JSON event stream on stdout (kept as `LABEL.jsonl`)."""
+
+    turn_limit_exit: int | None = None
+    """The exit code by which the CLI says its own turn limit ran out (with no result event)."""
+
+    @abstractmethod
+    async def launch(self, ctx: AgentContext, started: CliStart[P]) -> CliLaunch:
+        """Write the CLI's configuration and say how it is started and how its stream is read."""
+
+    async def drive(self, ctx: AgentContext, started: CliStart[P]) -> AgentResult:
+        launch = await self.launch(ctx, started)
+        label = self.recipe.label
+        run = await run_streaming_cli(ctx, started, launch.argv, launch.env, label, launch.events)
+        stop = run.stop
+        if stop is None and self.turn_limit_exit is not None and run.result.exit_code == self.turn_limit_exit:
+            stop = "max_steps"
+        return cli_result(run.result, stop, run.error, label)

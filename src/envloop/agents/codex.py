@@ -17,13 +17,12 @@ becomes the trajectory
 import json
 from typing import Literal
 
-from envloop.agents.base import AgentContext, AgentInfo, AgentResult, AgentSetup
+from envloop.agents.base import AgentContext, AgentInfo
 from envloop.agents.cli_agent import (
+    CliLaunch,
+    CliStart,
     OpenAICliParams,
-    cli_result,
-    install_cli,
-    run_streaming_cli,
-    start_cli,
+    StreamingCliAgent,
     version_param,
     write_config,
 )
@@ -89,7 +88,7 @@ def codex_config(params: CodexParams, servers: list[McpServer]) -> str:
     return "\n".join(lines) + "\n"
 
 
-class CodexAgent:
+class CodexAgent(StreamingCliAgent[CodexParams]):
     info = AgentInfo(
         name="codex",
         description="the Codex CLI (codex exec) over the OpenAI Responses API, from the worker's agent cache",
@@ -99,17 +98,11 @@ class CodexAgent:
         steps_limited_by_gateway=True,
     )
     params_model = CodexParams
+    recipe = RECIPE
 
-    async def setup(self, ctx: AgentContext) -> AgentSetup | AgentResult:
-        return await install_cli(ctx, CodexParams, RECIPE)
-
-    async def run(self, ctx: AgentContext) -> AgentResult:
-        started = await start_cli(ctx, CodexParams, RECIPE, "codex")
-        if isinstance(started, AgentResult):
-            return started
+    async def launch(self, ctx: AgentContext, started: CliStart[CodexParams]) -> CliLaunch:
         params, inside = started.params, started.provisioned.inside
-        environment = ctx.environment
-        codex_home = f"{environment.visible.agent_logs}/codex-home"  # kept: its sessions record the run
+        codex_home = f"{ctx.environment.visible.agent_logs}/codex-home"  # kept: its sessions record the run
         servers = ctx.task.config.environment.mcp_servers
         config = await write_config(ctx, "codex.toml", codex_config(params, servers))
         variables = {
@@ -123,6 +116,4 @@ class CodexAgent:
             {"reasoning_effort": params.REASONING_EFFORT}, protocol="openai-responses"
         )
         events = CodexEvents(ctx.recorder, summary, model_steps=not ctx.model_gateway)
-        argv = ["bash", "-c", RUN_SCRIPT, *RECIPE.argv(inside)]
-        run = await run_streaming_cli(ctx, started, argv, variables, "codex", events)
-        return cli_result(run.result, run.stop, run.error, "codex")
+        return CliLaunch(["bash", "-c", RUN_SCRIPT, *RECIPE.argv(inside)], variables, events)

@@ -19,13 +19,12 @@ exits 53 when it runs out) and names the task's MCP servers. The stream is kept 
 import json
 from typing import Any
 
-from envloop.agents.base import DEFAULT_MAX_STEPS, AgentContext, AgentInfo, AgentResult, AgentSetup
+from envloop.agents.base import DEFAULT_MAX_STEPS, AgentContext, AgentInfo
 from envloop.agents.cli_agent import (
+    CliLaunch,
+    CliStart,
     OpenAICliParams,
-    cli_result,
-    install_cli,
-    run_streaming_cli,
-    start_cli,
+    StreamingCliAgent,
     version_param,
     write_config,
 )
@@ -78,7 +77,7 @@ def gemini_settings(max_turns: int, servers: list[McpServer]) -> str:
     return json.dumps(settings, indent=2)
 
 
-class GeminiCliAgent:
+class GeminiCliAgent(StreamingCliAgent[GeminiCliParams]):
     info = AgentInfo(
         name="gemini-cli",
         description="Google's Gemini CLI (own Node.js), its Gemini API carried by the gateway to an "
@@ -88,14 +87,10 @@ class GeminiCliAgent:
         speaks_mcp=True,
     )
     params_model = GeminiCliParams
+    recipe = RECIPE
+    turn_limit_exit = TURN_LIMIT_EXIT
 
-    async def setup(self, ctx: AgentContext) -> AgentSetup | AgentResult:
-        return await install_cli(ctx, GeminiCliParams, RECIPE)
-
-    async def run(self, ctx: AgentContext) -> AgentResult:
-        started = await start_cli(ctx, GeminiCliParams, RECIPE, "gemini-cli")
-        if isinstance(started, AgentResult):
-            return started
+    async def launch(self, ctx: AgentContext, started: CliStart[GeminiCliParams]) -> CliLaunch:
         params, inside = started.params, started.provisioned.inside
         max_turns = ctx.max_steps(params.MAX_STEPS)
         settings = gemini_settings(max_turns, ctx.task.config.environment.mcp_servers)
@@ -107,9 +102,4 @@ class GeminiCliAgent:
         }
         summary = params.request_summary({"max_turns": max_turns}, protocol="gemini")
         events = GeminiEvents(ctx.recorder, summary, model_steps=not ctx.model_gateway)
-        argv = ["bash", "-c", RUN_SCRIPT, *RECIPE.argv(inside)]
-        run = await run_streaming_cli(ctx, started, argv, variables, "gemini-cli", events)
-        stop = run.stop
-        if stop is None and run.result.exit_code == TURN_LIMIT_EXIT:
-            stop = "max_steps"
-        return cli_result(run.result, stop, run.error, "gemini-cli")
+        return CliLaunch(["bash", "-c", RUN_SCRIPT, *RECIPE.argv(inside)], variables, events)

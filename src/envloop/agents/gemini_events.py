@@ -26,6 +26,14 @@ from envloop.core.trajectory import (
 
 _EXIT_CODE = re.compile(r"^Exit Code: (\d+)$", re.MULTILINE)
 SHELL = "run_shell_command"
+"""Gemini CLI's shell tool, and Qwen Code's (a fork of Gemini CLI whose tool reports the same)."""
+
+
+def shell_exit_code(output: str, failed: bool) -> int | None:
+    """The exit code the shell tool's output names on an `Exit Code: N` line; without one, 0 unless
+    the call failed (then unknown)."""
+    match = _EXIT_CODE.search(output)
+    return int(match.group(1)) if match else (None if failed else 0)
 
 
 def _usage(stats: dict[str, Any]) -> Usage:
@@ -109,8 +117,7 @@ class GeminiEvents:
         failed = event.get("status") == "error"
         if call.name == SHELL:
             step.command = str(call.arguments.get("command", ""))
-            match = _EXIT_CODE.search(output)
-            step.exit_code = int(match.group(1)) if match else (None if failed else 0)
+            step.exit_code = shell_exit_code(output, failed)
         step.stdout = output
         if failed:
             step.error = str(error.get("message") or output or "the tool failed")

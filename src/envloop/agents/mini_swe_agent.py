@@ -17,14 +17,14 @@ import contextlib
 import json
 from typing import Any
 
-from envloop.agents.base import DEFAULT_MAX_STEPS, AgentContext, AgentInfo, AgentResult, AgentSetup
+from envloop.agents.base import DEFAULT_MAX_STEPS, AgentContext, AgentInfo, AgentResult
 from envloop.agents.cli_agent import (
+    CliAgent,
+    CliStart,
     OpenAICliParams,
     cli_result,
-    install_cli,
     record_changes,
     run_cli,
-    start_cli,
     version_param,
     write_config,
 )
@@ -171,7 +171,7 @@ async def _read_record(ctx: AgentContext, trajectory: str, summary: ModelRequest
     return read_trajectory_file(parse_object(raw), ctx.recorder, summary, not ctx.model_gateway)
 
 
-class MiniSweAgent:
+class MiniSweAgent(CliAgent[MiniSweAgentParams]):
     info = AgentInfo(
         name="mini-swe-agent",
         description="mini-SWE-agent (a bash tool over Chat Completions), from the worker's agent cache",
@@ -179,14 +179,9 @@ class MiniSweAgent:
         calls_model_inside="openai",
     )
     params_model = MiniSweAgentParams
+    recipe = RECIPE
 
-    async def setup(self, ctx: AgentContext) -> AgentSetup | AgentResult:
-        return await install_cli(ctx, MiniSweAgentParams, RECIPE)
-
-    async def run(self, ctx: AgentContext) -> AgentResult:
-        started = await start_cli(ctx, MiniSweAgentParams, RECIPE, "mini-swe-agent")
-        if isinstance(started, AgentResult):
-            return started
+    async def drive(self, ctx: AgentContext, started: CliStart[MiniSweAgentParams]) -> AgentResult:
         params, inside = started.params, started.provisioned.inside
         environment = ctx.environment
         home = environment.visible.home

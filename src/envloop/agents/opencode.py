@@ -18,13 +18,12 @@ trajectory (opencode_events.py): each model call with its tokens, each tool call
 import json
 from typing import Any
 
-from envloop.agents.base import DEFAULT_MAX_STEPS, AgentContext, AgentInfo, AgentResult, AgentSetup
+from envloop.agents.base import DEFAULT_MAX_STEPS, AgentContext, AgentInfo
 from envloop.agents.cli_agent import (
+    CliLaunch,
+    CliStart,
     OpenAICliParams,
-    cli_result,
-    install_cli,
-    run_streaming_cli,
-    start_cli,
+    StreamingCliAgent,
     version_param,
     write_config,
 )
@@ -84,7 +83,7 @@ def opencode_config(params: OpenCodeParams, steps: int, servers: list[McpServer]
     return json.dumps(config, indent=2)
 
 
-class OpenCodeAgent:
+class OpenCodeAgent(StreamingCliAgent[OpenCodeParams]):
     info = AgentInfo(
         name="opencode",
         description="the OpenCode CLI (opencode run) over Chat Completions, from the worker's agent cache",
@@ -93,14 +92,9 @@ class OpenCodeAgent:
         speaks_mcp=True,
     )
     params_model = OpenCodeParams
+    recipe = RECIPE
 
-    async def setup(self, ctx: AgentContext) -> AgentSetup | AgentResult:
-        return await install_cli(ctx, OpenCodeParams, RECIPE)
-
-    async def run(self, ctx: AgentContext) -> AgentResult:
-        started = await start_cli(ctx, OpenCodeParams, RECIPE, "opencode")
-        if isinstance(started, AgentResult):
-            return started
+    async def launch(self, ctx: AgentContext, started: CliStart[OpenCodeParams]) -> CliLaunch:
         params, inside = started.params, started.provisioned.inside
         servers = ctx.task.config.environment.mcp_servers
         steps = ctx.max_steps(params.MAX_STEPS)
@@ -114,6 +108,4 @@ class OpenCodeAgent:
         }
         summary = params.request_summary({"temperature": params.TEMPERATURE, "steps": steps})
         events = OpenCodeEvents(ctx.recorder, summary, model_steps=not ctx.model_gateway)
-        argv = ["bash", "-c", RUN_SCRIPT, *RECIPE.argv(inside)]
-        run = await run_streaming_cli(ctx, started, argv, variables, "opencode", events)
-        return cli_result(run.result, run.stop, run.error, "opencode")
+        return CliLaunch(["bash", "-c", RUN_SCRIPT, *RECIPE.argv(inside)], variables, events)

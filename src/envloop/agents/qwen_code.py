@@ -16,13 +16,12 @@ plain child processes (below) and sets TEMPERATURE; the task's MCP servers are p
 import json
 from typing import Any
 
-from envloop.agents.base import DEFAULT_MAX_STEPS, AgentContext, AgentInfo, AgentResult, AgentSetup
+from envloop.agents.base import DEFAULT_MAX_STEPS, AgentContext, AgentInfo
 from envloop.agents.cli_agent import (
+    CliLaunch,
+    CliStart,
     OpenAICliParams,
-    cli_result,
-    install_cli,
-    run_streaming_cli,
-    start_cli,
+    StreamingCliAgent,
     version_param,
     write_config,
 )
@@ -84,7 +83,7 @@ def qwen_mcp_config(servers: list[McpServer]) -> str:
     return json.dumps({"mcpServers": config}, indent=2)
 
 
-class QwenCodeAgent:
+class QwenCodeAgent(StreamingCliAgent[QwenCodeParams]):
     info = AgentInfo(
         name="qwen-code",
         description="the Qwen Code CLI over Chat Completions (own Node.js), from the worker's agent cache",
@@ -93,14 +92,10 @@ class QwenCodeAgent:
         speaks_mcp=True,
     )
     params_model = QwenCodeParams
+    recipe = RECIPE
+    turn_limit_exit = TURN_LIMIT_EXIT
 
-    async def setup(self, ctx: AgentContext) -> AgentSetup | AgentResult:
-        return await install_cli(ctx, QwenCodeParams, RECIPE)
-
-    async def run(self, ctx: AgentContext) -> AgentResult:
-        started = await start_cli(ctx, QwenCodeParams, RECIPE, "qwen-code")
-        if isinstance(started, AgentResult):
-            return started
+    async def launch(self, ctx: AgentContext, started: CliStart[QwenCodeParams]) -> CliLaunch:
         params, inside = started.params, started.provisioned.inside
         variables = {
             "ENVLOOP_QWEN_SETTINGS": await write_config(ctx, "qwen-settings.json", qwen_settings(params)),
@@ -118,8 +113,4 @@ class QwenCodeAgent:
         summary = params.request_summary({"temperature": params.TEMPERATURE, "max_turns": max_turns})
         events = QwenEvents(ctx.recorder, summary, model_steps=not ctx.model_gateway)
         argv = ["bash", "-c", RUN_SCRIPT, *RECIPE.argv(inside), str(max_turns)]
-        run = await run_streaming_cli(ctx, started, argv, variables, "qwen-code", events)
-        stop = run.stop
-        if stop is None and run.result.exit_code == TURN_LIMIT_EXIT:
-            stop = "max_steps"
-        return cli_result(run.result, stop, run.error, "qwen-code")
+        return CliLaunch(argv, variables, events)

@@ -8,9 +8,9 @@ tool results (Qwen Code gives each block its own message id). Unknown events and
 JSON are skipped.
 """
 
-import re
 from typing import Any
 
+from envloop.agents.gemini_events import SHELL, shell_exit_code
 from envloop.agents.json_values import add_content_blocks, as_count, as_object, block_text, parse_object
 from envloop.core.trajectory import (
     ModelRequestSummary,
@@ -22,9 +22,6 @@ from envloop.core.trajectory import (
     TrajectoryRecorder,
     Usage,
 )
-
-_EXIT_CODE = re.compile(r"^Exit Code: (\d+)$", re.MULTILINE)
-_SHELL = "run_shell_command"
 
 
 def _usage(usage: dict[str, Any]) -> Usage:
@@ -97,11 +94,9 @@ class QwenEvents:
             call = self.calls.get(call_id) or ToolCall(id=call_id, name="?")
             text = block_text(block.get("content"))
             step = ToolStep(call_id=call_id, tool=call.name, arguments=call.arguments)
-            if call.name == _SHELL:
+            if call.name == SHELL:
                 step.command = str(call.arguments.get("command", ""))
-                match = _EXIT_CODE.search(text)
-                failed = block.get("is_error") is True
-                step.exit_code = int(match.group(1)) if match else (None if failed else 0)
+                step.exit_code = shell_exit_code(text, block.get("is_error") is True)
             if block.get("is_error") is True:
                 step.error = text
             else:

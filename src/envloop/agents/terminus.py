@@ -2,17 +2,19 @@
 model drives a tmux session inside the trial's environment with keystrokes, as a person at a
 terminal would: it reads the screen, types, waits, and reads the screen again.
 
-One turn is one model call (from the worker, with the profile's MODEL_* params, as `envloop` does;
-no key ever enters the sandbox). The model answers with one JSON object (agents/terminus_reply.py):
-its analysis, its plan, the keystrokes to type with how long to wait after each (at most
-MAX_WAIT_SEC), and whether the task is complete. Each entry is typed into the session, the agent
-waits, then reads what appeared since its last look (`capture-pane` of the whole scrollback; when
-the scrollback no longer continues the last one, the visible screen instead). The model sees at
-most OUTPUT_LIMIT characters of it (head and tail); the trajectory keeps it whole, one `keystrokes`
-tool step per entry with the working directory's changes, and every model call as a model step
-with its tokens. The first `task_complete` is answered with the screen and a request to confirm;
-the second one in a row ends the loop (`done`). An answer that cannot be read is answered with what
-was wrong, and costs a turn.
+One turn is one model call, made from the worker (no key ever enters the sandbox) through the
+worker's model gateway like every CLI agent's (runners/model_route.py): the gateway records each
+call as a model step, also one in progress when the agent phase is cut by its timeout. The model
+answers with one JSON object (agents/terminus_reply.py): its analysis, its plan, the keystrokes to
+type with how long to wait after each (at most MAX_WAIT_SEC), and whether the task is complete.
+Each entry is typed into the session, the agent waits, then reads what appeared since its last look
+(`capture-pane` of the whole scrollback; when the scrollback no longer continues the last one, the
+visible screen instead). The model sees at most OUTPUT_LIMIT characters of it (head and tail); the
+trajectory keeps it whole, one `keystrokes` tool step per entry with the working directory's
+changes, and every model call as a model step with its tokens (the gateway's; this agent records
+them itself only when run without one). The first `task_complete` is answered with the screen and a
+request to confirm; the second one in a row ends the loop (`done`). An answer that cannot be read is
+answered with what was wrong, and costs a turn.
 
 The loop also ends when the step budget is spent (`max_steps`: the job's `--max-steps`, else the
 profile's MAX_STEPS), when the session's shell exits (`done`), or when the endpoint fails for good
@@ -94,6 +96,8 @@ class TerminusAgent:
         name="terminus-2",
         description="Harbor's reference agent: a model types keystrokes into a tmux session",
         records_steps=True,
+        calls_model_inside="openai",
+        model_calls_from="worker",
     )
     params_model = TerminusParams
 
@@ -215,9 +219,11 @@ class _Turns:
         try:
             response = await self.client.complete(request)
         except ModelError as exc:
-            self.ctx.recorder.add(model_step(started, summary, None, exc.message, exc.attempts))
+            if not self.ctx.model_gateway:
+                self.ctx.recorder.add(model_step(started, summary, None, exc.message, exc.attempts))
             return exc
-        self.ctx.recorder.add(model_step(started, summary, response))
+        if not self.ctx.model_gateway:
+            self.ctx.recorder.add(model_step(started, summary, response))
         return response
 
     async def _type(self, commands: list[Keystrokes], turn: int) -> tuple[str, StopReason | None]:

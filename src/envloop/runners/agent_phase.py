@@ -54,7 +54,8 @@ async def run_agent_phase(
     if agent.info.calls_model_inside is not None:
         try:
             max_calls = spec.max_steps if agent.info.steps_limited_by_gateway else None
-            route = await open_route(environment, spec, recorder, agent.info.calls_model_inside, max_calls)
+            calling = environment if agent.info.model_calls_from == "environment" else None
+            route = await open_route(calling, spec, recorder, agent.info.calls_model_inside, max_calls)
         except RouteRefused as refused:
             return TrialError(type=refused.kind, message=str(refused)), False
         agent_spec = route.spec if route is not None else without_model_key(spec, environment.warnings)

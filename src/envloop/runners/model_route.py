@@ -3,7 +3,9 @@
 A model's key never enters a sandbox. An agent that calls its model from inside (`AgentInfo
 .calls_model_inside`: Claude Code and the other CLIs, the `command` agent) is given, in place of
 the profile's `MODEL_BASE_URL` and `MODEL_API_KEY`, the gateway's address as the environment
-reaches it and a token of the trial's own. The gateway checks the token, adds the real key,
+reaches it and a token of the trial's own; an agent that calls its model from the worker
+(`AgentInfo.model_calls_from`: terminus-2) is given the gateway's own loopback address, so that
+its calls are recorded as every other agent's. The gateway checks the token, adds the real key,
 forwards to the profile's endpoint and records every call as a model step, merged into the trial's
 trajectory when the agent phase ends (an agent that also reports its model calls leaves that to
 the gateway). The route is open for the agent phase only: no verifier reaches the gateway.
@@ -111,6 +113,9 @@ class ModelRoute:
     """Where the agent phase's steps begin in the trajectory (the gateway's are merged from here)."""
     shared: _Shared
     """The gateway the route holds until it closes."""
+    environment_opened: bool = True
+    """The environment's commands reach the gateway (closed with the route); False for an agent
+    that calls its model from the worker, which reaches the gateway's own loopback listener."""
 
 
 class RouteRefused(Exception):
@@ -158,14 +163,17 @@ def without_model_key(spec: TrialSpec, warnings: list[str]) -> TrialSpec:
 
 
 async def open_route(
-    environment: Environment,
+    environment: Environment | None,
     spec: TrialSpec,
     recorder: TrajectoryRecorder,
     protocol: ModelProtocol,
     max_calls: int | None = None,
 ) -> ModelRoute | None:
     """Open the gateway to the agent phase, or None when the profile names no model endpoint;
-    `max_calls` bounds its model calls (for an agent with no step limit of its own)."""
+    `max_calls` bounds its model calls (for an agent with no step limit of its own). The gateway
+    is opened to `environment`, whose commands call the model; without one (an agent that calls
+    its model from the worker) the agent is given the gateway's own address, and nothing inside
+    the environment reaches it."""
     upstream = _upstream(spec, protocol)
     if upstream is None:
         return None
@@ -184,21 +192,28 @@ async def open_route(
             f"the model endpoint is refused: {exc} "
             f"({PRIVATE_UPSTREAM_VARIABLE}=allow lets an operator allow it)",
         ) from None
-    try:
-        root = await environment.open_gateway(gateway, spec.trial_id)
-    except BaseException as exc:
-        session.close()
-        await _release(shared)
-        if isinstance(exc, EnvironmentSetupError):
-            raise RouteRefused(ErrorType.ENVIRONMENT_ERROR, str(exc)) from None
-        raise
-    base = f"{root}/v1" if upstream.protocol == "openai" else root
+    if environment is None:
+        base = session.base_url
+    else:
+        try:
+            root = await environment.open_gateway(gateway, spec.trial_id)
+        except BaseException as exc:
+            session.close()
+            await _release(shared)
+            if isinstance(exc, EnvironmentSetupError):
+                raise RouteRefused(ErrorType.ENVIRONMENT_ERROR, str(exc)) from None
+            raise
+        base = f"{root}/v1" if upstream.protocol == "openai" else root
     params = {**spec.params, "MODEL_BASE_URL": base, "MODEL_API_KEY": session.token}
     if upstream.protocol == "anthropic" or spec.params.get("MODEL_PROTOCOL"):
         params["MODEL_PROTOCOL"] = upstream.protocol
     route_spec = spec.model_copy(update={"params": params})
     return ModelRoute(
-        session=session, spec=route_spec, first_step=len(recorder.trajectory.steps), shared=shared
+        session=session,
+        spec=route_spec,
+        first_step=len(recorder.trajectory.steps),
+        shared=shared,
+        environment_opened=environment is not None,
     )
 
 
@@ -206,7 +221,8 @@ async def close_route(route: ModelRoute, environment: Environment, recorder: Tra
     """End the agent's access to its model and merge the calls it made into the trajectory."""
     route.session.close()
     try:
-        await environment.close_gateway()
+        if route.environment_opened:
+            await environment.close_gateway()
     finally:
         recorder.merge(route.session.steps(), since=route.first_step)
         await _release(route.shared)

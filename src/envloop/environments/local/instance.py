@@ -184,8 +184,6 @@ def _grant_owner_access(root: Path) -> None:
                     child.chmod(child.stat().st_mode | owner_rwx)
 
 
-
-
 def remove_instance(root: Path) -> None:
     """Remove an instance left behind (its worker died): its quota file system, else its files."""
     if quota.unmount_quota(root):
