@@ -19,6 +19,7 @@ from envloop.environments import quota
 from envloop.environments.base import EnvironmentSetupError
 from envloop.environments.bwrap import SYSTEM_DIRS
 from envloop.environments.dockerfile import DEFAULT_WORKDIR, DockerfilePlan, parse_dockerfile
+from envloop.environments.tree_walk import TreeWalk
 from envloop.tasks.model import HarborTask
 
 _RESERVED = (*SYSTEM_DIRS, "/proc", "/dev", "/tmp", "/logs", "/tests", "/solution")
@@ -209,14 +210,9 @@ def _grant_owner_access(root: Path) -> None:
 
 def walk_tree(root: Path) -> Iterator[os.DirEntry[str]]:
     """Every entry below `root`, depth first, never through a link; a directory comes before what
-    it holds. OSError (a directory vanished or unreadable) reaches the caller."""
-    pending = [root]
-    while pending:
-        with os.scandir(pending.pop()) as entries:
-            for entry in entries:
-                yield entry
-                if entry.is_dir(follow_symlinks=False):
-                    pending.append(Path(entry.path))
+    it holds. OSError (a directory vanished or unreadable) reaches the caller. For trees the worker
+    made (a task's files); one an agent made is walked with a depth bound (tree_walk.py)."""
+    return iter(TreeWalk(root))
 
 
 def small_plain_tree(root: Path, max_entries: int, max_bytes: int) -> bool:
