@@ -72,7 +72,9 @@ echo /opt/libplant.so > /etc/ld.so.preload
 """
 
 
-def run_trial(tmp_path: Path, agent: str, verifier: str, verifier_environment: str = "task") -> TrialOutcome:
+def run_trial(
+    tmp_path: Path, agent: str, verifier: str, verifier_environment: str = "task", trial_id: str | None = None
+) -> TrialOutcome:
     task = tmp_path / "task"
     (task / "tests").mkdir(parents=True)
     (task / "environment").mkdir()
@@ -82,7 +84,7 @@ def run_trial(tmp_path: Path, agent: str, verifier: str, verifier_environment: s
     (task / "environment" / "Dockerfile").write_text("FROM python:3.11-slim\nWORKDIR /app\n")
     spec = TrialSpec(
         job_id="job_reads",
-        trial_id=new_id("trl"),
+        trial_id=trial_id or new_id("trl"),
         task_name="task",
         attempt=1,
         profile_ref="team/hostile@1",
