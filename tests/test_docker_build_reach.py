@@ -237,6 +237,30 @@ def test_a_task_cannot_build_on_copy_from_or_tag_another_tasks_image(
     assert (tagged.status, tagged.reason) == ("failed", f"docker_image {other}: {refusal}")
 
 
+def test_another_tasks_image_named_by_its_id_or_a_prefix_of_it_is_refused_too(
+    tmp_path: Path, images: list[str]
+) -> None:
+    """The daemon resolves an image ID, its `sha256:` form and any unique prefix of it as it
+    resolves a tag: a build naming another task's image so is refused before it runs."""
+    hidden = build(
+        tmp_path, "hidden", f"FROM debian:bookworm-slim\nRUN echo {SECRET} > /hidden-test-by-id\n", images
+    )
+    assert hidden.status == "built" and hidden.image_id, hidden.reason
+    full = hidden.image_id
+    short = full.removeprefix("sha256:")[:12]
+    refusal = "another task's image (a task builds on and runs base images and its own alone)"
+    for name, reference, line in [
+        ("by-id", full, f"COPY --from={full} /hidden-test-by-id /x"),
+        ("by-prefix", short, f"COPY --from={short} /hidden-test-by-id /x"),
+        ("from-prefix", short, f"FROM {short} AS peek"),
+    ]:
+        outcome = build(tmp_path, name, f"FROM debian:bookworm-slim\n{line}\n", images)
+        assert outcome.status == "failed" and outcome.reason is not None, outcome
+        # Named by its ID, another task's image is no image this machine offers a task at all.
+        assert outcome.reason.split(": ")[0].endswith(f" {reference}"), outcome.reason
+        assert refusal in outcome.reason or "not available on this machine" in outcome.reason
+
+
 def test_a_sidecar_cannot_run_another_tasks_image(tmp_path: Path, images: list[str]) -> None:
     hidden = build(
         tmp_path, "hidden", f"FROM debian:bookworm-slim\nRUN echo {SECRET} > /hidden-test\n", images
