@@ -18,6 +18,8 @@ import pytest
 
 from envloop.core.ids import new_id
 from envloop.core.trial import TrialSpec
+from envloop.environments.docker import builder
+from envloop.environments.docker.base_images import DEBIAN_IMAGE
 from envloop.environments.docker.cli import docker_binary
 from envloop.environments.docker.images import (
     BuildNetwork,
@@ -235,6 +237,30 @@ def test_a_task_cannot_build_on_copy_from_or_tag_another_tasks_image(
     assert (tagged.status, tagged.reason) == ("failed", f"docker_image {other}: {refusal}")
 
 
+def test_another_tasks_image_named_by_its_id_or_a_prefix_of_it_is_refused_too(
+    tmp_path: Path, images: list[str]
+) -> None:
+    """The daemon resolves an image ID, its `sha256:` form and any unique prefix of it as it
+    resolves a tag: a build naming another task's image so is refused before it runs."""
+    hidden = build(
+        tmp_path, "hidden", f"FROM debian:bookworm-slim\nRUN echo {SECRET} > /hidden-test-by-id\n", images
+    )
+    assert hidden.status == "built" and hidden.image_id, hidden.reason
+    full = hidden.image_id
+    short = full.removeprefix("sha256:")[:12]
+    refusal = "another task's image (a task builds on and runs base images and its own alone)"
+    for name, reference, line in [
+        ("by-id", full, f"COPY --from={full} /hidden-test-by-id /x"),
+        ("by-prefix", short, f"COPY --from={short} /hidden-test-by-id /x"),
+        ("from-prefix", short, f"FROM {short} AS peek"),
+    ]:
+        outcome = build(tmp_path, name, f"FROM debian:bookworm-slim\n{line}\n", images)
+        assert outcome.status == "failed" and outcome.reason is not None, outcome
+        # Named by its ID, another task's image is no image this machine offers a task at all.
+        assert outcome.reason.split(": ")[0].endswith(f" {reference}"), outcome.reason
+        assert refusal in outcome.reason or "not available on this machine" in outcome.reason
+
+
 def test_a_sidecar_cannot_run_another_tasks_image(tmp_path: Path, images: list[str]) -> None:
     hidden = build(
         tmp_path, "hidden", f"FROM debian:bookworm-slim\nRUN echo {SECRET} > /hidden-test\n", images
@@ -293,3 +319,36 @@ def test_a_job_with_a_task_that_adds_a_url_is_refused_at_submission_in_one_line(
         "(pass --skip-unsupported to run the other tasks)\n",
     )
     assert asked == []
+
+
+STAGES = 4
+
+
+def chatty_stages(nonce: str) -> str:
+    """Stages that each write 0.9 MB, under BuildKit's rate limit (`nonce` keeps its cache out)."""
+    return "".join(
+        f"FROM {DEBIAN_IMAGE} AS chatty{stage}\n"
+        f"RUN echo {nonce}; for i in $(seq 1 6); do head -c 150000 /dev/zero | tr '\\\\0' x; sleep 1; done\n"
+        for stage in range(STAGES)
+    )
+
+
+def test_a_build_log_is_bounded_while_it_is_written(
+    tmp_path: Path, images: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BuildKit clips one step's output at 2 MiB; a Dockerfile of many stages has many steps, and
+    their output together went to the host's disk whole. Here four stages write 0.9 MB each, with
+    the build log's bound set at 128 KiB a side: the log stays within it, says what it dropped,
+    and the failed step is still named from its tail."""
+    monkeypatch.setattr(builder, "BUILD_LOG_HEAD_BYTES", 128 << 10)
+    monkeypatch.setattr(builder, "BUILD_LOG_TAIL_BYTES", 128 << 10)
+    copies = "".join(f"COPY --from=chatty{stage} /etc/hostname /stage{stage}\n" for stage in range(STAGES))
+    last = f"FROM {DEBIAN_IMAGE}\n{copies}RUN echo the last step && exit 7\n"
+    dockerfile = chatty_stages(secrets.token_hex(8)) + last
+    outcome = build(tmp_path, "chatty", dockerfile, images)
+    assert outcome.status == "failed", outcome
+    assert outcome.reason is not None and "RUN echo the last step && exit 7 failed" in outcome.reason, outcome
+    (log,) = (tmp_path / "builds").glob("*.log")
+    kept = log.read_bytes()
+    assert len(kept) < (256 << 10) + 4096, len(kept)
+    assert b"bytes of this output were dropped here]" in kept

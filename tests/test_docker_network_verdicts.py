@@ -12,13 +12,17 @@ unscored here rather than 0.
 
 import asyncio
 import shutil
+import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 
 from envloop.core.ids import new_id
 from envloop.core.trial import TrialOutcome, TrialSpec
+from envloop.environments.docker.egress import ACCESS_LOG, ACCESS_LOG_BYTES
 from envloop.environments.docker.images import BuildRecords
+from envloop.environments.docker.orphans import TRIAL_LABEL
 from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.runners import ShellRunner
 from tests.conftest import SHARED
@@ -50,7 +54,12 @@ EOF
 
 
 def run_trial(
-    tmp_path: Path, toml: str, agent: str, verifier: str, instruction: str = "Do it.\n"
+    tmp_path: Path,
+    toml: str,
+    agent: str,
+    verifier: str,
+    instruction: str = "Do it.\n",
+    trial_id: str | None = None,
 ) -> TrialOutcome:
     task = tmp_path / "task"
     (task / "tests").mkdir(parents=True)
@@ -62,7 +71,7 @@ def run_trial(
     params = {"AGENT_NAME": "command", "AGENT_COMMAND": agent} if agent else {"AGENT_NAME": "nop"}
     spec = TrialSpec(
         job_id="job_verdicts",
-        trial_id=new_id("trl"),
+        trial_id=trial_id or new_id("trl"),
         task_name="task",
         attempt=1,
         profile_ref="team/p@1",
@@ -149,3 +158,66 @@ def test_harbors_examples_that_need_the_internet_never_score_their_oracle_zero(
         return
     assert outcome.error is not None and outcome.error.type == "environment_error", outcome.error
     assert f"{host}:443 could not be reached from this machine" in outcome.error.message
+
+
+PROXY_FLOOD = r"""
+python3 - <<'PY'
+import os, socket, threading, time, urllib.parse
+proxy = urllib.parse.urlsplit(os.environ["http_proxy"])
+request = b"GET http://denied.example/" + b"a" * 7000 + b" HTTP/1.1\r\nHost: denied.example\r\n\r\n"
+def flood():
+    end = time.time() + 10
+    while time.time() < end:
+        try:
+            with socket.create_connection((proxy.hostname, proxy.port), timeout=5) as connection:
+                for _ in range(50):
+                    connection.sendall(request)
+                    if not connection.recv(65536):
+                        break
+        except OSError:
+            time.sleep(0.01)
+threads = [threading.Thread(target=flood) for _ in range(8)]
+[thread.start() for thread in threads]
+[thread.join() for thread in threads]
+PY
+"""
+"""Denied requests of 7 KB, as fast as eight threads send them, for 10 s: each is a line of the
+proxy's access log."""
+
+
+def test_an_agent_flooding_its_proxy_keeps_its_zero_and_the_proxy_log_is_bounded(tmp_path: Path) -> None:
+    """The proxy's access log grew by 300 MB on the host's disk in 20 s, and read back past its cap
+    it failed the trial as the infrastructure's (reward none, not counted): now it lives on a tmpfs
+    of `ACCESS_LOG_BYTES` and squid drops what does not fit."""
+    sizes: list[int] = []
+    done = threading.Event()
+    trial_id = new_id("trl")
+
+    def watch() -> None:
+        while not done.wait(0.5):
+            listed = subprocess.run(
+                ["docker", "ps", "-q", "--filter", f"label={TRIAL_LABEL}={trial_id}"],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.split()
+            for container in listed:
+                size = subprocess.run(
+                    ["docker", "exec", container, "stat", "-c", "%s", ACCESS_LOG],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                ).stdout.strip()
+                if size.isdigit():  # the proxy's (the trial's own container has no such file)
+                    sizes.append(int(size))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        toml = '[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n'
+        outcome = run_trial(tmp_path, toml, PROXY_FLOOD, ZERO, trial_id=trial_id)
+    finally:
+        done.set()
+        watcher.join(timeout=60)
+    assert (outcome.reward, outcome.error) == (0.0, None), outcome.error
+    assert sizes and max(sizes) <= ACCESS_LOG_BYTES, sizes[-3:]

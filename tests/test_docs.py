@@ -195,3 +195,27 @@ def test_the_site_s_pins_are_installed_with_the_dev_extra() -> None:
     pins = {line for line in (DOCS / "requirements.txt").read_text().splitlines() if "==" in line}
     dev = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["dev"]
     assert pins and pins <= set(dev)
+
+
+_TEST_REFERENCE = re.compile(r"`(tests/[\w/]+\.py)(?:::(\w+))?`|`::(\w+)`")
+
+
+def test_every_test_the_security_page_names_exists() -> None:
+    """Each attack family on the security page names the test that attacks it: a test renamed or
+    removed must not leave the page naming nothing. `::name` belongs to the file named before it
+    in the same table row or paragraph."""
+    missing = []
+    for block in re.split(r"\n(?=\|)|\n\n", (DOCS / "operators" / "security.md").read_text()):
+        file = None
+        for match in _TEST_REFERENCE.finditer(block):
+            file = match.group(1) or file
+            name = match.group(2) or match.group(3)
+            if file is None:
+                missing.append(f"{match.group(0)} with no file before it")
+                continue
+            source = REPO / file
+            if not source.is_file():
+                missing.append(file)
+            elif name and not re.search(rf"^(?:async )?def {name}\(", source.read_text(), re.MULTILINE):
+                missing.append(f"{file}::{name}")
+    assert not missing, missing

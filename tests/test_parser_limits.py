@@ -57,6 +57,42 @@ def test_a_recursive_alias_and_deep_nesting_are_refused() -> None:
         load_yaml("[" * 100_000 + "]" * 100_000, "f")
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "services:\n  a:\n    environment: [" + "a, " * 340_000 + "]\n",
+        "x:\n" + "".join(f"  k{n}: v\n" for n in range(90_000)),
+        "x: " + "[" * 300_000,
+    ],
+    ids=["flow items", "keys", "open brackets"],
+)
+def test_a_megabyte_of_plain_items_is_refused_by_the_parser_in_well_under_a_second(text: str) -> None:
+    """No alias at all: a megabyte of items took PyYAML's own parser 14 to 39 s to build before
+    the count was checked (and a few hundred kilobytes of `[` hours, where it was scanned); the
+    parser's events are counted as they come and the first past a limit ends the reading."""
+    started = time.monotonic()
+    with pytest.raises(ParseLimitError, match=r"holds more than 20,000 items|nested more than 32 levels"):
+        load_yaml(text[: 1 << 20], "environment/docker-compose.yaml")
+    assert time.monotonic() - started < 1.0
+
+
+def test_el_dataset_push_refuses_a_deeply_nested_terminal_bench_task_at_once(el: El, tmp_path: Path) -> None:
+    """A Terminal-Bench 1 task's `task.yaml` of 200 KB of `[` kept `el dataset push` scanning for
+    more than ten minutes (PyYAML's scanner is quadratic in flow nesting)."""
+    task = tmp_path / "tb1" / "deep"
+    (task / "tests").mkdir(parents=True)
+    (task / "Dockerfile").write_text("FROM debian:12\n")
+    (task / "docker-compose.yaml").write_text("services:\n  client:\n    build: .\n")
+    (task / "run-tests.sh").write_text("#!/bin/sh\n")
+    (task / "task.yaml").write_text("instruction: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    started = time.monotonic()
+    message = _refused_in_one_line(
+        el("dataset", "push", str(task.parent), "--name", "deep"), started, tmp_path
+    )
+    assert message.endswith("deep/task.yaml: nested more than 32 levels deep"), message
+    assert el.ok("dataset", "list", "--json").json() == []
+
+
 def test_an_ordinary_compose_file_with_anchors_and_merge_keys_loads_as_before() -> None:
     text = (
         "x-common: &common {environment: {A: '1'}, user: root}\n"

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from envloop.core.masking import MASK, mask_text
+from envloop.environments.tree_walk import MAX_AGENT_TREE_DEPTH, TreeWalk
 
 _CHUNK = 1024 * 1024
 
@@ -43,14 +44,9 @@ def _mask_bytes(data: bytes, secrets: list[bytes]) -> bytes:
 
 def walk_tree(root: Path) -> Iterator[os.DirEntry[str]]:
     """Every entry below `root`, depth first, never through a link; a directory comes before what
-    it holds. OSError (a directory vanished or unreadable) reaches the caller."""
-    pending = [root]
-    while pending:
-        with os.scandir(pending.pop()) as entries:
-            for entry in entries:
-                yield entry
-                if entry.is_dir(follow_symlinks=False):
-                    pending.append(Path(entry.path))
+    it holds. OSError (a directory vanished or unreadable) reaches the caller. For trees the worker
+    made (a task's files); one an agent made is walked with a depth bound (tree_walk.py)."""
+    return iter(TreeWalk(root))
 
 
 def mask_bytes(data: bytes, secrets: Iterable[str]) -> bytes:
@@ -126,6 +122,9 @@ class KeepBudget:
     bytes: int
     refused_files: int = 0
     refused_bytes: int = 0
+    unwalked_directories: int = 0
+    """Directories deeper than `MAX_AGENT_TREE_DEPTH` levels: not entered, so what they hold is
+    neither kept nor counted."""
 
     def take(self, size: int) -> bool:
         """Charge one file of `size` bytes; False (and counted as refused) when it does not fit."""
@@ -139,12 +138,18 @@ class KeepBudget:
 
     def note(self) -> str | None:
         """One line on what was not kept, if anything was not."""
-        if not self.refused_files:
-            return None
-        return (
-            f"{self.refused_files:,} file(s) ({self.refused_bytes:,} bytes) were not kept: the trial's cap "
-            f"on what it keeps (its disk quota, at most {MAX_KEPT_FILES:,} files) was used up"
-        )
+        notes = []
+        if self.refused_files:
+            notes.append(
+                f"{self.refused_files:,} file(s) ({self.refused_bytes:,} bytes) were not kept: the trial's "
+                f"cap on what it keeps (its disk quota, at most {MAX_KEPT_FILES:,} files) was used up"
+            )
+        if self.unwalked_directories:
+            notes.append(
+                f"{self.unwalked_directories:,} directory(ies) more than {MAX_AGENT_TREE_DEPTH} levels deep "
+                "were not kept, nor what they hold"
+            )
+        return "; ".join(notes) or None
 
 
 def _is_real_directory(path: Path) -> bool:
@@ -157,11 +162,12 @@ def _is_real_directory(path: Path) -> bool:
 def plain_tree(source: Path, max_entries: int | None = None) -> bool | None:
     """True when `source` is a directory holding only directories and regular files of at most
     `MAX_KEPT_FILE_BYTES`, False when it is not (a link, a device, a file too long to keep whole,
-    unreadable), None when it has more than `max_entries` entries."""
+    unreadable, deeper than `MAX_AGENT_TREE_DEPTH`), None when it has more than `max_entries` entries."""
     if not _is_real_directory(source):
         return False
+    walk = TreeWalk(source, MAX_AGENT_TREE_DEPTH)
     try:
-        for seen, entry in enumerate(walk_tree(source), start=1):
+        for seen, entry in enumerate(walk, start=1):
             if entry.is_file(follow_symlinks=False):
                 if entry.stat(follow_symlinks=False).st_size > MAX_KEPT_FILE_BYTES:
                     return False
@@ -171,7 +177,7 @@ def plain_tree(source: Path, max_entries: int | None = None) -> bool | None:
                 return None
     except OSError:
         return False
-    return True
+    return not walk.not_entered
 
 
 def move_plain_tree(
@@ -189,7 +195,7 @@ def move_plain_tree(
     files = total = 0
     if budget is not None:
         # Counted as walked, never listed: a tree of millions of files costs no memory here.
-        for entry in walk_tree(source):
+        for entry in TreeWalk(source, MAX_AGENT_TREE_DEPTH):
             if entry.is_file(follow_symlinks=False):
                 files += 1
                 total += entry.stat(follow_symlinks=False).st_size
@@ -233,7 +239,8 @@ def copy_tree_masked(
     notes: list[str] = []
     if not _is_real_directory(source):
         return KeptFiles(0, [])
-    for path in _below(source):
+    walk = TreeWalk(source, MAX_AGENT_TREE_DEPTH, skip_unreadable=True)
+    for path in _below(walk):
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
@@ -252,25 +259,19 @@ def copy_tree_masked(
             kept = destination.relative_to(target).as_posix()
             notes.append(f"{target.name}/{kept}: {cut:,} bytes were cut from the middle of this log")
         copied += 1
+    if budget is not None:
+        budget.unwalked_directories += walk.not_entered
     return KeptFiles(copied, notes)
 
 
-def _below(source: Path) -> Iterator[Path]:
-    """Every entry below `source` but its directories, none entered through a link, each directory
-    read as it is listed (`os.walk` holds all of a directory's names at once: millions, when an
-    agent made them); a directory that cannot be read is passed over."""
-    pending = [source]
-    while pending:
-        try:
-            listing = os.scandir(pending.pop())
-        except OSError:
-            continue
-        with listing:
-            for entry in listing:
-                if entry.is_dir(follow_symlinks=False):
-                    pending.append(Path(entry.path))
-                else:
-                    yield Path(entry.path)
+def _below(walk: TreeWalk) -> Iterator[Path]:
+    """Every entry of `walk` but its directories: one open listing per level, each read as it is
+    listed, so neither a directory of millions of names nor millions of directories side by side
+    are ever held (`os.walk` holds a directory's names at once, and a list of directories still to
+    enter holds one path per directory); a directory that cannot be read is passed over."""
+    for entry in walk:
+        if not entry.is_dir(follow_symlinks=False):
+            yield Path(entry.path)
 
 
 def _free(path: Path) -> Path:

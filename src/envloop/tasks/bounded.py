@@ -6,7 +6,10 @@ last) make a document of a billion items that PyYAML builds in a blink, and that
 which walks it (pydantic, `str()`, a digest) expands until the process runs out of memory. So the
 composed node graph is measured before anything is built from it: each node counted once per way it
 is reached, in time linear in the distinct nodes (a memo per node), refused past
-`MAX_YAML_NODES`, past `MAX_DEPTH` levels or when an alias contains itself. TOML has no aliases and
+`MAX_YAML_NODES`, past `MAX_DEPTH` levels or when an alias contains itself. Before the graph is
+built, the parser's events are counted as they come (libyaml's parser where PyYAML has it), so a
+megabyte of plain items, or of `[` (PyYAML's own scanner is quadratic in flow nesting), is refused
+at the first event past a limit rather than after seconds, or hours, of parsing. TOML has no aliases and
 JSON none either; both are read within a size (a JSONL dataset row by row), and their nesting is
 bounded where they are loaded (`core.nesting`, the RecursionError a parser raises on depth).
 
@@ -28,6 +31,10 @@ metadata."""
 MAX_YAML_NODES = 100_000
 """The most nodes a YAML document may hold with its aliases expanded: real compose files hold a few
 hundred."""
+MAX_YAML_WRITTEN_NODES = 20_000
+"""The most nodes a YAML document may write out (aliases counted once): each is an object the
+parser makes before anything else can be checked, and 100,000 of them took a second on a busy
+machine."""
 
 
 class ParseLimitError(ValueError):
@@ -44,10 +51,17 @@ def read_bounded(path: Path, where: str, max_bytes: int = MAX_CONFIG_BYTES) -> b
     return data
 
 
-def load_yaml(text: str, where: str) -> object:
+_Loader: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's parser where PyYAML has it (its wheels do): PyYAML's own scans a megabyte in tens of
+seconds on a busy machine, libyaml in a fraction of one."""
+
+
+def load_yaml(text: str, where: str, *, aliases: bool = True) -> object:
     """The document's data, as `yaml.safe_load` gives it, once its node graph is within the
-    limits; ParseLimitError otherwise, yaml.YAMLError when it is not YAML."""
-    loader = yaml.SafeLoader(text)
+    limits (and, without `aliases`, it has none); ParseLimitError otherwise, yaml.YAMLError when
+    it is not YAML."""
+    _check_events(text, where, aliases)
+    loader = _Loader(text)
     try:
         try:
             node = loader.get_single_node()
@@ -57,6 +71,38 @@ def load_yaml(text: str, where: str) -> object:
             return None
         _check_expansion(node, where)
         return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_events(text: str, where: str, aliases: bool) -> None:
+    """Refuse a document that writes out more than `MAX_YAML_WRITTEN_NODES` nodes or nests deeper than
+    `MAX_DEPTH`, from the parser's events, stopping at the first past a limit: building the node
+    graph of a megabyte of items costs seconds before any limit on it could be checked."""
+    loader = _Loader(text)
+    nodes = depth = 0
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise ParseLimitError(f"{where}: nested more than {MAX_DEPTH} levels deep")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+                continue
+            elif not isinstance(event, yaml.NodeEvent):
+                continue
+            elif not aliases and isinstance(event, yaml.AliasEvent):
+                raise ParseLimitError(f"{where}: YAML aliases are not accepted")
+            nodes += 1
+            if nodes > MAX_YAML_WRITTEN_NODES:
+                raise ParseLimitError(f"{where}: holds more than {MAX_YAML_WRITTEN_NODES:,} items")
+    except yaml.MarkedYAMLError as error:
+        # libyaml's scanner reads ahead of the events and stops deep flow nesting itself.
+        if "nesting depth" in str(error.problem):
+            raise ParseLimitError(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
+        raise
     finally:
         loader.dispose()
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from envloop.tasks.bounded import ParseLimitError, load_yaml
 from envloop.tasks.digest import IGNORED_DIRS
 from envloop.tasks.model import TaskFormatError
 
@@ -86,15 +87,15 @@ def convert_tree(source: Path, dest: Path) -> None:
 
 
 def _load_yaml(path: Path) -> Any:
-    """A YAML file read as data: bounded in size, and without aliases (a few lines of them can
-    stand for billions of nodes)."""
+    """A YAML file read as data: bounded in size, nodes and depth, and without aliases (a few lines
+    of them can stand for billions of nodes), parsed by libyaml (PyYAML's own scanner takes hours
+    over a few hundred kilobytes of `[`)."""
     try:
         if path.stat().st_size > MAX_YAML_BYTES:
             raise TaskFormatError(path, f"larger than {MAX_YAML_BYTES >> 20} MiB")
-        text = path.read_text()
-        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
-            raise TaskFormatError(path, "YAML aliases are not accepted")
-        return yaml.safe_load(text)
+        return load_yaml(path.read_text(), str(path), aliases=False)
+    except ParseLimitError as exc:
+        raise TaskFormatError(path, str(exc).removeprefix(f"{path}: ")) from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise TaskFormatError(path, f"not valid YAML ({str(exc).splitlines()[0][:120]})") from None
 

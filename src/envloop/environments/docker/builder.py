@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envloop.environments.capture import BoundedWriter, PipePump
 from envloop.environments.docker.availability import missing_images, present_images
 from envloop.environments.docker.build_reach import cache_scope
 from envloop.environments.docker.build_settings import BuildNetwork
@@ -55,6 +56,14 @@ class BuildTarget:
     """`--build-arg` values (a compose service's `build.args`)."""
 
 
+BUILD_LOG_HEAD_BYTES = 4 << 20
+BUILD_LOG_TAIL_BYTES = 4 << 20
+"""What a build's log keeps of the builder's output, written as it arrives: its first and last
+4 MiB, with a line counting what was dropped between. BuildKit clips one step's output at 2 MiB,
+but a Dockerfile of many stages runs many steps, each with 2 MiB of its own: a task could otherwise
+fill the host's disk through its build log."""
+_DRAIN_SECONDS = 10.0
+"""How long the rest of the output may take to arrive once the builder has ended."""
 _COMMAND_CHARS = 80
 _FAILED_STEP = re.compile(r"^(#\d+) ERROR: executor failed running \[(.*)\](.*)$")
 _CAUSE = re.compile(r"could not resolve|not found|no such|denied|unable to|error", re.IGNORECASE)
@@ -92,7 +101,8 @@ def _log_line(log_path: Path, message: str) -> None:
 async def _run_build(
     target: BuildTarget, dockerfile: Path, network: BuildNetwork, log_path: Path, timeout: float
 ) -> tuple[bool, str | None]:
-    """(succeeded, reason if not): `docker build` with its whole output added to `log_path`."""
+    """(succeeded, reason if not): `docker build` with its output added to `log_path`, bounded
+    while it is written (`BUILD_LOG_HEAD_BYTES`, `BUILD_LOG_TAIL_BYTES`)."""
     args = [docker_binary(), "build", "--progress", "plain", "--label", f"{TASK_LABEL}={target.digest}",
             "-t", target.image, "-f", str(dockerfile)]  # fmt: skip
     if network != "default":
@@ -101,29 +111,49 @@ async def _run_build(
         args += ["--build-arg", f"{name}={value}"]
     args.append(str(target.context))
     with log_path.open("ab") as log:
-        proc = await asyncio.create_subprocess_exec(
-            *args,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=log,
-            stderr=asyncio.subprocess.STDOUT,
-            env={**os.environ, "DOCKER_BUILDKIT": "1"},
-        )
+        writer = BoundedWriter(log, head=BUILD_LOG_HEAD_BYTES, tail=BUILD_LOG_TAIL_BYTES)
+        read_end, write_end = os.pipe()
+        pump = PipePump(read_end, writer)
         try:
-            async with asyncio.timeout(timeout):
-                await proc.wait()
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            return False, f"the build did not finish within {timeout:g} s"
-        except BaseException:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(proc.wait())
-            raise
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *args,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=write_end,
+                    stderr=asyncio.subprocess.STDOUT,
+                    env={**os.environ, "DOCKER_BUILDKIT": "1"},
+                )
+            finally:
+                os.close(write_end)
+            if not await _wait(proc, timeout):
+                return False, f"the build did not finish within {timeout:g} s"
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_DRAIN_SECONDS):
+                    await pump.ended
+        finally:
+            pump.close()
+            writer.finish()
     if proc.returncode == 0:
         return True, None
     return False, failure_reason(tail(log_path, 64 * 1024))
+
+
+async def _wait(proc: asyncio.subprocess.Process, timeout: float) -> bool:
+    """Whether `proc` ended within `timeout`; killed when it did not, or when cancelled."""
+    try:
+        async with asyncio.timeout(timeout):
+            await proc.wait()
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return False
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(proc.wait())
+        raise
+    return True
 
 
 async def _make_uv(needed: NeededImage, records: BuildRecords, log_path: Path) -> str | None:

@@ -83,6 +83,9 @@ class ContainerSpec(BaseModel):
     entrypoint: list[str] | None = None
     healthcheck: dict[str, object] | None = Field(default=None, description="the daemon's Healthcheck")
     labels: dict[str, str] = Field(default_factory=dict)
+    tmpfs: dict[str, str] = Field(
+        default_factory=dict, description="tmpfs mounts (path: options such as `size=4m`), kept off the disk"
+    )
 
     @field_validator("network")
     @classmethod
@@ -152,6 +155,8 @@ def _create_body(spec: ContainerSpec, labels: dict[str, str]) -> dict[str, objec
         host["PidsLimit"] = spec.pids
     if spec.cgroup_parent is not None:
         host["CgroupParent"] = spec.cgroup_parent
+    if spec.tmpfs:
+        host["Tmpfs"] = spec.tmpfs
     body: dict[str, object] = {
         "Image": spec.image,
         # Never a service's name: the daemon's resolver answers a container's hostname on every
