@@ -35,6 +35,7 @@ from envloop.runners.shell_phases import (
 )
 from envloop.runners.step_setup import prepare_step
 from envloop.runners.verification import verify
+from envloop.runners.verifier_runs import judge_again
 from envloop.tasks.model import HarborTask, TaskStep
 from envloop.tasks.phases import phase_networks, verifier_mode
 
@@ -69,6 +70,8 @@ async def agent_then_verifier(
     )
     await environment.stop()
     verifier_error = exhausted("verifier", environment) or verifier_error
+    if attempted and verifier_error is None:
+        await judge_again(environment, provider, task, step, spec, phases, recorder, plan, reading)
     reading, agent_error = unless_cut_off(reading, agent_error, unreachable, environment)
     return reading, agent_error, verifier_error
 
