@@ -161,7 +161,7 @@ def test_every_page_fits_the_screen_with_nothing_cut_off(
     if found := overflows(stranger):
         problems["shared-job"] = found
     shots(stranger, f"shared-job-{width}", full_page=False)
-    assert problems == {}
+    assert problems == {}, "\n".join(f"{name}: {'; '.join(found[:4])}" for name, found in problems.items())
 
 
 def test_the_overflow_check_fails_a_page_that_is_cut(
@@ -173,7 +173,7 @@ def test_the_overflow_check_fails_a_page_that_is_cut(
     page = new_page(browser, NARROW)
     log_in(page, console.server, "/datasets/seed@1")
     assert overflows(page) == []
-    page.evaluate("document.querySelector('table.dataset-tasks th').style.minWidth = '900px'")
+    page.evaluate("document.querySelector('table.dataset-tasks tbody th').style.minWidth = '900px'")
     found = overflows(page)
     assert any("holds" in line and "scroll" in line for line in found), found
     page.evaluate("document.querySelector('main section').style.width = '900px'")
@@ -187,7 +187,7 @@ def test_the_dataset_page_shows_the_latest_check_beside_each_task(
 ) -> None:
     page = new_page(browser, WIDE)
     log_in(page, console.server, f"/jobs/{console.jobs.seed}")
-    page.get_by_role("link", name="seed@1").click()
+    page.get_by_role("link", name="seed@1", exact=True).click()
     expect(page).to_have_url(re.compile(r"/datasets/seed%401$|/datasets/seed@1$"))
     expect(page.locator("h1")).to_have_text("Dataset seed@1")
     expect(page.locator("#health-summary")).to_contain_text("0 of 3 tasks of seed@1 healthy")
