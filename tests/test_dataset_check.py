@@ -60,6 +60,7 @@ def test_a_check_of_four_tasks_names_what_is_wrong_with_each_and_exits_1(el: El,
     make_task(root, "nop-passes", solve="touch done", test=ALWAYS_PASSES)
     make_task(root, "verifier-flaky", solve="touch done", test=FLAKY)
     make_task(root, "oracle-uneven", solve=ODD_ORACLE)
+    make_task(root, "silent", solve="touch done", test="true\n")  # its verifier never writes a reward
     needs_docker = make_task(root, "needs-docker", solve="touch done")
     (needs_docker / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nRUN true\n")
     el.ok("dataset", "push", str(root), "--name", "bench")
@@ -85,6 +86,7 @@ def test_a_check_of_four_tasks_names_what_is_wrong_with_each_and_exits_1(el: El,
         flaky,
     ), flaky
     assert verdicts["oracle-uneven"]["problems"] == ["oracle fails in 1 of 3 runs: rewards 1, 0, 1"]
+    assert verdicts["silent"]["problems"] == ["no verdict in 6 of 6 runs: no reward written"]
     # A feature the local sandbox cannot honour (a Dockerfile's RUN step) is named, not run.
     assert verdicts["needs-docker"]["problems"] == [
         "not run: needs Dockerfile instructions only a container runs, which --environment local cannot give"
@@ -109,7 +111,7 @@ def test_a_check_of_four_tasks_names_what_is_wrong_with_each_and_exits_1(el: El,
         "verifier-runs/10/verifier/reward.txt",
     } <= kept
     shown = el.ok("dataset", "show", "bench@1").stdout
-    assert "health check" in shown and "1 of 6 tasks healthy" in shown
+    assert "health check" in shown and "1 of 7 tasks healthy" in shown
     assert "verifier flaky" in shown
 
 

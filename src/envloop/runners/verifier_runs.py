@@ -58,8 +58,10 @@ async def judge_again(
     logs = environment.visible.verifier_logs
     readings = [first]
     with tempfile.TemporaryDirectory(prefix="envloop-first-verifier-") as scratch:
+        first_logs = Path(scratch) / "verifier"
         if shared:
-            await environment.get_dir(logs, _kept_first(scratch))
+            await environment.get_dir(logs, first_logs)
+            first_logs.mkdir(exist_ok=True)  # a verifier that wrote nothing left nothing to copy
         for n in range(2, runs + 1):
             again = dataclasses.replace(plan, logs=f"{plan.logs}/verifier-runs/{n}".lstrip("/"))
             reading, _ = await verify(environment, provider, task, step, spec, phases, recorder, again)
@@ -68,13 +70,9 @@ async def judge_again(
             if shared:
                 await environment.get_dir(logs, spec.artifacts_dir / again.logs / "verifier")
         if shared:
-            await environment.put_dir(_kept_first(scratch), logs)
+            await environment.put_dir(first_logs, logs)
     if len({r.reward for r in readings}) > 1:
         said = ", ".join(_said(r) for r in readings)
         where = "" if step is None else f" of step {step.name!r}"
         detail = f"one final state{where} scored {said} in {runs} verifier runs"
         environment.flags.append(TrialFlag(kind=VERIFIER_FLAKY_FLAG, detail=detail))
-
-
-def _kept_first(scratch: str) -> Path:
-    return Path(scratch) / "verifier"
