@@ -15,8 +15,8 @@ import pytest
 from envloop.services import dataset_checks
 from envloop.services.context import open_context
 from tests.api_server import Server
-from tests.conftest import wait_for, write_profile
-from tests.console_support import Jobs, console_server
+from tests.conftest import wait_for
+from tests.console_support import Jobs, console_server, twin_job
 from tests.test_console_browser import (
     NARROW,
     WIDE,
@@ -74,15 +74,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     leaderboard, and a share link of the seed job."""
     root = tmp_path_factory.mktemp("console-fit")
     with console_server(root) as (server, jobs):
-        command = 'echo 2 > "${ENVLOOP_APP_DIR:-/app}/attempt"'
-        profile = write_profile(root / "twin.json", {"AGENT_NAME": "command", "AGENT_COMMAND": command})
-        server.el.ok("profile", "create", "team/twin", "1", "--file", str(profile))
-        twin = server.el(
-            *("job", "submit", "--dataset", "seed@1", "--profile", "team/twin@1", "--attempts", "2"),
-            *("--name", "twin run", "--wait", "--json"),
-            timeout=300,
-        )
-        assert twin.code in (0, 3), twin.stderr
+        twin = twin_job(server, root)
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv("ENVLOOP_HOME", str(server.el.home))
             ctx = open_context(server.el.home)
@@ -95,7 +87,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
             for job in (jobs.agent, jobs.seed):
                 assert http.post("/v1/leaderboard", json={"job_id": job}).status_code == 200
             share = http.post(f"/v1/jobs/{jobs.seed}/shares", json={}).json()["path"]
-        yield Console(server, jobs, str(twin.json()["id"]), check, server.url + share)
+        yield Console(server, jobs, twin, check, server.url + share)
 
 
 def pages(c: Console) -> dict[str, str]:
