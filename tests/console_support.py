@@ -22,7 +22,7 @@ from envloop.services.context import Context, open_context
 from envloop.testing import Reply, ScriptedServer, ScriptedToolCall
 from envloop.wire.jobs import JobRequest
 from tests.api_server import Server, start_server
-from tests.conftest import El, make_task, publish_profile, run_job_in_process, wait_for
+from tests.conftest import El, make_task, publish_profile, run_job_in_process, wait_for, write_profile
 
 HOSTILE = "<script>window.__pwned=1</script>"
 HOSTILE_OUTPUT = '<img src=x onerror="window.__pwned=2">'
@@ -159,3 +159,18 @@ def trials_of(server: Server, job_id: str) -> dict[tuple[str, int], dict[str, An
     with server.http() as http:
         listed = http.get(f"/v1/jobs/{job_id}/trials").json()
     return {(t["task"], t["attempt"]): t for t in listed}
+
+
+def twin_job(server: Server, root: Path) -> str:
+    """A second run of the seed dataset whose agent always writes attempt 2: against the seed job,
+    task A regresses from 50% to 0%, B stays at 100%, C is scored only by the seed job."""
+    command = 'echo 2 > "${ENVLOOP_APP_DIR:-/app}/attempt"'
+    profile = write_profile(root / "twin.json", {"AGENT_NAME": "command", "AGENT_COMMAND": command})
+    server.el.ok("profile", "create", "team/twin", "1", "--file", str(profile))
+    submitted = server.el(
+        *("job", "submit", "--dataset", "seed@1", "--profile", "team/twin@1", "--attempts", "2"),
+        *("--name", "twin run", "--wait", "--json"),
+        timeout=300,
+    )
+    assert submitted.code in (0, 3), submitted.stderr
+    return str(submitted.json()["id"])

@@ -10,8 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.api_server import Server
-from tests.conftest import write_profile
-from tests.console_support import HOSTILE, Jobs, console_server
+from tests.console_support import HOSTILE, Jobs, console_server, twin_job
 from tests.test_console_browser import (
     NARROW,
     WIDE,
@@ -62,16 +61,7 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, 
     task A regresses from 50% to 0%, B stays at 100%, C is scored only by A."""
     root = tmp_path_factory.mktemp("console-runs")
     with console_server(root) as (server, jobs):
-        command = 'echo 2 > "${ENVLOOP_APP_DIR:-/app}/attempt"'
-        profile = write_profile(root / "twin.json", {"AGENT_NAME": "command", "AGENT_COMMAND": command})
-        server.el.ok("profile", "create", "team/twin", "1", "--file", str(profile))
-        submitted = server.el(
-            *("job", "submit", "--dataset", "seed@1", "--profile", "team/twin@1", "--attempts", "2"),
-            *("--name", "twin run", "--wait", "--json"),
-            timeout=300,
-        )
-        assert submitted.code in (0, 3), submitted.stderr
-        yield server, jobs, str(submitted.json()["id"])
+        yield server, jobs, twin_job(server, root)
 
 
 @pytest.fixture

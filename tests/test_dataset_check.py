@@ -2,6 +2,7 @@
 CLI. Four tasks, each healthy or broken in one way, must each be named for what is wrong with them."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,18 +12,21 @@ from envloop.environments.local.bwrap import bwrap_executable
 from tests.api_server import Server
 from tests.conftest import El, make_task
 
-# The oracle leaves the same final state in every run; a verifier that reads the attempt number (or
-# anything else besides that state) can still disagree with itself, which is what a check must catch.
+# A verifier that flips a coin: judging one final state ten times, it disagrees with itself in a
+# run but once in 512 (and in each of three runs once in 134 million).
 FLAKY = (
-    'logs="${ENVLOOP_LOGS_DIR:-/logs}"; app="${ENVLOOP_APP_DIR:-/app}"\n'
-    'if [ -f "$app/done" ] && [ $((ENVLOOP_ATTEMPT % 2)) -eq 0 ]; then echo 1 > "$logs/verifier/reward.txt"\n'
+    'logs="${ENVLOOP_LOGS_DIR:-/logs}"\n'
+    'if [ $((RANDOM % 2)) -eq 0 ]; then echo 1 > "$logs/verifier/reward.txt"\n'
     'else echo 0 > "$logs/verifier/reward.txt"; fi\n'
 )
+# An oracle whose final state differs from run to run: the second of three fails. Its verifier is
+# steady on each state, so this is the oracle's failure, not the verifier's.
+ODD_ORACLE = 'if [ "$ENVLOOP_ATTEMPT" != 2 ]; then touch done; fi'
 ALWAYS_PASSES = 'echo 1 > "${ENVLOOP_LOGS_DIR:-/logs}/verifier/reward.txt"\n'
 
 
-def _run(reward: float | None, error: str | None = None) -> CheckedRun:
-    return CheckedRun(attempt=0, reward=reward, error=error)
+def _run(reward: float | None, error: str | None = None, flaky: str | None = None) -> CheckedRun:
+    return CheckedRun(attempt=2, reward=reward, error=error, flaky=flaky)
 
 
 def test_each_problem_is_named_and_only_a_task_without_one_is_healthy() -> None:
@@ -30,8 +34,12 @@ def test_each_problem_is_named_and_only_a_task_without_one_is_healthy() -> None:
     assert healthy.healthy and healthy.problems == []
     failing = task_health("bad", [_run(0.0)] * 3, [_run(0.0)] * 3)
     assert failing.problems == ["oracle fails: reward 0 in all 3 runs"]
-    flaky = task_health("flaky", [_run(1.0), _run(0.0), _run(1.0)], [_run(0.0)])
-    assert flaky.problems == ["verifier flaky: the oracle's identical runs scored 1, 0, 1"]
+    said = "one final state scored 1, 0, 1 in 3 verifier runs"
+    flaky = task_health("flaky", [_run(1.0), _run(1.0, flaky=said)], [_run(1.0)])
+    # Nothing else is judged by a flaky verifier: the nop's 1 says nothing of the task.
+    assert flaky.problems == [f"verifier flaky: {said} (the oracle's attempt 2)"]
+    uneven = task_health("uneven", [_run(1.0), _run(0.0), _run(1.0)], [_run(0.0)])
+    assert uneven.problems == ["oracle fails in 1 of 3 runs: rewards 1, 0, 1"]
     nop = task_health("nop", [_run(1.0)], [_run(1.0), _run(0.0)])
     assert nop.problems == ["nop passes: doing nothing scored 1 in 1 of 2 runs"]
     broken = task_health("broken", [_run(None, "environment did not start")], [_run(0.0)])
@@ -51,12 +59,16 @@ def test_a_check_of_four_tasks_names_what_is_wrong_with_each_and_exits_1(el: El,
     make_task(root, "oracle-fails", solve="true")
     make_task(root, "nop-passes", solve="touch done", test=ALWAYS_PASSES)
     make_task(root, "verifier-flaky", solve="touch done", test=FLAKY)
+    make_task(root, "oracle-uneven", solve=ODD_ORACLE)
+    make_task(root, "silent", solve="touch done", test="true\n")  # its verifier never writes a reward
     needs_docker = make_task(root, "needs-docker", solve="touch done")
     (needs_docker / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nRUN true\n")
     el.ok("dataset", "push", str(root), "--name", "bench")
 
     checked = el(
-        "dataset", "check", "bench@1", "--attempts", "3", "--environment", "local", "--json", timeout=300
+        *("dataset", "check", "bench@1", "--attempts", "3", "--verifier-runs", "10"),
+        *("--environment", "local", "--json"),
+        timeout=300,
     )
     assert checked.code == 1, checked.stderr
     health = json.loads(checked.stdout)
@@ -66,10 +78,15 @@ def test_a_check_of_four_tasks_names_what_is_wrong_with_each_and_exits_1(el: El,
     assert verdicts["healthy"]["oracle"] == [1.0, 1.0, 1.0]
     assert verdicts["oracle-fails"]["problems"] == ["oracle fails: reward 0 in all 3 runs"]
     assert verdicts["nop-passes"]["problems"] == ["nop passes: doing nothing scored 1 in 3 of 3 runs"]
-    # Attempts count from 1: the second of three passes.
-    assert verdicts["verifier-flaky"]["problems"] == [
-        "verifier flaky: the oracle's identical runs scored 0, 1, 0"
-    ]
+    assert health["verifier_runs"] == 10
+    [flaky] = verdicts["verifier-flaky"]["problems"]
+    assert re.fullmatch(
+        r"verifier flaky: one final state scored ([01], ){9}[01] in 10 verifier runs "
+        r"\(the oracle's attempt [123]\)",
+        flaky,
+    ), flaky
+    assert verdicts["oracle-uneven"]["problems"] == ["oracle fails in 1 of 3 runs: rewards 1, 0, 1"]
+    assert verdicts["silent"]["problems"] == ["no verdict in 6 of 6 runs: no reward written"]
     # A feature the local sandbox cannot honour (a Dockerfile's RUN step) is named, not run.
     assert verdicts["needs-docker"]["problems"] == [
         "not run: needs Dockerfile instructions only a container runs, which --environment local cannot give"
@@ -81,8 +98,20 @@ def test_a_check_of_four_tasks_names_what_is_wrong_with_each_and_exits_1(el: El,
     # The check is an ordinary job, kept and found by its tag; the revision shows its latest check.
     jobs = json.loads(el.ok("job", "list", "--tag", "health-check=bench@1", "--json").stdout)
     assert [job["id"] for job in jobs] == [health["job_id"]]
+    # Each later verifier run of an oracle trial is kept apart; the trial's own logs are the first's.
+    oracle_trials = json.loads(el.ok("trial", "list", "--job", health["job_id"], "--json").stdout)
+    healthy_oracle = next(t for t in oracle_trials if t["task"] == "healthy" and "oracle" in t["profile"])
+    assert sum(1 for p in healthy_oracle["phases"] if p["name"] == "verifier") == 10
+    assert healthy_oracle["flags"] == []
+    listed = json.loads(el.ok("trial", "artifacts", healthy_oracle["id"], "--json").stdout)
+    kept = {item["path"] for item in listed}
+    assert {
+        "verifier/reward.txt",
+        "verifier-runs/2/verifier/reward.txt",
+        "verifier-runs/10/verifier/reward.txt",
+    } <= kept
     shown = el.ok("dataset", "show", "bench@1").stdout
-    assert "health check" in shown and "1 of 5 tasks healthy" in shown
+    assert "health check" in shown and "1 of 7 tasks healthy" in shown
     assert "verifier flaky" in shown
 
 
@@ -141,3 +170,12 @@ def test_a_check_over_http_gives_the_same_verdicts_and_the_revision_shows_it(
     page = busy_server.http().get(f"/jobs/{health['job_id']}").text
     assert "Dataset health" in page and "1 of 2 tasks of remote@1 healthy" in page
     assert "oracle fails: reward 0 in all 3 runs" in page
+    # The revision's own page shows the latest check's verdict beside each of its tasks.
+    revision = busy_server.http().get("/datasets/remote@1").text
+    assert "1 of 2 tasks of remote@1 healthy" in revision and f'href="/jobs/{health["job_id"]}"' in revision
+    row = revision.split('<tr data-task="oracle-fails">')[1].split("</tr>")[0]
+    assert "oracle fails: reward 0 in all 3 runs" in row and "0 0 0" in row
+    el("dataset", "push", str(root / "healthy"), "--name", "unchecked", env=remote)
+    unchecked = busy_server.http().get("/datasets/unchecked@latest")
+    assert unchecked.status_code == 200 and "Never checked" in unchecked.text
+    assert busy_server.http().get("/datasets/nope@1").status_code == 404

@@ -52,7 +52,7 @@ def test_the_site_builds_strictly_with_its_generated_references(tmp_path: Path) 
     task_format = (site / "reference" / "task-format" / "index.html").read_text()
     assert "multi_step_reward_strategy" in task_format and "start_interval_sec" in task_format
     assert "Benchmarks: envloop beside Inspect AI" in (site / "benchmarks" / "index.html").read_text()
-    assert (site / "screenshots" / "trace-phone.png").is_file()
+    assert (site / "screenshots" / "trace-390.png").is_file()
 
 
 def test_a_broken_link_fails_the_build(tmp_path: Path) -> None:

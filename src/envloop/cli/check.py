@@ -9,6 +9,7 @@ from envloop.cli.backend import operations, remote
 from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, note, out, table
 from envloop.core.display import format_duration
+from envloop.core.trial import MAX_VERIFIER_RUNS
 from envloop.core.words import plural
 from envloop.home import envloop_home
 
@@ -29,16 +30,26 @@ def check(
         str | None,
         typer.Option("--environment", help="local or docker (or auto); default: each worker's own choice."),
     ] = None,
+    verifier_runs: Annotated[
+        int,
+        typer.Option(
+            "--verifier-runs",
+            min=1,
+            max=MAX_VERIFIER_RUNS,
+            help="Times the verifier judges each of the oracle's final states (differing verdicts: flaky).",
+        ),
+    ] = 3,
     json_: JsonOpt = False,
 ) -> None:
     """Whether every task can be solved (its oracle passes in each of --attempts runs), cannot be
     passed by doing nothing (the nop agent scores 0) and gets the same verdict for the same final
-    state; run as a job tagged health-check=NAME@N. Exit 1 when any task is unhealthy."""
+    state (the verifier judges each of the oracle's final states --verifier-runs times); run as a job
+    tagged health-check=NAME@N. Exit 1 when any task is unhealthy."""
     from envloop.cli.progress import follow  # noqa: PLC0415 - the progress bar, only when checking
     from envloop.scheduling.background import start_background_worker  # noqa: PLC0415
 
     ops = operations()
-    submitted = ops.check_dataset(ref, attempts, environment)
+    submitted = ops.check_dataset(ref, attempts, environment, verifier_runs)
     job = submitted.job
     if remote() is None:
         start_background_worker(envloop_home())

@@ -1,12 +1,13 @@
-"""Geometry of the console's two charts, drawn as inline SVG by the templates: the pass@k / pass^k
-curve and the reward histogram. Only coordinates are computed here; the values come from the
-services (the job result's curve, `services.distribution`) and their labels from `core.display`."""
+"""Geometry of the console's charts, drawn as inline SVG by the templates: the pass@k / pass^k
+curve, the reward histogram, and the compare pages' histograms of several runs overlaid. Only
+coordinates are computed here; the values come from the services (the job result's curve,
+`services.distribution`) and their labels from `core.display`."""
 
 from dataclasses import dataclass
 
 from envloop.core.display import format_score
 from envloop.core.metrics import CurvePoint
-from envloop.services.distribution import Bar, RewardHistogram
+from envloop.services.distribution import Bar, RewardHistogram, rewards_histogram
 
 WIDTH, HEIGHT = 360, 180
 LEFT, RIGHT, TOP, BOTTOM = 44, 12, 10, 30
@@ -124,32 +125,40 @@ def histogram_chart(histogram: RewardHistogram) -> HistogramChart:
 
 
 @dataclass(frozen=True)
-class OverlayChart:
-    """A's and B's reward histograms on one axis and one count scale, A's bar left of B's in each bin."""
+class Series:
+    label: str
+    """A, B, or B1, B2, … as the compare pages name the runs."""
+    bars: list[BarShape]
 
-    a: list[BarShape]
-    b: list[BarShape]
+
+@dataclass(frozen=True)
+class OverlayChart:
+    """Several runs' reward histograms on one axis and one count scale, their bars side by side in
+    each bin in the order the runs are named (A first)."""
+
+    series: list[Series]
     x_ticks: list[Tick]
     y_ticks: list[Tick]
 
 
-def overlay_chart(a: RewardHistogram, b: RewardHistogram) -> OverlayChart:
-    """Two histograms of the same bins (`services.distribution.rewards_histogram` on one axis)."""
-    top = max((bar.count for bar in [*a.bars, *b.bars]), default=0)
-    shared = a if a.bars else b
+def overlay_chart(histograms: dict[str, RewardHistogram]) -> OverlayChart:
+    """Histograms of the same bins (`services.distribution.rewards_histogram` on one axis), by label."""
+    top = max((bar.count for h in histograms.values() for bar in h.bars), default=0)
+    shared = next((h for h in histograms.values() if h.bars), RewardHistogram(scored=0, rates=True, bars=[]))
     single = histogram_chart(shared)
     slots = max(len(shared.bars), 1)
     width = PLOT_W / slots
+    share = (width - 2) / max(len(histograms), 1)
 
-    def shapes(histogram: RewardHistogram, offset: float) -> list[BarShape]:
+    def shapes(histogram: RewardHistogram, offset: int) -> list[BarShape]:
         found = []
         for i, bar in enumerate(histogram.bars):
             height = PLOT_H * bar.count / top if top else 0.0
             found.append(
                 BarShape(
-                    x=LEFT + i * width + 1 + offset * (width - 2) / 2,
+                    x=LEFT + i * width + 1 + offset * share,
                     y=TOP + PLOT_H - height,
-                    width=max((width - 2) / 2, 0.5),
+                    width=max(share, 0.5),
                     height=height,
                     label=_bar_label(bar),
                     count=bar.count,
@@ -159,8 +168,15 @@ def overlay_chart(a: RewardHistogram, b: RewardHistogram) -> OverlayChart:
 
     counts = sorted({0, top} | ({top // 2} if top % 2 == 0 else set())) if top else []
     return OverlayChart(
-        a=shapes(a, 0),
-        b=shapes(b, 1),
+        series=[Series(label, shapes(h, n)) for n, (label, h) in enumerate(histograms.items())],
         x_ticks=single.x_ticks,
         y_ticks=[Tick(TOP + PLOT_H * (1 - n / top), str(n)) for n in counts],
     )
+
+
+def rewards_overlay(rewards: dict[str, list[float]]) -> OverlayChart | None:
+    """Each run's counted rewards binned on the axis of them all; none before any run has one."""
+    axis = [reward for found in rewards.values() for reward in found]
+    if not axis:
+        return None
+    return overlay_chart({label: rewards_histogram(found, axis) for label, found in rewards.items()})

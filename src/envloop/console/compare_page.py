@@ -19,22 +19,21 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from envloop.console.access import Viewer, session_viewer
-from envloop.console.charts import OverlayChart, overlay_chart
+from envloop.console.charts import OverlayChart, rewards_overlay
 from envloop.console.compare_many import many_page
+from envloop.console.narrowing import Narrowing
 from envloop.console.render import SECURITY_HEADERS, page
 from envloop.console.routing import ConsoleRoute
 from envloop.errors import UserError
 from envloop.services import compare, jobs
 from envloop.services.compare_groups import (
     CompareGroup,
-    Labels,
     compared_labels,
     group_tasks,
     label_fields,
     matching_tasks,
 )
 from envloop.services.compare_outputs import attempt_outputs
-from envloop.services.distribution import rewards_histogram
 from envloop.services.jobs import JobView
 from envloop.services.task_grid import GridCell, task_cells
 from envloop.wire import Comparison
@@ -80,21 +79,6 @@ def _kinds(comparison: Comparison, tasks: list[str]) -> dict[str, tuple[Kind, fl
     for excluded in comparison.excluded:
         found[excluded.task] = ("only_a" if excluded.reason == "only A scored it" else "only_b", None)
     return found
-
-
-@dataclass(frozen=True)
-class Narrowing:
-    """The search, metadata filter and grouping chosen on the page."""
-
-    search: str = ""
-    field: str = ""
-    value: str = ""
-    group: str = ""
-
-    def query(self) -> str:
-        """These choices as query parameters, for the pager's links (empty ones left out)."""
-        chosen = {"q": self.search, "field": self.field, "value": self.value, "group": self.group}
-        return urlencode({k: v for k, v in chosen.items() if v})
 
 
 def _rows(
@@ -170,7 +154,7 @@ def compare_page(
     if not a or not b:
         raise UserError("choose two jobs to compare: /compare?a=JOB_A&b=JOB_B")
     if len(set(b)) > 1:
-        return many_page(request, v, a, b, profile_a)
+        return many_page(request, v, a, b, profile_a, Narrowing(q, field, value, group))
     if show not in SHOWS:
         raise UserError(f"unknown filter {show!r} (choose from: {', '.join(SHOWS)})")
     if sort not in SORTS:
@@ -198,7 +182,7 @@ def compare_page(
         return page(request, v, "compare.html", 400, nav="jobs", **values)
     labels = compared_labels(v.ctx, [job_a.id, job_b.id])
     narrowing = Narrowing(q, field, value, group)
-    _check_fields(narrowing, labels)
+    narrowing.check(labels)
     tasks = matching_tasks(list(dict.fromkeys([*job_a.tasks, *job_b.tasks])), labels, q, field, value)
     rows, matching = _rows(v, comparison, job_a, job_b, tasks, show, sort, offset)
     groups: list[CompareGroup] = group_tasks(comparison, tasks, labels, group) if group else []
@@ -221,21 +205,10 @@ def compare_page(
 
 
 def _overlay(comparison: Comparison) -> OverlayChart | None:
-    """A's and B's counted rewards over every task, binned on one axis; none before either has one."""
+    """A's and B's counted rewards over every task, binned on one axis."""
     a = [o.reward for row in comparison.attempts for o in row.a if o.reward is not None]
     b = [o.reward for row in comparison.attempts for o in row.b if o.reward is not None]
-    if not a and not b:
-        return None
-    return overlay_chart(rewards_histogram(a, a + b), rewards_histogram(b, a + b))
-
-
-def _check_fields(narrowing: Narrowing, labels: Labels) -> None:
-    """A filter or grouping by a field no task sets is refused with the fields there are."""
-    fields = label_fields(labels)
-    for chosen in (narrowing.field, narrowing.group):
-        if chosen and chosen not in fields:
-            known = ", ".join(fields) if fields else "none: the tasks carry no metadata"
-            raise UserError(f"no task sets metadata field {chosen!r} (fields: {known})")
+    return rewards_overlay({"A": a, "B": b})
 
 
 def _query(a: Side, b: Side) -> str:

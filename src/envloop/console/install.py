@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from envloop.api.app import create_app
-from envloop.console import actions, compare_page, job_pages, live, sample_pages, trial_pages
+from envloop.console import actions, compare_page, dataset_pages, job_pages, live, sample_pages, trial_pages
 from envloop.services.context import Context
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -25,6 +25,7 @@ def install_console(app: FastAPI) -> None:
         trial_pages.shared,
         actions.router,
         compare_page.router,
+        dataset_pages.router,
         sample_pages.router,
         sample_pages.shared,
         live.router,

@@ -2,8 +2,12 @@
 before anyone reports a number on it (`el dataset check`).
 
 A task is healthy when its reference solution passes in every run, doing nothing scores 0, and the
-verifier gives the same verdict to the same final state each time. The oracle's runs all end in the
-same state, so verdicts that differ across them mean a flaky verifier, never a flaky oracle.
+verifier gives the same verdict to the same final state each time: in each of the oracle's runs the
+verifier judges the final state several times over (`runners.verifier_runs`), and a run whose
+verdicts differ is flagged. A flaky verifier's rewards say nothing of the oracle or of doing
+nothing, so a task whose verifier is flaky is named for that alone. The oracle's runs may end in
+different states (a solution that depends on timing or the network), so rewards that differ across
+them are the oracle's failures, not the verifier's.
 """
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,7 +22,10 @@ class CheckedRun(BaseModel):
     reward: float | None
     error: str | None = None
     pending: bool = False
-    phases: dict[str, float] = Field(default_factory=dict, description="seconds per phase")
+    phases: dict[str, float] = Field(default_factory=dict, description="seconds of each phase's longest run")
+    flaky: str | None = Field(
+        default=None, description="the verdicts the verifier gave this run's final state"
+    )
 
 
 class TaskHealth(BaseModel):
@@ -46,17 +53,11 @@ def task_health(
     unscored = [run for run in runs if run.reward is None and not run.pending]
     if unscored:
         problems.append(f"no verdict in {len(unscored)} of {len(runs)} runs: {_first_error(unscored)}")
-    oracle_rewards = [run.reward for run in oracle if run.reward is not None]
-    if len(set(oracle_rewards)) > 1:
-        said = ", ".join(f"{reward:g}" for reward in oracle_rewards)
-        problems.append(f"verifier flaky: the oracle's identical runs scored {said}")
-    elif oracle_rewards and oracle_rewards[0] < 1.0:
-        problems.append(f"oracle fails: reward {oracle_rewards[0]:g} in all {len(oracle_rewards)} runs")
-    passed = [run.reward for run in nop if run.reward is not None and run.reward > 0]
-    if passed:
-        problems.append(
-            f"nop passes: doing nothing scored {max(passed):g} in {len(passed)} of {len(nop)} runs"
-        )
+    flaky = next((run for run in oracle if run.flaky), None)
+    if flaky is not None:
+        problems.append(f"verifier flaky: {flaky.flaky} (the oracle's attempt {flaky.attempt})")
+    else:
+        problems += _oracle_and_nop(oracle, nop)
     pending = any(run.pending for run in runs)
     return TaskHealth(
         task=task,
@@ -69,6 +70,23 @@ def task_health(
         oracle_sec=_longest(oracle, "agent"),
         verifier_sec=_longest(runs, "verifier"),
     )
+
+
+def _oracle_and_nop(oracle: list[CheckedRun], nop: list[CheckedRun]) -> list[str]:
+    problems = []
+    rewards = [run.reward for run in oracle if run.reward is not None]
+    failed = [reward for reward in rewards if reward < 1.0]
+    if failed and len(set(rewards)) == 1:
+        problems.append(f"oracle fails: reward {rewards[0]:g} in all {len(rewards)} runs")
+    elif failed:
+        said = ", ".join(f"{reward:g}" for reward in rewards)
+        problems.append(f"oracle fails in {len(failed)} of {len(rewards)} runs: rewards {said}")
+    passed = [run.reward for run in nop if run.reward is not None and run.reward > 0]
+    if passed:
+        problems.append(
+            f"nop passes: doing nothing scored {max(passed):g} in {len(passed)} of {len(nop)} runs"
+        )
+    return problems
 
 
 def _first_error(runs: list[CheckedRun]) -> str:
@@ -89,6 +107,9 @@ class DatasetHealth(BaseModel):
     dataset: str
     environment: str | None
     attempts: int
+    verifier_runs: int = Field(
+        default=1, description="how many times the verifier judged each oracle final state"
+    )
     status: str = Field(description="the check job's status")
     finished: bool
     healthy: bool = Field(description="every task healthy (false while a run is still to end)")

@@ -91,6 +91,12 @@ TAMPER_FLAG = "tamper"
 "python import path", "shell start-up file", "binary on PATH", "/tests", "/logs/verifier")."""
 MODEL_ERRORS_FLAG = "model-errors"
 """Some of the trial's model calls failed ("3 of 7 model calls failed"); it is scored all the same."""
+VERIFIER_RUNS_PARAM = "VERIFIER_RUNS"
+"""The shell runner's param: how many times the verifier judges the final state the agent left."""
+MAX_VERIFIER_RUNS = 20
+VERIFIER_FLAKY_FLAG = "verifier-flaky"
+"""The verifier gave the one final state it judged several times (the shell runner's VERIFIER_RUNS)
+different verdicts (detail: each run's reward, in order)."""
 
 
 class TrialFlag(LazyModel):

@@ -34,7 +34,15 @@ from envloop.core.masking import mask_outcome
 from envloop.core.params import ComponentParams, ParamReader, param, params_schema
 from envloop.core.status import ErrorType, TrialStatus
 from envloop.core.trajectory import ModelStep, TrajectoryRecorder, usage_totals
-from envloop.core.trial import PhaseRecord, TrialError, TrialOutcome, TrialSpec, crashed
+from envloop.core.trial import (
+    MAX_VERIFIER_RUNS,
+    VERIFIER_FLAKY_FLAG,
+    PhaseRecord,
+    TrialError,
+    TrialOutcome,
+    TrialSpec,
+    crashed,
+)
 from envloop.environments import EnvironmentProvider
 from envloop.environments.features import refuse_unsupported
 from envloop.plugins import ComponentError
@@ -59,6 +67,13 @@ class ShellParams(ComponentParams):
         "public (or its older name host): the agent phase gets a network of its own (an agent that "
         "installs itself at run time); none (default): the task's own. An agent reaches its model "
         "through the worker's gateway either way"
+    )
+    VERIFIER_RUNS: int | None = param(
+        "how many times the verifier judges the final state the agent left (default 1): verdicts "
+        f"that differ flag the trial {VERIFIER_FLAKY_FLAG}; each run after the first is kept under "
+        "verifier-runs/N",
+        ge=1,
+        le=MAX_VERIFIER_RUNS,
     )
 
 

@@ -48,6 +48,7 @@ from envloop.runners.shell_phases import (
 )
 from envloop.runners.trial_state import TrialState
 from envloop.runners.verification import verify
+from envloop.runners.verifier_runs import judge_again
 from envloop.tasks.model import HarborTask, TaskStep
 from envloop.tasks.phases import phase_networks, verifier_mode
 
@@ -269,6 +270,8 @@ class TrialRun(TrialState):
             reading, verifier_error = await verify(self, task, step, plan)
         await environment.stop()
         verifier_error = exhausted("verifier", environment) or verifier_error
+        if attempted and verifier_error is None:
+            await judge_again(self, task, step, plan, reading)
         reading, agent_error = unless_cut_off(reading, agent_error, unreachable, environment)
         return reading, agent_error, verifier_error
 

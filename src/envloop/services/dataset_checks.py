@@ -3,6 +3,10 @@ profiles (so it is kept, listed and visible like any other job) and read back as
 
 The job carries the tag `health-check=NAME@N`: that is how the latest check of a revision is found,
 and how a check is told apart from a job someone else ran with the same agents.
+
+The oracle's profile asks the runner to have the verifier judge each final state `verifier_runs`
+times (`runners.verifier_runs`); its version is that number (`el-check-oracle@3`), so a check of
+earlier days, `el-check-oracle@1`, reads as what it was: one verdict per final state.
 """
 
 from datetime import datetime
@@ -10,6 +14,7 @@ from typing import Any
 
 from envloop.core.dataset_health import CheckedRun, DatasetHealth, TaskHealth, task_health
 from envloop.core.status import TERMINAL, TrialStatus
+from envloop.core.trial import VERIFIER_FLAKY_FLAG, VERIFIER_RUNS_PARAM
 from envloop.errors import NotFoundError, UserError
 from envloop.services.context import Context
 from envloop.services.datasets import get_dataset
@@ -24,16 +29,20 @@ from envloop.wire.trials import TrialView
 CHECK_TAG = "health-check"
 ORACLE_PROFILE = "el-check-oracle"
 NOP_PROFILE = "el-check-nop"
-_PROFILE_VERSION = "1"
+_NOP_VERSION = "1"
 
 
-def check_dataset(ctx: Context, ref: str, attempts: int = 3, environment: str | None = None) -> SubmitResult:
-    """Submit the check of `ref`: the oracle and the nop agent, `attempts` runs each on every task.
-    Tasks needing a feature the environment cannot honour are left out and named by the check."""
+def check_dataset(
+    ctx: Context, ref: str, attempts: int = 3, environment: str | None = None, verifier_runs: int = 3
+) -> SubmitResult:
+    """Submit the check of `ref`: the oracle and the nop agent, `attempts` runs each on every task,
+    the verifier judging each of the oracle's final states `verifier_runs` times. Tasks needing a
+    feature the environment cannot honour are left out and named by the check."""
     dataset = get_dataset(ctx, ref).ref
+    again = {VERIFIER_RUNS_PARAM: str(verifier_runs)} if verifier_runs > 1 else {}
     profiles = [
-        _builtin_profile(ctx, name, agent)
-        for name, agent in ((ORACLE_PROFILE, "oracle"), (NOP_PROFILE, "nop"))
+        _builtin_profile(ctx, ORACLE_PROFILE, str(verifier_runs), {"AGENT_NAME": "oracle", **again}),
+        _builtin_profile(ctx, NOP_PROFILE, _NOP_VERSION, {"AGENT_NAME": "nop"}),
     ]
     request = JobRequest.model_validate(
         {
@@ -56,11 +65,11 @@ def check_dataset(ctx: Context, ref: str, attempts: int = 3, environment: str | 
         ) from None
 
 
-def _builtin_profile(ctx: Context, name: str, agent: str) -> str:
+def _builtin_profile(ctx: Context, name: str, version: str, params: dict[str, str]) -> str:
     document = ProfileDocument.model_validate(
-        {"schema_version": "envplatform.profile/v2", "spec": {"params": {"AGENT_NAME": agent}}}
+        {"schema_version": "envplatform.profile/v2", "spec": {"params": params}}
     )
-    return create_profile(ctx, name, _PROFILE_VERSION, document).ref
+    return create_profile(ctx, name, version, document).ref
 
 
 def dataset_check(ctx: Context, job_id: str) -> DatasetHealth:
@@ -81,21 +90,27 @@ def latest_dataset_check(ctx: Context, ref: str) -> DatasetHealth:
 
 
 def _health(job: JobView, trials: list[TrialView]) -> DatasetHealth:
-    oracle_ref, nop_ref = (f"{name}@{_PROFILE_VERSION}" for name in (ORACLE_PROFILE, NOP_PROFILE))
     runs: dict[tuple[str, str], list[CheckedRun]] = {}
     for trial in trials:
-        runs.setdefault((trial.profile, trial.task), []).append(_run(trial))
+        name = trial.profile.partition("@")[0]
+        runs.setdefault((name, trial.task), []).append(_run(trial))
     tasks: list[TaskHealth] = []
     for task in job.tasks:
-        tasks.append(task_health(task, runs.get((oracle_ref, task), []), runs.get((nop_ref, task), [])))
+        tasks.append(
+            task_health(task, runs.get((ORACLE_PROFILE, task), []), runs.get((NOP_PROFILE, task), []))
+        )
     for skipped in job.skipped:
         tasks.append(task_health(skipped.task, [], [], unsupported=_left_out(skipped.reason)))
     finished = job.status in TERMINAL
+    version = next(
+        (ref.partition("@")[2] for ref in job.profiles if ref.startswith(f"{ORACLE_PROFILE}@")), ""
+    )
     return DatasetHealth(
         job_id=job.id,
         dataset=job.dataset,
         environment=job.environment,
         attempts=job.attempts,
+        verifier_runs=int(version) if version.isdigit() else 1,
         status=job.status,
         finished=finished,
         healthy=finished and all(task.healthy for task in tasks),
@@ -125,10 +140,12 @@ def _run(trial: TrialView) -> CheckedRun:
         error=error if not scored else None,
         pending=pending,
         phases=_phase_seconds(trial.phases),
+        flaky=next((flag.detail for flag in trial.flags if flag.kind == VERIFIER_FLAKY_FLAG), None),
     )
 
 
 def _phase_seconds(phases: list[dict[str, Any]]) -> dict[str, float]:
+    """The longest run of each phase: a verifier judging one state three times runs three times."""
     seconds: dict[str, float] = {}
     for phase in phases:
         try:
@@ -137,5 +154,5 @@ def _phase_seconds(phases: list[dict[str, Any]]) -> dict[str, float]:
         except (KeyError, ValueError):
             continue
         name = str(phase.get("name"))
-        seconds[name] = seconds.get(name, 0.0) + (ended - started).total_seconds()
+        seconds[name] = max(seconds.get(name, 0.0), (ended - started).total_seconds())
     return seconds

@@ -6,7 +6,7 @@ from pydantic import Field
 from pydantic.dataclasses import dataclass
 
 from envloop.core.dataset_health import DatasetHealth, TaskHealth
-from envloop.core.trial import EnvironmentChoice
+from envloop.core.trial import MAX_VERIFIER_RUNS, EnvironmentChoice
 from envloop.wire.jobs import MAX_ATTEMPTS
 from envloop.wire.request import REQUEST
 
@@ -24,3 +24,12 @@ class CheckDataset:
         EnvironmentChoice | None,
         Field(description="where the tasks run (local, docker, auto); unset, each worker's own choice"),
     ] = None
+    verifier_runs: Annotated[
+        int,
+        Field(
+            ge=1,
+            le=MAX_VERIFIER_RUNS,
+            description="times the verifier judges each of the oracle's final states; verdicts that differ "
+            "mean a flaky verifier",
+        ),
+    ] = 3

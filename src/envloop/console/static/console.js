@@ -91,7 +91,21 @@ function compareSelection() {
   update();
 }
 
+// A table shown as cards on a phone labels each value with its column's header (console.css); rows
+// whose cells span several columns (a task's side-by-side panel) need no labels.
+function labelCards() {
+  for (const table of document.querySelectorAll("table.cards")) {
+    const heads = [...table.querySelectorAll("thead th")].map((th) => th.textContent.trim());
+    for (const row of table.querySelectorAll("tbody tr")) {
+      const cells = [...row.children];
+      if (cells.some((cell) => cell.colSpan > 1)) continue;
+      cells.forEach((cell, i) => { if (heads[i] && !cell.dataset.label) cell.dataset.label = heads[i]; });
+    }
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  labelCards();
   compareSelection();
   liveJobsList();
   liveJobPage();
