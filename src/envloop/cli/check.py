@@ -5,13 +5,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from envloop.cli.backend import operations, remote
+from envloop.cli.backend import embedded, remote
 from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, note, out, table
 from envloop.core.display import format_duration
 from envloop.core.trial import MAX_VERIFIER_RUNS
 from envloop.core.words import plural
-from envloop.home import envloop_home
 
 if TYPE_CHECKING:
     from envloop.core.dataset_health import DatasetHealth
@@ -46,13 +45,10 @@ def check(
     state (the verifier judges each of the oracle's final states --verifier-runs times); run as a job
     tagged health-check=NAME@N. Exit 1 when any task is unhealthy."""
     from envloop.cli.progress import follow  # noqa: PLC0415 - the progress bar, only when checking
-    from envloop.scheduling.background import start_background_worker  # noqa: PLC0415
 
-    ops = operations()
+    ops = remote() or embedded(run_trials=True)
     submitted = ops.check_dataset(ref, attempts, environment, verifier_runs)
     job = submitted.job
-    if remote() is None:
-        start_background_worker(envloop_home())
     note(f"checking {job.dataset} as job {job.id}: {plural(sum(job.counts.values()), 'trial')}")
     follow(ops, job.id)
     health = ops.get_dataset_check(job.id)

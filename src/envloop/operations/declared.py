@@ -115,6 +115,7 @@ class Declarations:
         tag="datasets",
         body="DatasetCheckRequest",
         status_code=201,
+        queued_status=lambda submitted: submitted.job.status,
         doc="Check a revision's health: a job (tagged health-check=NAME@N) of the built-in oracle and nop "
         "profiles, ATTEMPTS runs each on every task; read its verdicts with get_dataset_check.",
     )
