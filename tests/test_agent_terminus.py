@@ -385,4 +385,5 @@ def test_in_a_plain_process_group_a_tmp_too_deep_for_a_socket_gives_way_to_the_s
     with ScriptedServer([turn("touch done\n"), DONE, DONE]) as server:
         outcome = run(deep, params(server), provider=LocalEnvironmentProvider("plain"))
     assert (outcome.status, outcome.reward, outcome.stop_reason) == ("completed", 1.0, "done"), outcome.error
-    assert set(Path("/tmp").glob("envloop-terminus-*")) == before  # its socket went with it
+    # Its socket went with it (another test running beside this one may end and take its own away).
+    assert set(Path("/tmp").glob("envloop-terminus-*")) - before == set()
