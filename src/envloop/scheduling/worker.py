@@ -25,8 +25,11 @@ from envloop.core.retry_policy import Backoff, retrying
 from envloop.core.status import TERMINAL, ErrorType, TrialStatus
 from envloop.core.trial import EnvironmentChoice, TrialError, TrialOutcome, TrialSpec
 from envloop.environments.docker.cli import DockerError
+from envloop.environments.docker.firewall import sweep_rules
 from envloop.environments.docker.orphans import sweep_orphans
+from envloop.environments.docker.shared_egress import close_shared_egress, shared_in_use
 from envloop.environments.instance import instances_under, remove_instance
+from envloop.environments.shielded import finish_even_if_cancelled
 from envloop.liveness import gone, start_time, this_host
 from envloop.models import close_clients
 from envloop.runners.verdict import settle_outcome
@@ -140,7 +143,10 @@ class Worker:
         so a write lock held elsewhere delays only the call waiting for it, never the running
         trials or the renewal of their leases (its own task, beside this loop)."""
         with _children_watched_with_pidfds():
-            await self._serve(until)
+            try:
+                await self._serve(until)
+            finally:
+                await finish_even_if_cancelled(self._close_shared_egress())
 
     async def _serve(self, until: Callable[[], bool] | None) -> None:
         await self._off_loop("register", self._register)
@@ -390,14 +396,30 @@ class Worker:
             session.execute(update(WorkerRow).where(WorkerRow.id == self.id).values(heartbeat_at=time.time()))
 
     async def _sweep_containers(self) -> None:
-        """Remove the trial containers of workers on this host that died (they could not remove
-        their own); without a Docker daemon there are none."""
+        """Remove the trial containers, shared networks and their firewall rules of workers on
+        this host that died (they could not remove their own); without a Docker daemon there are none."""
         try:
             removed = await sweep_orphans()
+            rules = await sweep_rules()
         except (DockerError, OSError):
             return
-        if removed:
-            log.info("removed %d container(s) of workers that are gone", len(removed))
+        if removed or rules:
+            log.info(
+                "removed %d container(s) and network(s), %d rule(s) of workers that are gone",
+                len(removed),
+                rules,
+            )
+
+    async def _close_shared_egress(self) -> None:
+        """The bridges and proxies this worker's trials shared go with the worker."""
+        if not shared_in_use():
+            return
+        try:
+            problems = await close_shared_egress()
+        except (DockerError, OSError) as exc:
+            problems = [str(exc)]
+        for problem in problems:
+            log.warning("%s", problem)
 
     def _settle_dead_runs(self) -> None:
         """Files of runs whose workers died. A staged run whose result was recorded is published (its

@@ -14,7 +14,13 @@ and two chains of envloop's own, installed once per host and never per trial, ho
   the networks this host is on and the gateways it routes through, read again whenever a trial
   network is made), except DNS to the host's resolvers (Docker's embedded resolver forwards from the
   container's namespace). An allowlist's or a public phase's proxy sits on the public bridge, so
-  what it fetches on a trial's behalf passes the same rules.
+  what it fetches on a trial's behalf passes the same rules;
+- `ENVLOOP-SOURCE` and `ENVLOOP-SHARED` (from DOCKER-USER, before the rest, for packets of every
+  envloop bridge) keep the trials of a shared bridge (shared_egress.py) apart while letting each
+  reach the shared proxies: a trial container's bridge port passes its own address alone (a rule
+  made when it joins and removed when it leaves), and a proxy's port is reached, and answers, on
+  the proxy's own bridge port alone; everything else between two containers of a shared bridge is
+  dropped (on the public bridge by ENVLOOP-FORWARD, its addresses being non-global).
 
 Needs root and `iptables`, and a daemon that manages its own rules (not `--iptables=false`, which
 also leaves trials without masquerading); without them a trial that asks for a network is refused
@@ -23,16 +29,20 @@ rather than run with the host open.
 
 import asyncio
 import os
+import shlex
 import shutil
 
 from envloop.core.single_flight import SingleFlight
 from envloop.environments.base import EnvironmentSetupError
+from envloop.environments.docker.orphans import owner_gone, worker_identity
 from envloop.environments.forbidden_ranges import NOT_GLOBAL, host_networks, resolvers
 
 PUBLIC_PREFIX = "elp"
 INTERNAL_PREFIX = "eli"
 INPUT_CHAIN = "ENVLOOP-INPUT"
 FORWARD_CHAIN = "ENVLOOP-FORWARD"
+SOURCE_CHAIN = "ENVLOOP-SOURCE"
+SHARED_CHAIN = "ENVLOOP-SHARED"
 
 _ready = False
 _dropped_host_networks: set[str] = set()
@@ -99,8 +109,8 @@ async def _install_guard() -> None:
             "the Docker daemon does not manage iptables (started with --iptables=false), so trial "
             "networks would have no route out and no guard: restart it with scripts/docker-daemon"
         )
-    await _ensure_chain(INPUT_CHAIN)
-    await _ensure_chain(FORWARD_CHAIN)
+    for chain in (INPUT_CHAIN, FORWARD_CHAIN, SOURCE_CHAIN, SHARED_CHAIN):
+        await _ensure_chain(chain)
     # Rules are added when missing, never flushed: another worker process on this host may be
     # using the chains right now.
     for resolver in resolvers():
@@ -112,6 +122,10 @@ async def _install_guard() -> None:
     for prefix in (PUBLIC_PREFIX, INTERNAL_PREFIX):
         await _ensure_jump("INPUT", "-i", f"{prefix}+", "-j", INPUT_CHAIN)
     await _ensure_jump("DOCKER-USER", "-i", f"{PUBLIC_PREFIX}+", "-j", FORWARD_CHAIN)
+    # Each inserted first: the source check, then the shared proxies, then ENVLOOP-FORWARD.
+    for chain in (SHARED_CHAIN, SOURCE_CHAIN):
+        for prefix in (INTERNAL_PREFIX, PUBLIC_PREFIX):
+            await _ensure_jump("DOCKER-USER", "-i", f"{prefix}+", "-j", chain)
     _ready = True
 
 
@@ -139,3 +153,87 @@ async def open_gateway_port(bridge: str, address: str, port: int) -> None:
 async def close_gateway_port(bridge: str, address: str, port: int) -> None:
     while await _iptables("-D", INPUT_CHAIN, *_gateway_rule(bridge, address, port), check=False):
         pass
+
+
+def _owned() -> tuple[str, ...]:
+    """The comment that names this worker on each rule it makes for a shared bridge, so a killed
+    worker's rules are swept (`sweep_rules`)."""
+    return ("-m", "comment", "--comment", f"{_OWNER_MARK}{worker_identity()}")
+
+
+_OWNER_MARK = "envloop "
+
+
+def _source_rule(port: str, address: str) -> tuple[str, ...]:
+    return ("-m", "physdev", "--physdev-in", port, "!", "-s", address, *_owned(), "-j", "DROP")
+
+
+def _proxy_rules(bridge: str, address: str, port: int, proxy_port: str) -> list[tuple[str, ...]]:
+    tcp = ("-p", "tcp")
+    return [
+        ("-o", bridge, "-d", address, *tcp, "--dport", str(port), "-m", "physdev", "--physdev-out",
+         proxy_port, *_owned(), "-j", "ACCEPT"),
+        ("-i", bridge, "-s", address, *tcp, "--sport", str(port), "-m", "physdev", "--physdev-in",
+         proxy_port, "-m", "conntrack", "--ctstate", "ESTABLISHED", *_owned(), "-j", "ACCEPT"),
+    ]  # fmt: skip
+
+
+async def bind_source(port: str, address: str) -> None:
+    """From now on, what arrives from the bridge port `port` (a trial container's) is dropped
+    unless it comes from `address`, the container's own."""
+    await ensure_host_guard()
+    rule = _source_rule(port, address)
+    if not await _iptables("-C", SOURCE_CHAIN, *rule, check=False):
+        await _iptables("-I", SOURCE_CHAIN, "1", *rule)
+
+
+async def unbind_source(port: str, address: str) -> None:
+    while await _iptables("-D", SOURCE_CHAIN, *_source_rule(port, address), check=False):
+        pass
+
+
+async def open_proxy(bridge: str, address: str, port: int, proxy_port: str) -> None:
+    """Let the containers of a shared bridge reach a proxy listening at `address`:`port`, and its
+    answers reach them, through the proxy's own bridge port (`proxy_port`) alone."""
+    await ensure_host_guard()
+    for rule in _proxy_rules(bridge, address, port, proxy_port):
+        if not await _iptables("-C", SHARED_CHAIN, *rule, check=False):
+            await _iptables("-I", SHARED_CHAIN, "1", *rule)
+
+
+async def close_proxy(bridge: str, address: str, port: int, proxy_port: str) -> None:
+    for rule in _proxy_rules(bridge, address, port, proxy_port):
+        while await _iptables("-D", SHARED_CHAIN, *rule, check=False):
+            pass
+
+
+async def seal_bridge(bridge: str) -> None:
+    """Drop whatever else moves between the containers of a shared internal bridge (past its
+    proxies), whatever Docker's own rules for it say."""
+    await ensure_host_guard()
+    await _ensure_rule(SHARED_CHAIN, "-i", bridge, *_owned(), "-j", "DROP")
+
+
+async def unseal_bridge(bridge: str) -> None:
+    while await _iptables("-D", SHARED_CHAIN, "-i", bridge, *_owned(), "-j", "DROP", check=False):
+        pass
+
+
+async def sweep_rules() -> int:
+    """Remove the shared-bridge rules of workers of this host that are gone; how many."""
+    if os.geteuid() != 0 or shutil.which("iptables") is None:
+        return 0
+    removed = 0
+    for chain in (SOURCE_CHAIN, SHARED_CHAIN):
+        proc = await asyncio.create_subprocess_exec(
+            "iptables", "-w", "-S", chain, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+        )
+        listed, _ = await proc.communicate()
+        for line in listed.decode(errors="replace").splitlines():
+            words = shlex.split(line)
+            if words[:2] != ["-A", chain] or "--comment" not in words:
+                continue
+            comment = words[words.index("--comment") + 1]
+            if comment.startswith(_OWNER_MARK) and owner_gone(comment.removeprefix(_OWNER_MARK)):
+                removed += await _iptables("-D", *words[1:], check=False)
+    return removed

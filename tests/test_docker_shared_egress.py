@@ -1,0 +1,223 @@
+"""The bridges and proxies a worker's trials share: each trial's record its own, each trial out of
+the others' reach, the proxy outliving a trial that dies, and nothing left when the worker goes.
+
+Trials here run at once in one process, as a worker runs them, so they share one public bridge and
+one observing proxy (shared_egress.py).
+"""
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from envloop.core.ids import new_id
+from envloop.core.trial import TrialOutcome, TrialSpec
+from envloop.environments.docker.cli import docker_binary
+from envloop.environments.docker.firewall import SHARED_CHAIN, SOURCE_CHAIN, sweep_rules
+from envloop.environments.docker.images import BuildRecords
+from envloop.environments.docker.orphans import sweep_orphans, worker_identity
+from envloop.environments.docker.provider import DockerEnvironmentProvider
+from envloop.runners import ShellRunner
+from envloop.tasks.harbor import load_harbor_task
+from tests.docker_daemon import command_running, docker_daemon
+from tests.registries import registry_url
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
+__all__ = ["docker_daemon"]
+
+REPO = Path(__file__).resolve().parents[1]
+FETCH = (
+    "import sys, urllib.request\n"
+    "for url in sys.argv[1:]:\n"
+    "    try:\n"
+    "        print(url, urllib.request.urlopen(url, timeout=15).status)\n"
+    "    except Exception as exc:\n"
+    "        print(url, type(exc).__name__)\n"
+)
+
+
+def write_task(root: Path, note: str = "", solve: str = "") -> Path:
+    for sub in ("tests", "solution", "environment"):
+        (root / sub).mkdir(parents=True)
+    (root / "task.toml").write_text(f'version = "1.0"\n# {note}\n[environment]\nnetwork_mode = "public"\n')
+    (root / "instruction.md").write_text("Fetch.\n")
+    (root / "environment" / "fetch.py").write_text(FETCH)
+    (root / "environment" / "Dockerfile").write_text(
+        "FROM python:3.11-slim\nCOPY fetch.py /fetch.py\nWORKDIR /app\n"
+    )
+    (root / "tests" / "test.sh").write_text("#!/usr/bin/env bash\necho 1 > /logs/verifier/reward.txt\n")
+    (root / "solution" / "solve.sh").write_text(f"#!/usr/bin/env bash\n{solve}\n")
+    return root
+
+
+def spec_for(tmp_path: Path, task: Path, params: dict[str, str]) -> TrialSpec:
+    trial_id = new_id("trl")
+    return TrialSpec(
+        job_id="job_shared_egress",
+        trial_id=trial_id,
+        task_name=task.name,
+        attempt=1,
+        profile_ref="team/p@1",
+        runner="envloop/shell@1",
+        params=params,
+        task_dir=task,
+        instance_root=tmp_path / "instances",
+        artifacts_dir=tmp_path / "artifacts" / trial_id,
+    )
+
+
+def command(agent: str) -> dict[str, str]:
+    return {"AGENT_NAME": "command", "AGENT_COMMAND": agent}
+
+
+def labelled(kind: str, *labels: str) -> list[str]:
+    """Names of the containers (`ps`) or networks (`network`) carrying every one of `labels`."""
+    filters = [word for label in labels for word in ("--filter", f"label={label}")]
+    shown = "{{.Name}}" if kind == "network" else "{{.Names}}"
+    listing = [docker_binary(), kind, "ls", *(["-a"] if kind == "ps" else []), *filters, "--format", shown]
+    return subprocess.run(listing, capture_output=True, text=True, check=True).stdout.split()
+
+
+def proxies() -> list[str]:
+    """This process's shared proxies."""
+    return labelled("ps", f"envloop.worker={worker_identity()}", "envloop.shared=proxy")
+
+
+def rules_of(identity: str) -> list[str]:
+    found = []
+    for chain in (SOURCE_CHAIN, SHARED_CHAIN):
+        listed = subprocess.run(["iptables", "-w", "-S", chain], capture_output=True, text=True, check=True)
+        found += [line for line in listed.stdout.splitlines() if identity in line]
+    return found
+
+
+def test_two_trials_at_once_each_answer_for_their_own_requests(tmp_path: Path) -> None:
+    # Each task names a page this machine cannot reach. Trial A asks for both pages while trial B
+    # waits: B's page failing counts for B only if B asked, and B did not.
+    pages = {name: f"https://www.envloop-shared-{name}.zz/" for name in ("a", "b")}
+    task_a = write_task(tmp_path / "a", note=f"checks fetch {pages['a']}")
+    task_b = write_task(tmp_path / "b", note=f"checks fetch {pages['b']}")
+    provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
+    spec_a = spec_for(tmp_path, task_a, command(f"sleep 2; python3 /fetch.py {pages['a']} {pages['b']}"))
+    spec_b = spec_for(tmp_path, task_b, command("sleep 10"))
+
+    async def both() -> list[TrialOutcome]:
+        return list(await asyncio.gather(*(ShellRunner(provider).run(s) for s in (spec_a, spec_b))))
+
+    before = proxies()
+    outcome_a, outcome_b = asyncio.run(both())
+    assert outcome_a.error is not None and outcome_a.error.type == "environment_error"
+    assert outcome_a.error.message == (
+        "agent phase: www.envloop-shared-a.zz:443 could not be reached from this machine "
+        "(the trial's proxy could not connect)"
+    )
+    assert outcome_b.error is None and outcome_b.reward == 1.0, outcome_b.error
+    # One proxy served both (and stays for the worker's next trials).
+    assert len(set(proxies()) - set(before)) <= 1 and proxies()
+
+
+def test_a_trial_reaches_no_other_trials_container_on_the_shared_bridge(tmp_path: Path) -> None:
+    task = load_harbor_task(write_task(tmp_path / "task"))
+    provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
+    serve = "nohup python3 -m http.server 8000 --bind 0.0.0.0 >/dev/null 2>&1 & sleep 1; hostname -i"
+    probe = (
+        "import socket, sys\n"
+        "try:\n"
+        "    socket.create_connection((sys.argv[1], 8000), timeout=3).close(); print('REACHED')\n"
+        "except OSError as exc:\n"
+        "    print(type(exc).__name__)\n"
+    )
+
+    async def attack() -> tuple[str, str, str, str]:
+        spec_a, spec_b = (spec_for(tmp_path, tmp_path / "task", {}) for _ in range(2))
+        async with provider.instance(task, spec_a) as a, provider.instance(task, spec_b) as b:
+            address = (await b.exec(["sh", "-c", serve])).stdout.split()[0]
+            own = (await b.exec(["python3", "-c", probe, address])).stdout.strip()
+            direct = (await a.exec(["python3", "-c", probe, address])).stdout.strip()
+            proxied = (await a.exec(["python3", "/fetch.py", f"http://{address}:8000/"])).stdout.strip()
+            registry = (await a.exec(["python3", "/fetch.py", registry_url()])).stdout.strip()
+            return own, direct, proxied, registry
+
+    own, direct, proxied, registry = asyncio.run(attack())
+    assert own == "REACHED"  # the service answers on its shared address
+    assert direct != "REACHED", "a trial connected to another trial's container"
+    assert not proxied.endswith(" 200"), "the shared proxy fetched from another trial's container"
+    assert registry.endswith(" 200"), registry  # while the internet stays reachable
+
+
+def test_the_shared_proxy_outlives_a_trial_that_dies(tmp_path: Path) -> None:
+    task = write_task(tmp_path / "task", solve="sleep 600")
+    provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
+    after = spec_for(tmp_path, task, command(f"python3 /fetch.py {registry_url()}"))
+
+    async def die_then_fetch() -> tuple[list[str], TrialOutcome]:
+        dying = spec_for(tmp_path, task, {"AGENT_NAME": "oracle"})
+        running = asyncio.ensure_future(ShellRunner(provider).run(dying))
+        await command_running(dying.trial_id, "sleep 600")
+        before = proxies()
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        return before, await ShellRunner(provider).run(after)
+
+    before, outcome = asyncio.run(die_then_fetch())
+    assert before and proxies() == before
+    assert outcome.error is None, outcome.error
+    fetched = (after.artifacts_dir / "agent" / "stdout.txt").read_text()
+    assert fetched.strip().endswith(" 200"), fetched
+
+
+WORKER = """
+import asyncio, json, os, sys
+from pathlib import Path
+from envloop.core.trial import TrialSpec
+from envloop.environments.docker.images import BuildRecords
+from envloop.environments.docker.orphans import worker_identity
+from envloop.environments.docker.provider import DockerEnvironmentProvider
+from envloop.runners import ShellRunner
+spec = TrialSpec.model_validate_json(sys.argv[1])
+print(worker_identity(), flush=True)
+provider = DockerEnvironmentProvider(BuildRecords(Path(sys.argv[2])))
+asyncio.run(ShellRunner(provider).run(spec))
+"""
+
+
+def _worker(tmp_path: Path, spec: TrialSpec) -> tuple[subprocess.Popen[str], str]:
+    process = subprocess.Popen(
+        [sys.executable, "-c", WORKER, spec.model_dump_json(), str(tmp_path / "builds")],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )
+    assert process.stdout is not None
+    return process, process.stdout.readline().strip()
+
+
+def _leftovers(identity: str) -> list[str]:
+    label = f"envloop.worker={identity}"
+    return labelled("ps", label) + labelled("network", label) + rules_of(identity)
+
+
+def test_a_workers_shared_bridges_and_proxies_go_when_it_exits_or_dies(tmp_path: Path) -> None:
+    task = write_task(tmp_path / "task", solve="sleep 600")
+    fetch = command(f"python3 /fetch.py {registry_url()}")
+    done, identity = _worker(tmp_path, spec_for(tmp_path, task, fetch))
+    assert done.wait(timeout=240) == 0
+    assert _leftovers(identity) == []  # removed by the process on its way out
+
+    killed = spec_for(tmp_path, task, {"AGENT_NAME": "oracle"})
+    dying, identity = _worker(tmp_path, killed)
+    asyncio.run(command_running(killed.trial_id, "sleep 600"))
+    assert len(labelled("network", f"envloop.worker={identity}")) == 1 and rules_of(identity)
+    os.kill(dying.pid, signal.SIGKILL)
+    dying.wait(timeout=30)
+    time.sleep(0.5)
+    asyncio.run(sweep_orphans())  # what the next worker does when it starts
+    asyncio.run(sweep_rules())
+    assert _leftovers(identity) == []
