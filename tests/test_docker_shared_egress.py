@@ -79,7 +79,13 @@ def labelled(kind: str, *labels: str) -> list[str]:
     """Names of the containers (`ps`) or networks (`network`) carrying every one of `labels`."""
     filters = [word for label in labels for word in ("--filter", f"label={label}")]
     shown = "{{.Name}}" if kind == "network" else "{{.Names}}"
-    listing = [docker_binary(), kind, "ls", *(["-a"] if kind == "ps" else []), *filters, "--format", shown]
+    listing = [
+        docker_binary(),
+        *(["ps", "-a"] if kind == "ps" else ["network", "ls"]),
+        *filters,
+        "--format",
+        shown,
+    ]
     return subprocess.run(listing, capture_output=True, text=True, check=True).stdout.split()
 
 
