@@ -44,7 +44,7 @@ _NETWORKS = {
     "allowlist": '[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["example.com"]\n',
     "none": '[environment]\nnetwork_mode = "no-network"\n',
 }
-_ID = re.compile(r"/[0-9a-f]{12,64}(?=/|$)|/envloop-[A-Za-z0-9_.-]+")
+_ID = re.compile(r"/[0-9a-f]{12,64}(?=/|$)|/envloop[-/][A-Za-z0-9_.:-]+")
 
 Calls = dict[str, list[float]]
 

@@ -179,17 +179,14 @@ def _proxy_rules(bridge: str, address: str, port: int, proxy_port: str) -> list[
 
 
 async def bind_source(port: str, address: str) -> None:
-    """From now on, what arrives from the bridge port `port` (a trial container's) is dropped
-    unless it comes from `address`, the container's own."""
-    await ensure_host_guard()
-    rule = _source_rule(port, address)
-    if not await _iptables("-C", SOURCE_CHAIN, *rule, check=False):
-        await _iptables("-I", SOURCE_CHAIN, "1", *rule)
+    """From now on, what arrives from the bridge port `port` (a trial container's, joining a shared
+    bridge once) is dropped unless it comes from `address`, the container's own."""
+    await _iptables("-I", SOURCE_CHAIN, "1", *_source_rule(port, address))
 
 
 async def unbind_source(port: str, address: str) -> None:
-    while await _iptables("-D", SOURCE_CHAIN, *_source_rule(port, address), check=False):
-        pass
+    """Remove what `bind_source` made (once: it made one rule)."""
+    await _iptables("-D", SOURCE_CHAIN, *_source_rule(port, address), check=False)
 
 
 async def open_proxy(bridge: str, address: str, port: int, proxy_port: str) -> None:
