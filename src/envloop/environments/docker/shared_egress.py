@@ -75,7 +75,7 @@ class SharedNetwork:
     """The bridge's interface on the host (what firewall rules name)."""
 
 
-@dataclass
+@dataclass(eq=False)
 class SharedProxy:
     """One proxy, the trials using it, and what its log said so far."""
 
@@ -229,10 +229,11 @@ async def acquire_proxy(hosts: tuple[str, ...]) -> SharedProxy:
     its log grew too long); `release_proxy` hands it back."""
     proxy = _POOL.proxies.get(hosts)
     if proxy is not None and (proxy.retiring or not await _running(proxy)):
-        del _POOL.proxies[hosts]
-        _POOL.retired.append(proxy)
-        await _settle(proxy)
-        proxy = None
+        if _POOL.proxies.get(hosts) is proxy:  # not already replaced by a trial that asked meanwhile
+            del _POOL.proxies[hosts]
+            _POOL.retired.append(proxy)
+            await _settle(proxy)
+        proxy = _POOL.proxies.get(hosts)
     if proxy is None:
         start = _PROXY_STARTS.setdefault(hosts, SingleFlight(functools.partial(_start_proxy, hosts), "proxy"))
         proxy = await start()
