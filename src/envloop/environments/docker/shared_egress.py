@@ -32,6 +32,7 @@ import functools
 import hashlib
 import os
 import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -245,6 +246,8 @@ async def acquire_proxy(hosts: tuple[str, ...]) -> SharedProxy:
 
 async def release_proxy(proxy: SharedProxy) -> None:
     proxy.users -= 1
+    if proxy.users <= 0:  # no trial can ask about what the proxy did so far
+        proxy.ledger.forget_before(time.time())
     await _settle(proxy)
 
 
