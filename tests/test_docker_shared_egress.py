@@ -25,7 +25,7 @@ from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.runners import ShellRunner
 from envloop.tasks.harbor import load_harbor_task
 from tests.docker_daemon import command_running, docker_daemon
-from tests.registries import registry_url
+from tests.registries import host_of, registry_url
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
 __all__ = ["docker_daemon"]
@@ -139,7 +139,7 @@ def test_a_trial_reaches_no_other_trials_container_on_the_shared_bridge(tmp_path
         "    print(type(exc).__name__)\n"
     )
 
-    async def attack() -> tuple[str, str, str, str]:
+    async def attack() -> tuple[str, str, str, str, str, list[list[str]]]:
         spec_a, spec_b = (spec_for(tmp_path, tmp_path / "task", {}) for _ in range(2))
         async with provider.instance(task, spec_a) as a, provider.instance(task, spec_b) as b:
             address = (await b.exec(["sh", "-c", serve])).stdout.split()[0]
@@ -147,13 +147,16 @@ def test_a_trial_reaches_no_other_trials_container_on_the_shared_bridge(tmp_path
             direct = (await a.exec(["python3", "-c", probe, address])).stdout.strip()
             proxied = (await a.exec(["python3", "/fetch.py", f"http://{address}:8000/"])).stdout.strip()
             registry = (await a.exec(["python3", "/fetch.py", registry_url()])).stdout.strip()
-            return own, direct, proxied, registry
+            contacted = [await env.contacted_hosts() for env in (a, b)]  # type: ignore[attr-defined]
+            return address, own, direct, proxied, registry, contacted
 
-    own, direct, proxied, registry = asyncio.run(attack())
+    address, own, direct, proxied, registry, (by_a, by_b) = asyncio.run(attack())
     assert own == "REACHED"  # the service answers on its shared address
     assert direct != "REACHED", "a trial connected to another trial's container"
     assert not proxied.endswith(" 200"), "the shared proxy fetched from another trial's container"
     assert registry.endswith(" 200"), registry  # while the internet stays reachable
+    # The shared proxy's record, trial by trial: A's two requests are A's, and B made none.
+    assert by_a == [f"{address}:8000", f"{host_of(registry_url())}:443"] and by_b == []
 
 
 def test_the_shared_proxy_outlives_a_trial_that_dies(tmp_path: Path) -> None:

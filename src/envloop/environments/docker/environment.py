@@ -514,6 +514,12 @@ class DockerEnvironment(EnvironmentBase):
                     await self._egress.leave(network.name)  # its ports went with its processes
             self._unreachable += await self._depended_on(await self._egress.unreachable())
 
+    async def contacted_hosts(self) -> list[str]:
+        """Every destination this trial asked its proxies for so far (`host:port` of a tunnel, the
+        host of plain HTTP), refused ones included, in the order first asked: its own requests
+        alone, though the proxies serve every trial of the worker."""
+        return await self._egress.contacted()
+
     async def _depended_on(self, missed: list[Unreachable]) -> list[str]:
         """Of the destinations the trial's proxy could not reach, those the trial depends on: its
         allowlist names them, or its task's files do (task_hosts.py). The rest only the agent (or its
