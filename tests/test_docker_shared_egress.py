@@ -230,3 +230,85 @@ def test_a_workers_shared_bridges_and_proxies_go_when_it_exits_or_dies(tmp_path:
     asyncio.run(sweep_orphans())  # what the next worker does when it starts
     asyncio.run(sweep_rules())
     assert _leftovers(identity) == []
+
+
+RAW = """\
+import os, random, socket, struct, sys, time, urllib.parse
+proxy = urllib.parse.urlsplit(os.environ["HTTP_PROXY"])
+
+
+def checksum(data):
+    data += b"\\0" * (len(data) % 2)
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    total = (total >> 16) + (total & 0xFFFF)
+    return ~(total + (total >> 16)) & 0xFFFF
+
+
+def syn(source, port):
+    # A TCP SYN to the proxy's port, from `source`: crafted whole, so any address can stand there.
+    tcp = struct.pack("!HHIIBBHHH", port, proxy.port, random.getrandbits(32), 0, 5 << 4, 2, 64240, 0, 0)
+    pseudo = socket.inet_aton(source) + socket.inet_aton(proxy.hostname) + struct.pack("!BBH", 0, 6, len(tcp))
+    tcp = tcp[:16] + struct.pack("!H", checksum(pseudo + tcp)) + tcp[18:]
+    addresses = socket.inet_aton(source) + socket.inet_aton(proxy.hostname)
+    ip = struct.pack("!BBHHHBBH", 0x45, 0, 20 + len(tcp), random.getrandbits(16), 0, 64, 6, 0) + addresses
+    return ip[:10] + struct.pack("!H", checksum(ip)) + ip[12:] + tcp
+
+
+def listen(port, seconds):
+    # Whether the proxy answers a SYN from `port` (a SYN-ACK reaches this container).
+    sniff = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(0x0800))
+    sniff.settimeout(0.2)
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            ip = sniff.recv(65535)[14:]
+        except socket.timeout:
+            continue
+        head = (ip[0] & 15) * 4
+        if ip[9] == 6 and struct.unpack("!HH", ip[head : head + 4]) == (proxy.port, port):
+            if ip[head + 13] & 0x12 == 0x12:
+                return "ANSWERED"
+    return "SILENT"
+
+
+if sys.argv[1] == "listen":
+    print(listen(int(sys.argv[2]), float(sys.argv[3])), flush=True)
+else:
+    raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    for _ in range(3):
+        raw.sendto(syn(sys.argv[2], int(sys.argv[3])), (proxy.hostname, 0))
+        time.sleep(0.2)
+"""
+
+
+def test_a_trial_cannot_speak_to_the_shared_proxy_from_another_trials_address(tmp_path: Path) -> None:
+    # Root in its container, trial A crafts SYNs to the proxy from B's address (to be charged to B,
+    # or, with B's answers redirected, to act as B). Its own address, crafted the same way, is
+    # answered: the forged one never reaches the proxy, so B hears nothing.
+    root = write_task(tmp_path / "task")
+    (root / "environment" / "raw.py").write_text(RAW)
+    dockerfile = "FROM python:3.11-slim\nCOPY fetch.py raw.py /\nWORKDIR /app\n"
+    (root / "environment" / "Dockerfile").write_text(dockerfile)
+    task = load_harbor_task(root)
+    provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
+
+    def listening(port: int) -> list[str]:
+        return ["sh", "-c", f"nohup python3 /raw.py listen {port} 6 > /tmp/heard 2>&1 & sleep 1"]
+
+    async def forge() -> tuple[str, str]:
+        spec_a, spec_b = (spec_for(tmp_path, root, {}) for _ in range(2))
+        async with provider.instance(task, spec_a) as a, provider.instance(task, spec_b) as b:
+            own = (await a.exec(["hostname", "-i"])).stdout.split()[0]
+            theirs = (await b.exec(["hostname", "-i"])).stdout.split()[0]
+            await a.exec(listening(41001))
+            await b.exec(listening(41002))
+            await a.exec(["python3", "/raw.py", "send", own, "41001"])
+            await a.exec(["python3", "/raw.py", "send", theirs, "41002"])
+            await a.exec(["sleep", "6"])
+            return (await a.exec(["cat", "/tmp/heard"])).stdout.strip(), (
+                await b.exec(["cat", "/tmp/heard"])
+            ).stdout.strip()
+
+    by_a, by_b = asyncio.run(forge())
+    assert by_a == "ANSWERED", "the crafted SYN from the trial's own address went unanswered"
+    assert by_b == "SILENT", "a SYN forged from another trial's address reached the proxy"
