@@ -271,8 +271,23 @@ def listen(port, seconds):
     return "SILENT"
 
 
+def poison(target, seconds):
+    # ARP requests to everyone on the bridge, saying the proxy's address is this container's.
+    mac = bytes.fromhex(open("/sys/class/net/eth0/address").read().strip().replace(":", ""))
+    claim = mac + socket.inet_aton(proxy.hostname) + bytes(6) + socket.inet_aton(target)
+    frame = b"\\xff" * 6 + mac + b"\\x08\\x06" + struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + claim
+    sender = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    sender.bind(("eth0", 0))
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        sender.send(frame)
+        time.sleep(0.05)
+
+
 if sys.argv[1] == "listen":
     print(listen(int(sys.argv[2]), float(sys.argv[3])), flush=True)
+elif sys.argv[1] == "poison":
+    poison(sys.argv[2], float(sys.argv[3]))
 else:
     raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
     for _ in range(3):
@@ -312,3 +327,26 @@ def test_a_trial_cannot_speak_to_the_shared_proxy_from_another_trials_address(tm
     by_a, by_b = asyncio.run(forge())
     assert by_a == "ANSWERED", "the crafted SYN from the trial's own address went unanswered"
     assert by_b == "SILENT", "a SYN forged from another trial's address reached the proxy"
+
+
+def test_a_trial_cannot_take_the_shared_proxys_address_from_another_trial(tmp_path: Path) -> None:
+    # Trial A keeps telling the bridge, in ARP, that the proxy's address is its own, so that B's
+    # packets for the proxy come to A (which could only drop them: the proxy is reached through its
+    # own bridge port alone). B still fetches through the proxy.
+    root = write_task(tmp_path / "task")
+    (root / "environment" / "raw.py").write_text(RAW)
+    (root / "environment" / "Dockerfile").write_text(
+        "FROM python:3.11-slim\nCOPY fetch.py raw.py /\nWORKDIR /app\n"
+    )
+    task = load_harbor_task(root)
+    provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
+
+    async def poison() -> str:
+        spec_a, spec_b = (spec_for(tmp_path, root, {}) for _ in range(2))
+        async with provider.instance(task, spec_a) as a, provider.instance(task, spec_b) as b:
+            theirs = (await b.exec(["hostname", "-i"])).stdout.split()[0]
+            await a.exec(["sh", "-c", f"nohup python3 /raw.py poison {theirs} 20 >/dev/null 2>&1 & sleep 2"])
+            return (await b.exec(["python3", "/fetch.py", registry_url()])).stdout.strip()
+
+    fetched = asyncio.run(poison())
+    assert fetched.endswith(" 200"), f"another trial's ARP took the proxy's address: {fetched}"

@@ -17,8 +17,9 @@ and two chains of envloop's own, installed once per host and never per trial, ho
   what it fetches on a trial's behalf passes the same rules;
 - `ENVLOOP-SOURCE` and `ENVLOOP-SHARED` (from DOCKER-USER, before the rest, for packets of every
   envloop bridge) keep the trials of a shared bridge (shared_egress.py) apart while letting each
-  reach the shared proxies: a trial container's bridge port passes its own address alone (a rule
-  made when it joins and removed when it leaves), and a proxy's port is reached, and answers, on
+  reach the shared proxies: a trial container's bridge port passes its own address alone, in IP
+  and in ARP (`ENVLOOP-ARP`, ebtables; rules made when it joins and removed when it leaves), and a
+  proxy's port is reached, and answers, on
   the proxy's own bridge port alone; everything else between two containers of a shared bridge is
   dropped (on the public bridge by ENVLOOP-FORWARD, its addresses being non-global).
 
@@ -43,6 +44,10 @@ INPUT_CHAIN = "ENVLOOP-INPUT"
 FORWARD_CHAIN = "ENVLOOP-FORWARD"
 SOURCE_CHAIN = "ENVLOOP-SOURCE"
 SHARED_CHAIN = "ENVLOOP-SHARED"
+ARP_CHAIN = "ENVLOOP-ARP"
+"""ebtables' chain (from INPUT and FORWARD, for ARP): a trial container's bridge port claims its own
+address alone, so no trial makes another's (or the host's) packets for the proxy or the gateway
+come to it."""
 
 _ready = False
 _dropped_host_networks: set[str] = set()
@@ -99,10 +104,11 @@ async def _install_guard() -> None:
     global _ready  # noqa: PLW0603 (installed once per process)
     if _ready:
         return
-    if os.geteuid() != 0 or shutil.which("iptables") is None:
+    if os.geteuid() != 0 or shutil.which("iptables") is None or shutil.which("ebtables") is None:
         raise FirewallError(
-            "a trial network needs root and iptables here, to keep the trial away from the host's "
-            "services; run the worker as root, or close trial networks (ENVLOOP_TRIAL_NETWORK=none)"
+            "a trial network needs root, iptables and ebtables here, to keep the trial away from the "
+            "host's services and other trials; run the worker as root, or close trial networks "
+            "(ENVLOOP_TRIAL_NETWORK=none)"
         )
     if not await _iptables("-n", "-L", "DOCKER-USER", check=False):
         raise FirewallError(
@@ -126,7 +132,31 @@ async def _install_guard() -> None:
     for chain in (SHARED_CHAIN, SOURCE_CHAIN):
         for prefix in (INTERNAL_PREFIX, PUBLIC_PREFIX):
             await _ensure_jump("DOCKER-USER", "-i", f"{prefix}+", "-j", chain)
+    await _install_arp_chain()
     _ready = True
+
+
+async def _ebtables(*args: str, check: bool = True) -> tuple[bool, str]:
+    proc = await asyncio.create_subprocess_exec(
+        "ebtables", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await proc.communicate()
+    if proc.returncode != 0 and check:
+        raise FirewallError(f"ebtables {' '.join(args)}: {err.decode(errors='replace').strip()[:200]}")
+    return proc.returncode == 0, out.decode(errors="replace")
+
+
+async def _install_arp_chain() -> None:
+    """The chain, and a jump to it for every ARP frame a bridge port sends to the host or another
+    port; added when missing, never flushed (ebtables has no check of a rule: its listing is read)."""
+    if not (await _ebtables("-L", ARP_CHAIN, check=False))[0]:
+        made, _ = await _ebtables("-N", ARP_CHAIN, check=False)
+        if not made and not (await _ebtables("-L", ARP_CHAIN, check=False))[0]:
+            await _ebtables("-N", ARP_CHAIN)  # fails again, with ebtables' reason
+    for chain in ("INPUT", "FORWARD"):
+        _, listed = await _ebtables("-L", chain)
+        if f"-p ARP -j {ARP_CHAIN}" not in listed.splitlines():
+            await _ebtables("-I", chain, "1", "-p", "ARP", "-j", ARP_CHAIN)
 
 
 _install_once = SingleFlight(_install_guard, "host guard")
@@ -178,15 +208,26 @@ def _proxy_rules(bridge: str, address: str, port: int, proxy_port: str) -> list[
     ]  # fmt: skip
 
 
+def _arp_rule(port: str, address: str) -> tuple[str, ...]:
+    return ("-i", port, "-p", "ARP", "--arp-ip-src", "!", address, "-j", "DROP")
+
+
 async def bind_source(port: str, address: str) -> None:
     """From now on, what arrives from the bridge port `port` (a trial container's, joining a shared
-    bridge once) is dropped unless it comes from `address`, the container's own."""
-    await _iptables("-I", SOURCE_CHAIN, "1", *_source_rule(port, address))
+    bridge once) is dropped unless it comes from `address`, the container's own: IP packets, and
+    ARP that would claim another address for it."""
+    await asyncio.gather(
+        _iptables("-I", SOURCE_CHAIN, "1", *_source_rule(port, address)),
+        _ebtables("-A", ARP_CHAIN, *_arp_rule(port, address)),
+    )
 
 
 async def unbind_source(port: str, address: str) -> None:
-    """Remove what `bind_source` made (once: it made one rule)."""
-    await _iptables("-D", SOURCE_CHAIN, *_source_rule(port, address), check=False)
+    """Remove what `bind_source` made (once: it made one rule of each)."""
+    await asyncio.gather(
+        _iptables("-D", SOURCE_CHAIN, *_source_rule(port, address), check=False),
+        _ebtables("-D", ARP_CHAIN, *_arp_rule(port, address), check=False),
+    )
 
 
 async def open_proxy(bridge: str, address: str, port: int, proxy_port: str) -> None:
@@ -233,4 +274,19 @@ async def sweep_rules() -> int:
             comment = words[words.index("--comment") + 1]
             if comment.startswith(_OWNER_MARK) and owner_gone(comment.removeprefix(_OWNER_MARK)):
                 removed += await _iptables("-D", *words[1:], check=False)
+    return removed + await _sweep_arp_rules()
+
+
+async def _sweep_arp_rules() -> int:
+    """Remove the ARP rules of bridge ports that are gone (their containers were; a later port of
+    the same name must not inherit them)."""
+    listed, text = await _ebtables("-L", ARP_CHAIN, check=False)
+    removed = 0
+    for line in text.splitlines() if listed else []:
+        words = shlex.split(line)
+        if "-i" not in words:
+            continue
+        port = words[words.index("-i") + 1]
+        if not await asyncio.to_thread(os.path.exists, f"/sys/class/net/{port}"):
+            removed += (await _ebtables("-D", ARP_CHAIN, *words, check=False))[0]
     return removed
