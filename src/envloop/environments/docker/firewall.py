@@ -137,13 +137,23 @@ async def _install_guard() -> None:
 
 
 async def _ebtables(*args: str, check: bool = True) -> tuple[bool, str]:
-    proc = await asyncio.create_subprocess_exec(
-        "ebtables", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await proc.communicate()
+    """ebtables has no lock (`iptables -w`): two changes at once, in this process or another, can
+    fail one of them with an nftables error, so a failed change is tried again a few times."""
+    for attempt in range(_EBTABLES_ATTEMPTS):
+        proc = await asyncio.create_subprocess_exec(
+            "ebtables", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        out, err = await proc.communicate()
+        absent = b"does a matching rule exist" in err  # a rule to delete that is not there
+        if proc.returncode == 0 or args[0] == "-L" or absent or attempt == _EBTABLES_ATTEMPTS - 1:
+            break
+        await asyncio.sleep(0.02 * (attempt + 1))
     if proc.returncode != 0 and check:
         raise FirewallError(f"ebtables {' '.join(args)}: {err.decode(errors='replace').strip()[:200]}")
     return proc.returncode == 0, out.decode(errors="replace")
+
+
+_EBTABLES_ATTEMPTS = 6
 
 
 async def _install_arp_chain() -> None:
