@@ -4,10 +4,10 @@ Runs trials of one task (debian:12, the oracle, `touch /app/done` and a verifier
 this process, as a worker runs them, with the task's network mode: `public` (the task names no
 network, Harbor's default), `allowlist` or `none`. The first trial builds the image and makes what
 the worker's trials share (bridges, the proxy); it is not counted. Each counted trial's Engine API
-calls are grouped by method and endpoint (`POST /containers/*/exec`), its `iptables` commands by
-their first words, with count and milliseconds, beside the trial's wall; then the same per trial
-over all of them. The floor's calls are what `bench/docker_trials.py` runs with the docker CLI:
-`network create`, `run`, `exec` x3, `rm`, `network rm`.
+calls are grouped by method and endpoint (`POST /containers/*/exec`), its `iptables` and
+`ebtables` commands by their first words, with count and milliseconds, beside the trial's wall;
+then the same per trial over all of them. The floor's calls are what `bench/docker_trials.py` runs
+with the docker CLI: `network create`, `run`, `exec` x3, `rm`, `network rm`.
 
     .venv/bin/python bench/docker_calls.py [--network public|allowlist|none] [--trials 5]
 
@@ -105,6 +105,17 @@ class Recorder:
             finally:
                 recorder._timed(f"iptables {args[0]} {args[1] if len(args) > 1 else ''}", started)
 
+        ebtables = getattr(firewall, "_ebtables", None)  # absent from a tree before the shared bridges
+
+        async def timed_ebtables(*args: str, check: bool = True) -> tuple[bool, str]:
+            started = time.perf_counter()
+            try:
+                return await ebtables(*args, check=check)  # type: ignore[misc]
+            finally:
+                recorder._timed(f"ebtables {args[0]} {args[1] if len(args) > 1 else ''}", started)
+
+        if ebtables is not None:
+            firewall._ebtables = timed_ebtables
         Engine.request = timed_request  # type: ignore[method-assign]
         Engine.stream = timed_stream  # type: ignore[method-assign,assignment]
         firewall._iptables = timed_iptables
