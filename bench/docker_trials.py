@@ -13,6 +13,7 @@ directory, with its Python 3.12+ and the Docker Compose plugin; never in envloop
 `--network none` (the default): the tasks set `network_mode = "no-network"` and the floor runs
 `--network none`. `--network public`: the tasks name no network (Harbor's default, the internet) and
 the floor gives each container a bridge network of its own, created and removed with it.
+`--network allowlist`: the tasks allow one host (`example.com`), on the same floor as public.
 
 Marginal per trial = (wall of the large job - wall of the small one) / (difference in tasks), for
 each side, measured in interleaved rounds (floor, envloop, Harbor on each size) so a change of load
@@ -22,7 +23,7 @@ refuses the tasks: its docker environment enforces no-network only with a sideca
 output says why and the rest runs; `--without-harbor` leaves it out.
 
     .venv/bin/python bench/docker_trials.py [--small 4] [--large 24] [--rounds 3]
-                                            [--network none|public] [--without-harbor]
+                                            [--network none|public|allowlist] [--without-harbor]
 
 Needs a running daemon and the base images (scripts/docker-daemon start; scripts/docker-base-images).
 """
@@ -56,9 +57,13 @@ def write_tasks(root: Path, count: int, token: str, network: str = "none") -> Pa
     """`count` distinct tasks, each with an image of its own (a label makes each Dockerfile distinct).
 
     With `network` "none" they set `network_mode = "no-network"`; with "public" they name no network
-    and get Harbor's default, the internet.
+    and get Harbor's default, the internet; with "allowlist" they allow `example.com` alone.
     """
-    environment = '[environment]\nnetwork_mode = "no-network"\n' if network == "none" else ""
+    environment = {
+        "none": '[environment]\nnetwork_mode = "no-network"\n',
+        "public": "",
+        "allowlist": '[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["example.com"]\n',
+    }[network]
     for number in range(count):
         task = root / f"task-{number:04d}"
         for sub in ("environment", "solution", "tests"):
@@ -131,7 +136,7 @@ async def _floor(images: list[str], concurrency: int, network: str) -> float:
 
     async def one(image: str) -> None:
         async with gate:
-            if network == "public":
+            if network != "none":
                 await _floor_trial_on_own_bridge(image)
             else:
                 await _floor_trial(image, "none")
@@ -258,7 +263,7 @@ def main() -> int:
     parser.add_argument("--small", type=int, default=4)
     parser.add_argument("--large", type=int, default=24)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--network", choices=("none", "public"), default="none")
+    parser.add_argument("--network", choices=("none", "public", "allowlist"), default="none")
     parser.add_argument("--without-harbor", action="store_true", help="do not install or run Harbor")
     parser.add_argument("--harbor-venv", type=Path, default=default_venv())
     args = parser.parse_args()

@@ -20,10 +20,10 @@ import pytest
 
 from envloop.core.ids import new_id
 from envloop.core.trial import TrialOutcome, TrialSpec
-from envloop.environments.docker.egress import ACCESS_LOG, ACCESS_LOG_BYTES
 from envloop.environments.docker.images import BuildRecords
-from envloop.environments.docker.orphans import TRIAL_LABEL
 from envloop.environments.docker.provider import DockerEnvironmentProvider
+from envloop.environments.docker.shared_egress import SHARED_LABEL
+from envloop.environments.docker.squid import ACCESS_LOG, ACCESS_LOG_BYTES
 from envloop.runners import ShellRunner
 from tests.conftest import SHARED
 from tests.docker_daemon import docker_daemon
@@ -187,8 +187,8 @@ proxy's access log."""
 
 def test_an_agent_flooding_its_proxy_keeps_its_zero_and_the_proxy_log_is_bounded(tmp_path: Path) -> None:
     """The proxy's access log grew by 300 MB on the host's disk in 20 s, and read back past its cap
-    it failed the trial as the infrastructure's (reward none, not counted): now it lives on a tmpfs
-    of `ACCESS_LOG_BYTES` and squid drops what does not fit."""
+    it failed the trial as the infrastructure's (reward none, not counted): now the shared proxy's
+    log lives on a tmpfs of `ACCESS_LOG_BYTES` and squid drops what does not fit."""
     sizes: list[int] = []
     done = threading.Event()
     trial_id = new_id("trl")
@@ -196,7 +196,7 @@ def test_an_agent_flooding_its_proxy_keeps_its_zero_and_the_proxy_log_is_bounded
     def watch() -> None:
         while not done.wait(0.5):
             listed = subprocess.run(
-                ["docker", "ps", "-q", "--filter", f"label={TRIAL_LABEL}={trial_id}"],
+                ["docker", "ps", "-q", "--filter", f"label={SHARED_LABEL}=proxy"],
                 capture_output=True,
                 text=True,
                 check=False,
@@ -208,7 +208,7 @@ def test_an_agent_flooding_its_proxy_keeps_its_zero_and_the_proxy_log_is_bounded
                     text=True,
                     check=False,
                 ).stdout.strip()
-                if size.isdigit():  # the proxy's (the trial's own container has no such file)
+                if size.isdigit():  # a worker's shared proxies (this trial's among them)
                     sizes.append(int(size))
 
     watcher = threading.Thread(target=watch)

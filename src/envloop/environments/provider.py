@@ -43,8 +43,11 @@ class ProviderEntry:
     called, since a job's submission only checks that the name is known. `ready` says whether the
     provider can run a trial on this worker now (`auto` asks it before choosing a container), None
     when it always can. `sweep_leftovers` is the worker's start-up sweep, None when instances leave
-    nothing a dead worker could not remove."""
+    nothing a dead worker could not remove; `close_shared` its last step."""
 
     make: Callable[[TrialSpec], EnvironmentProvider]
     ready: Callable[[], Awaitable[bool]] | None = None
     sweep_leftovers: Sweep | None = None
+    close_shared: Callable[[], Awaitable[list[str]]] | None = None
+    """What the worker's trials shared (Docker's bridges and egress proxies), removed when the worker
+    stops; the problems met, if any. None when trials share nothing that outlives them."""

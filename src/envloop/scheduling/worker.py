@@ -24,8 +24,9 @@ from envloop.core.ids import new_id
 from envloop.core.retry_policy import Backoff, retrying
 from envloop.core.status import TERMINAL, TrialStatus
 from envloop.core.trial import EnvironmentChoice, TrialOutcome, TrialSpec, crashed, infrastructure_failure
-from envloop.environments.leftovers import sweep_leftovers
+from envloop.environments.leftovers import close_shared, sweep_leftovers
 from envloop.environments.local.instance import instances_under, remove_instance
+from envloop.environments.shielded import finish_even_if_cancelled
 from envloop.liveness import gone, start_time, this_host
 from envloop.models import close_clients
 from envloop.runners.verdict import settle_outcome
@@ -133,7 +134,10 @@ class Worker:
         so a write lock held elsewhere delays only the call waiting for it, never the running
         trials or the renewal of their leases (its own task, beside this loop)."""
         with _children_watched_with_pidfds():
-            await self._serve(until)
+            try:
+                await self._serve(until)
+            finally:
+                await finish_even_if_cancelled(self._close_shared())
 
     async def _serve(self, until: Callable[[], bool] | None) -> None:
         await self._off_loop("register", self._register)
@@ -388,6 +392,12 @@ class Worker:
         removed = await sweep_leftovers()
         if removed:
             log.info("removed %d leftover(s) of workers that are gone", len(removed))
+
+    async def _close_shared(self) -> None:
+        """What this worker's trials shared (Docker's bridges and proxies) goes with the worker;
+        each provider closes its own."""
+        for problem in await close_shared():
+            log.warning("%s", problem)
 
     def _settle_dead_runs(self) -> None:
         """Files of runs whose workers died. A staged run whose result was recorded is published (its

@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from envloop.environments.base import EnvironmentSetupError  # noqa: PLC0415 (the script alone)
-    from envloop.environments.docker.egress import EGRESS_IMAGE, ensure_egress_image  # noqa: PLC0415
+    from envloop.environments.docker.squid import EGRESS_IMAGE, ensure_egress_image  # noqa: PLC0415
 
     def log(message: str) -> None:
         print(f"base-images: {message}", file=sys.stderr)

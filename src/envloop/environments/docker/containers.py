@@ -239,9 +239,7 @@ class Container(ContainerCopies):
         if self._removed:
             raise DockerError(f"container of trial {self.spec.trial_id} was removed")
         api = engine()
-        if self._stopped:
-            await api.request("POST", f"/containers/{self.id}/start")
-            self._stopped = False
+        await self.resume()
         token = secrets.token_hex(8)
         variables = {**(env or {}), EXEC_MARKER: token}
         for name in variables:
@@ -359,6 +357,12 @@ class Container(ContainerCopies):
     async def _endpoints(self) -> dict[str, dict[str, object]]:
         inspected = await engine().json("GET", f"/containers/{self.id}/json")
         return dict((inspected.get("NetworkSettings") or {}).get("Networks") or {})
+
+    async def resume(self) -> None:
+        """Start the container again if `stop` killed it (its files are as they were)."""
+        if self._stopped:
+            await engine().request("POST", f"/containers/{self.id}/start")
+            self._stopped = False
 
     @property
     def stopped(self) -> bool:

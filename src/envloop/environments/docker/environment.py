@@ -8,8 +8,10 @@ networks, when it has them), used through the Engine API. Made by `DockerEnviron
   has a `/tests` or `/solution` directory of its own, or the agent's working directory is there,
   the task's files are laid over what is there instead and taken back when the command ends
   (laid_over.py): the image keeps working as Harbor leaves it.
-- Network policies switch by attaching the container to the trial's networks and detaching it
-  (networks.py); an allowlist adds its proxy's address to the commands' variables (egress.py).
+- Network policies switch by attaching the container to the worker's shared bridges and detaching
+  it (shared_egress.py; the trial's own internal network for sidecars and the model gateway:
+  networks.py); a public or allowlist phase adds its proxy's address to the commands' variables
+  (egress.py).
 - The model gateway is reached, while open, on the trial's internal bridge: a listener of the
   worker's gateway bound to the host's address there, let through the host guard for that bridge
   alone, answering this trial's token alone (firewall.py).
@@ -18,6 +20,7 @@ networks, when it has them), used through the Engine API. Made by `DockerEnviron
 import asyncio
 import contextlib
 import socket
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +36,7 @@ from envloop.environments.docker.firewall import close_gateway_port, open_gatewa
 from envloop.environments.docker.laid_over import lay_over, take_back
 from envloop.environments.docker.layer_changes import Signatures, TooManyChanges, layer_dirs
 from envloop.environments.docker.networks import TrialNetworks
+from envloop.environments.docker.shared_egress import shared_network, shared_networks
 from envloop.environments.docker.workspace import ContainerSnapshots
 from envloop.environments.environment_base import EnvironmentBase, PathKind, RunOutcome
 from envloop.environments.keeping import KeepBudget
@@ -152,6 +156,11 @@ class DockerEnvironment(EnvironmentBase):
         stderr: BoundedWriter,
     ) -> RunOutcome:
         try:
+            if self.container.stopped:
+                # Started again with new ports on its bridges (and maybe new addresses).
+                since = time.time()
+                await self.container.resume()
+                await self._join_shared(set(await self.container.networks()), since)
             outcome = await self.container.exec(
                 command,
                 # The agent's user is the active step's `[steps.agent] user`, else the task's; a
@@ -277,36 +286,48 @@ class DockerEnvironment(EnvironmentBase):
         return report.skipped
 
     async def _apply_network(self, policy: NetworkPolicy) -> None:
-        """Attach the container to what `policy` needs and detach it from the rest; the trial's
-        internal network stays attached while it has sidecars."""
+        """Attach the container to what `policy` needs and detach it from the rest: the worker's
+        shared public or allowlist bridge (shared_egress.py), and the trial's internal network
+        while it has sidecars or a model gateway."""
         container = self.container.id
         try:
             wanted: set[str] = set()
-            if self._sidecars or policy.mode == "allowlist" or self._gateway is not None:
+            if self._sidecars or self._gateway is not None:
                 wanted.add(await self._networks.internal())
-            if policy.mode == "public":
-                wanted.add(await self._networks.public())
+            if policy.mode in ("public", "allowlist"):
+                wanted.add((await shared_network(policy.mode)).name)
             self._proxy = {}
             if (hosts := proxy_hosts(policy)) is not None:
                 # A public phase's HTTP(S) goes through an observing proxy (egress.py) to learn of
                 # hosts this machine cannot reach; anything else still goes out directly.
-                wanted.add(await self._networks.internal())
-                self._proxy = await self._egress.proxy_for(
-                    hosts, await self._networks.internal(), direct=tuple(self._sidecars)
-                )
+                self._proxy = await self._egress.proxy_for(hosts, direct=tuple(self._sidecars))
             attached = set(await self.container.networks())
             for name in sorted(attached - wanted):
                 await self._networks.disconnect(container, name)
+                await self._egress.leave(name)  # once its port is gone
             internal = self._networks.internal_name
+            since = time.time()
             for name in sorted(wanted - attached):
                 # `main` names this container on the internal network only, where the trial's
-                # containers reach each other (the public network isolates them).
+                # containers reach each other (the shared bridges keep them apart).
                 aliases = ["main"] if name == internal else None
                 await self._networks.connect(container, name, aliases=aliases)
+            await self._join_shared(wanted, since)
         except DockerError as exc:
             raise EnvironmentSetupError(
                 f"the network could not be switched to {policy.describe()}: {exc}"
             ) from None
+
+    async def _join_shared(self, attached: set[str], since: float) -> None:
+        """Count the running container's requests through the shared proxies as the trial's, on
+        each shared bridge it is on and not yet counted on (a container started on one has been
+        there since its trial's egress was made)."""
+        if self.container.stopped or self._service is not None:
+            return  # joined when it runs again (`_run`); a sidecar is on no shared bridge
+        for network in shared_networks():
+            if network.name in attached and not self._egress.joined(network.name):
+                first = since if self._egress.ever_joined else self._egress.created
+                await self._egress.join(self.container, network, first)
 
     def network_variables(self) -> dict[str, str]:
         variables = dict(self._proxy)
@@ -488,7 +509,16 @@ class DockerEnvironment(EnvironmentBase):
         if self.container.stopped:
             self._oom_seen = 0
         if self._service is None:
+            if self.container.stopped:
+                for network in shared_networks():
+                    await self._egress.leave(network.name)  # its ports went with its processes
             self._unreachable += await self._depended_on(await self._egress.unreachable())
+
+    async def contacted_hosts(self) -> list[str]:
+        """Every destination this trial asked its proxies for so far (`host:port` of a tunnel, the
+        host of plain HTTP), refused ones included, in the order first asked: its own requests
+        alone, though the proxies serve every trial of the worker."""
+        return await self._egress.contacted()
 
     async def _depended_on(self, missed: list[Unreachable]) -> list[str]:
         """Of the destinations the trial's proxy could not reach, those the trial depends on: its

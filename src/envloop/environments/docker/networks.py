@@ -1,15 +1,14 @@
-"""The networks of one trial's containers, made only when a phase or a sidecar needs one.
+"""The networks of one trial's own, made only when its sidecars, its model gateway or a closed
+baseline need one: `public` and `allowlist` phases use the worker's shared bridges instead
+(shared_egress.py), so a plain public trial makes none.
 
 - No phase asks for a network and the task has no sidecars: the container starts on `none` and
   nothing is made (the common case costs nothing).
-- Otherwise the trial gets an internal bridge of its own (`eli…`, no route out): its sidecars and
-  the egress proxy of an allowlist live there, reached by name. The main container is attached to it
-  whenever the trial has sidecars.
-- A `public` phase attaches the main container to a public bridge of the trial's own (`elp…`,
-  masqueraded, no traffic between containers, kept from the host by firewall.py) and detaches it
-  again when the phase ends.
-- An `allowlist` phase gives the main container only the internal bridge and an HTTP(S) proxy on it
-  that lets through the named hosts alone (egress.py); anything that ignores the proxy has no route.
+- The trial has sidecars, or opens a model gateway, or starts closed with a later phase that opens:
+  it gets an internal bridge of its own (`eli…`, no route out): its sidecars live there, reached by
+  name, and so does the gateway's listener; the main container is attached to it while it needs it.
+- A sidecar of a `public` trial is also attached to a public bridge of the trial's own (`elp…`,
+  masqueraded, no traffic between containers, kept from the host by firewall.py).
 
 Every network carries the trial's labels, so a crashed worker's are swept with its containers.
 """

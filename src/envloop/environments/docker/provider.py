@@ -9,8 +9,10 @@ worker starts). Nothing of the host is mounted: files cross as tar streams.
 A separate verifier (Harbor's `environment_mode = "separate"`) gets a container of its own, from an
 image built from the task's (or the step's) `tests/` (`verifier_instance`).
 
-- Network: Harbor's default (`public`) unless the task names a policy (networks.py): `public` is
-  the internet and nothing of the host, `allowlist` only the named hosts, switched per phase.
+- Network: Harbor's default (`public`) unless the task names a policy: `public` is the internet and
+  nothing of the host, `allowlist` only the named hosts, switched per phase, on bridges and proxies
+  the worker's trials share (shared_egress.py) and the trial's own networks where it has sidecars
+  (networks.py).
 - Limits: memory (no swap beyond it), cpus and pids are the container's cgroup limits, from the
   task capped by the operator's ceilings; disk is a largest-file limit only (no quota).
 """
@@ -37,7 +39,7 @@ from envloop.environments.docker.images import (
     ensure_task_image,
 )
 from envloop.environments.docker.networks import TrialNetworks
-from envloop.environments.docker.orphans import MANAGED_LABEL, TRIAL_LABEL, WORKER_LABEL, worker_identity
+from envloop.environments.docker.shared_egress import shared_network
 from envloop.environments.docker.sidecars import Sidecars
 from envloop.environments.docker.task_images import ImageBuild, task_image_build, verifier_image_build
 from envloop.environments.docker.trial_cgroup import TrialCgroup
@@ -83,12 +85,7 @@ class DockerEnvironmentProvider:
         plan = await self._plan(task, spec, role)
         limits, warnings = plan.limits, plan.warnings
         labels = {RUN_LABEL: spec.run_id, JOB_LABEL: spec.job_id}
-        run = _Run(TrialNetworks(f"{spec.run_id}-{plan.role}", spec.trial_id))
-        run.egress = EgressProxies(
-            run.networks,
-            spec.trial_id,
-            labels | {MANAGED_LABEL: "1", TRIAL_LABEL: spec.trial_id, WORKER_LABEL: worker_identity()},
-        )
+        run = _Run(TrialNetworks(f"{spec.run_id}-{plan.role}", spec.trial_id), EgressProxies())
         environment: DockerEnvironment | None = None
         try:
             if plan.compose is not None:
@@ -106,14 +103,14 @@ class DockerEnvironmentProvider:
                     records=self.records,
                     build_network=self.build_network,
                 )
-            network = await run.networks.internal() if plan.needs_network else "none"
+            network = await _first_network(plan, run.networks)
             if plan.needs_network and (hosts := proxy_hosts(plan.baseline)) is not None:
-                run.egress.prestart(hosts, network)  # beside the container, not after it
+                run.egress.prestart(hosts)  # beside the container, not after it
             container_spec = ContainerSpec(
                 image=plan.image,
                 trial_id=spec.trial_id,
                 network=network,
-                aliases=["main"] if plan.needs_network else [],
+                aliases=["main"] if network == run.networks.internal_name else [],
                 cpus=limits.cpus,
                 memory_mb=limits.memory_mb,
                 pids=limits.pids,
@@ -145,7 +142,6 @@ class DockerEnvironmentProvider:
                 oom_kills=cgroup.oom_kills if cgroup is not None else None,
             )
             if plan.needs_network:
-                # Started on the internal network so that later phases can be attached to others.
                 await environment.enter_network(plan.baseline)
             if role.kind == "agent":
                 await _setup(environment, _agent_users(task), verifier=False)
@@ -263,17 +259,17 @@ class _Run:
     the cgroup they use)."""
 
     networks: TrialNetworks
-    egress: EgressProxies | None = None
+    egress: EgressProxies
     container: Container | None = None
     sidecars: Sidecars | None = None
     cgroup: TrialCgroup | None = None
 
     async def teardown(self) -> list[str]:
-        """The containers go at once, then the networks and the cgroup they used."""
-        found = await asyncio.gather(
-            self._remove_container(), self._remove_sidecars(), self._remove_proxies()
-        )
+        """The containers go at once, then the trial's hold on the shared bridges and proxies, its
+        own networks and the cgroup they used."""
+        found = await asyncio.gather(self._remove_container(), self._remove_sidecars())
         problems = [problem for listed in found for problem in listed]
+        problems += await self._release_egress()
         problems += await self.networks.remove()
         if self.cgroup is not None:
             problems += [f"cgroup {left} could not be removed" for left in self.cgroup.remove()]
@@ -290,13 +286,24 @@ class _Run:
     async def _remove_sidecars(self) -> list[str]:
         return await self.sidecars.remove() if self.sidecars is not None else []
 
-    async def _remove_proxies(self) -> list[str]:
+    async def _release_egress(self) -> list[str]:
         try:
-            if self.egress is not None:
-                await self.egress.remove()
-        except DockerError as exc:
-            return [f"the allowlist proxy could not be removed: {exc}"]
+            await self.egress.remove()
+        except (DockerError, EnvironmentSetupError) as exc:
+            return [f"the trial's egress could not be released: {exc}"]
         return []
+
+
+async def _first_network(plan: "_Plan", networks: TrialNetworks) -> str:
+    """The network the container starts on: `none` when no phase needs one; the worker's shared
+    bridge of a public or allowlist baseline (nothing made for the trial); else the trial's own
+    internal network (sidecars; a closed baseline with later phases that open: a container started
+    on `none` cannot be attached to anything later, and an internal network has no route out)."""
+    if not plan.needs_network:
+        return "none"
+    if plan.compose is None and plan.baseline.mode in ("public", "allowlist"):
+        return (await shared_network(plan.baseline.mode)).name
+    return await networks.internal()
 
 
 def _note(image: str, limits: EffectiveLimits, task: HarborTask, image_user: str, role: str) -> str:

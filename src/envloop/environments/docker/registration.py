@@ -40,15 +40,33 @@ async def daemon_answers() -> bool:
 
 
 async def sweep_leftovers() -> list[str]:
-    """Remove the trial containers (then networks) of workers on this host that died (they could
-    not remove their own); without a Docker daemon there are none."""
+    """Remove the trial containers, shared networks and their firewall rules of workers on this host
+    that died (they could not remove their own); without a Docker daemon there are none."""
     from envloop.environments.docker.cli import DockerError  # noqa: PLC0415
+    from envloop.environments.docker.firewall import sweep_rules  # noqa: PLC0415
     from envloop.environments.docker.orphans import sweep_orphans  # noqa: PLC0415
 
     try:
-        return await sweep_orphans()
+        removed = await sweep_orphans()
+        rules = await sweep_rules()
     except (DockerError, OSError):
         return []
+    return [*removed, f"{rules} firewall rule(s)"] if rules else removed
 
 
-DOCKER = ProviderEntry(make=docker_provider, ready=daemon_answers, sweep_leftovers=sweep_leftovers)
+async def close_shared() -> list[str]:
+    """Remove the bridges and egress proxies this worker's trials shared, with their rules."""
+    from envloop.environments.docker.cli import DockerError  # noqa: PLC0415
+    from envloop.environments.docker.shared_egress import close_shared_egress, shared_in_use  # noqa: PLC0415
+
+    if not shared_in_use():
+        return []
+    try:
+        return await close_shared_egress()
+    except (DockerError, OSError) as exc:
+        return [str(exc)]
+
+
+DOCKER = ProviderEntry(
+    make=docker_provider, ready=daemon_answers, sweep_leftovers=sweep_leftovers, close_shared=close_shared
+)

@@ -1,0 +1,352 @@
+"""The bridges and proxies a worker's trials share: each trial's record its own, each trial out of
+the others' reach, the proxy outliving a trial that dies, and nothing left when the worker goes.
+
+Trials here run at once in one process, as a worker runs them, so they share one public bridge and
+one observing proxy (shared_egress.py).
+"""
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from envloop.core.ids import new_id
+from envloop.core.trial import TrialOutcome, TrialSpec
+from envloop.environments.docker.cli import docker_binary
+from envloop.environments.docker.firewall import SHARED_CHAIN, SOURCE_CHAIN, sweep_rules
+from envloop.environments.docker.images import BuildRecords
+from envloop.environments.docker.orphans import sweep_orphans, worker_identity
+from envloop.environments.docker.provider import DockerEnvironmentProvider
+from envloop.runners import ShellRunner
+from envloop.tasks.harbor import load_harbor_task
+from tests.docker_daemon import command_running, docker_daemon
+from tests.registries import host_of, registry_url
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
+__all__ = ["docker_daemon"]
+
+REPO = Path(__file__).resolve().parents[1]
+FETCH = (
+    "import sys, urllib.request\n"
+    "for url in sys.argv[1:]:\n"
+    "    try:\n"
+    "        print(url, urllib.request.urlopen(url, timeout=15).status)\n"
+    "    except Exception as exc:\n"
+    "        print(url, type(exc).__name__)\n"
+)
+
+
+def write_task(root: Path, note: str = "", solve: str = "") -> Path:
+    for sub in ("tests", "solution", "environment"):
+        (root / sub).mkdir(parents=True)
+    (root / "task.toml").write_text(f'version = "1.0"\n# {note}\n[environment]\nnetwork_mode = "public"\n')
+    (root / "instruction.md").write_text("Fetch.\n")
+    (root / "environment" / "fetch.py").write_text(FETCH)
+    (root / "environment" / "Dockerfile").write_text(
+        "FROM python:3.11-slim\nCOPY fetch.py /fetch.py\nWORKDIR /app\n"
+    )
+    (root / "tests" / "test.sh").write_text("#!/usr/bin/env bash\necho 1 > /logs/verifier/reward.txt\n")
+    (root / "solution" / "solve.sh").write_text(f"#!/usr/bin/env bash\n{solve}\n")
+    return root
+
+
+def spec_for(tmp_path: Path, task: Path, params: dict[str, str]) -> TrialSpec:
+    trial_id = new_id("trl")
+    return TrialSpec(
+        job_id="job_shared_egress",
+        trial_id=trial_id,
+        task_name=task.name,
+        attempt=1,
+        profile_ref="team/p@1",
+        runner="envloop/shell@1",
+        params=params,
+        task_dir=task,
+        instance_root=tmp_path / "instances",
+        artifacts_dir=tmp_path / "artifacts" / trial_id,
+    )
+
+
+def command(agent: str) -> dict[str, str]:
+    return {"AGENT_NAME": "command", "AGENT_COMMAND": agent}
+
+
+def labelled(kind: str, *labels: str) -> list[str]:
+    """Names of the containers (`ps`) or networks (`network`) carrying every one of `labels`."""
+    filters = [word for label in labels for word in ("--filter", f"label={label}")]
+    shown = "{{.Name}}" if kind == "network" else "{{.Names}}"
+    listing = [
+        docker_binary(),
+        *(["ps", "-a"] if kind == "ps" else ["network", "ls"]),
+        *filters,
+        "--format",
+        shown,
+    ]
+    return subprocess.run(listing, capture_output=True, text=True, check=True).stdout.split()
+
+
+def proxies() -> list[str]:
+    """This process's shared proxies."""
+    return labelled("ps", f"envloop.worker={worker_identity()}", "envloop.shared=proxy")
+
+
+def rules_of(identity: str) -> list[str]:
+    found = []
+    for chain in (SOURCE_CHAIN, SHARED_CHAIN):
+        listed = subprocess.run(["iptables", "-w", "-S", chain], capture_output=True, text=True, check=True)
+        found += [line for line in listed.stdout.splitlines() if identity in line]
+    return found
+
+
+def test_two_trials_at_once_each_answer_for_their_own_requests(tmp_path: Path) -> None:
+    # Each task names a page this machine cannot reach. Trial A asks for both pages while trial B
+    # waits: B's page failing counts for B only if B asked, and B did not.
+    pages = {name: f"https://www.envloop-shared-{name}.zz/" for name in ("a", "b")}
+    task_a = write_task(tmp_path / "a", note=f"checks fetch {pages['a']}")
+    task_b = write_task(tmp_path / "b", note=f"checks fetch {pages['b']}")
+    provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
+    spec_a = spec_for(tmp_path, task_a, command(f"sleep 2; python3 /fetch.py {pages['a']} {pages['b']}"))
+    spec_b = spec_for(tmp_path, task_b, command("sleep 10"))
+
+    async def both() -> list[TrialOutcome]:
+        return list(await asyncio.gather(*(ShellRunner(provider).run(s) for s in (spec_a, spec_b))))
+
+    before = proxies()
+    outcome_a, outcome_b = asyncio.run(both())
+    assert outcome_a.error is not None and outcome_a.error.type == "environment_error"
+    assert outcome_a.error.message == (
+        "agent phase: www.envloop-shared-a.zz:443 could not be reached from this machine "
+        "(the trial's proxy could not connect)"
+    )
+    assert outcome_b.error is None and outcome_b.reward == 1.0, outcome_b.error
+    # One proxy served both (and stays for the worker's next trials).
+    assert len(set(proxies()) - set(before)) <= 1 and proxies()
+
+
+def test_a_trial_reaches_no_other_trials_container_on_the_shared_bridge(tmp_path: Path) -> None:
+    task = load_harbor_task(write_task(tmp_path / "task"))
+    provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
+    serve = "nohup python3 -m http.server 8000 --bind 0.0.0.0 >/dev/null 2>&1 & sleep 1; hostname -i"
+    probe = (
+        "import socket, sys\n"
+        "try:\n"
+        "    socket.create_connection((sys.argv[1], 8000), timeout=3).close(); print('REACHED')\n"
+        "except OSError as exc:\n"
+        "    print(type(exc).__name__)\n"
+    )
+
+    async def attack() -> tuple[str, str, str, str, str, list[list[str]]]:
+        spec_a, spec_b = (spec_for(tmp_path, tmp_path / "task", {}) for _ in range(2))
+        async with provider.instance(task, spec_a) as a, provider.instance(task, spec_b) as b:
+            address = (await b.exec(["sh", "-c", serve])).stdout.split()[0]
+            own = (await b.exec(["python3", "-c", probe, address])).stdout.strip()
+            direct = (await a.exec(["python3", "-c", probe, address])).stdout.strip()
+            proxied = (await a.exec(["python3", "/fetch.py", f"http://{address}:8000/"])).stdout.strip()
+            registry = (await a.exec(["python3", "/fetch.py", registry_url()])).stdout.strip()
+            contacted = [await env.contacted_hosts() for env in (a, b)]  # type: ignore[attr-defined]
+            return address, own, direct, proxied, registry, contacted
+
+    address, own, direct, proxied, registry, (by_a, by_b) = asyncio.run(attack())
+    assert own == "REACHED"  # the service answers on its shared address
+    assert direct != "REACHED", "a trial connected to another trial's container"
+    assert not proxied.endswith(" 200"), "the shared proxy fetched from another trial's container"
+    assert registry.endswith(" 200"), registry  # while the internet stays reachable
+    # The shared proxy's record, trial by trial: A's two requests are A's, and B made none.
+    assert by_a == [f"{address}:8000", f"{host_of(registry_url())}:443"] and by_b == []
+
+
+def test_the_shared_proxy_outlives_a_trial_that_dies(tmp_path: Path) -> None:
+    task = write_task(tmp_path / "task", solve="sleep 600")
+    provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
+    after = spec_for(tmp_path, task, command(f"python3 /fetch.py {registry_url()}"))
+
+    async def die_then_fetch() -> tuple[list[str], TrialOutcome]:
+        dying = spec_for(tmp_path, task, {"AGENT_NAME": "oracle"})
+        running = asyncio.ensure_future(ShellRunner(provider).run(dying))
+        await command_running(dying.trial_id, "sleep 600")
+        before = proxies()
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        return before, await ShellRunner(provider).run(after)
+
+    before, outcome = asyncio.run(die_then_fetch())
+    assert before and proxies() == before
+    assert outcome.error is None, outcome.error
+    fetched = (after.artifacts_dir / "agent" / "stdout.txt").read_text()
+    assert fetched.strip().endswith(" 200"), fetched
+
+
+WORKER = """
+import asyncio, json, os, sys
+from pathlib import Path
+from envloop.core.trial import TrialSpec
+from envloop.environments.docker.images import BuildRecords
+from envloop.environments.docker.orphans import worker_identity
+from envloop.environments.docker.provider import DockerEnvironmentProvider
+from envloop.runners import ShellRunner
+spec = TrialSpec.model_validate_json(sys.argv[1])
+print(worker_identity(), flush=True)
+provider = DockerEnvironmentProvider(BuildRecords(Path(sys.argv[2])))
+asyncio.run(ShellRunner(provider).run(spec))
+"""
+
+
+def _worker(tmp_path: Path, spec: TrialSpec) -> tuple[subprocess.Popen[str], str]:
+    process = subprocess.Popen(
+        [sys.executable, "-c", WORKER, spec.model_dump_json(), str(tmp_path / "builds")],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )
+    assert process.stdout is not None
+    return process, process.stdout.readline().strip()
+
+
+def _leftovers(identity: str) -> list[str]:
+    label = f"envloop.worker={identity}"
+    return labelled("ps", label) + labelled("network", label) + rules_of(identity)
+
+
+def test_a_workers_shared_bridges_and_proxies_go_when_it_exits_or_dies(tmp_path: Path) -> None:
+    task = write_task(tmp_path / "task", solve="sleep 600")
+    fetch = command(f"python3 /fetch.py {registry_url()}")
+    done, identity = _worker(tmp_path, spec_for(tmp_path, task, fetch))
+    assert done.wait(timeout=240) == 0
+    assert _leftovers(identity) == []  # removed by the process on its way out
+
+    killed = spec_for(tmp_path, task, {"AGENT_NAME": "oracle"})
+    dying, identity = _worker(tmp_path, killed)
+    asyncio.run(command_running(killed.trial_id, "sleep 600"))
+    assert len(labelled("network", f"envloop.worker={identity}")) == 1 and rules_of(identity)
+    os.kill(dying.pid, signal.SIGKILL)
+    dying.wait(timeout=30)
+    time.sleep(0.5)
+    asyncio.run(sweep_orphans())  # what the next worker does when it starts
+    asyncio.run(sweep_rules())
+    assert _leftovers(identity) == []
+
+
+RAW = """\
+import os, random, socket, struct, sys, time, urllib.parse
+proxy = urllib.parse.urlsplit(os.environ["HTTP_PROXY"])
+
+
+def checksum(data):
+    data += b"\\0" * (len(data) % 2)
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    total = (total >> 16) + (total & 0xFFFF)
+    return ~(total + (total >> 16)) & 0xFFFF
+
+
+def syn(source, port):
+    # A TCP SYN to the proxy's port, from `source`: crafted whole, so any address can stand there.
+    tcp = struct.pack("!HHIIBBHHH", port, proxy.port, random.getrandbits(32), 0, 5 << 4, 2, 64240, 0, 0)
+    pseudo = socket.inet_aton(source) + socket.inet_aton(proxy.hostname) + struct.pack("!BBH", 0, 6, len(tcp))
+    tcp = tcp[:16] + struct.pack("!H", checksum(pseudo + tcp)) + tcp[18:]
+    addresses = socket.inet_aton(source) + socket.inet_aton(proxy.hostname)
+    ip = struct.pack("!BBHHHBBH", 0x45, 0, 20 + len(tcp), random.getrandbits(16), 0, 64, 6, 0) + addresses
+    return ip[:10] + struct.pack("!H", checksum(ip)) + ip[12:] + tcp
+
+
+def listen(port, seconds):
+    # Whether the proxy answers a SYN from `port` (a SYN-ACK reaches this container).
+    sniff = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(0x0800))
+    sniff.settimeout(0.2)
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            ip = sniff.recv(65535)[14:]
+        except socket.timeout:
+            continue
+        head = (ip[0] & 15) * 4
+        if ip[9] == 6 and struct.unpack("!HH", ip[head : head + 4]) == (proxy.port, port):
+            if ip[head + 13] & 0x12 == 0x12:
+                return "ANSWERED"
+    return "SILENT"
+
+
+def poison(target, seconds):
+    # ARP requests to everyone on the bridge, saying the proxy's address is this container's.
+    mac = bytes.fromhex(open("/sys/class/net/eth0/address").read().strip().replace(":", ""))
+    claim = mac + socket.inet_aton(proxy.hostname) + bytes(6) + socket.inet_aton(target)
+    frame = b"\\xff" * 6 + mac + b"\\x08\\x06" + struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + claim
+    sender = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    sender.bind(("eth0", 0))
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        sender.send(frame)
+        time.sleep(0.05)
+
+
+if sys.argv[1] == "listen":
+    print(listen(int(sys.argv[2]), float(sys.argv[3])), flush=True)
+elif sys.argv[1] == "poison":
+    poison(sys.argv[2], float(sys.argv[3]))
+else:
+    raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    for _ in range(3):
+        raw.sendto(syn(sys.argv[2], int(sys.argv[3])), (proxy.hostname, 0))
+        time.sleep(0.2)
+"""
+
+
+def test_a_trial_cannot_speak_to_the_shared_proxy_from_another_trials_address(tmp_path: Path) -> None:
+    # Root in its container, trial A crafts SYNs to the proxy from B's address (to be charged to B,
+    # or, with B's answers redirected, to act as B). Its own address, crafted the same way, is
+    # answered: the forged one never reaches the proxy, so B hears nothing.
+    root = write_task(tmp_path / "task")
+    (root / "environment" / "raw.py").write_text(RAW)
+    dockerfile = "FROM python:3.11-slim\nCOPY fetch.py raw.py /\nWORKDIR /app\n"
+    (root / "environment" / "Dockerfile").write_text(dockerfile)
+    task = load_harbor_task(root)
+    provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
+
+    def listening(port: int) -> list[str]:
+        return ["sh", "-c", f"nohup python3 /raw.py listen {port} 6 > /tmp/heard 2>&1 & sleep 1"]
+
+    async def forge() -> tuple[str, str]:
+        spec_a, spec_b = (spec_for(tmp_path, root, {}) for _ in range(2))
+        async with provider.instance(task, spec_a) as a, provider.instance(task, spec_b) as b:
+            own = (await a.exec(["hostname", "-i"])).stdout.split()[0]
+            theirs = (await b.exec(["hostname", "-i"])).stdout.split()[0]
+            await a.exec(listening(41001))
+            await b.exec(listening(41002))
+            await a.exec(["python3", "/raw.py", "send", own, "41001"])
+            await a.exec(["python3", "/raw.py", "send", theirs, "41002"])
+            await a.exec(["sleep", "6"])
+            return (await a.exec(["cat", "/tmp/heard"])).stdout.strip(), (
+                await b.exec(["cat", "/tmp/heard"])
+            ).stdout.strip()
+
+    by_a, by_b = asyncio.run(forge())
+    assert by_a == "ANSWERED", "the crafted SYN from the trial's own address went unanswered"
+    assert by_b == "SILENT", "a SYN forged from another trial's address reached the proxy"
+
+
+def test_a_trial_cannot_take_the_shared_proxys_address_from_another_trial(tmp_path: Path) -> None:
+    # Trial A keeps telling the bridge, in ARP, that the proxy's address is its own, so that B's
+    # packets for the proxy come to A (which could only drop them: the proxy is reached through its
+    # own bridge port alone). B still fetches through the proxy.
+    root = write_task(tmp_path / "task")
+    (root / "environment" / "raw.py").write_text(RAW)
+    (root / "environment" / "Dockerfile").write_text(
+        "FROM python:3.11-slim\nCOPY fetch.py raw.py /\nWORKDIR /app\n"
+    )
+    task = load_harbor_task(root)
+    provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
+
+    async def poison() -> str:
+        spec_a, spec_b = (spec_for(tmp_path, root, {}) for _ in range(2))
+        async with provider.instance(task, spec_a) as a, provider.instance(task, spec_b) as b:
+            theirs = (await b.exec(["hostname", "-i"])).stdout.split()[0]
+            await a.exec(["sh", "-c", f"nohup python3 /raw.py poison {theirs} 20 >/dev/null 2>&1 & sleep 2"])
+            return (await b.exec(["python3", "/fetch.py", registry_url()])).stdout.strip()
+
+    fetched = asyncio.run(poison())
+    assert fetched.endswith(" 200"), f"another trial's ARP took the proxy's address: {fetched}"
