@@ -208,3 +208,23 @@ def test_a_tb1_tasks_own_files_may_not_be_links_out_of_it(el: El, tmp_path: Path
     assert refused.code == 2
     assert "task.yaml: is a link" in refused.stderr
     assert "root:" not in refused.stderr
+
+
+def test_files_the_dockerfile_copies_by_name_stay_in_its_build_context(el: El, tmp_path: Path) -> None:
+    # TB1 builds in the whole task folder: a Dockerfile may copy solution.sh, tests/ or a run-tests.sh.
+    copies = write_tb1_task(
+        tmp_path / "src",
+        "copies-its-own",
+        dockerfile='FROM debian:12\nCOPY solution.sh /oracle/solution.sh\nCOPY ["tests/", "/app/tests/"]\n'
+        "COPY --from=busybox:1 /bin/sh /opt/sh\nWORKDIR /app\n",
+    )
+    everything = write_tb1_task(tmp_path / "src", "copies-all", dockerfile="FROM debian:12\nCOPY . /app\n")
+    dest = tmp_path / "harbor"
+    el.ok("dataset", "convert", str(tmp_path / "src"), str(dest))
+    kept = dest / "copies-its-own" / "environment"
+    assert (kept / "solution.sh").read_bytes() == (copies / "solution.sh").read_bytes()
+    assert (kept / "tests" / "test_outputs.py").read_text() == TEST_OUTPUTS
+    assert not (kept / "run-tests.sh").exists() and not (kept / "task.yaml").exists()
+    # `COPY .` names no file: the solution and the tests stay out of the image it builds.
+    assert sorted(p.name for p in (dest / "copies-all" / "environment").iterdir()) == ["Dockerfile"]
+    assert (everything / "solution.sh").exists()

@@ -7,7 +7,8 @@ whose `client` service is the trial's container (its `T_BENCH_*` variables are t
 
 - `instruction.md` from the instruction; `[agent]` and `[verifier]` timeouts from the two maxima;
 - `environment/`: every other file of the task's root (the Dockerfile's build context, as TB1's
-  compose file makes it), the client's `environment` as `[environment].env`, and the other compose
+  compose file makes it; `solution.sh`, `run-tests.sh`, `tests/` and `task.yaml` too when the
+  Dockerfile copies them by name), the client's `environment` as `[environment].env`, and the other compose
   services as sidecars in `environment/docker-compose.yaml`;
 - `tests/`: the task's tests, `run-tests.sh` beside them (TB1 copies both to `$TEST_DIR`, /tests),
   and a `test.sh` that runs it and reads its output with TB1's parser (`tb1_verifier.sh`);
@@ -16,7 +17,10 @@ whose `client` service is the trial's container (its `T_BENCH_*` variables are t
 The mapping is documented in docs/reference/task-format.md.
 """
 
+import fnmatch
 import json
+import posixpath
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,7 @@ import yaml
 
 from envloop.tasks.bounded import ParseLimitError, load_yaml
 from envloop.tasks.digest import IGNORED_DIRS
+from envloop.tasks.dockerfile_images import instructions
 from envloop.tasks.model import TaskFormatError
 
 TASK_YAML = "task.yaml"
@@ -216,6 +221,34 @@ def _task_toml(config: dict[str, Any], env: dict[str, str], path: Path) -> str:
     return "\n".join(lines)
 
 
+def _copy_sources(args: str) -> list[str]:
+    """The sources of a COPY or ADD from the build context (none for one from a stage or image)."""
+    try:
+        words = json.loads(args) if args.lstrip().startswith("[") else shlex.split(args)
+    except (json.JSONDecodeError, ValueError):
+        return []
+    words = [str(word) for word in words]
+    if any(word.startswith("--from") for word in words):
+        return []
+    return [word for word in words if not word.startswith("--")][:-1]
+
+
+def _copied_by_name(dockerfile: Path) -> set[str]:
+    """The control files the Dockerfile copies by name (`COPY solution.sh /oracle/`, `COPY tests/
+    /app/tests/`, `COPY *.sh /app/`). TB1 builds in the whole task folder, so such a build needs
+    them in its context; a `COPY . /app` names none, so it does not put the solution or the
+    tests in the image."""
+    named: set[str] = set()
+    lines = dockerfile.read_text(errors="replace").splitlines()
+    for step in instructions(lines):
+        if step.keyword not in ("COPY", "ADD"):
+            continue
+        for source in _copy_sources(step.args):
+            first = posixpath.normpath(source.lstrip("/")).split("/")[0]
+            named.update(name for name in _CONTROL_FILES - {COMPOSE_FILE} if fnmatch.fnmatchcase(name, first))
+    return named
+
+
 def convert_task(root: Path, dest: Path) -> None:
     """Write TB1 task `root` as a Harbor task at `dest` (which must not exist)."""
     task_yaml = root / TASK_YAML
@@ -241,8 +274,9 @@ def convert_task(root: Path, dest: Path) -> None:
     (dest / "task.toml").write_text(_task_toml(config, env, task_yaml))
     environment = dest / "environment"
     environment.mkdir()
+    kept = _copied_by_name(root / "Dockerfile")
     for child in sorted(root.iterdir()):
-        if child.name in _CONTROL_FILES or child.name in IGNORED_DIRS:
+        if (child.name in _CONTROL_FILES and child.name not in kept) or child.name in IGNORED_DIRS:
             continue
         target = environment / child.name
         if child.is_dir() and not child.is_symlink():
