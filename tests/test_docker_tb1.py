@@ -135,3 +135,38 @@ def test_a_tb1_tasks_other_compose_services_run_as_sidecars_the_client_reaches_b
         1.0,
         {"reward": 1.0, "test_the_sidecar_answers_by_its_name": 1.0},
     ), shown
+
+
+def test_a_tb1_dockerfile_copying_its_solution_and_tests_builds_and_its_oracle_passes(
+    el: El, tmp_path: Path, images: list[str]
+) -> None:
+    token = secrets.token_hex(6)
+    task = write_tb1_task(tmp_path / "tb1", "copies-its-own")
+    with_pytest_in_image(task, token)
+    dockerfile = (task / "Dockerfile").read_text()
+    (task / "Dockerfile").write_text(
+        dockerfile + "COPY solution.sh /oracle/solution.sh\nCOPY tests/ /app/tests/\n"
+    )
+    (task / "run-tests.sh").write_text("#!/bin/bash\ncd /app/tests\npython3 -m pytest -rA test_outputs.py\n")
+    (task / "solution.sh").write_text("#!/bin/bash\nbash -c 'echo 42' > /app/answer.txt\n")
+    pushed = el("dataset", "push", str(task), "--name", "tb1-copies")
+    assert pushed.code == 0, pushed.stderr
+    built = el("dataset", "build", "tb1-copies@1", "--json", timeout=600)
+    images.extend(t["image"] for t in built.json()["tasks"])
+    assert [t["status"] for t in built.json()["tasks"]] == ["built"], built.stdout
+    profile = write_profile(tmp_path / "oracle.json", {"AGENT_NAME": "oracle"})
+    el.ok("profile", "create", "team/oracle", "1", "--file", str(profile))
+    submit = (
+        "job",
+        "submit",
+        "--dataset",
+        "tb1-copies@1",
+        "--profile",
+        "team/oracle@1",
+        "--environment",
+        "docker",
+    )
+    job = el(*submit, "--wait", "--json", timeout=600).json()
+    (trial,) = el.ok("trial", "list", "--job", job["id"], "--json").json()
+    shown = el.ok("trial", "get", trial["id"], "--json").json()
+    assert shown["reward"] == 1.0, shown

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from envloop.tasks.tb1 import PYTEST_VERIFIER
+from envloop.tasks.tb1_verifiers import PYTEST_VERIFIER, SWEBENCH_VERIFIER
 from tests.conftest import El
 
 TB1_COMPOSE = """services:
@@ -152,16 +152,16 @@ def test_a_broken_tb1_task_is_refused_in_one_line_naming_it_as_the_user_does(el:
 
 
 def run_verifier(
-    tmp_path: Path, pytest_output: str, exit_code: int = 0
+    tmp_path: Path, pytest_output: str, exit_code: int = 0, verifier: str = PYTEST_VERIFIER
 ) -> tuple[int, str, dict[str, float] | None]:
-    """The pytest verifier run by bash with its two fixed paths moved into `tmp_path`, on a
-    run-tests.sh that prints `pytest_output`."""
+    """A TB1 verifier (pytest's unless named) run by bash with its two fixed paths moved into
+    `tmp_path`, on a run-tests.sh that prints `pytest_output`."""
     tests, logs = tmp_path / "tests", tmp_path / "logs"
     tests.mkdir(parents=True)
     logs.mkdir()
     (tests / "out.txt").write_text(pytest_output)
     (tests / "run-tests.sh").write_text(f"cat {tests}/out.txt\nexit {exit_code}\n")
-    script = PYTEST_VERIFIER.replace("/tests", str(tests)).replace("/logs/verifier", str(logs))
+    script = verifier.replace("/tests", str(tests)).replace("/logs/verifier", str(logs))
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
     reward = logs / "reward.json"
     return done.returncode, done.stderr, json.loads(reward.read_text()) if reward.exists() else None
@@ -188,16 +188,39 @@ def test_no_pytest_summary_is_no_reward_with_the_reason_never_0(tmp_path: Path) 
     assert "the tests did not run, so there is no verdict" in stderr
 
 
+SWEBENCH_RESULTS = "grading…\nSWEBench results starts here\n{verdict}\nSWEBench results ends here\n"
+
+
+def test_the_swebench_parser_reads_the_verdict_between_its_markers(tmp_path: Path) -> None:
+    passed = SWEBENCH_RESULTS.format(verdict="PASSED")
+    assert run_verifier(tmp_path / "1", passed, verifier=SWEBENCH_VERIFIER)[2] == {"reward": 1}
+    failed = "PASSED test_x\n" + SWEBENCH_RESULTS.format(verdict="FAILED")
+    assert run_verifier(tmp_path / "2", failed, verifier=SWEBENCH_VERIFIER)[2] == {"reward": 0}
+    code, stderr, reward = run_verifier(
+        tmp_path / "3", "error: Failed to fetch: pypi\nPASSED\n", 1, verifier=SWEBENCH_VERIFIER
+    )
+    assert (code, reward) == (3, None)
+    assert "the grading did not run, so there is no verdict" in stderr
+
+
+def test_a_swebench_task_is_converted_with_the_swebench_verifier(el: El, tmp_path: Path) -> None:
+    task = write_tb1_task(tmp_path / "src", "swe")
+    config = yaml.safe_load((task / "task.yaml").read_text())
+    (task / "task.yaml").write_text(yaml.safe_dump({**config, "parser_name": "swebench"}))
+    el.ok("dataset", "convert", str(task), str(tmp_path / "out"))
+    assert (tmp_path / "out" / "tests" / "test.sh").read_text() == SWEBENCH_VERIFIER
+
+
 def test_a_parser_envloop_lacks_ends_unscored_with_the_reason(el: El, tmp_path: Path) -> None:
     task = write_tb1_task(tmp_path / "src", "other-parser")
     config = yaml.safe_load((task / "task.yaml").read_text())
-    (task / "task.yaml").write_text(yaml.safe_dump({**config, "parser_name": "swebench"}))
+    (task / "task.yaml").write_text(yaml.safe_dump({**config, "parser_name": "made-up"}))
     el.ok("dataset", "convert", str(task), str(tmp_path / "out"))
     done = subprocess.run(
         ["bash", str(tmp_path / "out" / "tests" / "test.sh")], capture_output=True, text=True, check=False
     )
     assert done.returncode == 3
-    assert "envloop has no Terminal-Bench 1 parser 'swebench'" in done.stderr
+    assert "envloop has no Terminal-Bench 1 parser 'made-up' (it has: pytest, swebench)" in done.stderr
 
 
 def test_a_tb1_tasks_own_files_may_not_be_links_out_of_it(el: El, tmp_path: Path) -> None:
@@ -208,3 +231,23 @@ def test_a_tb1_tasks_own_files_may_not_be_links_out_of_it(el: El, tmp_path: Path
     assert refused.code == 2
     assert "task.yaml: is a link" in refused.stderr
     assert "root:" not in refused.stderr
+
+
+def test_files_the_dockerfile_copies_by_name_stay_in_its_build_context(el: El, tmp_path: Path) -> None:
+    # TB1 builds in the whole task folder: a Dockerfile may copy solution.sh, tests/ or a run-tests.sh.
+    copies = write_tb1_task(
+        tmp_path / "src",
+        "copies-its-own",
+        dockerfile='FROM debian:12\nCOPY solution.sh /oracle/solution.sh\nCOPY ["tests/", "/app/tests/"]\n'
+        "COPY --from=busybox:1 /bin/sh /opt/sh\nWORKDIR /app\n",
+    )
+    everything = write_tb1_task(tmp_path / "src", "copies-all", dockerfile="FROM debian:12\nCOPY . /app\n")
+    dest = tmp_path / "harbor"
+    el.ok("dataset", "convert", str(tmp_path / "src"), str(dest))
+    kept = dest / "copies-its-own" / "environment"
+    assert (kept / "solution.sh").read_bytes() == (copies / "solution.sh").read_bytes()
+    assert (kept / "tests" / "test_outputs.py").read_text() == TEST_OUTPUTS
+    assert not (kept / "run-tests.sh").exists() and not (kept / "task.yaml").exists()
+    # `COPY .` names no file: the solution and the tests stay out of the image it builds.
+    assert sorted(p.name for p in (dest / "copies-all" / "environment").iterdir()) == ["Dockerfile"]
+    assert (everything / "solution.sh").exists()

@@ -7,16 +7,20 @@ whose `client` service is the trial's container (its `T_BENCH_*` variables are t
 
 - `instruction.md` from the instruction; `[agent]` and `[verifier]` timeouts from the two maxima;
 - `environment/`: every other file of the task's root (the Dockerfile's build context, as TB1's
-  compose file makes it), the client's `environment` as `[environment].env`, and the other compose
+  compose file makes it; `solution.sh`, `run-tests.sh`, `tests/` and `task.yaml` too when the
+  Dockerfile copies them by name), the client's `environment` as `[environment].env`, and the other compose
   services as sidecars in `environment/docker-compose.yaml`;
 - `tests/`: the task's tests, `run-tests.sh` beside them (TB1 copies both to `$TEST_DIR`, /tests),
-  and a `test.sh` that runs it and reads its output with TB1's parser (`tb1_verifier.sh`);
+  and a `test.sh` that runs it and reads its output with TB1's parser (`tb1_verifiers.py`);
 - `solution/solve.sh`: `solution.sh`, or `solution.yaml`'s commands one per line.
 
 The mapping is documented in docs/reference/task-format.md.
 """
 
+import fnmatch
 import json
+import posixpath
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -25,7 +29,9 @@ import yaml
 
 from envloop.tasks.bounded import ParseLimitError, load_yaml
 from envloop.tasks.digest import IGNORED_DIRS
+from envloop.tasks.dockerfile_images import instructions
 from envloop.tasks.model import TaskFormatError
+from envloop.tasks.tb1_verifiers import verifier_script
 
 TASK_YAML = "task.yaml"
 COMPOSE_FILE = "docker-compose.yaml"
@@ -33,7 +39,6 @@ CLIENT_SERVICE = "client"
 TEST_DIR = "/tests"
 MAX_YAML_BYTES = 1 << 20
 _CONTROL_FILES = {TASK_YAML, COMPOSE_FILE, "run-tests.sh", "solution.sh", "solution.yaml", "tests"}
-_PARSERS = {"pytest"}
 
 T_BENCH_VALUES = {
     "T_BENCH_TEST_DIR": TEST_DIR,
@@ -216,6 +221,34 @@ def _task_toml(config: dict[str, Any], env: dict[str, str], path: Path) -> str:
     return "\n".join(lines)
 
 
+def _copy_sources(args: str) -> list[str]:
+    """The sources of a COPY or ADD from the build context (none for one from a stage or image)."""
+    try:
+        words = json.loads(args) if args.lstrip().startswith("[") else shlex.split(args)
+    except (json.JSONDecodeError, ValueError):
+        return []
+    words = [str(word) for word in words]
+    if any(word.startswith("--from") for word in words):
+        return []
+    return [word for word in words if not word.startswith("--")][:-1]
+
+
+def _copied_by_name(dockerfile: Path) -> set[str]:
+    """The control files the Dockerfile copies by name (`COPY solution.sh /oracle/`, `COPY tests/
+    /app/tests/`, `COPY *.sh /app/`). TB1 builds in the whole task folder, so such a build needs
+    them in its context; a `COPY . /app` names none, so it does not put the solution or the
+    tests in the image."""
+    named: set[str] = set()
+    lines = dockerfile.read_text(errors="replace").splitlines()
+    for step in instructions(lines):
+        if step.keyword not in ("COPY", "ADD"):
+            continue
+        for source in _copy_sources(step.args):
+            first = posixpath.normpath(source.lstrip("/")).split("/")[0]
+            named.update(name for name in _CONTROL_FILES - {COMPOSE_FILE} if fnmatch.fnmatchcase(name, first))
+    return named
+
+
 def convert_task(root: Path, dest: Path) -> None:
     """Write TB1 task `root` as a Harbor task at `dest` (which must not exist)."""
     task_yaml = root / TASK_YAML
@@ -241,8 +274,9 @@ def convert_task(root: Path, dest: Path) -> None:
     (dest / "task.toml").write_text(_task_toml(config, env, task_yaml))
     environment = dest / "environment"
     environment.mkdir()
+    kept = _copied_by_name(root / "Dockerfile")
     for child in sorted(root.iterdir()):
-        if child.name in _CONTROL_FILES or child.name in IGNORED_DIRS:
+        if (child.name in _CONTROL_FILES and child.name not in kept) or child.name in IGNORED_DIRS:
             continue
         target = environment / child.name
         if child.is_dir() and not child.is_symlink():
@@ -257,54 +291,8 @@ def convert_task(root: Path, dest: Path) -> None:
     else:
         tests.mkdir()
     shutil.copy2(root / "run-tests.sh", tests / "run-tests.sh")
-    (tests / "test.sh").write_text(_verifier(parser))
+    (tests / "test.sh").write_text(verifier_script(parser))
     solution = _solution(root)
     if solution is not None:
         (dest / "solution").mkdir()
         (dest / "solution" / "solve.sh").write_text(solution, errors="surrogateescape")
-
-
-PYTEST_VERIFIER = r"""#!/bin/bash
-# A Terminal-Bench 1 task's verifier: its run-tests.sh, whose output is read as TB1's pytest parser
-# reads it (the "short test summary info" of pytest -rA). Reward 1 when every test passed (PASSED,
-# XFAIL and SKIPPED pass; FAILED, XPASS and ERROR fail), else 0; each test's 1 or 0 is kept beside
-# it. No summary in the output (pytest never ran): no reward, and the reason on stderr.
-export TEST_DIR=/tests
-output=$(mktemp)
-bash /tests/run-tests.sh 2>&1 | tee "$output"
-awk '
-  /short test summary info/ { summary = 1; next }
-  summary && NF >= 2 && $1 ~ /^(PASSED|FAILED|SKIPPED|XFAIL|XPASS|ERROR)$/ {
-    name = $2
-    sub(/^[^:]*::/, "", name)
-    name = substr(name, 1, 120)
-    gsub(/["\\]/, "", name)
-    passed = ($1 == "PASSED" || $1 == "XFAIL" || $1 == "SKIPPED") ? 1 : 0
-    if (!(name in seen)) { order[++count] = name; seen[name] = passed } else if (!passed) { seen[name] = 0 }
-  }
-  END {
-    if (count == 0) { exit 2 }
-    reward = 1
-    for (i = 1; i <= count; i++) { if (!seen[order[i]]) reward = 0 }
-    printf "{\"reward\": %d", reward
-    if (count <= 99) { for (i = 1; i <= count; i++) printf ", \"%s\": %d", order[i], seen[order[i]] }
-    printf "}\n"
-  }
-' "$output" > /logs/verifier/reward.json
-status=$?
-rm -f "$output"
-if [ "$status" -ne 0 ]; then
-  rm -f /logs/verifier/reward.json
-  echo "no pytest summary in run-tests.sh's output: the tests did not run, so there is no verdict" >&2
-  exit 3
-fi
-"""
-
-
-def _verifier(parser: str) -> str:
-    if parser not in _PARSERS:
-        # Pushed as it is, the task runs and ends unscored with this reason: a score from a parser
-        # envloop does not have would be a guess.
-        reason = f"envloop has no Terminal-Bench 1 parser {parser!r} (it has: {', '.join(sorted(_PARSERS))})"
-        return f"#!/bin/bash\necho {json.dumps(reason)} >&2\nexit 3\n"
-    return PYTEST_VERIFIER
