@@ -223,7 +223,7 @@ NOT_FOR_AN_EMBEDDED_READ = (
     "envloop.store.tables",
     "envloop.services.jobs",
     "envloop.services.datasets",
-    "envloop.services.secrets",
+    "envloop.store.secrets",
     "cryptography",
     "httpx",
     "fastapi",
