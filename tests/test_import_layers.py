@@ -47,7 +47,7 @@ CLIMBS_ALLOWED: dict[tuple[str, str], str] = {}
 """Imports that climb a floor today, each with why."""
 
 CLI_MACHINE_LOCAL: dict[tuple[str, str], str] = {
-    ("envloop.cli.build", "envloop.services.builds"): "el task build: Docker images of this machine",
+    ("envloop.cli.build", "envloop.services.builds"): "el dataset build: Docker images of this machine",
     (
         "envloop.cli.plugin",
         "envloop.services.components",
