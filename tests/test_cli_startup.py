@@ -120,6 +120,25 @@ def test_a_submission_to_a_server_checks_its_config_file_without_the_store(tmp_p
     assert loaded(modules, (*STORE_SANDBOX_SDKS, "envloop.services", "envloop.local")) == []
 
 
+def test_a_profile_created_on_a_server_is_read_from_its_file_without_the_store(tmp_path: Path) -> None:
+    """`el profile create --file FILE` against a server reads the file with the wire model alone
+    (exit 4: nothing listens on port 9); a malformed file is refused the same way (exit 2)."""
+    profile = write_profile(tmp_path / "p.json", {"AGENT_NAME": "nop"})
+    server = {"ENVLOOP_URL": "http://127.0.0.1:9"}
+    code, modules = el_modules(
+        tmp_path, "profile", "create", "team/p", "1", "--file", str(profile), env=server
+    )
+    assert code == 4
+    assert "envloop.wire.profiles" in modules
+    assert loaded(modules, (*STORE_SANDBOX_SDKS, "envloop.services", "envloop.local")) == []
+    profile.write_text("{", encoding="utf-8")
+    code, modules = el_modules(
+        tmp_path, "profile", "create", "team/p", "1", "--file", str(profile), env=server
+    )
+    assert code == 2
+    assert loaded(modules, (*STORE_SANDBOX_SDKS, "envloop.services", "envloop.local")) == []
+
+
 READS = [("job list", 0), ("job result job_x", 2), ("trial get trl_x", 2)]
 
 
@@ -223,7 +242,7 @@ NOT_FOR_AN_EMBEDDED_READ = (
     "envloop.store.tables",
     "envloop.services.jobs",
     "envloop.services.datasets",
-    "envloop.services.secrets",
+    "envloop.store.secrets",
     "cryptography",
     "httpx",
     "fastapi",

@@ -43,40 +43,40 @@ stack too: the console is mounted on the API (`console.api_and_console`), the CL
 package itself (`envloop/__init__.py`: the version, and the clients by name on first use) stands
 apart."""
 
-CLIMBS_ALLOWED: dict[tuple[str, str], str] = {
-    ("envloop.scheduling.pool", "envloop.services.context"): (
-        "types the context a pool's workers are given; goes with the two below"
-    ),
-    ("envloop.scheduling.worker", "envloop.services.context"): (
-        "a worker opens the store through the service layer's Context, which would belong on the store floor"
-    ),
-    ("envloop.scheduling.trial_specs", "envloop.services.context"): "as the worker, for the trial's store",
-    ("envloop.scheduling.process", "envloop.services.context"): "types the context a worker process runs on",
-    ("envloop.scheduling.trial_specs", "envloop.services.profiles"): (
-        "a trial's profile is read with its secrets unsealed by the service that stores them"
-    ),
-}
+CLIMBS_ALLOWED: dict[tuple[str, str], str] = {}
 """Imports that climb a floor today, each with why."""
 
-CLI_SERVICES_ALLOWED: dict[tuple[str, str], str] = {
+CLI_MACHINE_LOCAL: dict[tuple[str, str], str] = {
+    ("envloop.cli.build", "envloop.services.builds"): "el dataset build: Docker images of this machine",
     (
-        "envloop.cli.build",
-        "envloop.services.builds",
-    ): "el task build: Docker images of this machine, no operation",
-    ("envloop.cli.plugin", "envloop.services.components"): (
-        "el plugin list: the components installed in this Python, no operation"
+        "envloop.cli.plugin",
+        "envloop.services.components",
+    ): "el plugin list: the components installed in this Python",
+    ("envloop.cli.worker", "envloop.services.components"): (
+        "el worker checks the environment of the machine it runs trials on before starting"
     ),
-    ("envloop.cli.key", "envloop.services.context"): "types the embedded store's context (keys are local)",
-    ("envloop.cli.key", "envloop.services.keys"): "el key: made on this machine's store, never over HTTP",
-    ("envloop.cli.model", "envloop.services.keys"): "el model serve checks for a key before listening",
-    ("envloop.cli.profile", "envloop.services.profiles"): "reads a profile file as the service will",
-    ("envloop.cli.secret", "envloop.services.secrets"): "el secret rotate: this machine's key file",
-    ("envloop.cli.serve", "envloop.services.keys"): "el serve checks for a key before listening",
+    ("envloop.cli.key", "envloop.store.context"): "types the store el key works on",
+    ("envloop.cli.key", "envloop.services.keys"): (
+        "el key: any project's keys, made on the server's own store: the first key cannot come over HTTP"
+    ),
+    (
+        "envloop.cli.model",
+        "envloop.services.keys",
+    ): "el model serve checks the keys of the store it serves beside",
+    (
+        "envloop.cli.serve",
+        "envloop.services.keys",
+    ): "el serve checks its own store for a key before listening",
+    (
+        "envloop.cli.secret",
+        "envloop.store.secrets",
+    ): "el secret rotate-key: this machine's key file and store",
+    ("envloop.cli.state", "envloop.store.context"): "types the embedded store the local client runs on",
     ("envloop.cli.state", "envloop.services.context"): "opens the embedded store the local client runs on",
-    ("envloop.cli.worker", "envloop.services.components"): "el worker checks its environment before starting",
 }
 """The CLI presents what a client (`envloop.Client`, `envloop.LocalClient`) answers, so the same
-command works against a server; these reach the service layer directly today, each with why."""
+command works against a server; these reach the service layer or the store directly, each because
+what it does belongs to this machine and has no operation."""
 
 PROVIDERS_ALLOWED: dict[tuple[str, str], str] = {}
 """The queue runs trials in whatever environment a task names, through the environment contract;
@@ -161,15 +161,15 @@ def test_no_import_climbs_to_a_floor_above_its_own() -> None:
     assert broken(CLIMBS_ALLOWED, climbs) == []
 
 
-def test_the_cli_reaches_the_service_layer_through_the_clients() -> None:
+def test_the_cli_reaches_the_service_layer_and_the_store_through_the_clients() -> None:
     found = {
         (each.source, each.target)
         for each in IMPORTS
         if part(each.source) == "cli"
-        and part(each.target) == "services"
-        and each.target != "envloop.services"
+        and part(each.target) in {"services", "store"}
+        and each.target not in {"envloop.services", "envloop.store"}
     }
-    assert broken(CLI_SERVICES_ALLOWED, found) == []
+    assert broken(CLI_MACHINE_LOCAL, found) == []
 
 
 def test_the_queue_reaches_environment_providers_through_their_contract() -> None:

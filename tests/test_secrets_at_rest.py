@@ -15,8 +15,9 @@ from sqlalchemy import select, text, update
 from envloop.errors import ConflictError, UserError
 from envloop.services import profiles
 from envloop.services.context import Context, open_context
-from envloop.services.secrets import SecretKeyError
+from envloop.store import secrets
 from envloop.store.db import MIGRATIONS_DIR, Store, make_engine
+from envloop.store.secrets import SecretKeyError
 from envloop.store.tables import Profile, ProfileSecret
 from tests.conftest import El, write_profile
 
@@ -33,7 +34,7 @@ def _create(ctx: Context, tmp_path: Path, value: str = SECRET, version: str = "1
 def _resolved(ctx: Context) -> str:
     with ctx.store.read() as session:
         row = session.scalars(select(Profile)).one()
-        return profiles.resolved_params(session, row, ctx.home)["MODEL_API_KEY"]
+        return secrets.resolved_params(session, row, ctx.home)["MODEL_API_KEY"]
 
 
 def _database_bytes(home: Path) -> bytes:
@@ -86,7 +87,7 @@ def test_rotation_reencrypts_every_secret_with_a_new_key_and_forgets_the_old(
         after = set(session.scalars(select(ProfileSecret.value)))
         assert not before & after
         values = {
-            row.version: profiles.resolved_params(session, row, ctx.home)["MODEL_API_KEY"]
+            row.version: secrets.resolved_params(session, row, ctx.home)["MODEL_API_KEY"]
             for row in session.scalars(select(Profile))
         }
     assert values == {"1": SECRET, "2": "second-secret-value"}

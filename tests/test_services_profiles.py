@@ -9,6 +9,7 @@ from sqlalchemy import select
 from envloop.errors import ConflictError, UserError
 from envloop.services import datasets, jobs, profiles
 from envloop.services.context import Context
+from envloop.store import secrets
 from envloop.store.tables import Profile, ProfileSecret
 from envloop.wire.jobs import JobRequest
 from tests.conftest import make_task, write_profile
@@ -36,7 +37,7 @@ def test_secret_values_are_stored_apart_from_params_and_encrypted(ctx: Context, 
         assert "MODEL_API_KEY" not in row.params
         stored = session.scalars(select(ProfileSecret.value)).one()
         assert stored.startswith("fernet:") and SECRET not in stored
-        assert profiles.resolved_params(session, row, ctx.home)["MODEL_API_KEY"] == SECRET
+        assert secrets.resolved_params(session, row, ctx.home)["MODEL_API_KEY"] == SECRET
 
 
 def test_same_content_again_is_a_no_op(ctx: Context, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ not JSON are skipped, so a newer CLI does not break the trajectory.
 import json
 from typing import Any
 
+from envloop.agents.event_reader import EventReader
 from envloop.agents.json_values import as_count, as_object, parse_object
 from envloop.core.trajectory import (
     ModelRequestSummary,
@@ -30,16 +31,12 @@ from envloop.core.trajectory import (
 _TOOLS = {"command_execution", "file_change", "mcp_tool_call", "web_search"}
 
 
-class CodexEvents:
+class CodexEvents(EventReader):
     """Feeds `codex exec --json` lines into a recorder; `finish()` says how the run ended."""
 
     def __init__(self, recorder: TrajectoryRecorder, summary: ModelRequestSummary, model_steps: bool) -> None:
-        self.recorder = recorder
-        self.summary = summary
-        self.model_steps = model_steps
-        self.current: ModelStep | None = None
+        super().__init__(recorder, summary, model_steps)
         self.after_tools = False
-        self.messages = 1
         self.usage: Usage | None = None
         self.error: str | None = None
 
@@ -66,15 +63,12 @@ class CodexEvents:
     def _model(self, speaking: bool) -> ModelStep:
         """The model step an item belongs to: a new one when the model speaks after tool results
         (or before anything), the current one for its tool calls."""
-        if self.current is None or (speaking and self.after_tools):
-            self.current = ModelStep(
-                request=self.summary.model_copy(update={"messages": self.messages}), stop="end"
-            )
+        step = self.current
+        if step is None or (speaking and self.after_tools):
             self.after_tools = False
+            step = self.open_model_step(stop="end")
             self.messages += 1
-            if self.model_steps:
-                self.recorder.add(self.current)
-        return self.current
+        return step
 
     def _item(self, item: dict[str, Any]) -> None:
         kind = item.get("type")

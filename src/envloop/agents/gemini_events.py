@@ -12,6 +12,7 @@ between two tool results. Unknown events and lines that are not JSON are skipped
 import re
 from typing import Any
 
+from envloop.agents.event_reader import EventReader
 from envloop.agents.json_values import as_count, as_object, parse_object
 from envloop.core.trajectory import (
     ModelRequestSummary,
@@ -49,16 +50,12 @@ def model_call_id(tool_id: str, name: str) -> str:
     return tool_id.removeprefix(f"{name}__")
 
 
-class GeminiEvents:
+class GeminiEvents(EventReader):
     """Feeds stream-json lines into a recorder; `finish()` says how the run ended."""
 
     def __init__(self, recorder: TrajectoryRecorder, summary: ModelRequestSummary, model_steps: bool) -> None:
-        self.recorder = recorder
-        self.summary = summary
-        self.model_steps = model_steps
-        self.current: ModelStep | None = None
+        super().__init__(recorder, summary, model_steps)
         self.calls: dict[str, ToolCall] = {}
-        self.messages = 1
         self.result: dict[str, Any] | None = None
 
     def feed(self, line: str) -> None:
@@ -81,14 +78,11 @@ class GeminiEvents:
             self.result = event
 
     def _model_step(self) -> ModelStep:
-        if self.current is None:
-            self.current = ModelStep(
-                request=self.summary.model_copy(update={"messages": self.messages}), stop="end"
-            )
-            if self.model_steps:
-                self.recorder.add(self.current)
+        step = self.current
+        if step is None:
+            step = self.open_model_step(stop="end")
             self.messages += 1
-        return self.current
+        return step
 
     def _tool_use(self, event: dict[str, Any]) -> None:
         name = str(event.get("tool_name") or "?")

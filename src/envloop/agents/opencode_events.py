@@ -10,10 +10,10 @@ Unknown events and lines that are not JSON are skipped.
 from datetime import UTC, datetime
 from typing import Any
 
+from envloop.agents.event_reader import EventReader
 from envloop.agents.json_values import as_count, as_object, parse_object
 from envloop.core.trajectory import (
     ModelRequestSummary,
-    ModelStep,
     StopReason,
     ToolCall,
     ToolStep,
@@ -31,15 +31,11 @@ def _when(event: dict[str, Any]) -> datetime:
     return datetime.now(UTC)
 
 
-class OpenCodeEvents:
+class OpenCodeEvents(EventReader):
     """Feeds `opencode run --format json` lines into a recorder; `finish()` says how it ended."""
 
     def __init__(self, recorder: TrajectoryRecorder, summary: ModelRequestSummary, model_steps: bool) -> None:
-        self.recorder = recorder
-        self.summary = summary
-        self.model_steps = model_steps
-        self.current: ModelStep | None = None
-        self.messages = 1
+        super().__init__(recorder, summary, model_steps)
         self.calls = 0
         self.last_reason: str | None = None
         self.error: str | None = None
@@ -50,11 +46,7 @@ class OpenCodeEvents:
             return
         kind, part = event.get("type"), as_object(event.get("part"))
         if kind == "step_start":
-            self.current = ModelStep(
-                at=_when(event), request=self.summary.model_copy(update={"messages": self.messages})
-            )
-            if self.model_steps:
-                self.recorder.add(self.current)
+            self.open_model_step().at = _when(event)
         elif kind in ("text", "reasoning") and self.current is not None:
             if kind == "text":
                 self.current.text += str(part.get("text", ""))

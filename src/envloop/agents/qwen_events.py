@@ -10,11 +10,11 @@ JSON are skipped.
 
 from typing import Any
 
+from envloop.agents.event_reader import EventReader
 from envloop.agents.gemini_events import SHELL, shell_exit_code
 from envloop.agents.json_values import add_content_blocks, as_count, as_object, block_text, parse_object
 from envloop.core.trajectory import (
     ModelRequestSummary,
-    ModelStep,
     StopReason,
     SystemStep,
     ToolCall,
@@ -32,16 +32,12 @@ def _usage(usage: dict[str, Any]) -> Usage:
     )
 
 
-class QwenEvents:
+class QwenEvents(EventReader):
     """Feeds stream-json lines into a recorder; `finish()` says how the run ended."""
 
     def __init__(self, recorder: TrajectoryRecorder, summary: ModelRequestSummary, model_steps: bool) -> None:
-        self.recorder = recorder
-        self.summary = summary
-        self.model_steps = model_steps
-        self.current: ModelStep | None = None
+        super().__init__(recorder, summary, model_steps)
         self.calls: dict[str, ToolCall] = {}
-        self.messages = 1
         self.result: dict[str, Any] | None = None
 
     def feed(self, line: str) -> None:
@@ -62,12 +58,10 @@ class QwenEvents:
             self.result = event
 
     def _assistant(self, message: dict[str, Any]) -> None:
-        if self.current is None:
-            self.current = ModelStep(request=self.summary.model_copy(update={"messages": self.messages}))
-            if self.model_steps:
-                self.recorder.add(self.current)
-            self.messages += 1
         step = self.current
+        if step is None:
+            step = self.open_model_step()
+            self.messages += 1
         usage = _usage(as_object(message.get("usage")))
         if usage.input_tokens or usage.output_tokens:
             if self.model_steps:

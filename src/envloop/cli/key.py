@@ -9,7 +9,7 @@ from envloop.cli.output import emit_json, note, out, table, when
 from envloop.cli.state import context
 
 if TYPE_CHECKING:
-    from envloop.services.context import Context
+    from envloop.store.context import Context
 
 # Keys live in the store: each command imports the key service when it runs, never for --help.
 # ruff: noqa: PLC0415

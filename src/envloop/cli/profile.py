@@ -20,9 +20,9 @@ def create(
     json_: JsonOpt = False,
 ) -> None:
     """Publish NAME@VERSION. The same content again is a no-op; different content is refused."""
-    from envloop.services import profiles  # noqa: PLC0415 - reads the file; loads the store's modules
+    from envloop.wire.profiles import read_profile_file  # noqa: PLC0415
 
-    view = operations().create_profile(name, version, profiles.read_profile_file(file))
+    view = operations().create_profile(name, version, read_profile_file(file))
     if json_:
         emit_json(view)
         return

@@ -16,7 +16,7 @@ def rotate_key(json_: JsonOpt = False) -> None:
     With the key file (ENVLOOP_HOME/secret.key or ENVLOOP_SECRET_KEY_FILE) a new key is made; with
     ENVLOOP_SECRET_KEY, put the new key first in it before running this. Runs on the store itself
     (not through a server); workers elsewhere need the new key afterwards."""
-    from envloop.services.secrets import rotate_secret_key  # noqa: PLC0415 - only this command needs it
+    from envloop.store.secrets import rotate_secret_key  # noqa: PLC0415 - only this command needs it
 
     ctx = context()
     rotation = rotate_secret_key(ctx.store, ctx.home)

@@ -4,7 +4,7 @@ and its dependencies are imported then too, so commands that never open it never
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from envloop.services.context import Context
+    from envloop.store.context import Context
 
 _context: "Context | None" = None
 

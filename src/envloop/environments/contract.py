@@ -11,17 +11,18 @@ are copied out to) are the caller's own and never point into the instance.
 Each public signature and its promise is written once, here. A provider implements the Protocol by
 subclassing `EnvironmentBase` (environments/environment_base.py), an explicit subclass of it that
 does once what every provider must (variables, masking, bounded output, showing tests and solution
-only to the commands that need them, network ceilings) through a handful of private hooks; the
-public methods only a provider can do (`stop`, `snapshot`, the gateway, `resource_problem`) are
-abstract here, so a provider that forgets one cannot be instantiated, and mypy checks the base
-against this Protocol. Why a Protocol with a base beside it, and not one class: the contract is
-also met structurally by wrappers that are not environments of their own (the shell runner's
-recording wrapper forwards every call to the trial's instance); a Protocol declaring the base's
-private state and hooks would ask them of every wrapper too.
+only to the commands that need them, network ceilings) in final methods over a handful of private
+hooks; the public methods only a provider can do (`stop`, `snapshot`, the gateway,
+`resource_problem`) are abstract here, so a provider that forgets one cannot be instantiated, and
+mypy checks the base against this Protocol. Nothing wraps an instance to watch it: a caller that
+wants to know of each command (the shell runner records an agent's commands as steps) hands the
+instance a `CommandObserver`, so no second class repeats these signatures to forward them.
 """
 
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -34,6 +35,27 @@ if TYPE_CHECKING:
     from envloop.gateway import ModelGateway
     from envloop.tasks.phases import NetworkPolicy
     from envloop.trajectories.workspace import Snapshot
+
+
+@dataclass(frozen=True)
+class CommandRun:
+    """One command an instance ran, as an observer is told of it: what, when, where its output went."""
+
+    command: Sequence[str]
+    started: datetime
+    clock: float
+    """`time.perf_counter()` at its start: the command's duration, whatever the wall clock does."""
+    stdout_path: Path | None
+    stderr_path: Path | None
+
+
+class CommandObserver(Protocol):
+    """Told of each command an instance runs while it observes (`Environment.observe`)."""
+
+    async def ran(self, run: CommandRun, result: ExecResult | None) -> None:
+        """`run` ended with `result`, or was cut off (None: cancelled, or its provider failed);
+        the exception goes on after this returns."""
+        ...
 
 
 class Environment(Protocol):
@@ -80,6 +102,10 @@ class Environment(Protocol):
         task's tests or solution (or a fresh, empty verifier log directory) visible from this command
         on. Output streams to `stdout_path`/`stderr_path`, files of the worker (never inside the
         instance); the result keeps a tail."""
+        ...
+
+    def observe(self, observer: CommandObserver | None) -> None:
+        """Tell `observer` of every command `exec` runs from now on (None: of none)."""
         ...
 
     async def write_file(self, path: str, data: bytes) -> None:

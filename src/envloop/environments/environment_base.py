@@ -28,10 +28,11 @@ import time
 from abc import abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, BinaryIO, Literal
+from typing import BinaryIO, Literal, final
 
 from pydantic import BaseModel
 
+from envloop.core.clock import utc_now
 from envloop.core.masking import mask_text
 from envloop.core.trial import SandboxMode, TrialFlag, TrialSpec
 from envloop.environments.base import (
@@ -43,7 +44,7 @@ from envloop.environments.base import (
     VisiblePaths,
 )
 from envloop.environments.capture import BoundedWriter
-from envloop.environments.contract import Environment
+from envloop.environments.contract import CommandObserver, CommandRun, Environment
 from envloop.environments.keeping import (
     MAX_KEPT_FILE_BYTES,
     MAX_KEPT_FILES,
@@ -57,9 +58,6 @@ from envloop.environments.variables import checked_env, trial_variables
 from envloop.tasks.model import HarborTask, NetworkMode, TaskUser
 from envloop.tasks.phases import NO_NETWORK, NetworkPolicy
 from envloop.tasks.variables import resolve_env
-
-if TYPE_CHECKING:
-    pass  # aiohttp: loaded when a trial first routes a model
 
 PathKind = Literal["file", "directory", "other"]
 _DROPPED_WARNINGS = 5
@@ -118,16 +116,19 @@ class EnvironmentBase(Environment):
         """Where a command shown `fresh_home` finds its empty HOME."""
         self.fresh_tmp = fresh_tmp
         """The provider's own name for a command's empty `/tmp` (None: it cannot give one)."""
+        self._observer: CommandObserver | None = None
         self._network_log: list[str] = []
         """Each phase's policy, in order (`agent public`), for the note."""
 
     @property
+    @final
     def network(self) -> NetworkPolicy:
         """The policy in force now (the provider started the instance with it); only
         `set_network` and `enter_network` change it, after the provider applied it."""
         return self._network
 
     @property
+    @final
     def note(self) -> str:
         """What isolates the instance and how its limits hold, then each phase's network."""
         if not self._network_log:
@@ -192,6 +193,7 @@ class EnvironmentBase(Environment):
 
     # ---- what every caller uses -----------------------------------------------------------------
 
+    @final
     async def exec(
         self,
         command: Sequence[str],
@@ -204,38 +206,52 @@ class EnvironmentBase(Environment):
         stderr_path: Path | None = None,
         mounts: Mounts = NO_MOUNTS,
     ) -> ExecResult:
-        await self._show(mounts)
-        variables = checked_env({**self._variables, **self.network_variables(), **(env or {})})
-        if "fresh_home" in mounts:
-            variables["HOME"] = self.fresh_home
-        started = time.monotonic()
-        with _capture(stdout_path) as out, _capture(stderr_path) as err:
-            writers = BoundedWriter(out), BoundedWriter(err)
-            try:
-                ran = await self._run(
-                    command,
-                    user=user,
-                    cwd=cwd or self.visible.app,
-                    env=variables,
-                    timeout=timeout,
-                    stdout=writers[0],
-                    stderr=writers[1],
-                )
-            finally:
-                for writer in writers:
-                    writer.finish()
-            self._note_dropped(command, writers)
-            self._charge(*(c for c, named in ((out, stdout_path), (err, stderr_path)) if named is not None))
-            (stdout, stdout_whole), (stderr, stderr_whole) = read_tail(out), read_tail(err)
-        return ExecResult(
+        observer = self._observer
+        run = CommandRun(command, utc_now(), time.perf_counter(), stdout_path, stderr_path)
+        try:
+            await self._show(mounts)
+            variables = checked_env({**self._variables, **self.network_variables(), **(env or {})})
+            if "fresh_home" in mounts:
+                variables["HOME"] = self.fresh_home
+            with _capture(stdout_path) as out, _capture(stderr_path) as err:
+                writers = BoundedWriter(out), BoundedWriter(err)
+                try:
+                    ran = await self._run(
+                        command,
+                        user=user,
+                        cwd=cwd or self.visible.app,
+                        env=variables,
+                        timeout=timeout,
+                        stdout=writers[0],
+                        stderr=writers[1],
+                    )
+                finally:
+                    for writer in writers:
+                        writer.finish()
+                self._note_dropped(command, writers)
+                named = ((out, stdout_path), (err, stderr_path))
+                self._charge(*(capture for capture, path in named if path is not None))
+                (stdout, stdout_whole), (stderr, stderr_whole) = read_tail(out), read_tail(err)
+        except BaseException:
+            if observer is not None:
+                await observer.ran(run, None)
+            raise
+        result = ExecResult(
             exit_code=ran.exit_code,
             stdout=mask_text(stdout, self._secrets),
             stderr=mask_text(stderr, self._secrets),
             timed_out=ran.timed_out,
-            duration_sec=time.monotonic() - started,
+            duration_sec=time.perf_counter() - run.clock,
             stdout_whole=stdout_whole,
             stderr_whole=stderr_whole,
         )
+        if observer is not None:
+            await observer.ran(run, result)
+        return result
+
+    @final
+    def observe(self, observer: CommandObserver | None) -> None:
+        self._observer = observer
 
     def _note_dropped(self, command: Sequence[str], writers: tuple[BoundedWriter, BoundedWriter]) -> None:
         """Say once per command how much of its output was dropped from the middle."""
@@ -304,20 +320,20 @@ class EnvironmentBase(Environment):
         }
         return paths.get(mount, self.visible.verifier_logs)
 
+    @final
     async def write_file(self, path: str, data: bytes) -> None:
         await self._write(_checked_path(path), data)
 
+    @final
     async def read_file(self, path: str, max_bytes: int) -> bytes | None:
         return await self._read(_checked_path(path), max_bytes)
 
+    @final
     async def put_dir(self, source: Path, path: str) -> None:
-        """Copy the worker's directory (or file) `source` to `path` inside, replacing it."""
         await self._copy_in(source, _checked_path(path))
 
+    @final
     async def get_dir(self, path: str, target: Path) -> list[str]:
-        """Copy the directory `path` inside to the worker's directory `target` (a name already
-        taken there gets a numbered sibling), the trial's secrets masked and long files cut.
-        Returns one note per file that was cut or left out."""
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=".copy-out-") as scratch:
             raw = Path(scratch) / "tree"
@@ -331,9 +347,8 @@ class EnvironmentBase(Environment):
                 self.warnings.append(f"{refused} (the collection log lists what was cut)")
         return [mask_text(note, self._secrets) for note in notes]
 
+    @final
     async def get_path(self, path: str, target: Path) -> list[str]:
-        """Copy the file or directory `path` inside to the worker's `target` (a file is kept as the
-        file `target`), masked like every copy out; nothing when `path` is missing."""
         kind = await self._kind(_checked_path(path))
         if kind == "directory":
             return await self.get_dir(path, target)
@@ -358,9 +373,8 @@ class EnvironmentBase(Environment):
         target.write_bytes(mask_bytes(data, self._secrets))
         return notes
 
+    @final
     async def set_network(self, policy: NetworkPolicy, phase: str = "") -> None:
-        """Give the commands from now on `policy`, capped by the operator's ceiling; `phase` names
-        who they are for in the instance's note."""
         if policy.mode != "no-network" and not self.limits.network:
             asked = policy.describe()
             note = f"{NETWORK_VARIABLE}=none: the trial ran without the network it asked for ({asked})"
@@ -374,6 +388,7 @@ class EnvironmentBase(Environment):
         await self._apply_network(policy)
         self._network = policy
 
+    @final
     async def enter_network(self, policy: NetworkPolicy) -> None:
         """Apply `policy` whatever the instance believes is in force (a provider that started it on
         a network of its own calls this once, to reach the baseline)."""

@@ -2,8 +2,8 @@
 the agent itself within its timeout.
 
 The instruction reaches the agent as a file (and as a variable when it is small enough); an agent
-that keeps no trajectory of its own sees the environment through `RecordingEnvironment`, which
-records each command it runs; an agent that calls its model from inside reaches it through the
+that keeps no trajectory of its own is observed by `CommandRecording`, which records each command
+it runs; an agent that calls its model from inside reaches it through the
 worker's model route, opened after the setup (installing is not the agent's work, and its time is
 not) and closed even on cancellation.
 """
@@ -21,7 +21,7 @@ from envloop.core.trial import PhaseRecord, TrialError, TrialSpec
 from envloop.environments.shielded import finish_even_if_cancelled
 from envloop.runners.model_route import ModelRoute, RouteRefused, close_route, open_route, without_model_key
 from envloop.runners.shell_phases import PhasePlan, captures_dir, set_up_agent
-from envloop.runners.shell_steps import RecordingEnvironment
+from envloop.runners.shell_steps import CommandRecording
 from envloop.runners.trial_state import TrialState
 from envloop.tasks.model import HarborTask
 
@@ -47,7 +47,7 @@ async def run_agent_phase(
     recording = None
     if not agent.info.records_steps:
         recorder.add(UserStep(text=task.instruction))
-        recording = RecordingEnvironment(environment, recorder, agent.info.name)
+        recording = CommandRecording(environment, recorder, agent.info.name)
         await recording.start()
     route: ModelRoute | None = None
     agent_spec = spec
@@ -60,7 +60,7 @@ async def run_agent_phase(
             return TrialError(type=refused.kind, message=str(refused)), False
         agent_spec = route.spec if route is not None else without_model_key(spec, environment.warnings)
     ctx = AgentContext(
-        environment=recording or environment,
+        environment=environment,
         task=task,
         spec=agent_spec,
         recorder=recorder,
@@ -73,6 +73,7 @@ async def run_agent_phase(
     )
     timeout = plan.agent_timeout_sec
     started = utc_now()
+    environment.observe(recording)
     try:
         async with asyncio.timeout(timeout) as deadline:
             result = await agent.run(ctx)
@@ -88,6 +89,7 @@ async def run_agent_phase(
         )
         return error, True
     finally:
+        environment.observe(None)
         if route is not None:
             await finish_even_if_cancelled(close_route(route, environment, recorder))
     if route is not None and route.session.limit_reached:

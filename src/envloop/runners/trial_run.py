@@ -24,7 +24,7 @@ from enum import StrEnum
 
 from envloop.core.clock import utc_now
 from envloop.core.masking import mask_text
-from envloop.core.multistep import StepResult, roll_up, step_values
+from envloop.core.multistep import RolledUp, StepResult, roll_up, step_values
 from envloop.core.reward import RewardReading
 from envloop.core.status import ErrorType, Phase, TrialStatus
 from envloop.core.trajectory import StateStep
@@ -185,15 +185,7 @@ class TrialRun(TrialState):
         await environment.set_network(agent_network(networks.agent, self.spec), "agent")
         reading, agent_error, verifier_error = await self.agent_then_verifier(self.task, None, plan)
         await self._collect()
-        error = agent_error or verifier_error
-        return TrialOutcome(
-            status=TrialStatus.FAILED if error else TrialStatus.COMPLETED,
-            error=error,
-            reward=reading.reward,
-            reward_note=reading.note,
-            dimensions=reading.dimensions,
-            phases=self.phases,
-        )
+        return self._scored(agent_error or verifier_error, reading)
 
     async def by_steps(self) -> TrialOutcome:
         """A multi-step task: each step's setup, agent and verifier in order in this one
@@ -238,15 +230,20 @@ class TrialRun(TrialState):
         warnings = [f"multi-step ({strategy}): {ran}"]
         if stopped is not None:
             warnings.append(stopped)
-        error = errors[0] if errors else None
+        return self._scored(errors[0] if errors else None, rolled, warnings)
+
+    def _scored(
+        self, error: TrialError | None, scored: RewardReading | RolledUp, warnings: list[str] | None = None
+    ) -> TrialOutcome:
+        """The outcome of a trial that ran to its verdict (of the task, or rolled up from its steps)."""
         return TrialOutcome(
             status=TrialStatus.FAILED if error else TrialStatus.COMPLETED,
             error=error,
-            reward=rolled.reward,
-            reward_note=rolled.note,
-            dimensions=rolled.dimensions,
+            reward=scored.reward,
+            reward_note=scored.note,
+            dimensions=scored.dimensions,
             phases=self.phases,
-            warnings=warnings,
+            warnings=warnings or [],
         )
 
     async def agent_then_verifier(

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from envloop.services.context import Context
+    from envloop.store.context import Context
 
 RESTART_DELAY_SEC = 2.0
 STOP_TIMEOUT_SEC = 60.0

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from envloop.scheduling.background import BackgroundLock
     from envloop.scheduling.pool import WorkerPool
     from envloop.scheduling.worker import Worker
-    from envloop.services.context import Context
+    from envloop.store.context import Context
 
 
 def capacity_shares(total: int, processes: int | None, executor: str) -> list[int]:

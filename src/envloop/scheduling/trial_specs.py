@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy import select
 
 from envloop.core.trial import EnvironmentChoice, TrialSpec, VerifierEnvironment
-from envloop.services.context import Context
-from envloop.services.profiles import resolved_params
+from envloop.store.context import Context
 from envloop.store.queue import ClaimedTrial
+from envloop.store.secrets import resolved_params
 from envloop.store.tables import Dataset, DatasetMember, Job, Profile
 
 

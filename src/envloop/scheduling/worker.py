@@ -33,9 +33,9 @@ from envloop.runners.verdict import settle_outcome
 from envloop.scheduling.background import BackgroundLock
 from envloop.scheduling.executor import Executor, LocalExecutor, RunLost
 from envloop.scheduling.trial_specs import TrialSpecs
-from envloop.services.context import Context
 from envloop.store import queue
 from envloop.store.artifacts import STRUCTURED_RESULT, ArtifactStoreUnavailableError
+from envloop.store.context import Context
 from envloop.store.db import is_lock_timeout
 from envloop.store.queue import ClaimedTrial
 from envloop.store.tables import Trial

@@ -1,20 +1,14 @@
-"""Where the embedded installation lives, and the handles every operation needs."""
+"""Where the embedded installation lives, and opening the handles every operation needs (`Context`,
+which stands on the store's floor so the queue's workers can be handed one)."""
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from envloop.home import envloop_home, private_dir, private_sqlite
 from envloop.settings import settings
 from envloop.store.artifacts import ArtifactStore, open_artifact_store
-from envloop.store.reads import Reads, SessionReads, find_queries_with, plaintext_secret, project_by_name
+from envloop.store.context import Context
+from envloop.store.reads import find_queries_with, plaintext_secret, project_by_name
 from envloop.store.schema import DEFAULT_PROJECT
-
-if TYPE_CHECKING:
-    from envloop.store.db import Store
-    from envloop.store.light import LightStore
 
 __all__ = ["Context", "envloop_home", "open_context"]
 
@@ -28,52 +22,6 @@ def _import_every_read() -> None:
 
 
 find_queries_with(_import_every_read)
-
-
-@dataclass
-class Context:
-    """The store, the artifact store and the project. A context opened for reads (`open_context(
-    light=True)`) runs its reads with `sqlite3` alone and opens the full store (SQLAlchemy,
-    migrations) only when something first asks for `store`."""
-
-    home: Path
-    artifacts: ArtifactStore
-    project_id: str
-    url: str
-    _store: "Store | None" = None
-    _light: "LightStore | None" = None
-
-    @property
-    def store(self) -> "Store":
-        if self._store is None:
-            from envloop.store.db import Store  # noqa: PLC0415 - SQLAlchemy, only when needed
-
-            self._store = Store(self.url)
-        return self._store
-
-    @contextmanager
-    def reads(self) -> Iterator[Reads]:
-        """One snapshot to run read queries in (`envloop.store.reads`)."""
-        if self._store is None and self._light is not None:
-            with self._light.reads() as reads:
-                yield reads
-            return
-        with self.store.read() as session:
-            yield SessionReads(session)
-
-    @property
-    def instances_dir(self) -> Path:
-        return self.home / "instances"
-
-    @property
-    def logs_dir(self) -> Path:
-        return self.home / "logs"
-
-    def close(self) -> None:
-        if self._light is not None:
-            self._light.close()
-        if self._store is not None:
-            self._store.close()
 
 
 def open_context(home: Path | None = None, *, light: bool = False) -> Context:
@@ -97,8 +45,8 @@ def open_context(home: Path | None = None, *, light: bool = False) -> Context:
             opened = _open_light(home, artifacts, url)
             if opened is not None:
                 return opened
-    from envloop.services.secrets import seal_plaintext  # noqa: PLC0415 - cryptography, SQLAlchemy
     from envloop.store.db import Store  # noqa: PLC0415
+    from envloop.store.secrets import seal_plaintext  # noqa: PLC0415 - cryptography, SQLAlchemy
 
     store = Store(url)
     seal_plaintext(store, home)

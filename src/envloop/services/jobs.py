@@ -17,11 +17,12 @@ from envloop.services.context import Context
 from envloop.services.datasets import dataset_members, member_features, resolve_dataset
 from envloop.services.job_reads import check_status, get_job, job_profiles, job_views
 from envloop.services.missing_images import tasks_missing_images
-from envloop.services.profiles import resolve_profile, resolved_params
+from envloop.services.profiles import resolve_profile
 from envloop.services.refs import dataset_ref
 from envloop.services.unsupported import unsupported_tasks
 from envloop.store import queue
 from envloop.store.reads import SessionReads
+from envloop.store.secrets import resolved_params
 from envloop.store.tables import Dataset, DatasetMember, Job, JobProfile, Profile, Trial
 from envloop.wire.jobs import (
     JOB_CONFIG_SCHEMA,

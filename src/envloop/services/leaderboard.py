@@ -13,6 +13,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from envloop.core.clock import utc_now
 from envloop.core.display import coverage_line
 from envloop.core.ids import new_id
 from envloop.core.leaderboard import RunKey, key_differences, model_label, rank_standings
@@ -26,7 +27,7 @@ from envloop.services.jobs import job_profiles, load_job
 from envloop.services.refs import dataset_ref
 from envloop.services.results import ProfileResult, job_result
 from envloop.store.reads import SessionReads
-from envloop.store.tables import Dataset, Job, LeaderboardRow, utcnow
+from envloop.store.tables import Dataset, Job, LeaderboardRow
 from envloop.wire.leaderboard import BoardEntry, BoardRow, RunSummary
 
 # The models this module returns are defined in envloop.wire (light to import) and re-exported here.
@@ -170,7 +171,7 @@ def _insert(
         for profile in profiles:
             if profile.id in present:
                 continue  # added meanwhile by someone else: their snapshot is the saved one
-            added_at = utcnow()
+            added_at = utc_now()
             ref = f"{profile.name}@{profile.version}"
             entry = _entry(key, job.id, status, profile, metrics[ref], added_at)
             session.add(

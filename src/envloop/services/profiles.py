@@ -2,9 +2,7 @@
 
 import hashlib
 import json
-from pathlib import Path
 
-from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -13,29 +11,16 @@ from envloop.core.ids import new_id
 from envloop.errors import ConflictError, NotFoundError, UserError
 from envloop.services.context import Context
 from envloop.services.refs import check_name, check_version, split_ref
-from envloop.services.secrets import keyring
+from envloop.store.secrets import keyring, secret_values
 from envloop.store.tables import Profile, ProfileSecret
-from envloop.wire.profiles import PROFILE_SCHEMA, ProfileDocument, ProfileSpec, ProfileView
+from envloop.wire.profiles import PROFILE_SCHEMA, ProfileDocument, ProfileSpec, ProfileView, read_profile_file
 
-# The models this module returns are defined in envloop.wire (light to import) and re-exported here.
-__all__ = ["PROFILE_SCHEMA", "ProfileDocument", "ProfileSpec", "ProfileView"]
+# The models this module returns, and the reading of a profile file, are defined in envloop.wire
+# (light to import: a remote `el profile create` reads the file without the store) and
+# re-exported here.
+__all__ = ["PROFILE_SCHEMA", "ProfileDocument", "ProfileSpec", "ProfileView", "read_profile_file"]
 
 MASK = "***"
-
-
-def read_profile_file(path: Path) -> ProfileDocument:
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: not valid JSON ({exc})") from None
-    try:
-        return ProfileDocument.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "document"
-        raise UserError(f"{path}: {where}: {first['msg']}") from None
 
 
 def _digest(params: dict[str, str], secret_names: list[str]) -> str:
@@ -65,7 +50,7 @@ def create_profile(ctx: Context, name: str, version: str, document: ProfileDocum
         with ctx.store.write() as session:
             existing = _find(session, ctx.project_id, name, version)
             if existing is not None:
-                same_secrets = {k: params[k] for k in secrets} == _secret_values(session, existing, ctx.home)
+                same_secrets = {k: params[k] for k in secrets} == secret_values(session, existing, ctx.home)
                 if existing.content_digest != digest or not same_secrets:
                     raise ConflictError(
                         f"profile {name}@{version} already exists with different content; "
@@ -130,21 +115,6 @@ def resolve_profile(session: Session, project_id: str, ref: str) -> Profile:
     if row is None:
         raise NotFoundError(f"unknown profile {ref!r}")
     return row
-
-
-def resolved_params(session: Session, profile: Profile, home: Path) -> dict[str, str]:
-    """All params with secret values filled in: for runners only, never for display. The values are
-    decrypted with the key of the installation at `home` (the caller's context's, never whatever
-    ENVLOOP_HOME happens to name)."""
-    return {**profile.params, **_secret_values(session, profile, home)}
-
-
-def _secret_values(session: Session, profile: Profile, home: Path) -> dict[str, str]:
-    rows = session.scalars(select(ProfileSecret).where(ProfileSecret.profile_id == profile.id)).all()
-    if not rows:
-        return {}
-    ring = keyring(home)
-    return {row.name: ring.open(row.value) for row in rows}
 
 
 def _view(row: Profile, created: bool | None = None) -> ProfileView:

@@ -9,4 +9,4 @@ LOCK_WAIT_SEC = 5.0
 """The longest a single wait for a lock lasts (see `store.db`)."""
 DEFAULT_PROJECT = "default"
 SEALED_PREFIX = "fernet:"
-"""How a profile secret stored encrypted begins (`services.secrets`); one that does not is plaintext."""
+"""How a profile secret stored encrypted begins (`store.secrets`); one that does not is plaintext."""

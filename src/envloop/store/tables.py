@@ -26,6 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from envloop.core.clock import utc_now
 from envloop.core.status import ErrorType, JobStatus, TrialStatus
 
 
@@ -44,10 +45,6 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def words_of(kind: type[StrEnum], length: int) -> Enum:
@@ -71,7 +68,7 @@ class Project(Base):
     __tablename__ = "projects"
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utc_now)
 
 
 class Dataset(Base):
@@ -90,7 +87,7 @@ class Dataset(Base):
     kind: Mapped[str] = mapped_column(String(20))
     scorer: Mapped[str | None] = mapped_column(String(200))
     content_digest: Mapped[str] = mapped_column(String(80))
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utc_now)
 
 
 class DatasetMember(Base):
@@ -120,7 +117,7 @@ class Profile(Base):
     """Non-secret params only; secret values live in profile_secrets."""
     secret_names: Mapped[list[Any]] = mapped_column(JSON)
     content_digest: Mapped[str] = mapped_column(String(80))
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utc_now)
 
 
 class ProfileSecret(Base):
@@ -170,7 +167,7 @@ class Job(Base):
     result_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """Bumped whenever a finished job's result changes (a trial invalidated or restored)."""
     """Bumped by every claim so concurrent claimers serialize on the job row (per-job concurrency)."""
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utc_now)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
@@ -223,7 +220,7 @@ class Trial(Base):
     """How many times the trial was claimed (>1 means a worker died and it was re-run)."""
     invalidated: Mapped[bool] = mapped_column(Boolean, default=False)
     invalidated_reason: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utc_now)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
@@ -263,7 +260,7 @@ class Worker(Base):
     pid: Mapped[int] = mapped_column(Integer)
     capacity: Mapped[int] = mapped_column(Integer)
     background: Mapped[bool] = mapped_column(Boolean, default=False)
-    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utc_now)
     heartbeat_at: Mapped[float] = mapped_column(Float)
 
 
@@ -283,7 +280,7 @@ class LeaderboardRow(Base):
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"))
     profile_id: Mapped[str] = mapped_column(ForeignKey("profiles.id"))
     snapshot: Mapped[dict[str, Any]] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utc_now)
 
 
 class ApiKey(Base):
@@ -295,7 +292,7 @@ class ApiKey(Base):
     name: Mapped[str] = mapped_column(String(200))
     prefix: Mapped[str] = mapped_column(String(20), index=True)
     key_hash: Mapped[str] = mapped_column(String(128), unique=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utc_now)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
@@ -307,7 +304,7 @@ class ConsoleSession(Base):
     __tablename__ = "console_sessions"
     token_hash: Mapped[str] = mapped_column(String(128), primary_key=True)
     api_key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"), index=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utc_now)
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
 
 
@@ -320,6 +317,6 @@ class ShareLink(Base):
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
     token_hash: Mapped[str] = mapped_column(String(128), unique=True)
     public: Mapped[bool] = mapped_column(Boolean, default=False)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utc_now)
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -1,12 +1,15 @@
 """Profiles on the wire: the profile file and how a stored profile reads back."""
 
+import json
 from datetime import datetime
+from pathlib import Path
 from typing import Literal
 
-from pydantic import ConfigDict, Field, StrictStr
+from pydantic import ConfigDict, Field, StrictStr, ValidationError
 from pydantic.dataclasses import dataclass
 
 from envloop.core.lazy import LazyModel
+from envloop.errors import UserError
 from envloop.wire.request import REQUEST
 
 PROFILE_SCHEMA = "envplatform.profile/v2"
@@ -61,3 +64,18 @@ __all__ = [
     "ProfileSpec",
     "ProfileView",
 ]
+
+
+def read_profile_file(path: Path) -> ProfileDocument:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not valid JSON ({exc})") from None
+    try:
+        return ProfileDocument.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "document"
+        raise UserError(f"{path}: {where}: {first['msg']}") from None

@@ -27,13 +27,14 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from envloop.errors import UserError
 from envloop.settings import env_name, settings
 from envloop.store.db import Store
 from envloop.store.reads import SessionReads, plaintext_secret
 from envloop.store.schema import SEALED_PREFIX
-from envloop.store.tables import ProfileSecret
+from envloop.store.tables import Profile, ProfileSecret
 
 if TYPE_CHECKING:
     from cryptography.fernet import MultiFernet
@@ -169,6 +170,23 @@ def seal_plaintext(store: Store, home: Path) -> int:
         for row in rows:
             row.value = ring.seal(row.value)
         return len(rows)
+
+
+def resolved_params(session: Session, profile: Profile, home: Path) -> dict[str, str]:
+    """All params with secret values filled in: for runners only, never for display. The values are
+    decrypted with the key of the installation at `home` (the caller's context's, never whatever
+    ENVLOOP_HOME happens to name). Here, beside the keys, so the worker that runs a trial and the
+    service that stores the profile open its secrets the same way."""
+    return {**profile.params, **secret_values(session, profile, home)}
+
+
+def secret_values(session: Session, profile: Profile, home: Path) -> dict[str, str]:
+    """The profile's secret params, opened."""
+    rows = session.scalars(select(ProfileSecret).where(ProfileSecret.profile_id == profile.id)).all()
+    if not rows:
+        return {}
+    ring = keyring(home)
+    return {row.name: ring.open(row.value) for row in rows}
 
 
 class Rotation(BaseModel):
