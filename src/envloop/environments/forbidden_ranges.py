@@ -23,6 +23,8 @@ them or routes through them (on-link and gateway rules), and otherwise left to t
 import ipaddress
 import json
 import subprocess
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 NOT_GLOBAL = (
@@ -57,6 +59,12 @@ IPv6; pasta gives local trials the host's."""
 _OWN_BRIDGES = ("elp", "eli", "docker", "br-", "veth")
 """Interfaces whose routes lead to containers, not to the host's surroundings."""
 _ROUTE_TIMEOUT_SEC = 10.0
+_ROUTING_STATE = {4: ("/proc/net/fib_trie", "/proc/net/route"), 6: ("/proc/net/ipv6_route",)}
+"""The kernel's own views of the routing tables: every IPv4 table's prefixes and the host's
+addresses, the main table's gateways, every IPv6 route with its next hop."""
+_RECHECK_SEC = 5.0
+"""The longest a reading of `ip route` is used while those views stay the same: a gateway changed
+in an IPv4 policy-routing table other than the main one, on the same prefixes, shows in none."""
 RESOLV_CONF = Path("/etc/resolv.conf")
 
 
@@ -68,10 +76,42 @@ def _covered(network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class _Reading:
+    state: bytes
+    at: float
+    networks: tuple[str, ...]
+
+
+_readings: dict[int, _Reading] = {}
+
+
+def _routing_state(version: int) -> bytes | None:
+    try:
+        return b"\0".join(Path(path).read_bytes() for path in _ROUTING_STATE[version])
+    except OSError:
+        return None
+
+
 def host_networks(version: int = 4) -> list[str]:
     """The networks this host is on, the gateways it routes through and its own addresses (of IP
     `version`), as CIDRs, leaving out what the fixed ranges already cover and the routes of
-    container bridges; empty when the routing table cannot be read (the fixed ranges still hold)."""
+    container bridges; empty when the routing table cannot be read (the fixed ranges still hold).
+
+    Asked for every new trial network, so `ip route` (milliseconds of fork and exec, where reading
+    /proc takes microseconds) runs again only when the kernel's routing views changed or the last
+    reading is `_RECHECK_SEC` old."""
+    state, now = _routing_state(version), time.monotonic()
+    last = _readings.get(version)
+    if state is not None and last is not None and last.state == state and now - last.at < _RECHECK_SEC:
+        return list(last.networks)
+    networks = _read_host_networks(version)
+    if state is not None:
+        _readings[version] = _Reading(state, now, tuple(networks))
+    return networks
+
+
+def _read_host_networks(version: int) -> list[str]:
     try:
         done = subprocess.run(
             ["ip", "-j", f"-{version}", "route", "show", "table", "all"],
