@@ -3,14 +3,16 @@ starts its first claim), through one model gateway, against a scripted endpoint 
 once, first with an empty agent cache (one install, the other trials waiting for it), then with the
 cache warm.
 
-Each trial is the whole trial in the local sandbox, no network, with one model call (MAX_STEPS=1).
-The CLI agents are answered "hello" and end on it; `gemini-cli` speaks the Gemini API to the
-gateway, which carries it to the endpoint's Chat Completions. `terminus-2` calls its model from the
-worker through the same gateway and is answered in its own format: one command typed into its tmux
-session and the task said complete; a completion is only taken once confirmed by a second call, so
-its one call ends on the step budget (`max_steps`), the verifier then judging the trial as for the
-others. It installs nothing when the environment has a tmux of its own (the machine's, in the
-local sandbox), so its cold and warm rows differ only by chance. Printed per agent and cache state:
+Each trial is the whole trial in the local sandbox, no network, with one model call for the task
+(MAX_STEPS=1). The CLI agents are answered "hello" and end on it; OpenCode and Qwen Code each make a
+second call of their own, without tools (OpenCode's for the session's title), so their rows count
+two calls a trial. `gemini-cli` speaks the Gemini API to the gateway, which carries it to the
+endpoint's Chat Completions. `terminus-2` calls its model from the worker through the same gateway
+and is answered in its own format: one command typed into its tmux session and the task said
+complete; a completion is only taken once confirmed by a second call, so its one call ends on the
+step budget (`max_steps`), the verifier then judging the trial as for the others. It installs
+nothing when the environment has a tmux of its own (the machine's, in the local sandbox), so its
+cold and warm rows differ only by chance. Printed per agent and cache state:
 
 - trials scored (none may be lost) and the batch's wall time;
 - per trial (median): the whole trial, the agent's own run (its agent phase, less an install step
