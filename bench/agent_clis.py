@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from agents import hello_task
+
 from envloop.agents import find_agent
 from envloop.agents.aider import RECIPE as AIDER
 from envloop.agents.cache import CACHE_VARIABLE, AgentCache, InstallCommand
@@ -75,17 +77,6 @@ def _size_mb(path: Path) -> float:
     return total / 1e6
 
 
-def _task(root: Path) -> Path:
-    task = root / "bench-task"
-    (task / "tests").mkdir(parents=True)
-    (task / "environment").mkdir()
-    (task / "task.toml").write_text('version = "1.0"\n')
-    (task / "instruction.md").write_text("Say hello.\n")
-    (task / "tests" / "test.sh").write_text('echo 0 > "${ENVLOOP_LOGS_DIR:-/logs}/verifier/reward.txt"\n')
-    (task / "environment" / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
-    return task
-
-
 def _trial_sec(agent: str, url: str, task: Path, root: Path) -> tuple[float, str]:
     params = {"AGENT_NAME": agent, "MODEL_BASE_URL": url, "MODEL_NAME": "bench"}
     if agent == "claude-code":
@@ -128,7 +119,7 @@ def main() -> None:
         root = Path(scratch)
         cache_dir = args.cache or root / "cache"
         os.environ[CACHE_VARIABLE] = str(cache_dir)
-        task = _task(root)
+        task = hello_task(root)
         print(
             f"{'agent':<15} {'cold install':>13} {'warm lookup':>12} {'entry':>9} {'copy in':>8} {'trial':>8}"
         )

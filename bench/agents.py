@@ -94,7 +94,8 @@ def _answer(agent: str) -> Callable[[Received], Reply]:
     return answer
 
 
-def _task(root: Path) -> Path:
+def hello_task(root: Path) -> Path:
+    """A task of one instruction whose verifier writes 0 (the benches time the trial, not the score)."""
     task = root / "bench-task"
     (task / "tests").mkdir(parents=True)
     (task / "environment").mkdir()
@@ -208,7 +209,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory(prefix="bench-agents-") as scratch:
         root = Path(scratch)
-        task = _task(root)
+        task = hello_task(root)
         for agent in agents:
             cache = Path(tempfile.mkdtemp(prefix="bench-agent-cache-", dir=args.cache_root or root))
             os.environ[CACHE_VARIABLE] = str(cache)
