@@ -24,6 +24,7 @@ from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.runners import ShellRunner
 from tests.conftest import SHARED
 from tests.docker_daemon import docker_daemon
+from tests.test_verdict_tampering import hostile_spec
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
 __all__ = ["docker_daemon"]
@@ -72,31 +73,35 @@ echo /opt/libplant.so > /etc/ld.so.preload
 """
 
 
-def run_trial(
-    tmp_path: Path, agent: str, verifier: str, verifier_environment: str = "task", trial_id: str | None = None
-) -> TrialOutcome:
-    task = tmp_path / "task"
-    (task / "tests").mkdir(parents=True)
-    (task / "environment").mkdir()
-    (task / "task.toml").write_text('version = "1.0"\n')
-    (task / "instruction.md").write_text("An impossible task.\n")
-    (task / "tests" / "test.sh").write_text(verifier)
-    (task / "environment" / "Dockerfile").write_text("FROM python:3.11-slim\nWORKDIR /app\n")
+PYTHON_IMAGE = "FROM python:3.11-slim\nWORKDIR /app\n"
+
+
+def run_in_docker(tmp_path: Path, spec: TrialSpec) -> TrialOutcome:
+    return asyncio.run(ShellRunner(DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))).run(spec))
+
+
+def run_trial(tmp_path: Path, agent: str, verifier: str, verifier_environment: str = "task") -> TrialOutcome:
+    spec = hostile_spec(
+        tmp_path, agent, verifier, verifier_environment, "FROM python:3.11-slim\nWORKDIR /app\n"
+    )
+    return run_in_docker(tmp_path, spec)
+
+
+def run_example(tmp_path: Path, copy: Path, agent: str) -> TrialOutcome:
+    """`agent` (oracle or nop) on a copy of one of Harbor's examples."""
     spec = TrialSpec(
         job_id="job_reads",
-        trial_id=trial_id or new_id("trl"),
-        task_name="task",
+        trial_id=new_id("trl"),
+        task_name=copy.name,
         attempt=1,
-        profile_ref="team/hostile@1",
+        profile_ref=f"team/{agent}@1",
         runner="envloop/shell@1",
-        params={"AGENT_NAME": "command", "AGENT_COMMAND": agent},
-        task_dir=task,
+        params={"AGENT_NAME": agent},
+        task_dir=copy,
         instance_root=tmp_path / "instances",
         artifacts_dir=tmp_path / "artifacts",
-        verifier_environment=verifier_environment,  # type: ignore[arg-type]
     )
-    provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
-    return asyncio.run(ShellRunner(provider).run(spec))
+    return run_in_docker(tmp_path, spec)
 
 
 def tampered(outcome: TrialOutcome) -> list[TrialFlag]:
@@ -185,21 +190,9 @@ def test_a_separate_verifier_never_sees_either_plant(tmp_path: Path) -> None:
 def test_what_envloop_writes_for_the_verifier_never_flags_a_trial(
     tmp_path: Path, task: str, agent: str, reward: float
 ) -> None:
-    copy = tmp_path / "task"
+    copy = tmp_path / task
     shutil.copytree(EXAMPLES / task, copy)
-    spec = TrialSpec(
-        job_id="job_reads",
-        trial_id=new_id("trl"),
-        task_name=task,
-        attempt=1,
-        profile_ref=f"team/{agent}@1",
-        runner="envloop/shell@1",
-        params={"AGENT_NAME": agent},
-        task_dir=copy,
-        instance_root=tmp_path / "instances",
-        artifacts_dir=tmp_path / "artifacts",
-    )
-    outcome = asyncio.run(ShellRunner(DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))).run(spec))
+    outcome = run_example(tmp_path, copy, agent)
     assert outcome.error is None, outcome.error
     assert outcome.reward == reward, outcome.reward_note
     assert outcome.flags == []
@@ -208,24 +201,12 @@ def test_what_envloop_writes_for_the_verifier_never_flags_a_trial(
 def test_what_one_steps_verifier_wrote_is_not_the_agents_for_the_next(tmp_path: Path) -> None:
     """A shared verifier that installs a tool for the steps after it (here: a file in /opt) has
     the next step's verifier use it: that is no change of the agent's."""
-    copy = tmp_path / "task"
-    shutil.copytree(EXAMPLES / "hello-multi-step-simple", copy)
+    copy = tmp_path / "hello-multi-step-simple"
+    shutil.copytree(EXAMPLES / copy.name, copy)
     first = copy / "steps" / "create-file" / "tests" / "test.sh"
     first.write_text(first.read_text().replace("set -e\n", "set -e\necho tool > /opt/verifier-tool\n", 1))
     second = copy / "steps" / "append-content" / "tests" / "test.sh"
     second.write_text(second.read_text().replace("set -e\n", "set -e\ncat /opt/verifier-tool\n", 1))
-    spec = TrialSpec(
-        job_id="job_reads",
-        trial_id=new_id("trl"),
-        task_name="hello-multi-step-simple",
-        attempt=1,
-        profile_ref="team/oracle@1",
-        runner="envloop/shell@1",
-        params={"AGENT_NAME": "oracle"},
-        task_dir=copy,
-        instance_root=tmp_path / "instances",
-        artifacts_dir=tmp_path / "artifacts",
-    )
-    outcome = asyncio.run(ShellRunner(DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))).run(spec))
+    outcome = run_example(tmp_path, copy, "oracle")
     assert (outcome.error, outcome.reward) == (None, 1.0), outcome.reward_note
     assert outcome.flags == []
