@@ -80,10 +80,13 @@ def run_in_docker(tmp_path: Path, spec: TrialSpec) -> TrialOutcome:
     return asyncio.run(ShellRunner(DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))).run(spec))
 
 
-def run_trial(tmp_path: Path, agent: str, verifier: str, verifier_environment: str = "task") -> TrialOutcome:
-    spec = hostile_spec(
-        tmp_path, agent, verifier, verifier_environment, "FROM python:3.11-slim\nWORKDIR /app\n"
-    )
+def run_trial(
+    tmp_path: Path, agent: str, verifier: str, verifier_environment: str = "task", trial_id: str | None = None
+) -> TrialOutcome:
+    """The hostile trial in Docker; a caller that watches the container by name passes its `trial_id`."""
+    spec = hostile_spec(tmp_path, agent, verifier, verifier_environment, PYTHON_IMAGE)
+    if trial_id is not None:
+        spec = spec.model_copy(update={"trial_id": trial_id})
     return run_in_docker(tmp_path, spec)
 
 
