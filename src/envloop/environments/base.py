@@ -1,8 +1,14 @@
 """The values every environment speaks in: what a command is shown (`Mount`), how it ended
-(`ExecResult`), the instance's paths as a command inside names them (`VisiblePaths`), and the one
-error a setup raises. The contract that uses them is environments/contract.py."""
+(`ExecResult` for callers, `RunOutcome` from a provider), what a path is (`PathKind`), the
+instance's paths as a command inside names them (`VisiblePaths`), what an observer is told
+(`CommandRun`), and the one error a setup raises. The contract that uses them is
+environments/contract.py."""
 
-from typing import Literal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -33,6 +39,38 @@ class ExecResult(BaseModel):
     stderr_whole: bool = False
     """True when `stdout`/`stderr` hold the command's whole output, not only its tail, so a
     trajectory can keep it without reading the capture file again."""
+
+
+class RunOutcome(BaseModel):
+    """How one command ended, as a provider reports it: None exit code when killed on timeout."""
+
+    exit_code: int | None
+    timed_out: bool
+
+
+PathKind = Literal["file", "directory", "other"]
+"""What a path inside is, never following a link at its end (`other`: a link, device, socket…)."""
+
+
+@dataclass(frozen=True)
+class CommandRun:
+    """One command an instance ran, as an observer is told of it: what, when, where its output went."""
+
+    command: Sequence[str]
+    started: datetime
+    clock: float
+    """`time.perf_counter()` at its start: the command's duration, whatever the wall clock does."""
+    stdout_path: Path | None
+    stderr_path: Path | None
+
+
+class CommandObserver(Protocol):
+    """Told of each command an instance runs while it observes (`Environment.observe`)."""
+
+    async def ran(self, run: CommandRun, result: ExecResult | None) -> None:
+        """`run` ended with `result`, or was cut off (None: cancelled, or its provider failed);
+        the exception goes on after this returns."""
+        ...
 
 
 class VisiblePaths(BaseModel):

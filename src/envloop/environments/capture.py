@@ -10,8 +10,11 @@ beyond the chunk being written, and the disk holds at most `head + tail` (plus t
 """
 
 import asyncio
+import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from envloop.environments.keeping import MAX_KEPT_FILE_BYTES
@@ -145,3 +148,16 @@ class PipePump:
         self._fd = -1
         if not self.ended.done():
             self.ended.set_result(None)
+
+
+@contextlib.contextmanager
+def capture_file(path: Path | None) -> Iterator[BinaryIO]:
+    """A command's capture file: the worker's file `path` (never inside the instance), or a
+    nameless temporary one when the caller keeps only the result's tail."""
+    if path is None:
+        with tempfile.TemporaryFile() as handle:
+            yield handle
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w+b", buffering=0) as handle:
+        yield handle

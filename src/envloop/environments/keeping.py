@@ -136,6 +136,20 @@ class KeepBudget:
         self.bytes -= size
         return True
 
+    def charge_capture(self, capture: BinaryIO) -> bool:
+        """Charge a command's capture file (which the caller keeps) as one file, cutting what does
+        not fit; False when some of it was cut."""
+        capture.flush()
+        size = os.fstat(capture.fileno()).st_size
+        allowed = min(size, self.bytes)
+        self.bytes -= allowed
+        self.files = max(0, self.files - 1)
+        if allowed == size:
+            return True
+        capture.truncate(allowed)
+        self.refused_bytes += size - allowed
+        return False
+
     def note(self) -> str | None:
         """One line on what was not kept, if anything was not."""
         notes = []
@@ -150,6 +164,18 @@ class KeepBudget:
                 "were not kept, nor what they hold"
             )
         return "; ".join(notes) or None
+
+
+def keep_file(data: bytes, target: Path, budget: KeepBudget, secrets: Iterable[str]) -> list[str]:
+    """Keep the file `data` (read with one byte more than a kept file may hold) at `target`, masked
+    and cut, charging `budget`; one note per thing a reader should know, naming no path."""
+    if not budget.take(min(len(data), MAX_KEPT_FILE_BYTES)):
+        return ["not kept, the trial's cap on what it keeps was used up"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(mask_bytes(data[:MAX_KEPT_FILE_BYTES], secrets))
+    if len(data) > MAX_KEPT_FILE_BYTES:
+        return [f"only its first {MAX_KEPT_FILE_BYTES:,} bytes were kept"]
+    return []
 
 
 def _is_real_directory(path: Path) -> bool:

@@ -16,8 +16,8 @@ from envloop.agents.base import read_outputs
 from envloop.core.clock import utc_now
 from envloop.core.reward import RewardReading
 from envloop.core.trajectory import ToolStep, TrajectoryRecorder, VerifierStep
-from envloop.environments.base import ExecResult
-from envloop.environments.contract import CommandRun, Environment
+from envloop.environments.base import CommandRun, ExecResult
+from envloop.environments.contract import Environment
 from envloop.trajectories import Snapshot, changes_between
 
 

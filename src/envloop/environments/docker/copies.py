@@ -18,15 +18,14 @@ import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import BinaryIO, Literal, TypeVar
+from typing import BinaryIO, TypeVar
 
+from envloop.environments.base import PathKind
 from envloop.environments.docker import transfer
 from envloop.environments.docker.cli import DockerError
 from envloop.environments.docker.engine import NotFoundError, engine
 from envloop.environments.docker.host_files import HostFiles, Unreachable
 from envloop.environments.docker.transfer import CopyOutReport, Owner
-
-PathKind = Literal["file", "directory", "other"]
 
 _GO_MODE_DIR = 1 << 31
 _GO_MODE_SPECIAL = (1 << 27) | (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19)

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envloop.core.trial import SandboxMode, TrialSpec
-from envloop.environments.base import EnvironmentSetupError, VisiblePaths
+from envloop.environments.base import EnvironmentSetupError, PathKind, RunOutcome, VisiblePaths
 from envloop.environments.capture import BoundedWriter
+from envloop.environments.contract import Environment
 from envloop.environments.docker import access_record
 from envloop.environments.docker.cli import DockerError
 from envloop.environments.docker.containers import Container
@@ -38,7 +39,6 @@ from envloop.environments.docker.layer_changes import Signatures, TooManyChanges
 from envloop.environments.docker.networks import TrialNetworks
 from envloop.environments.docker.shared_egress import shared_network, shared_networks
 from envloop.environments.docker.workspace import ContainerSnapshots
-from envloop.environments.environment_base import EnvironmentBase, PathKind, RunOutcome
 from envloop.environments.keeping import KeepBudget
 from envloop.environments.policy import EffectiveLimits
 from envloop.environments.tampering import Tampering, outside, tampering, unchecked, verifier_reads
@@ -71,7 +71,7 @@ def _overlap(one: str, other: str) -> bool:
     return _within(one, other) or _within(other, one)
 
 
-class DockerEnvironment(EnvironmentBase):
+class DockerEnvironment(Environment):
     """One run's container. Build it through `DockerEnvironmentProvider.instance`."""
 
     default_network: NetworkMode = "public"

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envloop.core.trial import SandboxMode, TrialSpec
-from envloop.environments.base import EnvironmentSetupError, VisiblePaths
+from envloop.environments.base import EnvironmentSetupError, PathKind, RunOutcome, VisiblePaths
 from envloop.environments.capture import BoundedWriter, PipePump
-from envloop.environments.environment_base import EnvironmentBase, PathKind, RunOutcome
+from envloop.environments.contract import Environment
 from envloop.environments.keeping import KeepBudget, copy_tree_masked, move_plain_tree
 from envloop.environments.local import instance as files
 from envloop.environments.local import quota
@@ -85,7 +85,7 @@ def sandbox_uid(user: TaskUser | None, default: int, where: str) -> int:
         ) from None
 
 
-class LocalEnvironment(EnvironmentBase):
+class LocalEnvironment(Environment):
     """One run's instance. Build it through `LocalEnvironmentProvider.instance`."""
 
     def __init__(
