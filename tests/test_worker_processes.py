@@ -155,9 +155,11 @@ def test_a_killed_first_process_takes_the_others_with_it_and_they_hand_their_tri
     first.wait()
     wait_for(lambda: not any(_alive(pid) for pid in others), timeout=30)
     statuses = _statuses(ctx, job_id)
-    # The killed process's own trials wait for their leases to lapse; the others' are back already.
-    assert statuses[""] == ["pending", "pending"]
-    assert sorted(statuses) == ["", str(first.pid)]
+    # The others' trials are back already. The killed process's own wait for their leases to lapse,
+    # unless a sibling's upkeep saw it gone before the sibling itself stopped: then they are back too.
+    assert set(statuses) <= {"", str(first.pid)}
+    assert statuses[""] in (["pending"] * 2, ["pending"] * 4)
+    assert len(statuses[""]) + len(statuses.get(str(first.pid), [])) == 4
 
 
 @pytest.mark.slow
