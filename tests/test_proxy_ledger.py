@@ -98,6 +98,9 @@ def test_each_request_says_what_came_of_it() -> None:
         "unconnected": line(
             1, 0, "a", "http://p:9/", 503, "TCP_MISS", "HIER_DIRECT", "ERR_CONNECT_FAIL", "10.0.0.2"
         ),
+        "unconnected, given up": line(
+            1, 15013, "a", "http://192.0.2.1/", 0, "TCP_MISS_ABORTED", "HIER_NONE", "ERR_CLIENT_GONE"
+        ),
         "other": line(1, 0, "a", "error:invalid-request", 400, "NONE_NONE", "HIER_NONE", "ERR_INVALID_REQ"),
     }
     found = {case: parse(text) for case, text in cases.items()}

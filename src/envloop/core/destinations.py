@@ -23,7 +23,8 @@ from envloop.core.words import plural
 DestinationResult = Literal["reached", "refused", "unresolved", "unconnected", "other"]
 """What came of one request: `reached` (the host answered, whatever its answer, or the tunnel
 opened), `refused` (the allowlist does not name the host, or its port), `unresolved` (the name gave
-no address), `unconnected` (an address was found, but no connection or answer came from it),
+no address), `unconnected` (an address was found, but no connection or answer came from it, or
+the client gave up waiting for one),
 `other` (the proxy refused the request itself: malformed, or one it cannot forward)."""
 RESULTS: tuple[DestinationResult, ...] = ("reached", "refused", "unresolved", "unconnected", "other")
 MAX_DESTINATIONS = 200

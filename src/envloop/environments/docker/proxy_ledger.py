@@ -11,8 +11,10 @@ container left hanging (logged when it times out) is never charged to the next o
 Each line also says what came of the request (core.destinations.DestinationResult): Squid's own
 error, if it made one, and the address it connected to, if it found one. A name that does not
 resolve leaves no address (Squid 5 calls it `ERR_CANNOT_FORWARD` for a tunnel, `ERR_READ_ERROR`
-for plain HTTP, `ERR_DNS_FAIL` elsewhere); an address that does not answer leaves its address and
-`ERR_CONNECT_FAIL` (or a read error or timeout).
+for plain HTTP, `ERR_DNS_FAIL` elsewhere); an address that refuses leaves its address and
+`ERR_CONNECT_FAIL` (or a read error or timeout); one that never answers (a firewall drops the
+packets) leaves `ERR_CLIENT_GONE` and no status once the client gives up. A tunnel still waiting for
+its host when the log is last read is not in it yet.
 
 The log is read from where the last reading stopped; what has been read is kept only while a trial
 may still ask for it (`forget_before`).
@@ -90,6 +92,8 @@ def _result(denied: bool, code: int, error: str, server: str) -> DestinationResu
         return "refused"
     if error == "-" or (server != "-" and 100 <= code < 400):  # answered, or a tunnel that opened
         return "reached"
+    if error == "ERR_CLIENT_GONE" and code == 0:  # the client gave up before any answer came
+        return "unconnected"
     if error not in _NETWORK_ERRORS:
         return "other"
     return "unresolved" if server == "-" or error == "ERR_DNS_FAIL" else "unconnected"
