@@ -8,13 +8,10 @@ from pathlib import Path
 import pytest
 
 from envloop.core.destinations import Destination, record
-from envloop.core.trial import TrialOutcome, TrialSpec
-from envloop.runners.verdict import settle_outcome
-from envloop.services import datasets, jobs, profiles
+from envloop.core.trial import TrialOutcome
 from envloop.services.context import Context
-from envloop.store import queue
 from tests.api_server import Server
-from tests.conftest import make_task, write_profile
+from tests.recorded_trials import recorded_job
 
 SECRET = "Sk-Dest-Secret-91c4"
 
@@ -46,12 +43,6 @@ def test_shown_names_every_failed_destination_then_the_first_others() -> None:
 def _job_with_destinations(ctx: Context, tmp_path: Path) -> dict[str, str]:
     """A job of two tasks: `a` contacted a reachable host, a host whose name holds a secret (in
     lower case, as a proxy logs names) and a refused one; `b` was not observed. Trial IDs by task."""
-    for name in ("a", "b"):
-        make_task(tmp_path / "tasks", name)
-    ref = datasets.push_dataset(ctx, tmp_path / "tasks", "destinations").ref
-    document = profiles.read_profile_file(write_profile(tmp_path / "p.json", {"AGENT_NAME": "nop"}))
-    profiles.create_profile(ctx, "team/nop", "1", document)
-    job = jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["team/nop@1"])).job
     contacted = record(
         [
             to("registry.zz", reached=2),
@@ -59,25 +50,11 @@ def _job_with_destinations(ctx: Context, tmp_path: Path) -> dict[str, str]:
             to("other.zz", refused=1),
         ]
     )
-    ids = {}
-    for claimed in queue.claim(ctx.store, "test-worker", 10, 3600):
-        spec = TrialSpec(
-            job_id=job.id,
-            trial_id=claimed.trial_id,
-            task_name=claimed.task_name,
-            attempt=1,
-            profile_ref="team/nop@1",
-            runner="envloop/shell@1",
-            params={},
-            secret_values=(SECRET,),
-            instance_root=tmp_path,
-            artifacts_dir=tmp_path,
-        )
-        destinations = contacted if claimed.task_name == "a" else None
-        outcome = TrialOutcome(status="completed", reward=1.0, destinations=destinations)
-        assert queue.finish(ctx.store, claimed, settle_outcome(outcome, spec))  # as the worker records it
-        ids[claimed.task_name] = claimed.trial_id
-    return ids
+
+    def outcome_of(task: str) -> TrialOutcome:
+        return TrialOutcome(status="completed", reward=1.0, destinations=contacted if task == "a" else None)
+
+    return recorded_job(ctx, tmp_path, SECRET, outcome_of)[1]
 
 
 @pytest.mark.parametrize("store_url", ["sqlite", "postgresql"], indirect=True)
