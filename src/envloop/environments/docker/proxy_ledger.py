@@ -65,6 +65,16 @@ class Request(NamedTuple):
     port: int = 0
     """The destination's port (a URL's scheme's when it names none)."""
     result: DestinationResult = "reached"
+    """What came of it (core.destinations.DestinationResult)."""
+
+
+class Span(NamedTuple):
+    """Where and when one trial container spoke to a proxy: its address, from `since` to `until`
+    (None: still there)."""
+
+    client: str
+    since: float
+    until: float | None
 
 
 def parse(line: str) -> Request | None:
@@ -111,15 +121,6 @@ def _host_and_port(url: str) -> tuple[str, int]:
     if not host:
         return rest.split("/", 1)[0][:_MOST_HOST_CHARS].lower(), 0
     return host[:_MOST_HOST_CHARS], port if port is not None else _DEFAULT_PORTS.get(scheme.lower(), 0)
-
-
-class Span(NamedTuple):
-    """Where and when one trial container spoke to a proxy: its address, from `since` to `until`
-    (None: still there)."""
-
-    client: str
-    since: float
-    until: float | None
 
 
 class ProxyLedger:
