@@ -1,7 +1,7 @@
 """A shared proxy's log, told apart by trial: the client's address, within the span it held it; and
 what came of each request, by destination, for the trial's record."""
 
-from envloop.core.destinations import Destination
+from envloop.core.destinations import asked
 from envloop.environments.docker.egress import tally
 from envloop.environments.docker.proxy_ledger import ProxyLedger, Request, Span, parse
 from envloop.environments.docker.squid import PUBLIC_HOSTS, squid_config
@@ -134,6 +134,6 @@ def test_requests_are_counted_by_destination_and_result_in_the_order_first_asked
     ]
     requests = [request for request in map(parse, logged) if request is not None]
     assert tally(requests) == [
-        Destination(host="a.zz", port=443, requests=3, results={"reached": 2, "unconnected": 1}),
-        Destination(host="b.zz", port=443, requests=1, results={"unresolved": 1}),
+        asked("a.zz", 443, {"reached": 2, "unconnected": 1}, first=1.0),
+        asked("b.zz", 443, {"unresolved": 1}, first=3.0),
     ]

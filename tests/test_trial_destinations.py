@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envloop.core.destinations import Destination, record
+from envloop.core.destinations import Destination, asked, record
 from envloop.core.trial import TrialOutcome
 from envloop.services.context import Context
 from tests.api_server import Server
@@ -31,6 +31,20 @@ def test_beyond_the_bound_the_failed_and_the_most_asked_are_listed_and_the_rest_
 def test_a_destination_two_environments_asked_for_is_counted_once() -> None:
     found = record([to("a.zz", reached=1), to("b.zz", refused=2), to("a.zz", reached=2, unconnected=1)])
     assert found.listed == [to("a.zz", reached=3, unconnected=1), to("b.zz", refused=2)]
+
+
+def test_the_destinations_of_several_environments_are_listed_in_the_order_first_asked_for() -> None:
+    # A separate verifier is torn down (and counted) before the agent's environment is.
+    verifier = [
+        asked("v.zz", 443, {"reached": 1}, first=20.0),
+        asked("a.zz", 443, {"reached": 1}, first=21.0),
+    ]
+    agent = [asked("a.zz", 443, {"refused": 1}, first=10.0), asked("late.zz", 80, {"reached": 1}, first=30.0)]
+    found = record([*verifier, *agent])
+    assert [(one.label(), one.first_asked) for one in found.listed] == [
+        ("a.zz:443", 10.0), ("v.zz:443", 20.0), ("late.zz:80", 30.0),
+    ]  # fmt: skip
+    assert found.listed[0].results == {"reached": 1, "refused": 1}
 
 
 def test_shown_names_every_failed_destination_then_the_first_others() -> None:

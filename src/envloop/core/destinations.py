@@ -12,10 +12,10 @@ the most asked for; they are listed in the order they were first asked for.
 """
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from envloop.core.lazy import LazyModel
 from envloop.core.words import plural
@@ -38,6 +38,13 @@ class Destination(LazyModel):
     port: int = Field(description="the port asked for (80 for plain HTTP that names none)")
     requests: int = Field(ge=1)
     results: dict[DestinationResult, int] = Field(description="the requests by result")
+    _first: float = PrivateAttr(default=0.0)
+
+    @property
+    def first_asked(self) -> float:
+        """When it was first asked for (seconds since the epoch): what orders the destinations of
+        several environments of one trial. Not kept on the record."""
+        return self._first
 
     def label(self) -> str:
         """`host:port` (an IPv6 address in brackets)."""
@@ -75,21 +82,28 @@ class Destinations(LazyModel):
         return len(self.listed) - len(self.shown(most)) + self.more_destinations
 
 
+def asked(host: str, port: int, results: Mapping[DestinationResult, int], first: float) -> Destination:
+    """A destination asked for `results` (requests by result), first at `first`."""
+    found = Destination(
+        host=host,
+        port=port,
+        requests=sum(results.values()),
+        results={result: results[result] for result in RESULTS if results.get(result)},
+    )
+    found._first = first
+    return found
+
+
 def record(destinations: Iterable[Destination], limit: int = MAX_DESTINATIONS) -> Destinations:
-    """The trial's record of `destinations` (each environment's, in the order first asked for; one
-    named twice is counted once), bounded to `limit` listed."""
+    """The trial's record of `destinations` (those of each environment it opened; one asked for in
+    two is counted once, from when it was first asked for), bounded to `limit` listed."""
     counts: dict[tuple[str, int], Counter[DestinationResult]] = {}
+    first: dict[tuple[str, int], float] = {}
     for one in destinations:
-        counts.setdefault((one.host, one.port), Counter()).update(one.results)
-    merged = {
-        key: Destination(
-            host=key[0],
-            port=key[1],
-            requests=results.total(),
-            results={result: results[result] for result in RESULTS if results[result]},
-        )
-        for key, results in counts.items()
-    }
+        key = (one.host, one.port)
+        counts.setdefault(key, Counter()).update(one.results)
+        first[key] = min(first.get(key, one.first_asked), one.first_asked)
+    merged = {key: asked(*key, counts[key], first[key]) for key in sorted(counts, key=first.__getitem__)}
     order = {key: position for position, key in enumerate(merged)}
 
     def rank(key: tuple[str, int]) -> tuple[bool, int, int]:

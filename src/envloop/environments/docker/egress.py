@@ -39,7 +39,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from envloop.core.destinations import RESULTS, Destination, DestinationResult
+from envloop.core.destinations import Destination, DestinationResult, asked
 from envloop.environments.docker.containers import Container
 from envloop.environments.docker.firewall import bind_source, ensure_host_guard, unbind_source
 from envloop.environments.docker.proxy_ledger import Request, Span
@@ -194,17 +194,12 @@ class EgressProxies:
 def tally(requests: Iterable[Request]) -> list[Destination]:
     """`requests` counted by destination and result, in the order each destination was first asked for."""
     counts: dict[tuple[str, int], Counter[DestinationResult]] = {}
+    first: dict[tuple[str, int], float] = {}
     for request in sorted(requests, key=lambda request: request.started):
-        counts.setdefault((request.host, request.port), Counter())[request.result] += 1
-    return [
-        Destination(
-            host=host,
-            port=port,
-            requests=sum(results.values()),
-            results={result: results[result] for result in RESULTS if results[result]},
-        )
-        for (host, port), results in counts.items()
-    ]
+        key = (request.host, request.port)
+        counts.setdefault(key, Counter())[request.result] += 1
+        first.setdefault(key, request.started)
+    return [asked(*key, results, first[key]) for key, results in counts.items()]
 
 
 def proxy_hosts(policy: NetworkPolicy) -> tuple[str, ...] | None:
