@@ -136,6 +136,27 @@ def test_two_trials_at_once_each_answer_for_their_own_requests(tmp_path: Path) -
     assert len(set(proxies()) - set(before)) <= 1 and proxies()
 
 
+def test_a_separate_verifiers_requests_join_the_trials_record(tmp_path: Path) -> None:
+    # The agent asks for a name that exists nowhere; the verifier, in a container of its own, fetches
+    # a registry's page: one record holds both.
+    task = write_task(tmp_path / "task", solve="python3 /fetch.py https://envloop-agent.invalid/")
+    toml = (task / "task.toml").read_text()
+    (task / "task.toml").write_text(toml + '[verifier]\nenvironment_mode = "separate"\n')
+    (task / "tests" / "fetch.py").write_text(FETCH)
+    (task / "tests" / "Dockerfile").write_text("FROM python:3.11-slim\nCOPY test.sh fetch.py /tests/\n")
+    (task / "tests" / "test.sh").write_text(
+        f"#!/usr/bin/env bash\npython3 /tests/fetch.py {registry_url()}\necho 1 > /logs/verifier/reward.txt\n"
+    )
+    provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
+    outcome = asyncio.run(ShellRunner(provider).run(spec_for(tmp_path, task, {"AGENT_NAME": "oracle"})))
+    assert outcome.error is None and outcome.reward == 1.0, outcome.error
+    assert outcome.destinations is not None
+    assert [(one.label(), one.results) for one in outcome.destinations.listed] == [
+        ("envloop-agent.invalid:443", {"unresolved": 1}),
+        (f"{host_of(registry_url())}:443", {"reached": 1}),
+    ]
+
+
 def test_a_trial_reaches_no_other_trials_container_on_the_shared_bridge(tmp_path: Path) -> None:
     task = load_harbor_task(write_task(tmp_path / "task"))
     provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
