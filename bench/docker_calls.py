@@ -9,7 +9,12 @@ calls are grouped by method and endpoint (`POST /containers/*/exec`), its `iptab
 then the same per trial over all of them. The floor's calls are what `bench/docker_trials.py` runs
 with the docker CLI: `network create`, `run`, `exec` x3, `rm`, `network rm`.
 
-    .venv/bin/python bench/docker_calls.py [--network public|allowlist|none] [--trials 5]
+    .venv/bin/python bench/docker_calls.py [--network public|allowlist|none] [--sidecar] [--trials 5]
+
+`--sidecar` gives the task one compose service (`debian:12` sleeping); `--gateway` runs the
+`command` agent (doing what the oracle does) with a model endpoint, so the agent phase opens the
+worker's model gateway to the container (no model is called). Either way the trial still makes a
+network of its own, which the shared bridges do not spare it.
 
 Needs a running daemon and the base images (scripts/docker-daemon start; scripts/docker-base-images),
 and root (the host guard's iptables).
@@ -37,6 +42,7 @@ from envloop.environments.docker.engine import Engine
 from envloop.environments.docker.images import BuildRecords
 from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.runners import ShellRunner
+from envloop.runners.model_route import PRIVATE_UPSTREAM_VARIABLE
 
 _NETWORKS = {
     "public": "",
@@ -48,9 +54,14 @@ _ID = re.compile(r"/[0-9a-f]{12,64}(?=/|$)|/envloop[-/][A-Za-z0-9_.:-]+")
 Calls = dict[str, list[float]]
 
 
-def write_task(root: Path, network: str, label: str) -> Path:
+_SIDECAR = 'services:\n  side:\n    image: debian:12\n    command: ["sleep", "infinity"]\n'
+
+
+def write_task(root: Path, network: str, label: str, sidecar: bool = False) -> Path:
     for sub in ("environment", "solution", "tests"):
         (root / sub).mkdir(parents=True)
+    if sidecar:
+        (root / "environment" / "docker-compose.yaml").write_text(_SIDECAR)
     (root / "task.toml").write_text(f'version = "1.0"\n{_NETWORKS[network]}')
     (root / "instruction.md").write_text("Create /app/done.\n")
     (root / "environment" / "Dockerfile").write_text(f"FROM debian:12\nWORKDIR /app\nLABEL bench={label}\n")
@@ -131,7 +142,14 @@ async def _close_shared() -> None:
     await close_shared_egress()
 
 
-def _spec(root: Path, task: Path) -> TrialSpec:
+_GATEWAY_PARAMS = {
+    "AGENT_NAME": "command",
+    "AGENT_COMMAND": "touch /app/done",
+    "MODEL_BASE_URL": "http://127.0.0.1:9/v1",  # never called: opening the route is what is timed
+}
+
+
+def _spec(root: Path, task: Path, gateway: bool = False) -> TrialSpec:
     trial_id = new_id("trl")
     return TrialSpec(
         job_id="job_bench_calls",
@@ -140,16 +158,16 @@ def _spec(root: Path, task: Path) -> TrialSpec:
         attempt=1,
         profile_ref="bench/oracle@1",
         runner="envloop/shell@1",
-        params={"AGENT_NAME": "oracle"},
+        params=_GATEWAY_PARAMS if gateway else {"AGENT_NAME": "oracle"},
         task_dir=task,
         instance_root=root / "instances",
         artifacts_dir=root / "artifacts" / trial_id,
     )
 
 
-async def _trial(provider: DockerEnvironmentProvider, root: Path, task: Path) -> float:
+async def _trial(provider: DockerEnvironmentProvider, root: Path, task: Path, gateway: bool) -> float:
     started = time.perf_counter()
-    outcome = await ShellRunner(provider).run(_spec(root, task))
+    outcome = await ShellRunner(provider).run(_spec(root, task, gateway))
     if outcome.reward != 1.0:
         raise RuntimeError(f"the trial did not pass: {outcome.error}")
     return (time.perf_counter() - started) * 1000
@@ -176,16 +194,16 @@ async def _main(args: argparse.Namespace) -> None:
     root = Path(tempfile.mkdtemp(prefix="envloop-bench-calls-"))
     provider = DockerEnvironmentProvider(BuildRecords(root / "builds"))
     label = f"calls-{secrets.token_hex(4)}"
-    task = write_task(root / "task", args.network, label)
+    task = write_task(root / "task", args.network, label, args.sidecar)
     recorder = Recorder()
     recorder.install()
     try:
-        await _trial(provider, root, task)  # builds the image, makes what trials share
+        await _trial(provider, root, task, args.gateway)  # builds the image, makes what trials share
         per_trial: list[Calls] = []
         walls = []
         for _ in range(args.trials):
             recorder.calls = collections.defaultdict(list)
-            walls.append(await _trial(provider, root, task))
+            walls.append(await _trial(provider, root, task, args.gateway))
             per_trial.append(dict(recorder.calls))
         _table(per_trial, walls)
     finally:
@@ -204,9 +222,14 @@ async def _main(args: argparse.Namespace) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--network", choices=tuple(_NETWORKS), default="public")
+    parser.add_argument("--sidecar", action="store_true", help="give the task one compose service")
+    parser.add_argument("--gateway", action="store_true", help="open the model gateway to the agent phase")
     parser.add_argument("--trials", type=int, default=5)
     args = parser.parse_args()
-    print(f"network {args.network}, {args.trials} trials one after another, {os.cpu_count()} cores")
+    if args.gateway:  # the endpoint is on loopback, which a worker refuses unless told
+        os.environ[PRIVATE_UPSTREAM_VARIABLE] = "allow"
+    sidecar = (", one sidecar" if args.sidecar else "") + (", model gateway" if args.gateway else "")
+    print(f"network {args.network}{sidecar}, {args.trials} trials one after another, {os.cpu_count()} cores")
     print(f"load average at the start: {os.getloadavg()[0]:.2f} (the machine is shared)")
     asyncio.run(_main(args))
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")

@@ -124,9 +124,24 @@ def host_probes(found: dict[str, object]) -> dict[str, object]:
 def test_public_reaches_a_package_registry_and_nothing_of_the_host(tmp_path: Path) -> None:
     # A name under a reserved domain exists nowhere: failing to reach it is not this machine's doing.
     toml = '[environment]\nnetwork_mode = "public"\n'
-    outcome, agent, verifier, peers = run_probe(tmp_path, toml, nowhere="https://envloop.invalid/")
+    outcome, agent, verifier, peers = run_probe(
+        tmp_path,
+        toml,
+        nowhere="https://envloop.invalid/",
+        plain=f"http://{host_of(registry_url())}/",
+        closed="http://192.0.2.1/",  # a documentation address, refused to the proxy like any non-global one
+    )
     assert outcome.error is None, outcome.error
     assert agent["registry"] == 200 and verifier["registry"] == 200
+    # The trial's record: what went through its proxy, the agent's and the verifier's requests each
+    # (what went around it, `direct`, is not the proxy's to see).
+    assert outcome.destinations is not None and outcome.destinations.more_destinations == 0
+    assert {one.label(): one.results for one in outcome.destinations.listed} == {
+        f"{host_of(registry_url())}:443": {"reached": 2},
+        "envloop.invalid:443": {"unresolved": 2},
+        "192.0.2.1:80": {"unconnected": 2},
+        f"{host_of(registry_url())}:80": {"reached": 2},  # plain HTTP: whatever the page, the host answered
+    }
     assert agent["registry direct"] == 200 and agent["nowhere"] != 200
     assert len(host_probes(agent)) >= 2
     assert "REACHED" not in host_probes(agent).values() and "REACHED" not in host_probes(verifier).values()
@@ -139,6 +154,7 @@ def test_no_network_has_loopback_alone(tmp_path: Path) -> None:
     assert outcome.error is None, outcome.error
     assert agent["interfaces"] == ["lo"] and verifier["interfaces"] == ["lo"]
     assert agent["registry"] != 200 and peers == []
+    assert outcome.destinations is None  # no proxy observed it: nothing to record
 
 
 def test_an_allowlist_reaches_only_its_host_and_nothing_around_its_proxy(tmp_path: Path) -> None:
@@ -148,6 +164,11 @@ def test_an_allowlist_reaches_only_its_host_and_nothing_around_its_proxy(tmp_pat
     assert outcome.error is None, outcome.error  # a refused host is not one this machine missed
     assert agent["registry"] == 200, agent
     assert agent["other"] != 200, "a host outside the allowlist was reached"
+    assert outcome.destinations is not None
+    assert {one.label(): one.results for one in outcome.destinations.listed} == {
+        f"{host_of(registry_url())}:443": {"reached": 2},
+        f"{host_of(other_registry_url())}:80": {"refused": 2},
+    }
     assert agent["registry direct"] != 200, "the allowed host was reached around the proxy"
     assert "REACHED" not in host_probes(agent).values() and peers == []
     assert "allowlist" in (outcome.sandbox_note or "")

@@ -104,13 +104,13 @@ def rules_of(identity: str) -> list[str]:
 
 def test_two_trials_at_once_each_answer_for_their_own_requests(tmp_path: Path) -> None:
     # Each task names a page this machine cannot reach. Trial A asks for both pages while trial B
-    # waits: B's page failing counts for B only if B asked, and B did not.
+    # fetches a registry's page: B's page failing counts for B only if B asked, and B did not.
     pages = {name: f"https://www.envloop-shared-{name}.zz/" for name in ("a", "b")}
     task_a = write_task(tmp_path / "a", note=f"checks fetch {pages['a']}")
     task_b = write_task(tmp_path / "b", note=f"checks fetch {pages['b']}")
     provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
     spec_a = spec_for(tmp_path, task_a, command(f"sleep 2; python3 /fetch.py {pages['a']} {pages['b']}"))
-    spec_b = spec_for(tmp_path, task_b, command("sleep 10"))
+    spec_b = spec_for(tmp_path, task_b, command(f"sleep 1; python3 /fetch.py {registry_url()}; sleep 8"))
 
     async def both() -> list[TrialOutcome]:
         return list(await asyncio.gather(*(ShellRunner(provider).run(s) for s in (spec_a, spec_b))))
@@ -123,8 +123,38 @@ def test_two_trials_at_once_each_answer_for_their_own_requests(tmp_path: Path) -
         "(the trial's proxy could not connect)"
     )
     assert outcome_b.error is None and outcome_b.reward == 1.0, outcome_b.error
+    # Each trial's record holds its own requests alone, though one proxy logged them all.
+    assert outcome_a.destinations is not None and outcome_b.destinations is not None
+    assert [(one.label(), one.results) for one in outcome_a.destinations.listed] == [
+        ("www.envloop-shared-a.zz:443", {"unresolved": 1}),
+        ("www.envloop-shared-b.zz:443", {"unresolved": 1}),
+    ]
+    assert [(one.label(), one.results) for one in outcome_b.destinations.listed] == [
+        (f"{host_of(registry_url())}:443", {"reached": 1})
+    ]
     # One proxy served both (and stays for the worker's next trials).
     assert len(set(proxies()) - set(before)) <= 1 and proxies()
+
+
+def test_a_separate_verifiers_requests_join_the_trials_record(tmp_path: Path) -> None:
+    # The agent asks for a name that exists nowhere; the verifier, in a container of its own, fetches
+    # a registry's page: one record holds both.
+    task = write_task(tmp_path / "task", solve="python3 /fetch.py https://envloop-agent.invalid/")
+    toml = (task / "task.toml").read_text()
+    (task / "task.toml").write_text(toml + '[verifier]\nenvironment_mode = "separate"\n')
+    (task / "tests" / "fetch.py").write_text(FETCH)
+    (task / "tests" / "Dockerfile").write_text("FROM python:3.11-slim\nCOPY test.sh fetch.py /tests/\n")
+    (task / "tests" / "test.sh").write_text(
+        f"#!/usr/bin/env bash\npython3 /tests/fetch.py {registry_url()}\necho 1 > /logs/verifier/reward.txt\n"
+    )
+    provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
+    outcome = asyncio.run(ShellRunner(provider).run(spec_for(tmp_path, task, {"AGENT_NAME": "oracle"})))
+    assert outcome.error is None and outcome.reward == 1.0, outcome.error
+    assert outcome.destinations is not None
+    assert [(one.label(), one.results) for one in outcome.destinations.listed] == [
+        ("envloop-agent.invalid:443", {"unresolved": 1}),
+        (f"{host_of(registry_url())}:443", {"reached": 1}),
+    ]
 
 
 def test_a_trial_reaches_no_other_trials_container_on_the_shared_bridge(tmp_path: Path) -> None:

@@ -6,13 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from envloop.core.trial import TrialFlag, TrialOutcome, TrialSpec
-from envloop.runners.verdict import settle_outcome
-from envloop.services import datasets, jobs, profiles
+from envloop.core.trial import TrialFlag, TrialOutcome
 from envloop.services.context import Context
-from envloop.store import queue
 from tests.api_server import Server
-from tests.conftest import make_task, write_profile
+from tests.recorded_trials import recorded_job
 
 SECRET = "sk-flag-secret-0b7e"
 PTH = f"/usr/lib/python3/dist-packages/zz-{SECRET}.pth"
@@ -22,33 +19,16 @@ BINARY = "/usr/local/bin/python3"
 def _flagged_job(ctx: Context, tmp_path: Path) -> tuple[str, dict[str, str]]:
     """A job of two tasks: `a` solved and flagged for tamper (a path holding a secret), `b` solved
     and clean; trial IDs by task."""
-    for name in ("a", "b"):
-        make_task(tmp_path / "tasks", name)
-    ref = datasets.push_dataset(ctx, tmp_path / "tasks", "flags").ref
-    document = profiles.read_profile_file(write_profile(tmp_path / "p.json", {"AGENT_NAME": "nop"}))
-    profiles.create_profile(ctx, "team/nop", "1", document)
-    job = jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["team/nop@1"])).job
-    ids = {}
-    for claimed in queue.claim(ctx.store, "test-worker", 10, 3600):
-        flags = []
-        if claimed.task_name == "a":
-            flags = [TrialFlag(kind="tamper", detail="python import path", paths=[PTH, BINARY])]
-        spec = TrialSpec(
-            job_id=job.id,
-            trial_id=claimed.trial_id,
-            task_name=claimed.task_name,
-            attempt=1,
-            profile_ref="team/nop@1",
-            runner="envloop/shell@1",
-            params={},
-            secret_values=(SECRET,),
-            instance_root=tmp_path,
-            artifacts_dir=tmp_path,
+
+    def outcome_of(task: str) -> TrialOutcome:
+        flags = (
+            [TrialFlag(kind="tamper", detail="python import path", paths=[PTH, BINARY])]
+            if task == "a"
+            else []
         )
-        outcome = settle_outcome(TrialOutcome(status="completed", reward=1.0, flags=flags), spec)
-        assert queue.finish(ctx.store, claimed, outcome)  # as the worker records it
-        ids[claimed.task_name] = claimed.trial_id
-    return job.id, ids
+        return TrialOutcome(status="completed", reward=1.0, flags=flags)
+
+    return recorded_job(ctx, tmp_path, SECRET, outcome_of)
 
 
 @pytest.mark.parametrize("store_url", ["sqlite", "postgresql"], indirect=True)

@@ -11,6 +11,7 @@ import typer
 from envloop.cli.backend import operations
 from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, note, out, table, when
+from envloop.core.destinations import MAX_DESTINATIONS, Destinations
 from envloop.core.display import format_score
 from envloop.core.status import Phase, TrialStatus
 from envloop.core.structured import describe_reading
@@ -113,6 +114,8 @@ def get(
         shown = ", ".join(flag.paths[:FLAG_PATHS_SHOWN])
         more = f" and {len(flag.paths) - FLAG_PATHS_SHOWN} more" if len(flag.paths) > FLAG_PATHS_SHOWN else ""
         out.print(f"flag {flag.kind}: {flag.detail}" + (f": {shown}{more}" if shown else ""), markup=False)
+    for line in _destination_lines(v.destinations):
+        out.print(line, markup=False)
     out.print(
         table(
             ["phase", "started", "ended", "exit", "timed out"],
@@ -132,6 +135,18 @@ def get(
             for line in describe_step(step):
                 out.print(line, markup=False)
         out.print(describe_end(head), markup=False)
+
+
+def _destination_lines(destinations: Destinations | None) -> list[str]:
+    """What the trial asked its egress proxy for: each destination that failed, the first others."""
+    if destinations is None:
+        return []
+    if not destinations.listed and not destinations.more_destinations:
+        return ["destinations: none asked for through the trial's proxy"]
+    lines = [f"destination {one.label()}: {one.summary()}" for one in destinations.shown()]
+    if unshown := destinations.unshown():
+        lines.append(f"and {plural(unshown, 'more destination')} (--json lists up to {MAX_DESTINATIONS})")
+    return lines
 
 
 def _paged(ops: Operations, trial_id: str) -> tuple[Trajectory, Iterator[Step]] | None:

@@ -5,6 +5,7 @@ Pure: the file side (kept logs and artifacts) is environments/keeping.py.
 
 from collections.abc import Iterable
 
+from envloop.core.destinations import masked as masked_destinations
 from envloop.core.trial import TrialFlag, TrialOutcome
 
 MASK = b"***"
@@ -19,9 +20,9 @@ def mask_text(text: str, secrets: Iterable[str]) -> str:
 def mask_outcome(outcome: TrialOutcome, secrets: Iterable[str]) -> TrialOutcome:
     """The outcome with secret values masked in every field that can carry trial output: the
     error message, the reward note (a verifier may write `score for $JUDGE_KEY`), dimension names
-    (a secret used as a reward.json key), warnings, the sandbox note, the stop reason and every
-    field of every flag (a tampered path may hold one). Two dimension names that mask alike are
-    kept apart by a suffix rather than merged."""
+    (a secret used as a reward.json key), warnings, the sandbox note, the stop reason, every
+    field of every flag (a tampered path may hold one) and the hosts the trial contacted. Two
+    dimension names that mask alike are kept apart by a suffix rather than merged."""
     secrets = [s for s in secrets if s]
     if not secrets:
         return outcome
@@ -57,5 +58,8 @@ def mask_outcome(outcome: TrialOutcome, secrets: Iterable[str]) -> TrialOutcome:
                 )
                 for flag in outcome.flags
             ],
+            "destinations": None
+            if outcome.destinations is None
+            else masked_destinations(outcome.destinations, secrets),
         }
     )

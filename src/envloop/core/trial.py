@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints
 
+from envloop.core.destinations import Destinations
 from envloop.core.lazy import LazyModel
 from envloop.core.status import ErrorType, Phase, TrialStatus
 
@@ -128,6 +129,9 @@ class TrialOutcome(LazyModel):
         default=False, description="the kept artifacts hold a declared structured result (result.json)"
     )
     flags: list[TrialFlag] = Field(default_factory=list)
+    destinations: Destinations | None = Field(
+        default=None, description="what the trial asked its egress proxy for; None where none observed it"
+    )
 
 
 def infrastructure_failure(message: str, phases: list[PhaseRecord] | None = None) -> TrialOutcome:

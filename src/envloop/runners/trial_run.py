@@ -144,6 +144,8 @@ class TrialRun(TrialState):
         )
         outcome.warnings.extend(self.environment.warnings)
         outcome.flags.extend(self.environment.flags)
+        self.contacted.add(self.environment)
+        outcome.destinations = self.contacted.record()
         if self.choice_warning is not None:
             outcome.warnings.append(self.choice_warning)
         outcome.sandbox = self.environment.mode

@@ -12,6 +12,7 @@ from envloop.agents import Agent
 from envloop.core.trajectory import TrajectoryRecorder
 from envloop.core.trial import PhaseRecord, TrialSpec
 from envloop.environments import Environment, EnvironmentProvider
+from envloop.runners.contacted import Contacted
 from envloop.tasks.model import HarborTask
 
 
@@ -25,6 +26,8 @@ class TrialState:
     recorder: TrajectoryRecorder
     phases: list[PhaseRecord] = field(default_factory=list)
     """Every phase's record, in the order they ran; the outcome carries them."""
+    contacted: Contacted = field(default_factory=Contacted)
+    """The destinations of each environment the trial opened, added as each is torn down."""
     _environment: Environment | None = field(default=None, init=False, repr=False)
 
     @property

@@ -105,7 +105,9 @@ async def verify(
         lines += await environment.get_dir(environment.visible.app, workdir)
         kept.kept.insert(0, (environment.visible.app, workdir))
     try:
-        async with opener.verifier_instance(task, spec, step, task_image=apart) as fresh:
+        async with trial.contacted.counting(
+            opener.verifier_instance(task, spec, step, task_image=apart)
+        ) as fresh:
             await fresh.set_network(networks.verifier, _phase("separate verifier", step))
             await handoff.hand_over(fresh, kept)
             mounts = SHARED_MOUNTS if apart else SEPARATE_MOUNTS

@@ -5,6 +5,7 @@ without SQLAlchemy, and the server runs the same ones through its sessions."""
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from envloop.core.destinations import Destinations
 from envloop.core.status import Phase
 from envloop.core.trial import TrialFlag
 from envloop.errors import NotFoundError, UserError
@@ -73,9 +74,10 @@ def trial_page() -> "Statement":
         .offset(bindparam("offset"))
         .subquery()
     )
+    listed = [column for column in Trial.__table__.columns if column.name != "destinations"]  # one trial's
     return (
         select(
-            *Trial.__table__.columns,
+            *listed,
             Profile.name.label("profile_name"),
             Profile.version.label("profile_version"),
         )
@@ -157,8 +159,9 @@ def trial_row(ctx: Context, trial_id: str) -> Any:
 def get_trial(ctx: Context, trial_id: str) -> TrialView:
     row = trial_row(ctx, trial_id)
     structured = read_structured(ctx, trial_id)
+    destinations = None if row.destinations is None else Destinations.model_validate(row.destinations)
     return trial_view(row, f"{row.profile_name}@{row.profile_version}").model_copy(
-        update={"structured": structured}
+        update={"structured": structured, "destinations": destinations}
     )
 
 

@@ -85,7 +85,7 @@ _RUNNING_OF_JOB = select(func.count()).where(
 _RESULT_COLUMNS = (
     "status", "error_type", "error_message", "exit_code", "reward", "reward_note", "dimensions",
     "sandbox", "sandbox_note", "warnings", "phases", "usage", "stop_reason", "structured_result",
-    "flags", "finished_at",
+    "flags", "destinations", "finished_at",
 )  # fmt: skip
 _FINISH = (
     update(Trial)
@@ -206,6 +206,7 @@ def _finish(conn: Connection, trial: ClaimedTrial, outcome: TrialOutcome) -> boo
         "stop_reason": outcome.stop_reason,
         "structured_result": outcome.structured_result,
         "flags": [flag.model_dump(mode="json") for flag in outcome.flags],
+        "destinations": outcome.destinations and outcome.destinations.model_dump(mode="json"),
         "finished_at": datetime.now(UTC),
     }
     params = {f"new_{name}": value for name, value in values.items()}

@@ -1,7 +1,7 @@
 """Facts about the store's schema that both ways of opening it read (`store.db` with SQLAlchemy,
 `store.light` with `sqlite3` alone), kept where importing them costs nothing."""
 
-HEAD_REVISION = "0011"
+HEAD_REVISION = "0012"
 """The newest migration; a store at it needs none (keep equal to the last in `migrations/versions`)."""
 VERSION_QUERY = "SELECT version_num FROM alembic_version"
 """Alembic's record of the revision a store is at."""

@@ -212,6 +212,9 @@ class Trial(Base):
     """Whether the kept artifacts hold a result.json, so results read only the trials that have one."""
     flags: Mapped[list[Any]] = mapped_column(JSON, default=list, server_default="[]")
     """What a reader of the reward should know (`core.trial.TrialFlag`: kind, detail, paths)."""
+    destinations: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    """What the trial asked its egress proxy for (`core.destinations.Destinations`); None where no
+    proxy observed its network. Read for one trial's view, never for lists."""
     lease_owner: Mapped[str | None] = mapped_column(String(64))
     lease_token: Mapped[int] = mapped_column(Integer, default=0)
     """Incremented by every claim: only the holder of the current token may record the result."""

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 from pydantic.dataclasses import dataclass
 
+from envloop.core.destinations import Destinations
 from envloop.core.lazy import LazyModel
 from envloop.core.status import ErrorType, Phase, TrialStatus
 from envloop.core.structured import StructuredReading
@@ -55,6 +56,10 @@ class TrialView(LazyModel):
     structured: StructuredReading | None = None
     """The verifier's declared result.json, validated, or why it is invalid; read by `get_trial`
     only (one file per trial is too much for lists). Null when there is none."""
+    destinations: Destinations | None = None
+    """The hosts and ports the trial asked its egress proxy for, with each one's requests by result
+    (reached, refused, unresolved, unconnected); read by `get_trial` only. Null where no proxy
+    observed the trial's network (a closed network, the local sandbox) and in lists."""
 
 
 LOG_PAGE_BYTES = 1024 * 1024

@@ -26,12 +26,20 @@ network either (firewall.py).
 A shared proxy's log holds every trial's requests: each is this trial's when it came from the
 trial container's address on the shared bridge while the container held it (`Span`s, kept here;
 the container's bridge port passes that address alone while it is there: firewall.bind_source).
+
+Before the trial hands its proxies back, its requests are counted by destination and result for
+its record (`record`, core/destinations.py), from what the proxies logged by the last reading: each
+`stop` of the trial's container reads them once its processes are gone, so nothing is read again
+at the end.
 """
 
 import asyncio
 import time
+from collections import Counter
+from collections.abc import Iterable
 from typing import NamedTuple
 
+from envloop.core.destinations import Destination, DestinationResult, asked
 from envloop.environments.docker.containers import Container
 from envloop.environments.docker.firewall import bind_source, ensure_host_guard, unbind_source
 from envloop.environments.docker.proxy_ledger import Request, Span
@@ -77,6 +85,9 @@ class EgressProxies:
         self._spans: list[Span] = []
         """Where and when the container was on a shared bridge (closed spans)."""
         self._reported: set[Request] = set()
+        self.record: list[Destination] | None = None
+        """What the trial asked its proxies for, counted as it handed them back (`remove`); None
+        before, and for a trial that used none."""
         self.ever_joined = False
         """Whether the container was ever on a shared bridge (after its start, spans begin when it joins)."""
 
@@ -125,11 +136,13 @@ class EgressProxies:
     def _all_spans(self) -> list[Span]:
         return [*self._spans, *(Span(j.address, j.since, None) for j in self._joined.values())]
 
-    async def _requests(self) -> list[tuple[tuple[str, ...], Request]]:
+    async def _requests(self, read: bool = True) -> list[tuple[tuple[str, ...], Request]]:
+        """The trial's requests, from what its proxies logged by now (`read`) or by the last reading."""
         spans = self._all_spans()
         found = []
         for hosts, proxy in self._acquired():
-            await proxy.read()
+            if read:
+                await proxy.read()
             found += [(hosts, request) for request in proxy.ledger.requests(spans)]
         return found
 
@@ -161,6 +174,8 @@ class EgressProxies:
         still being acquired included: its acquisition is cancelled or handed back)."""
         for network in list(self._joined):
             await self.leave(network)
+        if self._acquired():
+            self.record = tally(request for _, request in await self._requests(read=False))
         for acquiring in self._proxies.values():
             acquiring.cancel()
         await asyncio.gather(*self._proxies.values(), return_exceptions=True)
@@ -174,6 +189,17 @@ class EgressProxies:
             for hosts, acquiring in self._proxies.items()
             if acquiring.done() and not acquiring.cancelled() and acquiring.exception() is None
         ]
+
+
+def tally(requests: Iterable[Request]) -> list[Destination]:
+    """`requests` counted by destination and result, in the order each destination was first asked for."""
+    counts: dict[tuple[str, int], Counter[DestinationResult]] = {}
+    first: dict[tuple[str, int], float] = {}
+    for request in sorted(requests, key=lambda request: request.started):
+        key = (request.host, request.port)
+        counts.setdefault(key, Counter())[request.result] += 1
+        first.setdefault(key, request.started)
+    return [asked(*key, results, first[key]) for key, results in counts.items()]
 
 
 def proxy_hosts(policy: NetworkPolicy) -> tuple[str, ...] | None:

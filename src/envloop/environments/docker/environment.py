@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envloop.core.destinations import Destination
 from envloop.core.trial import SandboxMode, TrialSpec
 from envloop.environments.base import EnvironmentSetupError, PathKind, RunOutcome, VisiblePaths
 from envloop.environments.capture import BoundedWriter
@@ -519,6 +520,11 @@ class DockerEnvironment(Environment):
         host of plain HTTP), refused ones included, in the order first asked: its own requests
         alone, though the proxies serve every trial of the worker."""
         return await self._egress.contacted()
+
+    def destinations(self) -> list[Destination] | None:
+        """What this trial asked its proxies for, counted when its instance was torn down (None
+        before, for a trial that used no proxy, and for a sidecar: its main container answers)."""
+        return self._egress.record if self._service is None else None
 
     async def _depended_on(self, missed: list[Unreachable]) -> list[str]:
         """Of the destinations the trial's proxy could not reach, those the trial depends on: its

@@ -8,15 +8,43 @@ for its bridge port): a request from that address within that span is the trial'
 trial's. An address used again by a later container falls in another span, so a request a gone
 container left hanging (logged when it times out) is never charged to the next one.
 
+Each line also says what came of the request (core.destinations.DestinationResult): Squid's own
+error, if it made one, and the address it connected to, if it found one. A name that does not
+resolve leaves no address (Squid 5 calls it `ERR_CANNOT_FORWARD` for a tunnel, `ERR_READ_ERROR`
+for plain HTTP, `ERR_DNS_FAIL` elsewhere); an address that refuses leaves its address and
+`ERR_CONNECT_FAIL` (or a read error or timeout); one that never answers (a firewall drops the
+packets) leaves `ERR_CLIENT_GONE` and no status once the client gives up. A tunnel still waiting for
+its host when the log is last read is not in it yet.
+
 The log is read from where the last reading stopped; what has been read is kept only while a trial
 may still ask for it (`forget_before`).
 """
 
 import threading
 from typing import NamedTuple
+from urllib.parse import urlsplit
 
-LOG_FORMAT = "%ts.%03tu %tr %>a %rm %ru %>Hs %Ss %Sh"
-"""Squid's `logformat`: end time, duration (ms), client address, method, URL, status, result, how."""
+from envloop.core.destinations import DestinationResult
+
+LOG_FORMAT = "%ts.%03tu %tr %>a %rm %ru %>Hs %Ss %Sh %err_code %<a"
+"""Squid's `logformat`: end time, duration (ms), client address, method, URL, status, result, how,
+Squid's own error (`-`: none), the address it connected to (`-`: none)."""
+_NETWORK_ERRORS = frozenset(
+    {
+        "ERR_DNS_FAIL",
+        "ERR_CANNOT_FORWARD",
+        "ERR_CONNECT_FAIL",
+        "ERR_READ_ERROR",
+        "ERR_READ_TIMEOUT",
+        "ERR_WRITE_ERROR",
+        "ERR_ZERO_SIZE_OBJECT",
+        "ERR_GATEWAY_FAILURE",
+    }
+)
+"""Squid's errors for a destination it could not get an answer from (the rest refuse the request)."""
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ftp": 21}
+_MOST_HOST_CHARS = 253
+"""The longest DNS name: what a log line holds beyond it is no host's."""
 
 
 class Request(NamedTuple):
@@ -32,6 +60,12 @@ class Request(NamedTuple):
     """Let through, but the proxy could not connect (its own 5xx, no upstream contact)."""
     denied: bool
     """Refused by the proxy's rules (a host an allowlist does not name)."""
+    host: str = ""
+    """The destination's host alone, in lower case (an IPv6 address without brackets)."""
+    port: int = 0
+    """The destination's port (a URL's scheme's when it names none)."""
+    result: DestinationResult = "reached"
+    """What came of it (core.destinations.DestinationResult)."""
 
 
 class Span(NamedTuple):
@@ -46,9 +80,9 @@ class Span(NamedTuple):
 def parse(line: str) -> Request | None:
     """One line of LOG_FORMAT, None for anything else."""
     words = line.split()
-    if len(words) != 8:
+    if len(words) != 10:
         return None
-    ended, duration, client, _, url, status, result, hierarchy = words
+    ended, duration, client, _, url, status, result, hierarchy, error, server = words
     try:
         started = float(ended) - int(duration) / 1000
     except ValueError:
@@ -57,7 +91,36 @@ def parse(line: str) -> Request | None:
     denied = result.startswith("TCP_DENIED")
     failed = not denied and 500 <= code <= 504 and hierarchy == "HIER_NONE"
     destination = url.split("://", 1)[-1].split("/", 1)[0]
-    return Request(started, client, destination, failed, denied)
+    host, port = _host_and_port(url)
+    return Request(
+        started, client, destination, failed, denied, host, port, _result(denied, code, error, server)
+    )
+
+
+def _result(denied: bool, code: int, error: str, server: str) -> DestinationResult:
+    if denied:
+        return "refused"
+    if error == "-" or (server != "-" and 100 <= code < 400):  # answered, or a tunnel that opened
+        return "reached"
+    if error == "ERR_CLIENT_GONE" and code == 0:  # the client gave up before any answer came
+        return "unconnected"
+    if error not in _NETWORK_ERRORS:
+        return "other"
+    return "unresolved" if server == "-" or error == "ERR_DNS_FAIL" else "unconnected"
+
+
+def _host_and_port(url: str) -> tuple[str, int]:
+    """A logged URL's host and port: `host:port` for a tunnel, `scheme://[user@]host[:port]/…`
+    otherwise. Anything unreadable as a host is kept as it is written (cut to a DNS name's length)."""
+    scheme, _, rest = url.rpartition("://")
+    try:
+        parts = urlsplit(f"//{rest}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host:
+        return rest.split("/", 1)[0][:_MOST_HOST_CHARS].lower(), 0
+    return host[:_MOST_HOST_CHARS], port if port is not None else _DEFAULT_PORTS.get(scheme.lower(), 0)
 
 
 class ProxyLedger:
