@@ -69,6 +69,7 @@ from envloop.tasks.phases import NO_NETWORK, NetworkPolicy
 from envloop.tasks.variables import resolve_env
 
 if TYPE_CHECKING:
+    from envloop.core.destinations import Destination
     from envloop.gateway import ModelGateway
     from envloop.trajectories.workspace import Snapshot
 
@@ -297,6 +298,11 @@ class Environment(ABC):
         """Which allowed destinations the environment could not reach up to the last `stop()`, if
         any: the network it promised was not there, so what was judged was not the agent's doing.
         None by default: an environment whose network is all or nothing has no allowed host to miss."""
+        return None
+
+    def destinations(self) -> "list[Destination] | None":
+        """What the instance's commands asked its egress proxies for, once it is torn down; None
+        when no proxy observed them (the default: the local sandbox's networks have none)."""
         return None
 
     # ---- what only a provider can do --------------------------------------------------------------

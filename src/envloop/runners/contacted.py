@@ -1,25 +1,17 @@
 """The destinations a trial contacted through its egress proxies, gathered from each environment
 it opened (its own and any separate verifier's) for its record (core/destinations.py).
 
-Only an environment that observes its network answers (docker, through its proxies: `Observed`);
-the local sandbox's `public` network is pasta's, with no proxy to ask, and its trials keep no record.
+Only an environment that observes its network answers (docker, through its proxies: see
+`Environment.destinations`); the local sandbox's `public` network is pasta's, with no proxy to ask,
+and its trials keep no record.
 """
 
 import contextlib
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
-from typing import Protocol, runtime_checkable
 
 from envloop.core.destinations import Destination, Destinations, record
 from envloop.environments import Environment
-
-
-@runtime_checkable
-class Observed(Protocol):
-    def destinations(self) -> list[Destination] | None:
-        """What the instance's commands asked its proxies for, once it is torn down; None when no
-        proxy observed them."""
-        ...
 
 
 class Contacted:
@@ -29,7 +21,7 @@ class Contacted:
         self._found: list[Destination] | None = None
 
     def add(self, environment: Environment) -> None:
-        found = environment.destinations() if isinstance(environment, Observed) else None
+        found = environment.destinations()
         if found is not None:
             self._found = [*(self._found or []), *found]
 
