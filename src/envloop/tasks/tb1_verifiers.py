@@ -75,11 +75,18 @@ SWEBENCH_VERIFIER = _verifier(
 _SCRIPTS = {"pytest": PYTEST_VERIFIER, "swebench": SWEBENCH_VERIFIER}
 
 
+def has_parser(parser: str) -> bool:
+    return parser in _SCRIPTS
+
+
+def unknown_parser_reason(parser: str) -> str:
+    return f"envloop has no Terminal-Bench 1 parser {parser!r} (it has: {', '.join(sorted(_SCRIPTS))})"
+
+
 def verifier_script(parser: str) -> str:
     """The `tests/test.sh` of a task whose `task.yaml` names `parser`."""
-    if parser not in _SCRIPTS:
+    if not has_parser(parser):
         # Pushed as it is, the task runs and ends unscored with this reason: a score from a parser
         # envloop does not have would be a guess.
-        reason = f"envloop has no Terminal-Bench 1 parser {parser!r} (it has: {', '.join(sorted(_SCRIPTS))})"
-        return f"#!/bin/bash\necho {json.dumps(reason)} >&2\nexit 3\n"
+        return f"#!/bin/bash\necho {json.dumps(unknown_parser_reason(parser))} >&2\nexit 3\n"
     return _SCRIPTS[parser]
