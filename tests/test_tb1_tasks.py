@@ -91,6 +91,16 @@ def test_convert_writes_the_harbor_equivalent_with_tb1s_meaning(el: El, tmp_path
     assert el("dataset", "convert", str(task), str(dest)).code == 2  # never over what exists
 
 
+def test_a_task_yaml_naming_no_timeouts_gets_tb1s_defaults_not_envloops(el: El, tmp_path: Path) -> None:
+    task = write_tb1_task(tmp_path / "src", "untimed")
+    config = yaml.safe_load((task / "task.yaml").read_text())
+    del config["max_agent_timeout_sec"], config["max_test_timeout_sec"]
+    (task / "task.yaml").write_text(yaml.safe_dump(config))
+    el.ok("dataset", "convert", str(task), str(tmp_path / "out"))
+    written = tomllib.loads((tmp_path / "out" / "task.toml").read_text())
+    assert (written["agent"]["timeout_sec"], written["verifier"]["timeout_sec"]) == (360.0, 60.0)
+
+
 def test_solution_yaml_commands_become_solve_sh_and_other_services_become_sidecars(
     el: El, tmp_path: Path
 ) -> None:

@@ -54,6 +54,9 @@ T_BENCH_VALUES = {
 }
 """What TB1's harness sets for the variables a task may use in a value (the client's `environment`,
 a sidecar's); the image and container names it sets are its own and dropped with their keys."""
+TB1_DEFAULT_TIMEOUTS = {"max_agent_timeout_sec": 360.0, "max_test_timeout_sec": 60.0}
+"""What TB1's task model gives a task.yaml that names no timeout (its `Task` defaults), not
+envloop's own defaults: a task runs with the limits it had in TB1."""
 _DROPPED_KEYS = {"image", "container_name", "volumes"}
 """A service's keys that only TB1's harness gives meaning to: the names it picks, and the log
 folders it mounts from the host."""
@@ -127,10 +130,10 @@ def _instruction(config: dict[str, Any], path: Path) -> str:
     return text
 
 
-def _seconds(config: dict[str, Any], key: str, path: Path) -> float | None:
+def _seconds(config: dict[str, Any], key: str, path: Path) -> float:
     value = config.get(key)
     if value is None:
-        return None
+        return TB1_DEFAULT_TIMEOUTS[key]
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise TaskFormatError(path, "must be a positive number of seconds", field=key)
     return float(value)
@@ -220,10 +223,7 @@ def _task_toml(config: dict[str, Any], env: dict[str, str], path: Path) -> str:
     lines = ['version = "1.0"', ""]
     agent = _seconds(config, "max_agent_timeout_sec", path)
     verifier = _seconds(config, "max_test_timeout_sec", path)
-    if agent is not None:
-        lines += ["[agent]", f"timeout_sec = {agent}", ""]
-    if verifier is not None:
-        lines += ["[verifier]", f"timeout_sec = {verifier}", ""]
+    lines += ["[agent]", f"timeout_sec = {agent}", "", "[verifier]", f"timeout_sec = {verifier}", ""]
     if env:
         lines += (
             ["[environment.env]"] + [f"{_toml_string(k)} = {_toml_string(v)}" for k, v in env.items()] + [""]
