@@ -1,7 +1,11 @@
 """The verifiers of Terminal-Bench 1 tasks: each runs the task's `run-tests.sh` and reads its
 output as the TB1 parser the task names does, writing `/logs/verifier/reward.json`. Output the
 parser finds no verdict in writes no reward (exit 3), so the trial ends unscored with the reason,
-never 0: TB1 itself counts such a run as a parse error, not as a failed task."""
+never 0. TB1 names such a run a parse error and counts it among the unresolved; here no verdict
+most often means an environment that cannot run the tests (a run-tests.sh that downloads its
+tools without a network), which a 0 would blame on the agent. The cost: a run-tests.sh that
+prints no summary when the agent's work does not build leaves that trial unscored too
+(docs/reference/task-format.md)."""
 
 import json
 
