@@ -1,7 +1,7 @@
 """Terminal-Bench 1 tasks pushed as they are and run through `el` in Docker: a task whose
 run-tests.sh runs pytest from the image's own packages gives the oracle 1 and the nop agent 0, each
-test kept as a dimension; a task whose run-tests.sh cannot get pytest here (it downloads it) ends
-unscored with the reason, never 0."""
+test kept as a dimension, and its tests/run-tests.sh the one that runs, as in TB1; a task whose
+run-tests.sh cannot get pytest here (it downloads it) ends unscored with the reason, never 0."""
 
 import json
 import secrets
@@ -15,7 +15,7 @@ import yaml
 from tests.conftest import El, write_profile
 from tests.docker_daemon import docker_daemon
 from tests.test_environment_docker import images
-from tests.test_tb1_tasks import write_tb1_task
+from tests.test_tb1_tasks import RUN_TESTS, write_tb1_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
 __all__ = ["docker_daemon", "images"]
@@ -51,7 +51,11 @@ def test_a_tb1_task_with_pytest_in_its_image_gives_oracle_1_and_nop_0_and_one_ne
 ) -> None:
     root = tmp_path / "tb1"
     token = secrets.token_hex(6)
-    with_pytest_in_image(write_tb1_task(root, "answer"), token)
+    # TB1 runs tests/run-tests.sh when a task has one beside the root's: the root's here would give
+    # no verdict, so the oracle's 1 says the folder's ran.
+    answer = write_tb1_task(root, "answer", **{"tests__run-tests.sh": RUN_TESTS})
+    (answer / "run-tests.sh").write_text("#!/bin/bash\necho 'the root run-tests.sh ran'\nexit 1\n")
+    with_pytest_in_image(answer, token)
     offline = write_tb1_task(
         root, "downloads-pytest", dockerfile=f"FROM debian:12\nRUN echo {token}\nWORKDIR /app\n"
     )
