@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from envloop.cli.dataset_warnings import grouped_warnings
 from envloop.tasks.tb1_verifiers import PYTEST_VERIFIER, SWEBENCH_VERIFIER
 from tests.conftest import El
 
@@ -361,3 +362,21 @@ def test_a_tests_run_tests_sh_that_is_a_link_or_a_folder_is_refused_and_nothing_
     (task / "tests" / "run-tests.sh").mkdir()
     assert "tests/run-tests.sh: must be a file" in el("dataset", "push", str(task), "--name", "bad").stderr
     assert not outside.exists() and not (tmp_path / "out").exists()
+
+
+def test_warnings_are_grouped_by_message_in_the_order_each_first_came_and_other_lines_stay() -> None:
+    lines = [
+        "task a: needs docker",
+        "origins were not recorded",  # a line about no task is said as it is
+        "task b: needs docker",
+        "task a: has no oracle",
+        "task b: needs docker",  # a task is counted once per message
+        "task c: needs docker",
+        "task d: needs docker",
+    ]
+    assert grouped_warnings(lines) == [
+        "4 tasks (a, b, c and 1 more): needs docker",
+        "origins were not recorded",
+        "task a: has no oracle",
+    ]
+    assert grouped_warnings(["task a: x", "task b: x"]) == ["2 tasks (a, b): x"]
