@@ -1,9 +1,10 @@
 """Terminal-Bench 1 tasks pushed as they are and run through `el` in Docker: a task whose
 run-tests.sh runs pytest from the image's own packages gives the oracle 1 and the nop agent 0, each
-test kept as a dimension; a task whose run-tests.sh cannot get pytest here (it downloads it) ends
-unscored with the reason, never 0."""
+test kept as a dimension, and its tests/run-tests.sh the one that runs, as in TB1; one whose
+run-tests.sh stops before its summary when the agent's work is missing (as a build that fails does)
+gives the nop 0, as TB1 counts it; a task whose run-tests.sh cannot get pytest here (it downloads
+it from a host it names) ends unscored with the host, never 0."""
 
-import json
 import secrets
 import shutil
 import sysconfig
@@ -15,7 +16,7 @@ import yaml
 from tests.conftest import El, write_profile
 from tests.docker_daemon import docker_daemon
 from tests.test_environment_docker import images
-from tests.test_tb1_tasks import write_tb1_task
+from tests.test_tb1_tasks import RUN_TESTS, write_tb1_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
 __all__ = ["docker_daemon", "images"]
@@ -46,18 +47,37 @@ def with_pytest_in_image(task: Path, token: str) -> None:
     )
 
 
+STOPS_BEFORE_ITS_SUMMARY = """#!/bin/bash
+cd /app
+test -f answer.txt || { echo 'the build failed: no answer.txt'; exit 1; }
+cd "$TEST_DIR"
+python3 -m pytest -rA test_outputs.py
+"""
+"""A run-tests.sh that, like those of compiled tasks, exits before pytest when the work does not build."""
+
+DOWNLOADS_PYTEST = """#!/bin/bash
+url=https://no-such-pytest-mirror-5120.com/pytest.whl
+python3 -c "import urllib.request; urllib.request.urlretrieve('$url', '/tmp/pytest.whl')" || echo 'no pytest'
+"""
+
+
 def test_a_tb1_task_with_pytest_in_its_image_gives_oracle_1_and_nop_0_and_one_needing_the_network_is_unscored(
     el: El, tmp_path: Path, images: list[str]
 ) -> None:
     root = tmp_path / "tb1"
     token = secrets.token_hex(6)
-    with_pytest_in_image(write_tb1_task(root, "answer"), token)
+    # TB1 runs tests/run-tests.sh when a task has one beside the root's: the root's here would give
+    # no summary, so 0, and the oracle's 1 says the folder's ran.
+    answer = write_tb1_task(root, "answer", **{"tests__run-tests.sh": RUN_TESTS})
+    (answer / "run-tests.sh").write_text("#!/bin/bash\necho 'the root run-tests.sh ran'\nexit 1\n")
+    with_pytest_in_image(answer, token)
+    with_pytest_in_image(
+        write_tb1_task(root, "builds-first", **{"run-tests.sh": STOPS_BEFORE_ITS_SUMMARY}), token
+    )
     offline = write_tb1_task(
-        root, "downloads-pytest", dockerfile=f"FROM debian:12\nRUN echo {token}\nWORKDIR /app\n"
+        root, "downloads-pytest", dockerfile=f"FROM python:3.11-slim\nRUN echo {token}\nWORKDIR /app\n"
     )
-    (offline / "run-tests.sh").write_text(
-        "#!/bin/bash\napt-get update >/dev/null 2>&1 || echo 'cannot install pytest: no network'\n"
-    )
+    (offline / "run-tests.sh").write_text(DOWNLOADS_PYTEST)
     pushed = el("dataset", "push", str(root), "--name", "tb1")
     assert pushed.code == 0, pushed.stderr
     built = el("dataset", "build", "tb1@1", "--json", timeout=600)
@@ -85,11 +105,15 @@ def test_a_tb1_task_with_pytest_in_its_image_gives_oracle_1_and_nop_0_and_one_ne
     assert oracle["dimensions"] == {"reward": 1.0, "test_answer_file_exists": 1.0, "test_answer_is_42": 1.0}
     assert nop["reward"] == 0.0, nop
     assert nop["dimensions"] == {"reward": 0.0, "test_answer_file_exists": 0.0, "test_answer_is_42": 0.0}
+    built_first = {agent: trials[(agent, "builds-first")] for agent in ("oracle", "nop")}
+    assert built_first["oracle"]["reward"] == 1.0, built_first["oracle"]
+    assert (built_first["nop"]["reward"], built_first["nop"]["error_type"]) == (0.0, None), built_first["nop"]
     for agent in ("oracle", "nop"):
         unscored = trials[(agent, "downloads-pytest")]
-        assert unscored["reward"] is None, unscored
-        shown = json.dumps(unscored)
-        assert "wrote no reward" in shown, shown
+        assert (unscored["reward"], unscored["error_type"]) == (None, "environment_error"), unscored
+        assert "no-such-pytest-mirror-5120.com:443 could not be reached" in unscored["error_message"], (
+            unscored
+        )
 
 
 SIDECAR_TEST = """import urllib.request

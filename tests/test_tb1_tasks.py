@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from envloop.cli.dataset_warnings import grouped_warnings
 from envloop.tasks.tb1_verifiers import PYTEST_VERIFIER, SWEBENCH_VERIFIER
 from tests.conftest import El
 
@@ -89,6 +90,16 @@ def test_convert_writes_the_harbor_equivalent_with_tb1s_meaning(el: El, tmp_path
     ]
     assert (dest / "solution" / "solve.sh").read_text() == "#!/bin/bash\necho 42 > /app/answer.txt\n"
     assert el("dataset", "convert", str(task), str(dest)).code == 2  # never over what exists
+
+
+def test_a_task_yaml_naming_no_timeouts_gets_tb1s_defaults_not_envloops(el: El, tmp_path: Path) -> None:
+    task = write_tb1_task(tmp_path / "src", "untimed")
+    config = yaml.safe_load((task / "task.yaml").read_text())
+    del config["max_agent_timeout_sec"], config["max_test_timeout_sec"]
+    (task / "task.yaml").write_text(yaml.safe_dump(config))
+    el.ok("dataset", "convert", str(task), str(tmp_path / "out"))
+    written = tomllib.loads((tmp_path / "out" / "task.toml").read_text())
+    assert (written["agent"]["timeout_sec"], written["verifier"]["timeout_sec"]) == (360.0, 60.0)
 
 
 def test_solution_yaml_commands_become_solve_sh_and_other_services_become_sidecars(
@@ -182,10 +193,16 @@ def test_the_pytest_parser_gives_1_only_when_every_test_passed_and_keeps_each_te
     assert run_verifier(tmp_path / "2", failed, exit_code=1)[2] == {"reward": 0, "test_a": 1, "test_b": 0}
 
 
-def test_no_pytest_summary_is_no_reward_with_the_reason_never_0(tmp_path: Path) -> None:
-    code, stderr, reward = run_verifier(tmp_path, "curl: (6) Could not resolve host\n", exit_code=1)
-    assert (code, reward) == (3, None)
-    assert "the tests did not run, so there is no verdict" in stderr
+def test_no_pytest_summary_is_0_as_tb1_counts_it_unresolved_with_the_reason(tmp_path: Path) -> None:
+    # Whatever the output says: the agent's code, run by the tests, can print anything (a network
+    # failure of a host the task names is told from the trial's proxy record instead).
+    for number, output in enumerate(("/app/answer.cpp:3: error: 'answer' was not declared\n", "")):
+        code, stderr, reward = run_verifier(tmp_path / str(number), output, exit_code=1)
+        assert (code, reward) == (0, {"reward": 0})
+        assert (
+            "no pytest summary in run-tests.sh's output (the tests did not run to their end): "
+            "TB1 counts this as unresolved (a parse error), so the reward is 0"
+        ) in stderr
 
 
 SWEBENCH_RESULTS = "grading…\nSWEBench results starts here\n{verdict}\nSWEBench results ends here\n"
@@ -199,8 +216,8 @@ def test_the_swebench_parser_reads_the_verdict_between_its_markers(tmp_path: Pat
     code, stderr, reward = run_verifier(
         tmp_path / "3", "error: Failed to fetch: pypi\nPASSED\n", 1, verifier=SWEBENCH_VERIFIER
     )
-    assert (code, reward) == (3, None)
-    assert "the grading did not run, so there is no verdict" in stderr
+    assert (code, reward) == (0, {"reward": 0})
+    assert "no SWEBench results in run-tests.sh's output (the grading did not run to its end)" in stderr
 
 
 def test_a_swebench_task_is_converted_with_the_swebench_verifier(el: El, tmp_path: Path) -> None:
@@ -251,3 +268,121 @@ def test_files_the_dockerfile_copies_by_name_stay_in_its_build_context(el: El, t
     # `COPY .` names no file: the solution and the tests stay out of the image it builds.
     assert sorted(p.name for p in (dest / "copies-all" / "environment").iterdir()) == ["Dockerfile"]
     assert (everything / "solution.sh").exists()
+
+
+def same_shell(task: Path) -> Path:
+    config = yaml.safe_load((task / "task.yaml").read_text())
+    (task / "task.yaml").write_text(yaml.safe_dump({**config, "run_tests_in_same_shell": True}))
+    return task
+
+
+SAME_SHELL_NOTE = (
+    "task.yaml's run_tests_in_same_shell is not honoured: the tests run in a fresh shell of the "
+    "agent's container, not in the agent's own"
+)
+NO_SOLUTION_NOTE = "no solution.sh or solution.yaml: the oracle has no solution to run"
+
+
+def warning_lines(stderr: str) -> list[str]:
+    return [line.removeprefix("warning: ") for line in stderr.splitlines() if line.startswith("warning: ")]
+
+
+def test_push_and_convert_say_each_distinct_warning_once_with_how_many_tasks_and_which(
+    el: El, tmp_path: Path
+) -> None:
+    root = tmp_path / "bench"
+    for name in ("a", "b", "c", "d", "e"):
+        same_shell(write_tb1_task(root, name, dockerfile="FROM debian:12\nRUN true\nWORKDIR /app\n"))
+    (write_tb1_task(root, "f") / "solution.sh").unlink()
+    pushed = el("dataset", "push", str(root), "--name", "many")
+    assert pushed.code == 0, pushed.stderr
+    lines = warning_lines(pushed.stderr)
+    dockerfile = [line for line in lines if "environment/Dockerfile instructions" in line]
+    assert len(dockerfile) == 1 and dockerfile[0].startswith("5 tasks (a, b, c and 2 more): "), lines
+    assert f"5 tasks (a, b, c and 2 more): {SAME_SHELL_NOTE}" in lines
+    assert f"task f: {NO_SOLUTION_NOTE}" in lines
+    assert len(lines) == 3, lines
+    # --json keeps one line a task and warning, for a program to read.
+    kept = el.ok("dataset", "push", str(root), "--name", "many", "--json").json()["warnings"]
+    assert sorted(w for w in kept if w.endswith(SAME_SHELL_NOTE)) == [
+        f"task {name}: {SAME_SHELL_NOTE}" for name in "abcde"
+    ]
+    shown = el.ok("dataset", "show", "many@1").stdout
+    assert shown.count("environment/Dockerfile instructions") == 1
+    assert "  5 tasks (a, b, c and 2 more): environment/Dockerfile" in shown
+    converted = el("dataset", "convert", str(root), str(tmp_path / "out"))
+    assert converted.code == 0, converted.stderr
+    assert warning_lines(converted.stderr) == [
+        f"5 tasks (a, b, c and 2 more): {SAME_SHELL_NOTE}",
+        f"task f: {NO_SOLUTION_NOTE}",
+    ]
+    alone = el("dataset", "convert", str(root / "f"), str(tmp_path / "f-harbor"))
+    assert warning_lines(alone.stderr) == [f"task f: {NO_SOLUTION_NOTE}"]  # named as a push names it
+
+
+OWN_RUN_TESTS = '#!/bin/bash\ncd "$(dirname "$0")"\npython3 -m pytest -rA test_outputs.py\n'
+
+
+def test_the_tests_folders_run_tests_sh_runs_over_the_roots_and_the_roots_is_required_as_in_tb1(
+    el: El, tmp_path: Path
+) -> None:
+    # TB1 copies the root run-tests.sh to /tests, then the tests folder over it, and runs
+    # /tests/run-tests.sh: the folder's own wins; without a root one TB1 fails every trial.
+    source = tmp_path / "src"
+    both = write_tb1_task(source, "both", **{"tests__run-tests.sh": OWN_RUN_TESTS})
+    write_tb1_task(source, "same", **{"tests__run-tests.sh": RUN_TESTS})
+    write_tb1_task(source, "root-only")
+    converted = el("dataset", "convert", str(source), str(tmp_path / "out"))
+    assert converted.code == 0, converted.stderr
+    out = tmp_path / "out"
+    assert (out / "both" / "tests" / "run-tests.sh").read_text() == OWN_RUN_TESTS
+    assert (out / "same" / "tests" / "run-tests.sh").read_text() == RUN_TESTS
+    assert (out / "root-only" / "tests" / "run-tests.sh").read_text() == RUN_TESTS
+    # Said only where the two differ: where they are the same nothing changes.
+    assert warning_lines(converted.stderr) == [
+        "task both: tests/run-tests.sh is the one that runs, not the root run-tests.sh: "
+        "Terminal-Bench 1 copies the tests folder over it in /tests"
+    ]
+    (both / "run-tests.sh").unlink()
+    refused = el("dataset", "push", str(both), "--name", "bad")
+    assert refused.code == 2
+    assert "both: no run-tests.sh at its root (Terminal-Bench 1 runs no task without one)" in refused.stderr
+
+
+def test_a_tests_run_tests_sh_that_is_a_link_or_a_folder_is_refused_and_nothing_is_written_through_it(
+    el: El, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.sh"
+    task = write_tb1_task(tmp_path / "src", "linked")
+    (task / "tests" / "run-tests.sh").symlink_to(outside)
+    refused = el("dataset", "convert", str(task), str(tmp_path / "out"))
+    assert refused.code == 2
+    assert "tests/run-tests.sh: is a link" in refused.stderr
+    (task / "tests" / "run-tests.sh").unlink()
+    (task / "tests" / "test.sh").symlink_to(outside)
+    assert (
+        "tests/test.sh: is the name the Harbor verifier takes"
+        in el("dataset", "push", str(task), "--name", "bad").stderr
+    )
+    (task / "tests" / "test.sh").unlink()
+    (task / "tests" / "run-tests.sh").mkdir()
+    assert "tests/run-tests.sh: must be a file" in el("dataset", "push", str(task), "--name", "bad").stderr
+    assert not outside.exists() and not (tmp_path / "out").exists()
+
+
+def test_warnings_are_grouped_by_message_in_the_order_each_first_came_and_other_lines_stay() -> None:
+    lines = [
+        "task a: needs docker",
+        "origins were not recorded",  # a line about no task is said as it is
+        "task b: needs docker",
+        "task a: has no oracle",
+        "task b: needs docker",  # a task is counted once per message
+        "task c: needs docker",
+        "task d: needs docker",
+    ]
+    assert grouped_warnings(lines) == [
+        "4 tasks (a, b, c and 1 more): needs docker",
+        "origins were not recorded",
+        "task a: has no oracle",
+    ]
+    assert grouped_warnings(["task a: x", "task b: x"]) == ["2 tasks (a, b): x"]

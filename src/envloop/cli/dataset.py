@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from envloop.cli.backend import operations
+from envloop.cli.dataset_warnings import grouped_warnings
 from envloop.cli.options import JsonOpt
 from envloop.cli.output import emit_json, note, out, table, warn, when
 from envloop.core.words import plural
@@ -28,7 +29,7 @@ def push(
 ) -> None:
     """Freeze every task under PATH as a new revision NAME@N (identical content returns the existing one)."""
     view = operations().push_dataset(path, name, runner=runner, scorer=scorer)
-    for message in view.warnings:
+    for message in grouped_warnings(view.warnings):
         warn(message)
     if json_:
         emit_json(view)
@@ -45,6 +46,7 @@ def convert(
 ) -> None:
     """Write Terminal-Bench 1 tasks as their Harbor-format equivalent (what `el dataset push` runs
     them as); Harbor tasks beside them are copied as they are."""
+    from envloop.tasks.discover import task_name  # noqa: PLC0415
     from envloop.tasks.model import TaskFormatError  # noqa: PLC0415
     from envloop.tasks.tb1 import convert_tree, holds_tb1_tasks  # noqa: PLC0415
 
@@ -59,10 +61,16 @@ def convert(
     with tempfile.TemporaryDirectory(prefix=".el-convert-", dir=dest.parent) as scratch:
         written = Path(scratch) / "tasks"
         try:
-            convert_tree(source, written)
+            notes = convert_tree(source, written)
         except TaskFormatError as exc:
             raise UserError(str(exc).replace(f"{written}/", f"{dest}/")) from None
         written.rename(dest)
+    # Named as a push of `source` names them.
+    named = [
+        (source.resolve().name if task == written else task_name(written, task), text) for task, text in notes
+    ]
+    for message in grouped_warnings([f"task {name}: {text}" for name, text in named]):
+        warn(message)
     note(f"wrote {dest}")
 
 
@@ -107,7 +115,7 @@ def pull(
             view = operations().push_dataset(tasks, name or dataset.name, runner=runner, origins=document)
     except RegistryError as exc:
         raise UserError(str(exc)) from None
-    for message in view.warnings:
+    for message in grouped_warnings(view.warnings):
         warn(message)
     if json_:
         emit_json(view)
@@ -172,7 +180,7 @@ def show(ref: Annotated[str, typer.Argument(help="NAME@N or NAME@latest.")], jso
         out.print(table(["#", "task", "digest"], [[m.position + 1, m.name, m.digest] for m in members]))
     if view.warnings:
         out.print("features some environment does not honour:")
-        for message in view.warnings:
+        for message in grouped_warnings(view.warnings):
             out.print(f"  {message}", markup=False, highlight=False)
     _show_latest_check(view.ref)
 

@@ -133,28 +133,32 @@ def push_dataset(
         raise UserError(f"{path}: no such file or directory")
     with tempfile.TemporaryDirectory(prefix="envloop-push-") as scratch:
         try:
-            return _push(ctx, _harbor_form(path, Path(scratch)), name, runner, scorer, origins)
+            harbor, notes = _harbor_form(path, Path(scratch))
+            view = _push(ctx, harbor, name, runner, scorer, origins)
+            return view.model_copy(update={"warnings": [*view.warnings, *notes]})
         except UserError as exc:
             # A converted task's errors name it as the user does, never the scratch folder.
             raise type(exc)(str(exc).replace(f"{scratch}/", "")) from None
 
 
-def _harbor_form(path: Path, scratch: Path) -> Path:
+def _harbor_form(path: Path, scratch: Path) -> tuple[Path, list[str]]:
     """`path` itself, or, when it holds Terminal-Bench 1 tasks, its Harbor-format equivalent
-    written under `scratch` (tasks/tb1.py), named as `path` is so the tasks keep their names."""
+    written under `scratch` (tasks/tb1.py), named as `path` is so the tasks keep their names; with
+    the conversion's notes, one line a task and note as the push prints them."""
+    from envloop.tasks.discover import task_name  # noqa: PLC0415
     from envloop.tasks.model import TaskFormatError  # noqa: PLC0415
     from envloop.tasks.tb1 import convert_tree, holds_tb1_tasks  # noqa: PLC0415
 
     if path.is_file() or not holds_tb1_tasks(path):
-        return path
+        return path, []
     converted = scratch / path.resolve().name
     try:
-        convert_tree(path, converted)
+        notes = convert_tree(path, converted)
     except TaskFormatError as exc:
         raise UserError(str(exc).replace(str(path), path.name)) from None
     except OSError as exc:
         raise UserError(f"{path.name}: {exc.strerror or 'cannot be read'}") from None
-    return converted
+    return converted, [f"task {task_name(converted, task)}: {note}" for task, note in notes]
 
 
 def _push(

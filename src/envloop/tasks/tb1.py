@@ -10,11 +10,15 @@ whose `client` service is the trial's container (its `T_BENCH_*` variables are t
   compose file makes it; `solution.sh`, `run-tests.sh`, `tests/` and `task.yaml` too when the
   Dockerfile copies them by name), the client's `environment` as `[environment].env`, and the other compose
   services as sidecars in `environment/docker-compose.yaml`;
-- `tests/`: the task's tests, `run-tests.sh` beside them (TB1 copies both to `$TEST_DIR`, /tests),
-  and a `test.sh` that runs it and reads its output with TB1's parser (`tb1_verifiers.py`);
+- `tests/`: the task's tests, `run-tests.sh` beside them (TB1 copies both to `$TEST_DIR`, /tests,
+  the root `run-tests.sh` first and the folder's files after it, so a `tests/run-tests.sh` is the
+  one that runs), and a `test.sh` that runs it and reads its output with TB1's parser
+  (`tb1_verifiers.py`);
 - `solution/solve.sh`: `solution.sh`, or `solution.yaml`'s commands one per line.
 
-The mapping is documented in docs/reference/task-format.md.
+What TB1 means that the equivalent cannot keep, or a choice the user may not expect, is returned as
+a note per task (`el dataset push` and `el dataset convert` print them). The mapping is documented
+in docs/reference/task-format.md.
 """
 
 import fnmatch
@@ -31,7 +35,7 @@ from envloop.tasks.bounded import ParseLimitError, load_yaml
 from envloop.tasks.digest import IGNORED_DIRS
 from envloop.tasks.dockerfile_images import instructions
 from envloop.tasks.model import TaskFormatError
-from envloop.tasks.tb1_verifiers import verifier_script
+from envloop.tasks.tb1_verifiers import has_parser, unknown_parser_reason, verifier_script
 
 TASK_YAML = "task.yaml"
 COMPOSE_FILE = "docker-compose.yaml"
@@ -39,6 +43,9 @@ CLIENT_SERVICE = "client"
 TEST_DIR = "/tests"
 MAX_YAML_BYTES = 1 << 20
 _CONTROL_FILES = {TASK_YAML, COMPOSE_FILE, "run-tests.sh", "solution.sh", "solution.yaml", "tests"}
+_OWN_FILES = _CONTROL_FILES | {"Dockerfile", "tests/run-tests.sh"}
+"""The files a push reads or writes over: a link among them could make it read a file outside the
+task, or write through the link."""
 
 T_BENCH_VALUES = {
     "T_BENCH_TEST_DIR": TEST_DIR,
@@ -47,6 +54,9 @@ T_BENCH_VALUES = {
 }
 """What TB1's harness sets for the variables a task may use in a value (the client's `environment`,
 a sidecar's); the image and container names it sets are its own and dropped with their keys."""
+TB1_DEFAULT_TIMEOUTS = {"max_agent_timeout_sec": 360.0, "max_test_timeout_sec": 60.0}
+"""What TB1's task model gives a task.yaml that names no timeout (its `Task` defaults), not
+envloop's own defaults: a task runs with the limits it had in TB1."""
 _DROPPED_KEYS = {"image", "container_name", "volumes"}
 """A service's keys that only TB1's harness gives meaning to: the names it picks, and the log
 folders it mounts from the host."""
@@ -72,23 +82,26 @@ def holds_tb1_tasks(path: Path, depth: int = 0) -> bool:
     )
 
 
-def convert_tree(source: Path, dest: Path) -> None:
+def convert_tree(source: Path, dest: Path) -> list[tuple[Path, str]]:
     """Write `source` (a task or a folder of them, TB1 or Harbor) to `dest` with every TB1 task in
-    Harbor's format and every Harbor task copied as it is; `dest` must not exist."""
+    Harbor's format and every Harbor task copied as it is; `dest` must not exist. Returns the notes
+    on the TB1 tasks, each with the folder it wrote the task to."""
     if is_tb1_task(source):
-        convert_task(source, dest)
-    elif (source / "task.toml").is_file():
+        return [(dest, note) for note in convert_task(source, dest)]
+    if (source / "task.toml").is_file():
         shutil.copytree(source, dest, symlinks=True)
-    else:
-        dest.mkdir(parents=True)
-        for child in sorted(source.iterdir()):
-            if (
-                child.is_dir()
-                and not child.is_symlink()
-                and not child.name.startswith(".")
-                and child.name not in IGNORED_DIRS
-            ):
-                convert_tree(child, dest / child.name)
+        return []
+    dest.mkdir(parents=True)
+    notes: list[tuple[Path, str]] = []
+    for child in sorted(source.iterdir()):
+        if (
+            child.is_dir()
+            and not child.is_symlink()
+            and not child.name.startswith(".")
+            and child.name not in IGNORED_DIRS
+        ):
+            notes += convert_tree(child, dest / child.name)
+    return notes
 
 
 def _load_yaml(path: Path) -> Any:
@@ -117,10 +130,10 @@ def _instruction(config: dict[str, Any], path: Path) -> str:
     return text
 
 
-def _seconds(config: dict[str, Any], key: str, path: Path) -> float | None:
+def _seconds(config: dict[str, Any], key: str, path: Path) -> float:
     value = config.get(key)
     if value is None:
-        return None
+        return TB1_DEFAULT_TIMEOUTS[key]
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise TaskFormatError(path, "must be a positive number of seconds", field=key)
     return float(value)
@@ -210,10 +223,7 @@ def _task_toml(config: dict[str, Any], env: dict[str, str], path: Path) -> str:
     lines = ['version = "1.0"', ""]
     agent = _seconds(config, "max_agent_timeout_sec", path)
     verifier = _seconds(config, "max_test_timeout_sec", path)
-    if agent is not None:
-        lines += ["[agent]", f"timeout_sec = {agent}", ""]
-    if verifier is not None:
-        lines += ["[verifier]", f"timeout_sec = {verifier}", ""]
+    lines += ["[agent]", f"timeout_sec = {agent}", "", "[verifier]", f"timeout_sec = {verifier}", ""]
     if env:
         lines += (
             ["[environment.env]"] + [f"{_toml_string(k)} = {_toml_string(v)}" for k, v in env.items()] + [""]
@@ -249,12 +259,31 @@ def _copied_by_name(dockerfile: Path) -> set[str]:
     return named
 
 
-def convert_task(root: Path, dest: Path) -> None:
-    """Write TB1 task `root` as a Harbor task at `dest` (which must not exist)."""
+def _notes(root: Path, config: dict[str, Any], parser: str, has_solution: bool) -> list[str]:
+    """What the Harbor equivalent of TB1 task `root` does otherwise than TB1 would, or may surprise."""
+    notes = []
+    own = root / "tests" / "run-tests.sh"
+    if own.is_file() and own.read_bytes() != (root / "run-tests.sh").read_bytes():
+        notes.append(
+            "tests/run-tests.sh is the one that runs, not the root run-tests.sh: Terminal-Bench 1 "
+            "copies the tests folder over it in /tests"
+        )
+    if config.get("run_tests_in_same_shell") is True:
+        notes.append(
+            "task.yaml's run_tests_in_same_shell is not honoured: the tests run in a fresh shell "
+            "of the agent's container, not in the agent's own"
+        )
+    if not has_solution:
+        notes.append("no solution.sh or solution.yaml: the oracle has no solution to run")
+    if not has_parser(parser):
+        notes.append(f"{unknown_parser_reason(parser)}: every trial of it ends unscored")
+    return notes
+
+
+def convert_task(root: Path, dest: Path) -> list[str]:
+    """Write TB1 task `root` as a Harbor task at `dest` (which must not exist); returns its notes."""
     task_yaml = root / TASK_YAML
-    linked = next(
-        (root / name for name in sorted(_CONTROL_FILES | {"Dockerfile"}) if (root / name).is_symlink()), None
-    )
+    linked = next((root / name for name in sorted(_OWN_FILES) if (root / name).is_symlink()), None)
     if linked is not None:
         # Read through a link, a task could make the push read (and quote) a file outside it.
         raise TaskFormatError(linked, "is a link: a Terminal-Bench 1 task's own files must be in it")
@@ -264,9 +293,14 @@ def convert_task(root: Path, dest: Path) -> None:
     if not (root / "Dockerfile").is_file():
         raise TaskFormatError(root, "no Dockerfile (a Terminal-Bench 1 task builds its own)")
     if not (root / "run-tests.sh").is_file():
-        raise TaskFormatError(root, "no run-tests.sh (a Terminal-Bench 1 task's verifier)")
-    if (root / "tests" / "test.sh").exists():
-        raise TaskFormatError(root / "tests" / "test.sh", "is the name the Harbor verifier takes")
+        # TB1 copies it before every test run and fails the trial without it, even when the tests
+        # folder has one of its own (which it would then copy over it).
+        raise TaskFormatError(root, "no run-tests.sh at its root (Terminal-Bench 1 runs no task without one)")
+    own_script, harbor_name = root / "tests" / "run-tests.sh", root / "tests" / "test.sh"
+    if own_script.exists() and not own_script.is_file():
+        raise TaskFormatError(own_script, "must be a file (the script the tests run)")
+    if harbor_name.exists() or harbor_name.is_symlink():
+        raise TaskFormatError(harbor_name, "is the name the Harbor verifier takes")
     env, compose = _services(root)
     parser = str(config.get("parser_name", "pytest"))
     dest.mkdir(parents=True)
@@ -290,9 +324,13 @@ def convert_task(root: Path, dest: Path) -> None:
         shutil.copytree(root / "tests", tests, symlinks=True)
     else:
         tests.mkdir()
-    shutil.copy2(root / "run-tests.sh", tests / "run-tests.sh")
+    if not (tests / "run-tests.sh").is_file():
+        # TB1 copies the root run-tests.sh to /tests first and the tests folder after it, so the
+        # folder's own run-tests.sh, when it has one, is written over the root's and runs.
+        shutil.copy2(root / "run-tests.sh", tests / "run-tests.sh")
     (tests / "test.sh").write_text(verifier_script(parser))
     solution = _solution(root)
     if solution is not None:
         (dest / "solution").mkdir()
         (dest / "solution" / "solve.sh").write_text(solution, errors="surrogateescape")
+    return _notes(root, config, parser, solution is not None)
