@@ -30,19 +30,18 @@ from envloop.core.trial import SandboxMode, TrialSpec
 from envloop.environments.base import EnvironmentSetupError, PathKind, RunOutcome, VisiblePaths
 from envloop.environments.capture import BoundedWriter
 from envloop.environments.contract import Environment
-from envloop.environments.docker import access_record
 from envloop.environments.docker.cli import DockerError
 from envloop.environments.docker.containers import Container
 from envloop.environments.docker.egress import EgressProxies, Unreachable, proxy_hosts
 from envloop.environments.docker.firewall import close_gateway_port, open_gateway_port
 from envloop.environments.docker.laid_over import lay_over, take_back
-from envloop.environments.docker.layer_changes import Signatures, TooManyChanges, layer_dirs
 from envloop.environments.docker.networks import TrialNetworks
 from envloop.environments.docker.shared_egress import shared_network, shared_networks
+from envloop.environments.docker.tamper_watch import TamperWatch, within
 from envloop.environments.docker.workspace import ContainerSnapshots
 from envloop.environments.keeping import KeepBudget
 from envloop.environments.policy import EffectiveLimits
-from envloop.environments.tampering import Tampering, outside, tampering, unchecked, verifier_reads
+from envloop.environments.tampering import Tampering
 from envloop.environments.task_hosts import named_hosts, naming
 from envloop.tasks.model import HarborTask, NetworkMode, TaskUser
 from envloop.tasks.phases import NetworkPolicy
@@ -63,13 +62,9 @@ def _user(user: TaskUser | None) -> str | None:
     return None if user is None else str(user)
 
 
-def _within(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
 def _overlap(one: str, other: str) -> bool:
     """Whether either path is the other or below it."""
-    return _within(one, other) or _within(other, one)
+    return within(one, other) or within(other, one)
 
 
 class DockerEnvironment(Environment):
@@ -124,20 +119,7 @@ class DockerEnvironment(Environment):
         self._unreachable: list[str] = []
         """Allowed destinations the trial's proxy could not connect, found at the last stop."""
         self._proxy: dict[str, str] = {}
-        self._clean: Signatures | None = None
-        """The container's diff from its image once set up, before any agent ran."""
-        self._watch: access_record.Armed | list[str] | Tampering | None = None
-        """What `watch_verifier` armed, or the changes to flag by kind where nothing could be, or
-        the flag to raise where the changes were too many to read."""
-        self._unchecked: int | None = None
-        """The limit a reading of the changes went past where no verifier was watched (set-up, a
-        directory taken back): the next verifier cannot be checked."""
-        self._flagged: set[str] = set()
-        """Paths a verifier here was already flagged for."""
-        self._flagged_unchecked = False
-        """Whether a verifier here was already flagged for changes too many to read."""
-        self._before: Signatures = {}
-        """The container's changes as the last verifier here started."""
+        self._tamper = TamperWatch(container, warnings)
         self._gateway: tuple[ModelGateway, Listener, str] | None = None
         """The gateway listener open to the container, with its bridge."""
         self._kept: frozenset[str] = frozenset()
@@ -230,17 +212,12 @@ class DockerEnvironment(Environment):
             raise EnvironmentSetupError(f"could not copy the tests or solution in: {exc}") from None
 
     async def _take_back(self, path: str) -> None:
-        """Take back what was laid at `path`. The directory it leaves is envloop's doing, not the
-        agent's: the state tamper flags compare with is brought up to date below it."""
+        """Take back what was laid at `path`; the directory it leaves is envloop's doing, not the
+        agent's, for the tamper watch."""
         try:
             await take_back(self.container, path)
             self._laid.discard(path)
-            if self._clean is not None:
-                now = await self.container.changes()
-                self._clean = {k: v for k, v in self._clean.items() if not _within(k, path)}
-                self._clean |= {k: v for k, v in now.items() if _within(k, path)}
-        except TooManyChanges as exc:
-            self._unchecked = exc.limit
+            await self._tamper.taken_back(path)
         except DockerError as exc:
             raise EnvironmentSetupError(f"could not take the tests or solution back: {exc}") from None
 
@@ -378,88 +355,22 @@ class DockerEnvironment(Environment):
 
     async def mark_clean(self) -> None:
         """Remember the container as set up: what changes after this is the agent's doing."""
-        try:
-            self._clean = await self.container.changes()
-        except TooManyChanges as exc:
-            self._clean, self._unchecked = {}, exc.limit
+        await self._tamper.mark_clean()
 
     async def watch_verifier(self) -> None:
-        """Before a verifier runs here: arm the record of which of the agent's changes since
-        `mark_clean` it opens (access_record.py); where none can be kept, remember the changes to
-        flag by kind of path. The agent's working directory and logs are its own to change (the
-        verifier reads them by design), and what envloop writes for the verifier is never the agent's.
-        Where the changes are too many to read (layer_changes.py), the verifier is flagged unchecked."""
-        self._watch = None
-        if self._clean is None:
-            return
-        if self._unchecked is not None:
-            self._watch = unchecked(self._unchecked)
-            return
-        try:
-            now = await self.container.changes()
-            layers = await layer_dirs(self.container.id)
-            mounted = await self.container.host_root() is not None
-        except TooManyChanges as exc:
-            self._watch = unchecked(exc.limit)
-            return
-        except DockerError as exc:
-            self.warnings.append(f"what the agent changed could not be listed: {exc}")
-            return
-        self._before = now
-        changed = [path for path, state in now.items() if self._clean.get(path) != state]
-        changed += [path for path in self._clean if path not in now]  # made at set-up, then removed
+        """Before a verifier runs here: arm the tamper watch (tamper_watch.py). The agent's working
+        directory and logs are its own to change (the verifier reads them by design), and what
+        envloop writes for the verifier is never the agent's."""
         visible = self.visible
         # The tests' and solution's directories are envloop's only where it made them fresh: in an
         # image's own (`_kept`) the agent's files stay beside the task's, and a verifier may read them.
         laid_fresh = [path for path in (visible.tests, visible.solution) if path not in self._kept]
-        own = [visible.app, visible.logs, *laid_fresh, self.fresh_home]
-        candidates = outside(changed, own)
-        if layers is None or not access_record.can_record(layers, mounted):
-            self._watch = candidates
-            return
-        self._watch = await access_record.arm(layers, candidates, mounted)
+        await self._tamper.arm([visible.app, visible.logs, *laid_fresh, self.fresh_home])
 
     async def verifier_tampering(self) -> list[Tampering]:
         """After the verifier `watch_verifier` armed for: the changed files it read, executed or
-        followed, by kind; where no record was kept, the changes of a kind a verifier may run. A file
-        an earlier step's verifier was flagged for is not named again, nor a flood of changes."""
-        watch, self._watch = self._watch, None
-        if watch is None:
-            return []
-        if isinstance(watch, Tampering):
-            # Once: the changes stay too many to read for every later step's verifier.
-            self._unchecked = watch.count
-            found = [] if self._flagged_unchecked else [watch]
-            self._flagged_unchecked = True
-            return found
-        if isinstance(watch, list):
-            found = tampering(path for path in watch if path not in self._flagged)
-        else:
-            read = [path for path in await access_record.touched(watch) if path not in self._flagged]
-            found = verifier_reads(read) + tampering(p for p in watch.unarmed if p not in self._flagged)
-        self._flagged.update(path for group in found for path in group.paths)
-        if self._task.steps:
-            agents = set(watch) if isinstance(watch, list) else {*watch.paths, *watch.unarmed}
-            await self._count_as_set_up(agents)
-        return found
-
-    async def _count_as_set_up(self, agents: set[str]) -> None:
-        """What a verifier wrote here (an installed tool, a cache) is no agent's change for a later
-        step's verifier: it joins the set-up state. A file of the agent's stays the agent's, and a
-        later change to what the verifier wrote is a change again."""
-        if self._clean is None:
-            return
-        try:
-            after = await self.container.changes()
-        except TooManyChanges as exc:
-            self._unchecked = exc.limit  # the verifier's own flood: a later verifier cannot be checked
-            return
-        except DockerError as exc:
-            self.warnings.append(f"what the verifier changed could not be listed: {exc}")
-            return
-        for path, state in after.items():
-            if path not in agents and self._before.get(path) != state:
-                self._clean[path] = state
+        followed, by kind. A file an earlier step's verifier was flagged for is not named again."""
+        return await self._tamper.found(steps=bool(self._task.steps))
 
     def service(self, name: str) -> "DockerEnvironment | None":
         """The trial's compose service `name` as an environment of its own (for collect hooks and
