@@ -15,7 +15,7 @@ import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from envloop.tasks.bounded import MAX_CONFIG_BYTES, ParseLimitError, load_yaml, read_bounded
+from envloop.tasks.bounded import MAX_CONFIG_BYTES, ParseLimitError, load_toml, load_yaml, read_bounded
 from envloop.tasks.digest import task_digest
 from envloop.tasks.model import (
     COMPOSE_FILE,
@@ -133,7 +133,9 @@ def load_task_config(path: Path) -> TaskConfig:
         raise TaskFormatError(where, f"larger than the {MAX_CONFIG_BYTES:,} bytes a task.toml may have")
     text = _read_text(path, "task.toml is required")
     try:
-        data = tomllib.loads(text)
+        data = load_toml(text, path.name)
+    except ParseLimitError as exc:
+        raise TaskFormatError(path.parent.name, str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise TaskFormatError(path, _toml_error_message(str(exc))) from None
     try:
