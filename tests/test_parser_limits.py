@@ -262,3 +262,25 @@ def _task_with_toml(root: Path, toml: str) -> Path:
     text = toml + "\n" + (task / "task.toml").read_text()
     (task / "task.toml").write_text(text.encode()[: (1 << 20) - 4096].decode(errors="ignore"))
     return task
+
+
+@pytest.mark.parametrize("depth", [500, 100_000], ids=["below the decoder's own limit", "past it"])
+def test_el_refuses_a_profile_or_job_file_nested_deep_in_one_line(el: El, tmp_path: Path, depth: int) -> None:
+    """Past about a thousand levels the JSON decoder raised RecursionError, which `el` reported as
+    an internal error (exit 1); below, the value went on to validation."""
+    nest = "[" * depth + "]" * depth
+    profile = tmp_path / "profile.json"
+    profile.write_text(
+        '{"schema_version": "envplatform.profile/v2", "name": "team/deep", "version": "1", '
+        f'"secret_params": [], "spec": {{"params": {{"AGENT_NAME": "nop"}}}}, "x": {nest}}}'
+    )
+    job = tmp_path / "job.json"
+    job.write_text(f'{{"dataset": "d@1", "profiles": ["team/deep@1"], "x": {nest}}}')
+    for command in (
+        ("profile", "create", "team/deep", "1", "--file", str(profile)),
+        ("job", "submit", "--config", str(job)),
+    ):
+        started = time.monotonic()
+        message = _refused_in_one_line(el(*command), started, tmp_path / "elsewhere")
+        assert message.endswith(".json: nested more than 32 levels deep"), message
+    assert el.ok("profile", "list", "--json").json() == []

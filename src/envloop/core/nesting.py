@@ -5,6 +5,8 @@ document nested thousands of levels deep is small on disk yet breaks every recur
 parsing (validation, serialization, display), so surfaces bound the depth where they accept one.
 """
 
+import json
+
 MAX_DEPTH = 32
 """The deepest nesting accepted in a third party's document: far beyond any real use."""
 
@@ -24,3 +26,20 @@ def deeper_than(value: object, limit: int = MAX_DEPTH) -> bool:
             return True
         stack.extend((child, depth + 1) for child in children)
     return False
+
+
+class NestedTooDeepError(ValueError):
+    """A document nested more than `MAX_DEPTH` levels; the message says so in a few words."""
+
+
+def load_json(text: str | bytes) -> object:
+    """`json.loads`, refusing a document nested more than `MAX_DEPTH` levels: past about a thousand
+    the decoder itself raises RecursionError, and below that the value reaches the recursive steps
+    after parsing. json.JSONDecodeError still means the text is not JSON."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise NestedTooDeepError(f"nested more than {MAX_DEPTH} levels deep") from None
+    if deeper_than(value):
+        raise NestedTooDeepError(f"nested more than {MAX_DEPTH} levels deep")
+    return value
