@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from envloop.tasks.bounded import MAX_YAML_NODES, ParseLimitError, load_toml, load_yaml
+from envloop.tasks.dockerfile import parse_dockerfile
 from tests.api_server import Server
 from tests.conftest import EXAMPLES, SHARED, El
 
@@ -284,3 +285,33 @@ def test_el_refuses_a_profile_or_job_file_nested_deep_in_one_line(el: El, tmp_pa
         message = _refused_in_one_line(el(*command), started, tmp_path / "elsewhere")
         assert message.endswith(".json: nested more than 32 levels deep"), message
     assert el.ok("profile", "list", "--json").json() == []
+
+
+def test_a_megabyte_of_copy_sources_is_read_no_further_than_the_local_limits(tmp_path: Path) -> None:
+    """250,000 sources in one COPY took the local plan 16 s at push (split, then one look-up each);
+    past 64 KiB of arguments or 1,000 sources a COPY is counted as not done here, unread."""
+    context = tmp_path / "environment"
+    context.mkdir()
+    (context / "a").write_text("a\n")
+    sources = ", ".join(['"a"'] * 250_000)
+    text = f'FROM debian:12\nWORKDIR /app\nCOPY a /app/\nCOPY [{sources}, "/app/"]\nADD {"a " * 2_000}/app/\n'
+    started = time.monotonic()
+    plan = parse_dockerfile(text, context)
+    assert time.monotonic() - started < 1.0
+    assert plan.skipped == {
+        "COPY (past what the local sandbox reads)": 1,
+        "ADD (past what the local sandbox reads)": 1,
+        "FROM": 1,
+    }
+    assert [step.source.name for step in plan.copies] == ["a"]
+
+
+def test_el_dataset_push_refuses_a_dockerfile_of_megabytes(el: El, tmp_path: Path) -> None:
+    task = _task_with_toml(tmp_path / "huge-dockerfile", "")
+    with (task / "environment" / "Dockerfile").open("a") as handle:
+        handle.write("# " + "x" * (2 << 20) + "\n")
+    started = time.monotonic()
+    message = _refused_in_one_line(el("dataset", "push", str(task), "--name", "huge"), started, tmp_path)
+    assert message.endswith(
+        "huge-dockerfile: environment/Dockerfile: larger than the 1,048,576 bytes a Dockerfile may have"
+    )

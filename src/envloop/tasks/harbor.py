@@ -57,6 +57,7 @@ def load_harbor_task(root: Path, *, name: str | None = None) -> HarborTask:
     _optional_file(root / "solution" / "solve.sh")
     _optional_dir(root / "environment")
     _check_compose_limits(root)
+    _check_dockerfile_size(root)
     if config.steps:
         steps = _load_steps(root, config)
         instruction = ""
@@ -124,6 +125,17 @@ def _check_compose_limits(root: Path) -> None:
         raise TaskFormatError(root.name, str(exc)) from None
     except yaml.YAMLError:
         return  # said where the file is read for what it runs
+
+
+def _check_dockerfile_size(root: Path) -> None:
+    """Every surface reads the Dockerfile whole (the local plan, the build checks): one of megabytes
+    is refused when the task loads, as a task.toml is."""
+    path = root / "environment" / "Dockerfile"
+    if path.is_file() and path.stat().st_size > MAX_CONFIG_BYTES:
+        raise TaskFormatError(
+            root.name,
+            f"environment/Dockerfile: larger than the {MAX_CONFIG_BYTES:,} bytes a Dockerfile may have",
+        )
 
 
 def load_task_config(path: Path) -> TaskConfig:
