@@ -6,6 +6,7 @@ parsing (validation, serialization, display), so surfaces bound the depth where 
 """
 
 import json
+from collections.abc import Callable
 
 MAX_DEPTH = 32
 """The deepest nesting accepted in a third party's document: far beyond any real use."""
@@ -32,14 +33,20 @@ class NestedTooDeepError(ValueError):
     """A document nested more than `MAX_DEPTH` levels; the message says so in a few words."""
 
 
-def load_json(text: str | bytes) -> object:
-    """`json.loads`, refusing a document nested more than `MAX_DEPTH` levels: past about a thousand
-    the decoder itself raises RecursionError, and below that the value reaches the recursive steps
-    after parsing. json.JSONDecodeError still means the text is not JSON."""
+def within_depth(parse: Callable[[str], object], text: str) -> object:
+    """What `parse` makes of `text`, refused as NestedTooDeepError when it nests more than
+    `MAX_DEPTH` levels: past about a thousand a parser itself raises RecursionError, and below that
+    the value reaches the recursive steps after parsing. The parser's own errors pass through."""
     try:
-        value = json.loads(text)
+        value = parse(text)
     except RecursionError:
         raise NestedTooDeepError(f"nested more than {MAX_DEPTH} levels deep") from None
     if deeper_than(value):
         raise NestedTooDeepError(f"nested more than {MAX_DEPTH} levels deep")
     return value
+
+
+def load_json(text: str) -> object:
+    """`json.loads` within `MAX_DEPTH` levels (see `within_depth`); json.JSONDecodeError still means
+    the text is not JSON."""
+    return within_depth(json.loads, text)

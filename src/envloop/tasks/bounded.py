@@ -26,10 +26,11 @@ import re
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import yaml
 
-from envloop.core.nesting import MAX_DEPTH, deeper_than
+from envloop.core.nesting import MAX_DEPTH, NestedTooDeepError, within_depth
 
 MAX_CONFIG_BYTES = 1 << 20
 """The largest task.toml or compose file: real ones are a few kilobytes."""
@@ -189,12 +190,9 @@ def load_toml(text: str, where: str) -> dict[str, object]:
     ParseLimitError otherwise, tomllib.TOMLDecodeError when it is not TOML."""
     _check_toml_tokens(text, where)
     try:
-        data = tomllib.loads(text)
-    except RecursionError:
-        raise ParseLimitError(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
-    if deeper_than(data):
-        raise ParseLimitError(f"{where}: nested more than {MAX_DEPTH} levels deep")
-    return data
+        return cast(dict[str, object], within_depth(tomllib.loads, text))
+    except NestedTooDeepError as exc:
+        raise ParseLimitError(f"{where}: {exc}") from None
 
 
 def _check_toml_tokens(text: str, where: str) -> None:
