@@ -166,7 +166,7 @@ def parse_dockerfile(text: str, context: Path, *, workdir_override: str | None =
     skipped: Counter[str] = Counter()
     env: dict[str, str] = {}
     workdir = "/"
-    pending: list[tuple[list[str], str, str]] = []
+    pending: list[tuple[str, list[str], str, str]] = []
     copy_text = copy_sources = 0
     context_root = context.resolve()
     for line in _logical_lines(text):
@@ -195,16 +195,16 @@ def parse_dockerfile(text: str, context: Path, *, workdir_override: str | None =
             if from_stage or remote or archive or len(paths) < 2:
                 skipped[f"{name} (from a stage, URL or archive)"] += 1
             else:
-                pending.append((paths[:-1], _expand(paths[-1], env), workdir))
+                pending.append((name, paths[:-1], _expand(paths[-1], env), workdir))
         elif name not in _IGNORED:
             skipped[name] += 1
     plan.env = env
     final = posixpath.normpath(workdir_override or plan.workdir or DEFAULT_WORKDIR)
-    for sources, dest, at in pending:
+    for name, sources, dest, at in pending:
         target = posixpath.normpath(posixpath.join(at, dest))
         matches = [m for s in sources for m in _context_matches(context_root, s)]
         if not _within(target, final) or not matches:
-            skipped["COPY (outside the workdir or missing source)"] += 1
+            skipped[f"{name} (outside the workdir or missing source)"] += 1
             continue
         into = dest.endswith("/") or len(matches) > 1
         plan.copies.extend(CopyStep(source=m, target=target, into_directory=into) for m in matches)
