@@ -84,3 +84,9 @@ def test_copy_dot_takes_the_whole_context(tmp_path: Path) -> None:
     root = context(tmp_path)
     plan = parse_dockerfile('WORKDIR /app\nCOPY [".", "/app/"]\n', root)
     assert [(c.source, c.target) for c in plan.copies] == [(root.resolve(), "/app")]
+
+
+def test_an_add_not_done_here_is_named_as_an_add(tmp_path: Path) -> None:
+    """`el dataset push` said "1 COPY (outside the workdir or missing source)" of an `ADD $URL`."""
+    plan = parse_dockerfile("ARG U=x\nADD $U /secret.txt\nADD missing.txt /app/\n", context(tmp_path))
+    assert plan.skipped == {"ADD (outside the workdir or missing source)": 2}

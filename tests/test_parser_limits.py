@@ -4,14 +4,16 @@ anything walks what they would expand to, by `el dataset push` and by the server
 
 import json
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
 
-from envloop.tasks.bounded import MAX_YAML_NODES, ParseLimitError, load_yaml
+from envloop.tasks.bounded import MAX_YAML_NODES, ParseLimitError, load_toml, load_yaml
+from envloop.tasks.dockerfile import parse_dockerfile
 from tests.api_server import Server
-from tests.conftest import EXAMPLES, El
+from tests.conftest import EXAMPLES, SHARED, El
 
 BOMB = (
     "x-bomb:\n  a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
@@ -158,3 +160,158 @@ def test_the_server_refuses_an_uploaded_yaml_bomb_in_one_line(server: Server, tm
     assert "environment/docker-compose.yaml: expands to more than 100,000 items" in message
     with server.http() as http:
         assert http.get("/v1/datasets").json() == []
+
+
+HOSTILE_TOML = {
+    "nested arrays": "x = " + "[" * 5_000 + "]" * 5_000 + "\n",
+    "nested inline tables": "x = " + "{a = " * 5_000 + "1" + "}" * 5_000 + "\n",
+    "a dotted key": "x." + ".".join(["a"] * 100_000) + " = 1\n",
+    "a key of quoted parts": "x." + ".".join(['"a"'] * 100_000) + " = 1\n",
+    "a table header": "[" + ".".join(["a"] * 100_000) + "]\n",
+    "a dotted key in an inline table": "x = {" + ".".join(["a"] * 100_000) + " = 1}\n",
+    "a huge array": "x = [" + "1," * 500_000 + "]\n",
+    "many keys": "".join(f"k{n} = 1\n" for n in range(90_000)),
+    "many arrays of tables": "[[t]]\n" * 170_000,
+}
+"""task.toml files of a megabyte or less that `tomllib` took seconds to minutes over (a key of
+100,000 parts: minutes and gigabytes, quadratic in its parts) or that nest past any real use."""
+
+
+@pytest.mark.parametrize("text", HOSTILE_TOML.values(), ids=HOSTILE_TOML.keys())
+def test_a_hostile_task_toml_is_refused_by_the_parser_in_well_under_a_second(text: str) -> None:
+    text = text.encode()[: 1 << 20].decode(errors="ignore")
+    started = time.monotonic()
+    with pytest.raises(
+        ParseLimitError, match=r"^task.toml: (nested more than 32|a key of more than 32|holds more)"
+    ):
+        load_toml(text, "task.toml")
+    assert time.monotonic() - started < 1.0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'x = "' + "a.[{" * 250_000 + '"\n',
+        "x = '''" + 'a.[{"\n' * 170_000 + "'''\n",
+        "# a.b.c [x] {y}\n" * 65_000,
+        'x = "' + '\\"' * 500_000 + "\n",
+        'x = """' + '\\"""' * 200_000 + "\n",
+    ],
+    ids=[
+        "a long string",
+        "a long multi-line string",
+        "many comments",
+        "an open string",
+        "an open long string",
+    ],
+)
+def test_strings_and_comments_are_read_once_whatever_they_hold(text: str) -> None:
+    """Dots and brackets inside strings and comments are text: a megabyte of them is neither
+    refused nor read more than once, and a string that never ends is left to `tomllib` to name."""
+    started = time.monotonic()
+    try:
+        assert load_toml(text, "task.toml") == tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        assert "Unterminated string" in str(error) or "Illegal character" in str(error)
+    assert time.monotonic() - started < 1.0
+
+
+def test_every_harbor_example_task_toml_reads_as_tomllib_reads_it() -> None:
+    paths = sorted((SHARED / "harbor-examples").rglob("task.toml")) + sorted(EXAMPLES.rglob("task.toml"))
+    assert len(paths) > 20
+    for path in paths:
+        text = path.read_text()
+        assert load_toml(text, "task.toml") == tomllib.loads(text), path
+
+
+def test_deep_nesting_made_of_a_table_a_key_and_an_array_is_refused() -> None:
+    """Each part within its own limit, the document deeper than 32 levels in all."""
+    text = "[" + ".".join(["a"] * 12) + "]\nk." + ".".join(["b"] * 12) + " = " + "[" * 12 + "]" * 12 + "\n"
+    with pytest.raises(ParseLimitError, match="nested more than 32 levels deep"):
+        load_toml(text, "task.toml")
+
+
+@pytest.mark.parametrize("attack", ["a dotted key", "nested arrays", "a huge array"])
+def test_el_dataset_push_refuses_a_hostile_task_toml_in_one_line(el: El, tmp_path: Path, attack: str) -> None:
+    task = _task_with_toml(tmp_path / "hostile", HOSTILE_TOML[attack])
+    started = time.monotonic()
+    message = _refused_in_one_line(el("dataset", "push", str(task), "--name", "hostile"), started, tmp_path)
+    assert message.startswith("el: error: hostile: task.toml: "), message
+    assert el.ok("dataset", "list", "--json").json() == []
+
+
+@pytest.mark.slow
+def test_the_server_refuses_an_uploaded_hostile_task_toml_in_one_line(server: Server, tmp_path: Path) -> None:
+    task = _task_with_toml(tmp_path / "hostile", HOSTILE_TOML["a table header"])
+    remote = {
+        "ENVLOOP_URL": server.url,
+        "ENVLOOP_API_KEY": server.key,
+        "ENVLOOP_HOME": str(tmp_path / "away"),
+    }
+    started = time.monotonic()
+    message = _refused_in_one_line(
+        server.el("dataset", "push", str(task), "--name", "hostile", env=remote), started, tmp_path
+    )
+    assert "hostile: task.toml: a key of more than 32 parts" in message
+    with server.http() as http:
+        assert http.get("/v1/datasets").json() == []
+
+
+def _task_with_toml(root: Path, toml: str) -> Path:
+    task = _task_with_compose(root, "services: {}\n")
+    (task / "environment" / "docker-compose.yaml").unlink()
+    text = toml + "\n" + (task / "task.toml").read_text()
+    (task / "task.toml").write_text(text.encode()[: (1 << 20) - 4096].decode(errors="ignore"))
+    return task
+
+
+@pytest.mark.parametrize("depth", [500, 100_000], ids=["below the decoder's own limit", "past it"])
+def test_el_refuses_a_profile_or_job_file_nested_deep_in_one_line(el: El, tmp_path: Path, depth: int) -> None:
+    """Past about a thousand levels the JSON decoder raised RecursionError, which `el` reported as
+    an internal error (exit 1); below, the value went on to validation."""
+    nest = "[" * depth + "]" * depth
+    profile = tmp_path / "profile.json"
+    profile.write_text(
+        '{"schema_version": "envplatform.profile/v2", "name": "team/deep", "version": "1", '
+        f'"secret_params": [], "spec": {{"params": {{"AGENT_NAME": "nop"}}}}, "x": {nest}}}'
+    )
+    job = tmp_path / "job.json"
+    job.write_text(f'{{"dataset": "d@1", "profiles": ["team/deep@1"], "x": {nest}}}')
+    for command in (
+        ("profile", "create", "team/deep", "1", "--file", str(profile)),
+        ("job", "submit", "--config", str(job)),
+    ):
+        started = time.monotonic()
+        message = _refused_in_one_line(el(*command), started, tmp_path / "elsewhere")
+        assert message.endswith(".json: nested more than 32 levels deep"), message
+    assert el.ok("profile", "list", "--json").json() == []
+
+
+def test_a_megabyte_of_copy_sources_is_read_no_further_than_the_local_limits(tmp_path: Path) -> None:
+    """250,000 sources in one COPY took the local plan 16 s at push (split, then one look-up each);
+    past 64 KiB of arguments or 1,000 sources a COPY is counted as not done here, unread."""
+    context = tmp_path / "environment"
+    context.mkdir()
+    (context / "a").write_text("a\n")
+    sources = ", ".join(['"a"'] * 250_000)
+    text = f'FROM debian:12\nWORKDIR /app\nCOPY a /app/\nCOPY [{sources}, "/app/"]\nADD {"a " * 2_000}/app/\n'
+    started = time.monotonic()
+    plan = parse_dockerfile(text, context)
+    assert time.monotonic() - started < 1.0
+    assert plan.skipped == {
+        "COPY (past what the local sandbox reads)": 1,
+        "ADD (past what the local sandbox reads)": 1,
+        "FROM": 1,
+    }
+    assert [step.source.name for step in plan.copies] == ["a"]
+
+
+def test_el_dataset_push_refuses_a_dockerfile_of_megabytes(el: El, tmp_path: Path) -> None:
+    task = _task_with_toml(tmp_path / "huge-dockerfile", "")
+    with (task / "environment" / "Dockerfile").open("a") as handle:
+        handle.write("# " + "x" * (2 << 20) + "\n")
+    started = time.monotonic()
+    message = _refused_in_one_line(el("dataset", "push", str(task), "--name", "huge"), started, tmp_path)
+    assert message.endswith(
+        "huge-dockerfile: environment/Dockerfile: larger than the 1,048,576 bytes a Dockerfile may have"
+    )

@@ -5,6 +5,9 @@ document nested thousands of levels deep is small on disk yet breaks every recur
 parsing (validation, serialization, display), so surfaces bound the depth where they accept one.
 """
 
+import json
+from collections.abc import Callable
+
 MAX_DEPTH = 32
 """The deepest nesting accepted in a third party's document: far beyond any real use."""
 
@@ -24,3 +27,26 @@ def deeper_than(value: object, limit: int = MAX_DEPTH) -> bool:
             return True
         stack.extend((child, depth + 1) for child in children)
     return False
+
+
+class NestedTooDeepError(ValueError):
+    """A document nested more than `MAX_DEPTH` levels; the message says so in a few words."""
+
+
+def within_depth(parse: Callable[[str], object], text: str) -> object:
+    """What `parse` makes of `text`, refused as NestedTooDeepError when it nests more than
+    `MAX_DEPTH` levels: past about a thousand a parser itself raises RecursionError, and below that
+    the value reaches the recursive steps after parsing. The parser's own errors pass through."""
+    try:
+        value = parse(text)
+    except RecursionError:
+        raise NestedTooDeepError(f"nested more than {MAX_DEPTH} levels deep") from None
+    if deeper_than(value):
+        raise NestedTooDeepError(f"nested more than {MAX_DEPTH} levels deep")
+    return value
+
+
+def load_json(text: str) -> object:
+    """`json.loads` within `MAX_DEPTH` levels (see `within_depth`); json.JSONDecodeError still means
+    the text is not JSON."""
+    return within_depth(json.loads, text)

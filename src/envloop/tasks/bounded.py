@@ -9,19 +9,28 @@ is reached, in time linear in the distinct nodes (a memo per node), refused past
 `MAX_YAML_NODES`, past `MAX_DEPTH` levels or when an alias contains itself. Before the graph is
 built, the parser's events are counted as they come (libyaml's parser where PyYAML has it), so a
 megabyte of plain items, or of `[` (PyYAML's own scanner is quadratic in flow nesting), is refused
-at the first event past a limit rather than after seconds, or hours, of parsing. TOML has no aliases and
-JSON none either; both are read within a size (a JSONL dataset row by row), and their nesting is
-bounded where they are loaded (`core.nesting`, the RecursionError a parser raises on depth).
+at the first event past a limit rather than after seconds, or hours, of parsing. TOML has no aliases,
+but `tomllib` walks a dotted key or a table header from its first part for each of its parts, so a
+200 KB key of 100,000 parts (`x.a.a.a… = 1`, `[a.a.a…]`) took it minutes and gigabytes; a task.toml
+is therefore scanned first, in one pass of a regular expression that skips strings and comments,
+and refused at the first key of more than `MAX_DEPTH` parts, bracket nested deeper, or item past
+`MAX_TOML_ITEMS`; what it parses to is then held to `MAX_DEPTH` levels in all. JSON has no aliases
+either; it is read within a size (a JSONL dataset row by row), and its nesting is bounded where it
+is loaded (`core.nesting`, the RecursionError a parser raises on depth).
 
 Every refusal is one line naming the file and the limit: `el dataset push` exits 2 with it, and the
 server answers the same upload with the same line.
 """
 
+import re
+import tomllib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import yaml
 
-from envloop.core.nesting import MAX_DEPTH
+from envloop.core.nesting import MAX_DEPTH, NestedTooDeepError, within_depth
 
 MAX_CONFIG_BYTES = 1 << 20
 """The largest task.toml or compose file: real ones are a few kilobytes."""
@@ -35,6 +44,9 @@ MAX_YAML_WRITTEN_NODES = 20_000
 """The most nodes a YAML document may write out (aliases counted once): each is an object the
 parser makes before anything else can be checked, and 100,000 of them took a second on a busy
 machine."""
+MAX_TOML_ITEMS = 20_000
+"""The most keys, values, separators and brackets a task.toml may hold: real ones hold a hundred,
+and a megabyte of array items took `tomllib` two seconds on a busy machine."""
 
 
 class ParseLimitError(ValueError):
@@ -134,3 +146,76 @@ def _check_expansion(root: yaml.Node, where: str) -> None:
         return total
 
     size(root, 0)
+
+
+_TOML_NEXT = re.compile(r"[\"'#.\[\]{}=,]")
+"""What matters to a TOML document's shape: strings and comments (whose dots and brackets are
+text) and the punctuation of keys, tables, arrays and inline tables. The search skips the rest
+(bare keys, numbers, spaces) without a step of Python."""
+_TOML_COMMENTS = re.compile(r"#[^\n]*+(?:\s*+#[^\n]*+)*+")
+_TOML_STRING_REST = {
+    '"""': re.compile(r'(?:[^"\\]++|\\[\s\S]|"(?!""))*+"""(?:""?)?'),
+    "'''": re.compile(r"(?:[^']++|'(?!''))*+'''(?:''?)?"),
+    '"': re.compile(r'(?:[^"\\\n]++|\\.)*+"'),
+    "'": re.compile(r"[^'\n]*+'"),
+}
+"""The rest of each kind of string after its opening quotes, to its closing ones; possessive, so
+that no text is read twice."""
+
+
+def _toml_tokens(text: str) -> Iterator[str]:
+    """The document's punctuation, and `"` for each whole string; it ends at a string that does
+    not (`tomllib` then says where the document is wrong), so each character is read once."""
+    position = 0
+    while (found := _TOML_NEXT.search(text, position)) is not None:
+        char, start = found.group(), found.start()
+        if char == "#":
+            comments = _TOML_COMMENTS.match(text, start)
+            position = comments.end() if comments is not None else start + 1
+            continue
+        if char in "\"'":
+            opener = char * 3 if text.startswith(char * 3, start) else char
+            rest = _TOML_STRING_REST[opener].match(text, start + len(opener))
+            if rest is None:
+                return
+            position = rest.end()
+            yield '"'
+            continue
+        position = start + 1
+        yield char
+
+
+def load_toml(text: str, where: str) -> dict[str, object]:
+    """The document's data, as `tomllib.loads` gives it, once its shape is within the limits;
+    ParseLimitError otherwise, tomllib.TOMLDecodeError when it is not TOML."""
+    _check_toml_tokens(text, where)
+    try:
+        return cast(dict[str, object], within_depth(tomllib.loads, text))
+    except NestedTooDeepError as exc:
+        raise ParseLimitError(f"{where}: {exc}") from None
+
+
+def _check_toml_tokens(text: str, where: str) -> None:
+    """Refuse a key of more than `MAX_DEPTH` parts, brackets nested more than `MAX_DEPTH` deep
+    and more than `MAX_TOML_ITEMS` tokens, at the first token past a limit. The dots of a key are
+    counted since the last `=`, `,` or bracket, across quoted parts (`"a"."b"`): a value has at
+    most one of its own (`1.5`), so a count past the limit is a key that long."""
+    dots = depth = items = 0
+    for token in _toml_tokens(text):
+        if token == ".":
+            dots += 1
+            if dots > MAX_DEPTH:
+                raise ParseLimitError(f"{where}: a key of more than {MAX_DEPTH} parts")
+            continue
+        items += 1
+        if items > MAX_TOML_ITEMS:
+            raise ParseLimitError(f"{where}: holds more than {MAX_TOML_ITEMS:,} items")
+        if token in ("[", "{"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ParseLimitError(f"{where}: nested more than {MAX_DEPTH} levels deep")
+        elif token in ("]", "}"):
+            depth = max(depth - 1, 0)
+        elif token not in ("=", ","):
+            continue  # a string: a quoted part of a key is one of its parts
+        dots = 0

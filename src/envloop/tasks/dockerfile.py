@@ -36,6 +36,12 @@ _IGNORED = frozenset(
 )
 STOOD_IN_LOCALLY = frozenset({"FROM"})
 """Instructions the local sandbox does not execute but stands in for: the host's system for FROM."""
+MAX_LOCAL_COPY_TEXT = 64 << 10
+"""The most text of COPY and ADD arguments the local sandbox reads, over the whole Dockerfile: real
+ones hold a few hundred bytes, and a megabyte of sources took 16 s to split and look up at push."""
+MAX_LOCAL_COPY_SOURCES = 1_000
+"""The most COPY and ADD sources the local sandbox looks up in the build context, over the whole
+Dockerfile (each is a look-up on disk)."""
 _ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 _VAR = re.compile(r"\$(?:\{(\w+)(?::-([^}]*))?\}|(\w+))")
 _HEREDOC = re.compile(r"<<-?[\"']?(\w+)[\"']?")
@@ -154,12 +160,14 @@ def _within(path: str, root: str) -> bool:
 
 
 def parse_dockerfile(text: str, context: Path, *, workdir_override: str | None = None) -> DockerfilePlan:
-    """Read the honoured subset; copies outside the final workdir are counted as not executed."""
+    """Read the honoured subset; copies outside the final workdir, and those past the limits on
+    what is read of them, are counted as not executed."""
     plan = DockerfilePlan()
     skipped: Counter[str] = Counter()
     env: dict[str, str] = {}
     workdir = "/"
-    pending: list[tuple[list[str], str, str]] = []
+    pending: list[tuple[str, list[str], str, str]] = []
+    copy_text = copy_sources = 0
     context_root = context.resolve()
     for line in _logical_lines(text):
         instruction, _, args = line.partition(" ")
@@ -172,23 +180,31 @@ def parse_dockerfile(text: str, context: Path, *, workdir_override: str | None =
             workdir = posixpath.normpath(posixpath.join(workdir, _expand(args, env)))
             plan.workdir = workdir
         elif name in ("COPY", "ADD"):
+            copy_text += len(args)
+            if copy_text > MAX_LOCAL_COPY_TEXT:
+                skipped[f"{name} (past what the local sandbox reads)"] += 1
+                continue
             flags, paths = _copy_args(args)
+            copy_sources += len(paths) - 1
+            if copy_sources > MAX_LOCAL_COPY_SOURCES:
+                skipped[f"{name} (past what the local sandbox reads)"] += 1
+                continue
             from_stage = any(f.startswith("--from") for f in flags)
             remote = any(re.match(r"^(https?://|git@)", p) for p in paths[:-1])
             archive = name == "ADD" and any(p.endswith(_ARCHIVE_SUFFIXES) for p in paths[:-1])
             if from_stage or remote or archive or len(paths) < 2:
                 skipped[f"{name} (from a stage, URL or archive)"] += 1
             else:
-                pending.append((paths[:-1], _expand(paths[-1], env), workdir))
+                pending.append((name, paths[:-1], _expand(paths[-1], env), workdir))
         elif name not in _IGNORED:
             skipped[name] += 1
     plan.env = env
     final = posixpath.normpath(workdir_override or plan.workdir or DEFAULT_WORKDIR)
-    for sources, dest, at in pending:
+    for name, sources, dest, at in pending:
         target = posixpath.normpath(posixpath.join(at, dest))
         matches = [m for s in sources for m in _context_matches(context_root, s)]
         if not _within(target, final) or not matches:
-            skipped["COPY (outside the workdir or missing source)"] += 1
+            skipped[f"{name} (outside the workdir or missing source)"] += 1
             continue
         into = dest.endswith("/") or len(matches) > 1
         plan.copies.extend(CopyStep(source=m, target=target, into_directory=into) for m in matches)

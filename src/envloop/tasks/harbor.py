@@ -15,7 +15,7 @@ import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from envloop.tasks.bounded import MAX_CONFIG_BYTES, ParseLimitError, load_yaml, read_bounded
+from envloop.tasks.bounded import MAX_CONFIG_BYTES, ParseLimitError, load_toml, load_yaml, read_bounded
 from envloop.tasks.digest import task_digest
 from envloop.tasks.model import (
     COMPOSE_FILE,
@@ -57,6 +57,7 @@ def load_harbor_task(root: Path, *, name: str | None = None) -> HarborTask:
     _optional_file(root / "solution" / "solve.sh")
     _optional_dir(root / "environment")
     _check_compose_limits(root)
+    _check_dockerfile_size(root)
     if config.steps:
         steps = _load_steps(root, config)
         instruction = ""
@@ -126,6 +127,17 @@ def _check_compose_limits(root: Path) -> None:
         return  # said where the file is read for what it runs
 
 
+def _check_dockerfile_size(root: Path) -> None:
+    """Every surface reads the Dockerfile whole (the local plan, the build checks): one of megabytes
+    is refused when the task loads, as a task.toml is."""
+    path = root / "environment" / "Dockerfile"
+    if path.is_file() and path.stat().st_size > MAX_CONFIG_BYTES:
+        raise TaskFormatError(
+            root.name,
+            f"environment/Dockerfile: larger than the {MAX_CONFIG_BYTES:,} bytes a Dockerfile may have",
+        )
+
+
 def load_task_config(path: Path) -> TaskConfig:
     """Parse and validate task.toml; numbers are not coerced from strings (strict types)."""
     if path.is_file() and path.stat().st_size > MAX_CONFIG_BYTES:
@@ -133,7 +145,9 @@ def load_task_config(path: Path) -> TaskConfig:
         raise TaskFormatError(where, f"larger than the {MAX_CONFIG_BYTES:,} bytes a task.toml may have")
     text = _read_text(path, "task.toml is required")
     try:
-        data = tomllib.loads(text)
+        data = load_toml(text, path.name)
+    except ParseLimitError as exc:
+        raise TaskFormatError(path.parent.name, str(exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise TaskFormatError(path, _toml_error_message(str(exc))) from None
     try:

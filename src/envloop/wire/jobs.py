@@ -8,6 +8,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, StringConstraints, Vali
 from pydantic.dataclasses import dataclass
 
 from envloop.core.lazy import LazyModel
+from envloop.core.nesting import NestedTooDeepError, load_json
 from envloop.core.status import TERMINAL, JobStatus, TrialStatus
 from envloop.core.trial import EnvironmentChoice, VerifierEnvironment
 from envloop.errors import UserError
@@ -76,9 +77,11 @@ def parse_job_config(raw: str, source: str) -> JobRequest:
     """A job configuration file (`el job export` writes one) read as a request; `source` names it
     in the one-line error a malformed file gets."""
     try:
-        data = json.loads(raw)
+        data = load_json(raw)
     except json.JSONDecodeError as exc:
         raise UserError(f"{source}: not valid JSON ({exc})") from None
+    except NestedTooDeepError as exc:
+        raise UserError(f"{source}: {exc}") from None
     if not isinstance(data, dict):
         raise UserError(f"{source}: expected a JSON object")
     return parse_job_config_dict(data, source)

@@ -9,6 +9,7 @@ from pydantic import ConfigDict, Field, StrictStr, ValidationError
 from pydantic.dataclasses import dataclass
 
 from envloop.core.lazy import LazyModel
+from envloop.core.nesting import NestedTooDeepError, load_json
 from envloop.errors import UserError
 from envloop.wire.request import REQUEST
 
@@ -68,11 +69,13 @@ __all__ = [
 
 def read_profile_file(path: Path) -> ProfileDocument:
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = load_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not valid JSON ({exc})") from None
+    except NestedTooDeepError as exc:
+        raise UserError(f"{path}: {exc}") from None
     try:
         return ProfileDocument.model_validate(raw)
     except ValidationError as exc:
