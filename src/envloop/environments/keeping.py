@@ -185,25 +185,42 @@ def _is_real_directory(path: Path) -> bool:
         return False
 
 
-def plain_tree(source: Path, max_entries: int | None = None) -> bool | None:
+def plain_tree(source: Path, max_entries: int | None = None, max_bytes: int | None = None) -> bool | None:
     """True when `source` is a directory holding only directories and regular files of at most
     `MAX_KEPT_FILE_BYTES`, False when it is not (a link, a device, a file too long to keep whole,
-    unreadable, deeper than `MAX_AGENT_TREE_DEPTH`), None when it has more than `max_entries` entries."""
+    unreadable, deeper than `MAX_AGENT_TREE_DEPTH`), None when it has more than `max_entries` entries
+    or its files more than `max_bytes` bytes."""
     if not _is_real_directory(source):
         return False
     walk = TreeWalk(source, MAX_AGENT_TREE_DEPTH)
+    total = 0
     try:
         for seen, entry in enumerate(walk, start=1):
             if entry.is_file(follow_symlinks=False):
-                if entry.stat(follow_symlinks=False).st_size > MAX_KEPT_FILE_BYTES:
+                size = entry.stat(follow_symlinks=False).st_size
+                if size > MAX_KEPT_FILE_BYTES:
                     return False
+                total += size
             elif not entry.is_dir(follow_symlinks=False):
                 return False
             if max_entries is not None and seen > max_entries:
                 return None
+            if max_bytes is not None and total > max_bytes:
+                return None
     except OSError:
         return False
     return not walk.not_entered
+
+
+INLINE_ENTRIES = 64
+INLINE_BYTES = 1 << 20
+
+
+def small_plain_tree(source: Path) -> bool:
+    """Whether `source` is a plain tree (see `plain_tree`) of at most `INLINE_ENTRIES` entries and
+    `INLINE_BYTES` bytes: one a caller on the event loop keeps in place, because handing it to a
+    thread and back costs more than copying it (a trial's logs are mostly a few small files)."""
+    return plain_tree(source, INLINE_ENTRIES, INLINE_BYTES) is True
 
 
 def move_plain_tree(
