@@ -224,9 +224,10 @@ class LocalEnvironment(Environment):
         """Read the command's output to its end. A process it left behind (plain mode: a daemon
         that kept its stdout) may hold the pipe open: after `_DRAIN_SEC` what it writes is read and
         dropped until the instance stops, so it neither blocks nor dies of a closed pipe."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(_DRAIN_SEC):
-                await asyncio.gather(*(pump.ended for pump in pumps))
+        if not all(pump.ended.done() for pump in pumps):  # most commands' pipes ended with them
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_DRAIN_SEC):
+                    await asyncio.gather(*(pump.ended for pump in pumps))
         self._pumps.difference_update(pump for pump in pumps if pump.ended.done())
 
     def _close_pumps(self) -> None:
