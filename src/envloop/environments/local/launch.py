@@ -22,7 +22,9 @@ from envloop.environments.local.identity import setpriv_prefix
 from envloop.environments.local.limits import launch_prefix
 from envloop.environments.local.native import launcher_binary, launcher_prefix
 
-LAUNCH_ENV = {"PATH": LAUNCH_PATH, "LANG": "C.UTF-8"}
+LAUNCH_ENV = {"PATH": LAUNCH_PATH}
+"""No locale: `env` and `setpriv` would load one from files at every command (some thirty opens),
+only for their own error messages; the trial's command gets the task's LANG from its variables."""
 LAUNCH_CWD = "/"
 
 
