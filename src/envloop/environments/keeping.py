@@ -259,9 +259,31 @@ def keep_tree(source: Path, target: Path, secrets: Iterable[str]) -> list[str]:
     files cut. Returns a note for each file that was cut (the runner adds them to the trial's
     warnings), empty when everything was kept whole."""
     secrets = list(secrets)
-    if move_plain_tree(source, target, secrets):
+    if move_plain_tree(source, target, secrets) or _merge_plain_tree(source, target, secrets):
         return []
     return copy_tree_masked(source, target, secrets).notes
+
+
+def _merge_plain_tree(source: Path, target: Path, secrets: list[str]) -> bool:
+    """Move the files of a small plain tree one by one into the directory `target` that already
+    exists (the logs a command left join the output the worker captured there), a name already taken
+    getting a numbered sibling as a copy would give it; the emptied `source` goes. False when the
+    tree must be copied instead (secrets, links, more than `INLINE_ENTRIES`), or what a failed move
+    left is copied after it."""
+    if any(secrets) or not _is_real_directory(target) or plain_tree(source, INLINE_ENTRIES) is not True:
+        return False
+    entries = [(Path(entry.path), entry.is_dir(follow_symlinks=False)) for entry in TreeWalk(source)]
+    try:
+        for path, is_directory in entries:
+            if not is_directory:
+                destination = _free(target / path.relative_to(source))
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                path.rename(destination)
+        for path in [source, *(path for path, is_directory in entries if is_directory)][::-1]:
+            path.rmdir()
+    except OSError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
