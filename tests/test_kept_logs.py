@@ -45,6 +45,32 @@ def test_a_log_within_the_cap_is_kept_whole_and_moved(tmp_path: Path, small_cap:
     assert plain_tree(tmp_path / "kept") is False
 
 
+def test_logs_joining_captured_output_are_moved_in_beside_it_under_names_of_their_own(tmp_path: Path) -> None:
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "stdout.txt").write_text("captured by the worker\n")
+    source = tmp_path / "logs"
+    (source / "deeper").mkdir(parents=True)
+    (source / "stdout.txt").write_text("written by the command\n")
+    (source / "deeper" / "trace.txt").write_text("trace\n")
+    assert keep_tree(source, kept, []) == []
+    assert (kept / "stdout.txt").read_text() == "captured by the worker\n"
+    assert (kept / "stdout.txt.2").read_text() == "written by the command\n"
+    assert (kept / "deeper" / "trace.txt").read_text() == "trace\n"
+    assert not source.exists()
+
+
+def test_logs_joining_captured_output_are_copied_masked_when_a_secret_is_set(tmp_path: Path) -> None:
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    source = tmp_path / "logs"
+    source.mkdir()
+    (source / "agent.log").write_text(f"key={SECRET}\n")
+    assert keep_tree(source, kept, [SECRET]) == []
+    assert SECRET not in (kept / "agent.log").read_text()
+    assert source.exists()  # copied, never moved: the unmasked original is the caller's to remove
+
+
 @pytest.mark.parametrize("offset", [497, 500, 503, 9_496, 9_500, 9_503])
 def test_a_secret_cut_in_two_by_the_cap_is_masked_on_both_sides(
     tmp_path: Path, small_cap: int, offset: int

@@ -16,7 +16,7 @@ from envloop.environments.local import native
 from envloop.environments.local.bwrap import bwrap_executable
 from envloop.environments.local.identity import can_switch_user
 from envloop.tasks.harbor import load_harbor_task
-from tests.test_containment import spec_for, write_task
+from tests.test_containment import compile_library, preload_library, spec_for, write_task
 
 pytestmark = pytest.mark.skipif(
     bwrap_executable()[0] is None, reason="bwrap cannot create a sandbox on this host"
@@ -128,3 +128,34 @@ def test_a_cache_directory_others_can_write_is_not_used(private_cache: Path) -> 
     private_cache.chmod(0o777)
     assert native.launcher_binary() is None  # the shell fallback keeps every promise instead
     assert not list(private_cache.iterdir())
+
+
+@needs_compiler
+@pytest.mark.parametrize("launcher", ["native", "shell"], indirect=True)
+def test_a_plain_command_alone_gets_the_tasks_variables_and_directory(
+    tmp_path: Path, launcher: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task's LD_PRELOAD loads in its command and in no host process before it (the launcher
+    applies the variables after its drop, at the exec), nothing of the worker's environment
+    reaches the command, and it starts in the instance's working directory."""
+    if launcher == "native" and native.launcher_binary() is None:
+        pytest.skip("no C compiler: the native launcher cannot be built here")
+    loaded = tmp_path / "loaded-in"
+    library = tmp_path / "probe.so"
+    compile_library(preload_library(loaded), library)
+    monkeypatch.setenv("WORKER_ONLY_PROBE", "leaked")
+    task_dir = write_task(tmp_path / "task", toml=f'[environment]\nenv = {{ LD_PRELOAD = "{library}" }}\n')
+    spec = spec_for(tmp_path, task_dir, "true")
+
+    async def run() -> tuple[str, str, int | None]:
+        provider = LocalEnvironmentProvider("plain")
+        async with provider.instance(load_harbor_task(task_dir), spec) as environment:
+            result = await environment.exec(["sh", "-c", "export -p; pwd"])  # builtins: one process
+            return environment.visible.app, result.stdout, result.exit_code
+
+    app, seen, exit_code = asyncio.run(run())
+    assert exit_code == 0
+    assert str(library) in seen and "LD_PRELOAD" in seen
+    assert "WORKER_ONLY_PROBE" not in seen
+    assert seen.strip().splitlines()[-1] == app
+    assert len(loaded.read_text().splitlines()) == 1, loaded.read_text()  # the command's shell alone

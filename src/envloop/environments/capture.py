@@ -153,11 +153,16 @@ class PipePump:
 @contextlib.contextmanager
 def capture_file(path: Path | None) -> Iterator[BinaryIO]:
     """A command's capture file: the worker's file `path` (never inside the instance), or a
-    nameless temporary one when the caller keeps only the result's tail."""
+    nameless temporary one when the caller keeps only the result's tail. Its directory is made
+    when it is missing (a phase's first command), not asked after for every stream."""
     if path is None:
         with tempfile.TemporaryFile() as handle:
             yield handle
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w+b", buffering=0) as handle:
-        yield handle
+    try:
+        file = path.open("w+b", buffering=0)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        file = path.open("w+b", buffering=0)
+    with file:
+        yield file

@@ -31,6 +31,8 @@ runner records an agent's commands as steps) hands it a `CommandObserver`.
 """
 
 import asyncio
+import functools
+import shutil
 import tempfile
 import time
 from abc import ABC, abstractmethod
@@ -60,6 +62,7 @@ from envloop.environments.keeping import (
     KeepBudget,
     keep_file,
     keep_tree,
+    small_plain_tree,
 )
 from envloop.environments.policy import NETWORK_VARIABLE, EffectiveLimits
 from envloop.environments.procs import read_tail
@@ -241,11 +244,15 @@ class Environment(ABC):
         missing `path` copies nothing. Returns one note per file that was cut or left out. Call it
         after `stop()`: the local provider copies nothing while commands may still run."""
         target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=target.parent, prefix=".copy-out-") as scratch:
-            raw = Path(scratch) / "tree"
+        scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=".copy-out-"))
+        try:
+            raw = scratch / "tree"
             notes = [f"{path}: {note}" for note in await self._copy_out(_checked_path(path), raw, self.kept)]
             if raw.is_dir():
-                notes += await asyncio.to_thread(keep_tree, raw, target, self._secrets)
+                keep = functools.partial(keep_tree, raw, target, self._secrets)
+                notes += keep() if small_plain_tree(raw) else await asyncio.to_thread(keep)
+        finally:
+            _remove_scratch(scratch)
         refused = self.kept.note()
         if refused is not None:
             notes.append(refused)
@@ -439,6 +446,14 @@ class Environment(ABC):
             "fresh_tmp": self.fresh_tmp,
         }
         return paths.get(mount, self.visible.verifier_logs)
+
+
+def _remove_scratch(scratch: Path) -> None:
+    """A copy's scratch directory: empty once its tree was kept (one rmdir), else removed whole."""
+    try:
+        scratch.rmdir()
+    except OSError:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _checked_path(path: str) -> str:

@@ -185,25 +185,42 @@ def _is_real_directory(path: Path) -> bool:
         return False
 
 
-def plain_tree(source: Path, max_entries: int | None = None) -> bool | None:
+def plain_tree(source: Path, max_entries: int | None = None, max_bytes: int | None = None) -> bool | None:
     """True when `source` is a directory holding only directories and regular files of at most
     `MAX_KEPT_FILE_BYTES`, False when it is not (a link, a device, a file too long to keep whole,
-    unreadable, deeper than `MAX_AGENT_TREE_DEPTH`), None when it has more than `max_entries` entries."""
+    unreadable, deeper than `MAX_AGENT_TREE_DEPTH`), None when it has more than `max_entries` entries
+    or its files more than `max_bytes` bytes."""
     if not _is_real_directory(source):
         return False
     walk = TreeWalk(source, MAX_AGENT_TREE_DEPTH)
+    total = 0
     try:
         for seen, entry in enumerate(walk, start=1):
             if entry.is_file(follow_symlinks=False):
-                if entry.stat(follow_symlinks=False).st_size > MAX_KEPT_FILE_BYTES:
+                size = entry.stat(follow_symlinks=False).st_size
+                if size > MAX_KEPT_FILE_BYTES:
                     return False
+                total += size
             elif not entry.is_dir(follow_symlinks=False):
                 return False
             if max_entries is not None and seen > max_entries:
                 return None
+            if max_bytes is not None and total > max_bytes:
+                return None
     except OSError:
         return False
     return not walk.not_entered
+
+
+INLINE_ENTRIES = 64
+INLINE_BYTES = 1 << 20
+
+
+def small_plain_tree(source: Path) -> bool:
+    """Whether `source` is a plain tree (see `plain_tree`) of at most `INLINE_ENTRIES` entries and
+    `INLINE_BYTES` bytes: one a caller on the event loop keeps in place, because handing it to a
+    thread and back costs more than copying it (a trial's logs are mostly a few small files)."""
+    return plain_tree(source, INLINE_ENTRIES, INLINE_BYTES) is True
 
 
 def move_plain_tree(
@@ -242,9 +259,31 @@ def keep_tree(source: Path, target: Path, secrets: Iterable[str]) -> list[str]:
     files cut. Returns a note for each file that was cut (the runner adds them to the trial's
     warnings), empty when everything was kept whole."""
     secrets = list(secrets)
-    if move_plain_tree(source, target, secrets):
+    if move_plain_tree(source, target, secrets) or _merge_plain_tree(source, target, secrets):
         return []
     return copy_tree_masked(source, target, secrets).notes
+
+
+def _merge_plain_tree(source: Path, target: Path, secrets: list[str]) -> bool:
+    """Move the files of a small plain tree one by one into the directory `target` that already
+    exists (the logs a command left join the output the worker captured there), a name already taken
+    getting a numbered sibling as a copy would give it; the emptied `source` goes. False when the
+    tree must be copied instead (secrets, links, more than `INLINE_ENTRIES`), or what a failed move
+    left is copied after it."""
+    if any(secrets) or not _is_real_directory(target) or plain_tree(source, INLINE_ENTRIES) is not True:
+        return False
+    entries = [(Path(entry.path), entry.is_dir(follow_symlinks=False)) for entry in TreeWalk(source)]
+    try:
+        for path, is_directory in entries:
+            if not is_directory:
+                destination = _free(target / path.relative_to(source))
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                path.rename(destination)
+        for path in [source, *(path for path, is_directory in entries if is_directory)][::-1]:
+            path.rmdir()
+    except OSError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ current values); whatever a task asks beyond them is cut to the ceiling and the 
 Every timeout is finite.
 """
 
+import functools
 import os
 from typing import Literal
 
@@ -14,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from envloop.core.trial import VerifierEnvironment
 from envloop.environments.base import trial_settings
-from envloop.settings import env_name
+from envloop.settings import Settings, env_name
 from envloop.tasks.model import EnvironmentSection, HarborTask
 
 NETWORK_VARIABLE = env_name("trial_network")
@@ -47,7 +48,13 @@ class OperatorPolicy(BaseModel):
 def operator_policy() -> OperatorPolicy:
     """The ceilings from ENVLOOP_MAX_*, ENVLOOP_TRIAL_NETWORK and ENVLOOP_VERIFIER_ENVIRONMENT; a bad
     value fails the trial's setup with a message naming the variable rather than running it unbounded."""
-    chosen = trial_settings()
+    return _policy_of(trial_settings())
+
+
+@functools.lru_cache(maxsize=8)
+def _policy_of(chosen: Settings) -> OperatorPolicy:
+    """The policy of one set of settings (frozen, so one value per environment): a trial asks for it
+    at setup and again in its phases, and validating the model each time is most of the cost."""
     return OperatorPolicy(
         max_memory_mb=chosen.max_memory_mb,
         max_cpus=chosen.max_cpus or float(os.cpu_count() or 1),

@@ -296,7 +296,11 @@ class Worker:
 
     async def _task_dir(self, claimed: ClaimedTrial) -> Path:
         """The unpacked task, fetched through the artifact store (off the event loop) unless this
-        machine already has it; a few tries before the store is taken to be unavailable."""
+        machine already has it (then no thread is asked: one stat costs less than the hop); a few
+        tries before the store is taken to be unavailable."""
+        unpacked = self.ctx.artifacts.unpacked_task_dir(claimed.task_digest)
+        if unpacked is not None:
+            return unpacked
         for delay in (*FETCH_DELAYS_SEC, None):
             try:
                 return await asyncio.to_thread(self.ctx.artifacts.task_dir, claimed.task_digest)

@@ -26,7 +26,13 @@ from envloop.core.trial import SandboxMode, TrialSpec
 from envloop.environments.base import EnvironmentSetupError, PathKind, RunOutcome, VisiblePaths
 from envloop.environments.capture import BoundedWriter, PipePump
 from envloop.environments.contract import Environment
-from envloop.environments.keeping import KeepBudget, copy_tree_masked, move_plain_tree
+from envloop.environments.keeping import (
+    INLINE_ENTRIES,
+    KeepBudget,
+    copy_tree_masked,
+    move_plain_tree,
+    small_plain_tree,
+)
 from envloop.environments.local import instance as files
 from envloop.environments.local import quota
 from envloop.environments.local.cgroup2 import UnifiedCgroup
@@ -53,7 +59,6 @@ if TYPE_CHECKING:
 DEFAULT_AGENT_UID = 1000
 """Who the agent is inside the sandbox unless its task names a user: not root."""
 _TEARDOWN_KILL_SEC = 10.0
-_INLINE_COPY_ENTRIES = 64
 _FRESH_TMP = "/verifier-tmp"
 """How the instance names the verifier's own `/tmp` (bound at `/tmp`, where the command sees it)."""
 INLINE_SNAPSHOT_FILES = 500
@@ -219,9 +224,10 @@ class LocalEnvironment(Environment):
         """Read the command's output to its end. A process it left behind (plain mode: a daemon
         that kept its stdout) may hold the pipe open: after `_DRAIN_SEC` what it writes is read and
         dropped until the instance stops, so it neither blocks nor dies of a closed pipe."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(_DRAIN_SEC):
-                await asyncio.gather(*(pump.ended for pump in pumps))
+        if not all(pump.ended.done() for pump in pumps):  # most commands' pipes ended with them
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_DRAIN_SEC):
+                    await asyncio.gather(*(pump.ended for pump in pumps))
         self._pumps.difference_update(pump for pump in pumps if pump.ended.done())
 
     def _close_pumps(self) -> None:
@@ -299,8 +305,9 @@ class LocalEnvironment(Environment):
 
     async def _copy_out(self, path: str, target: Path, budget: KeepBudget) -> list[str]:
         """Only once the instance is stopped (nothing can plant a link or grow a file any more): a
-        small plain tree is moved at once (one rename); anything else is copied on a thread so the
-        event loop keeps serving other trials."""
+        small plain tree is moved at once (one rename) or, from the quota's own file system, which
+        no rename leaves, copied at once; anything else is copied on a thread so the event loop
+        keeps serving other trials."""
         source = self._host_path(path)
         try:
             if not stat.S_ISDIR(source.lstat().st_mode):
@@ -310,8 +317,10 @@ class LocalEnvironment(Environment):
         if not self._stopped:
             # A running command could swap a directory for a link between the walk and the open.
             raise EnvironmentSetupError("the local environment copies files out only after stop()")
-        if move_plain_tree(source, target, (), _INLINE_COPY_ENTRIES, budget):
+        if not self._quota_mounted and move_plain_tree(source, target, (), INLINE_ENTRIES, budget):
             return []
+        if small_plain_tree(source):
+            return copy_tree_masked(source, target, (), budget).notes
         kept = await asyncio.to_thread(copy_tree_masked, source, target, (), budget)
         return kept.notes
 

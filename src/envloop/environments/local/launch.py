@@ -4,8 +4,8 @@ Nothing a task or agent controls reaches a process that runs on the host: the la
 binary, which joins the instance's cgroups, lowers its rlimits and drops to its host uid in one exec;
 or, without a C compiler, a tiny shell and `setpriv` doing the same), `pasta` and bwrap run with
 one fixed variable (`PATH`) in `/`, a directory no trial can write. The trial's variables and working
-directory are applied only at the last step: inside the sandbox by bwrap, or by `env` in plain mode,
-after the drop to the instance's host uid.
+directory are applied only at the last step: inside the sandbox by bwrap, or in plain mode by the
+launcher itself (the fallback: `env`), after the drop to the instance's host uid.
 """
 
 import contextlib
@@ -22,7 +22,9 @@ from envloop.environments.local.identity import setpriv_prefix
 from envloop.environments.local.limits import launch_prefix
 from envloop.environments.local.native import launcher_binary, launcher_prefix
 
-LAUNCH_ENV = {"PATH": LAUNCH_PATH, "LANG": "C.UTF-8"}
+LAUNCH_ENV = {"PATH": LAUNCH_PATH}
+"""No locale: `env` and `setpriv` would load one from files at every command (some thirty opens),
+only for their own error messages; the trial's command gets the task's LANG from its variables."""
 LAUNCH_CWD = "/"
 
 
@@ -43,6 +45,10 @@ class Launcher:
         self, command: Sequence[str], env: Mapping[str, str], cwd: str, binds: Sequence[str]
     ) -> tuple[list[str], int | None]:
         """The host command line, and the file descriptor the child must inherit (bwrap's args)."""
+        if launcher_binary() is not None and self.bwrap is None:
+            # The launcher itself applies the directory and variables after the drop (no `env`).
+            prefix = launcher_prefix(self.cgroup_procs, self.rlimits, self.host_uid, cwd=cwd, env=env)
+            return [*prefix, *command], None
         if launcher_binary() is not None:
             prefix = launcher_prefix(self.cgroup_procs, self.rlimits, self.host_uid)
         else:

@@ -1,15 +1,21 @@
 /*
  * envloop-launch: the first process of every trial command, in one exec.
  *
- *   envloop-launch [--cgroup PROCS_FILE]... [--rlimit NAME=VALUE]... [--uid UID] -- PROGRAM ARG...
+ *   envloop-launch [--cgroup PROCS_FILE]... [--rlimit NAME=VALUE]... [--uid UID]
+ *                  [--chdir DIR] [--setenv NAME=VALUE]... -- PROGRAM ARG...
  *
  * Joins each cgroup (writes "0" to its cgroup.procs), lowers the rlimits, and with --uid drops to
  * that uid and gid for good (no supplementary groups, every capability gone from every set, the
  * bounding set emptied), then execs PROGRAM by its absolute path. It replaces a `/bin/sh` prefix
  * followed by `setpriv`: two execs per command that cost more than the sandbox itself.
  *
+ * With --chdir or --setenv (a plain-mode command, which no sandbox gives its directory and
+ * variables), after the drop it moves to DIR and execs PROGRAM with exactly the --setenv variables,
+ * looked up on their PATH: what `env -i -C DIR NAME=VALUE... PROGRAM` did, one exec fewer.
+ *
  * The worker starts it with a fixed environment in "/" (launch.py); it reads nothing a trial
- * controls. Exit status 126 says the launch itself failed, with one line on stderr.
+ * controls. Exit status 126 says the launch itself failed, with one line on stderr (127: the
+ * program of a --setenv launch is not on its PATH).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,6 +31,7 @@
 #include <unistd.h>
 
 #define LAUNCH_FAILED 126
+#define COMMAND_NOT_FOUND 127
 
 static int fail(const char *what, const char *detail) {
   fprintf(stderr, "envloop-launch: %s %s: %s\n", what, detail, strerror(errno));
@@ -106,8 +113,14 @@ static int drop_to(const char *uid_text) {
   return 0;
 }
 
+extern char **environ;
+
 int main(int argc, char **argv) {
   const char *uid = NULL;
+  const char *directory = NULL;
+  char **variables = calloc((size_t)argc, sizeof *variables);
+  size_t set = 0;
+  if (variables == NULL) return fail("cannot allocate", "the environment");
   int i = 1;
   for (; i < argc && strcmp(argv[i], "--") != 0; i += 2) {
     if (i + 1 >= argc) {
@@ -121,17 +134,34 @@ int main(int argc, char **argv) {
       failed = lower_rlimit(argv[i + 1]);
     else if (strcmp(argv[i], "--uid") == 0)
       uid = argv[i + 1];
-    else {
+    else if (strcmp(argv[i], "--chdir") == 0)
+      directory = argv[i + 1];
+    else if (strcmp(argv[i], "--setenv") == 0) {
+      if (strchr(argv[i + 1], '=') == NULL || argv[i + 1][0] == '=') {
+        errno = EINVAL;
+        return fail("bad variable", argv[i + 1]);
+      }
+      variables[set++] = argv[i + 1];
+    } else {
       errno = EINVAL;
       return fail("unknown option", argv[i]);
     }
     if (failed) return LAUNCH_FAILED;
   }
-  if (i + 1 >= argc || argv[i + 1][0] != '/') {
+  int own_environment = directory != NULL || set > 0;
+  if (i + 1 >= argc || (!own_environment && argv[i + 1][0] != '/')) {
     errno = EINVAL;
     return fail("no program to run", "(an absolute path must follow --)");
   }
   if (uid != NULL && drop_to(uid) != 0) return LAUNCH_FAILED;
-  execv(argv[i + 1], argv + i + 1);
-  return fail("cannot run", argv[i + 1]);
+  if (!own_environment) {
+    execv(argv[i + 1], argv + i + 1);
+    return fail("cannot run", argv[i + 1]);
+  }
+  if (directory != NULL && chdir(directory) != 0) return fail("cannot change directory to", directory);
+  environ = variables; /* execvp looks PROGRAM up on these variables' PATH, as `env -i` does */
+  execvp(argv[i + 1], argv + i + 1);
+  int missing = errno == ENOENT;
+  fail("cannot run", argv[i + 1]);
+  return missing ? COMMAND_NOT_FOUND : LAUNCH_FAILED; /* the shell's codes, as `env` gives them */
 }

@@ -17,6 +17,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from envloop.settings import env_name, settings
@@ -82,8 +83,17 @@ def launcher_binary() -> str | None:
     return str(target) if _private_to_us(target, directory=False) else None
 
 
-def launcher_prefix(cgroup_procs: list[Path], rlimits: list[tuple[str, int]], uid: int | None) -> list[str]:
-    """The argv before the program: join, lower, drop, then exec what follows `--`."""
+def launcher_prefix(
+    cgroup_procs: list[Path],
+    rlimits: list[tuple[str, int]],
+    uid: int | None,
+    *,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> list[str]:
+    """The argv before the program: join, lower, drop, then exec what follows `--`. With `cwd` or
+    `env` (a plain-mode command), the program starts there with exactly those variables, looked up
+    on their PATH, after the drop."""
     binary = launcher_binary()
     if binary is None:
         raise RuntimeError("the launcher binary is not available")
@@ -94,4 +104,8 @@ def launcher_prefix(cgroup_procs: list[Path], rlimits: list[tuple[str, int]], ui
         args += ["--rlimit", f"{name}={value}"]
     if uid is not None:
         args += ["--uid", str(uid)]
+    if cwd is not None:
+        args += ["--chdir", cwd]
+    for variable, setting in (env or {}).items():
+        args += ["--setenv", f"{variable}={setting}"]
     return [*args, "--"]
