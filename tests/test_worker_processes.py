@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -185,3 +187,42 @@ def test_after_a_worker_ran_a_later_event_loop_can_still_start_subprocesses(ctx:
 
     asyncio.run(Worker(ctx, WorkerConfig(capacity=1, idle_poll=0.01)).run(until=lambda: True))
     assert asyncio.run(child()) == 0
+
+
+def test_workers_on_overlapping_threads_each_see_their_subprocesses_end(ctx: Context) -> None:
+    """Two workers on threads of one program, the first ending while the second's subprocess runs:
+    the second still sees it end (a watcher the first installed and closed would never tell it)."""
+    from envloop.scheduling.worker import Worker, WorkerConfig  # noqa: PLC0415
+
+    second_running = threading.Event()
+    first_ended = threading.Event()
+    codes: list[int] = []
+
+    def first() -> None:
+        asyncio.run(Worker(ctx, WorkerConfig(capacity=1, idle_poll=0.01)).run(until=second_running.is_set))
+        first_ended.set()
+
+    async def second_child() -> int:
+        process = await asyncio.create_subprocess_exec("sleep", "0.5")
+        second_running.set()
+        await asyncio.to_thread(first_ended.wait, 10)
+        return await asyncio.wait_for(process.wait(), timeout=10)
+
+    def second() -> None:
+        async def run() -> None:
+            worker = Worker(ctx, WorkerConfig(capacity=1, idle_poll=0.01))
+            done = asyncio.Event()
+            serving = asyncio.create_task(worker.run(until=done.is_set))
+            codes.append(await second_child())
+            done.set()
+            await serving
+
+        asyncio.run(run())
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    threads[0].start()
+    time.sleep(0.3)
+    threads[1].start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert codes == [0]

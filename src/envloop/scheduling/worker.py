@@ -9,6 +9,7 @@ import contextlib
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -88,8 +89,12 @@ def _children_watched_with_pidfds() -> Iterator[None]:
     """Python 3.11 waits for each subprocess on a thread of its own; a pidfd in the event loop is
     cheaper per trial. From 3.12 on asyncio picks pidfds by itself. The watcher is process-wide and
     tied to this loop: the one before is put back at the end, so a program that runs a worker and
-    later starts subprocesses from another event loop still can."""
-    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
+    later starts subprocesses from another event loop still can. Only a worker on the main thread
+    installs it: workers run on other threads (a program running several, one after another) could
+    overlap, and one ending would close the watcher that the next one's subprocesses were handed to,
+    whose exits would then never be seen."""
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open") or not in_main_thread:
         yield
         return
     previous = asyncio.get_child_watcher()
@@ -298,7 +303,7 @@ class Worker:
         """The unpacked task, fetched through the artifact store (off the event loop) unless this
         machine already has it (then no thread is asked: one stat costs less than the hop); a few
         tries before the store is taken to be unavailable."""
-        unpacked = self.ctx.artifacts.unpacked_task_dir(claimed.task_digest)
+        unpacked = self.ctx.artifacts.cached_task_dir(claimed.task_digest)
         if unpacked is not None:
             return unpacked
         for delay in (*FETCH_DELAYS_SEC, None):
