@@ -164,11 +164,6 @@ class ArtifactStore:
         target = self.root / "task-cache" / _hex(digest)
         return target if target.is_dir() else None
 
-    def unpacked_task_dir(self, digest: str) -> Path | None:
-        """The frozen task when this machine has unpacked it already (one stat), else None."""
-        target = self.root / "task-cache" / _hex(digest)
-        return target if target.is_dir() else None
-
     def task_dir(self, digest: str) -> Path:
         """The unpacked frozen task; unpacked on first use, atomically, so concurrent workers agree.
         Raises ArtifactStoreUnavailableError when a remote store cannot provide the archive."""
