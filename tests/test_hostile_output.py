@@ -72,7 +72,7 @@ def test_a_task_toml_nested_too_deeply_is_refused_at_push_in_one_line(el: El, tm
     with (task / "task.toml").open("a") as handle:
         handle.write("\n[extra]\nx = " + "[" * 50_000 + "]" * 50_000 + "\n")
     message = _one_line(el("dataset", "push", str(task), "--name", "deep"))
-    assert "nested too deeply" in message
+    assert "task.toml: nested more than 32 levels deep" in message
     assert el.ok("dataset", "list", "--json").json() == []
 
 
