@@ -21,6 +21,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
+from envloop.core.posix_paths import within
 from envloop.core.trial import TAMPER_FLAG, TrialFlag
 
 _KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -117,12 +118,8 @@ class Tampering(BaseModel):
 
 def outside(changed: Iterable[str], ignored: Iterable[str]) -> list[str]:
     """The changed paths, sorted and once each, but those at or under one of `ignored`."""
-    prefixes = [prefix.rstrip("/") for prefix in ignored]
-    return [
-        path
-        for path in sorted(set(changed))
-        if not any(path == prefix or path.startswith(prefix + "/") for prefix in prefixes)
-    ]
+    prefixes = list(ignored)
+    return [path for path in sorted(set(changed)) if not any(within(path, prefix) for prefix in prefixes)]
 
 
 def tampering(changed: Iterable[str], ignored: Iterable[str] = ()) -> list[Tampering]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from envloop.core.posix_paths import within
 from envloop.tasks.model import HarborTask
 
 DEFAULT_WORKDIR = "/app"
@@ -155,10 +156,6 @@ def _copy_args(args: str) -> tuple[list[str], list[str]]:
     return flags, [w for w in words if not w.startswith("--")]
 
 
-def _within(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
 def parse_dockerfile(text: str, context: Path, *, workdir_override: str | None = None) -> DockerfilePlan:
     """Read the honoured subset; copies outside the final workdir, and those past the limits on
     what is read of them, are counted as not executed."""
@@ -203,7 +200,7 @@ def parse_dockerfile(text: str, context: Path, *, workdir_override: str | None =
     for name, sources, dest, at in pending:
         target = posixpath.normpath(posixpath.join(at, dest))
         matches = [m for s in sources for m in _context_matches(context_root, s)]
-        if not _within(target, final) or not matches:
+        if not within(target, final) or not matches:
             skipped[f"{name} (outside the workdir or missing source)"] += 1
             continue
         into = dest.endswith("/") or len(matches) > 1

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envloop.core.destinations import Destination
+from envloop.core.posix_paths import overlap
 from envloop.core.trial import SandboxMode, TrialSpec
 from envloop.environments.base import EnvironmentSetupError, PathKind, RunOutcome, VisiblePaths
 from envloop.environments.capture import BoundedWriter
@@ -37,7 +38,7 @@ from envloop.environments.docker.firewall import close_gateway_port, open_gatewa
 from envloop.environments.docker.laid_over import lay_over, take_back
 from envloop.environments.docker.networks import TrialNetworks
 from envloop.environments.docker.shared_egress import shared_network, shared_networks
-from envloop.environments.docker.tamper_watch import TamperWatch, within
+from envloop.environments.docker.tamper_watch import TamperWatch
 from envloop.environments.docker.workspace import ContainerSnapshots
 from envloop.environments.keeping import KeepBudget
 from envloop.environments.policy import EffectiveLimits
@@ -60,11 +61,6 @@ def _present(layers: Sequence[Path] | None) -> list[Path]:
 
 def _user(user: TaskUser | None) -> str | None:
     return None if user is None else str(user)
-
-
-def _overlap(one: str, other: str) -> bool:
-    """Whether either path is the other or below it."""
-    return within(one, other) or within(other, one)
 
 
 class DockerEnvironment(Environment):
@@ -185,7 +181,7 @@ class DockerEnvironment(Environment):
         agent's working directory is (Harbor leaves both as built)."""
         kept = set()
         for path in (self.visible.tests, self.visible.solution):
-            if _overlap(path, self.visible.app) or await self._kind(path) == "directory":
+            if overlap(path, self.visible.app) or await self._kind(path) == "directory":
                 kept.add(path)
         self._kept = frozenset(kept)
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from envloop.core.posix_paths import overlap
 from envloop.environments.docker.transfer import CopyOutReport, Owner
 from envloop.trajectories.workspace import open_regular
 
@@ -59,10 +60,6 @@ def _names(path: str) -> list[str]:
     return names
 
 
-def _within(path: str, top: str) -> bool:
-    return path == top or path.startswith(top.rstrip("/") + "/")
-
-
 @dataclass(frozen=True)
 class HostFiles:
     """The files of one running container, through its merged directory `root`."""
@@ -74,9 +71,7 @@ class HostFiles:
     def covers(self, path: str) -> bool:
         """Whether `path` and everything below it are in the container's own filesystem tree."""
         normal = "/" + "/".join(_names(path))
-        return not any(
-            _within(normal, mount) or _within(mount, normal) for mount in (*self.mounts, *RUNTIME_MOUNTS)
-        )
+        return not any(overlap(normal, mount) for mount in (*self.mounts, *RUNTIME_MOUNTS))
 
     def directory(self, path: str) -> contextlib.AbstractContextManager[int]:
         """A descriptor of the directory `path`, reached without following a link: FileNotFoundError

@@ -11,16 +11,12 @@ wrote for a later step's) joins the set-up state, so it never flags.
 
 from collections.abc import Sequence
 
+from envloop.core.posix_paths import within
 from envloop.environments.docker import access_record
 from envloop.environments.docker.cli import DockerError
 from envloop.environments.docker.containers import Container
 from envloop.environments.docker.layer_changes import Signatures, TooManyChanges, layer_dirs
 from envloop.environments.tampering import Tampering, outside, tampering, unchecked, verifier_reads
-
-
-def within(path: str, root: str) -> bool:
-    """Whether `path` is `root` or below it."""
-    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 class TamperWatch:

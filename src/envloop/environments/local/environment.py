@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from envloop.core.posix_paths import within
 from envloop.core.trial import SandboxMode, TrialSpec
 from envloop.environments.base import EnvironmentSetupError, PathKind, RunOutcome, VisiblePaths
 from envloop.environments.capture import BoundedWriter, PipePump
@@ -164,7 +165,7 @@ class LocalEnvironment(Environment):
             (self.visible.solution, self.paths.solution),
         ]
         for seen_as, host_dir in pairs:
-            if normal == seen_as or normal.startswith(seen_as.rstrip("/") + "/"):
+            if within(normal, seen_as):
                 relative = posixpath.relpath(normal, seen_as)
                 return host_dir if relative == "." else host_dir / relative
         raise EnvironmentSetupError(f"{path[:200]!r} is not a path of the instance's own directories")
