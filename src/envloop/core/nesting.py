@@ -29,6 +29,10 @@ def deeper_than(value: object, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
+TOO_DEEP = f"nested more than {MAX_DEPTH} levels deep"
+"""What every refusal of a document nested too deep says (after naming the document)."""
+
+
 class NestedTooDeepError(ValueError):
     """A document nested more than `MAX_DEPTH` levels; the message says so in a few words."""
 
@@ -40,9 +44,9 @@ def within_depth(parse: Callable[[str], object], text: str) -> object:
     try:
         value = parse(text)
     except RecursionError:
-        raise NestedTooDeepError(f"nested more than {MAX_DEPTH} levels deep") from None
+        raise NestedTooDeepError(TOO_DEEP) from None
     if deeper_than(value):
-        raise NestedTooDeepError(f"nested more than {MAX_DEPTH} levels deep")
+        raise NestedTooDeepError(TOO_DEEP)
     return value
 
 

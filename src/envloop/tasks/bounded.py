@@ -30,7 +30,7 @@ from typing import cast
 
 import yaml
 
-from envloop.core.nesting import MAX_DEPTH, NestedTooDeepError, within_depth
+from envloop.core.nesting import MAX_DEPTH, TOO_DEEP, NestedTooDeepError, within_depth
 
 MAX_CONFIG_BYTES = 1 << 20
 """The largest task.toml or compose file: real ones are a few kilobytes."""
@@ -68,6 +68,10 @@ _Loader: type[yaml.SafeLoader] | type[yaml.CSafeLoader] = getattr(yaml, "CSafeLo
 seconds on a busy machine, libyaml in a fraction of one."""
 
 
+def _too_deep(where: str) -> ParseLimitError:
+    return ParseLimitError(f"{where}: {TOO_DEEP}")
+
+
 def load_yaml(text: str, where: str, *, aliases: bool = True) -> object:
     """The document's data, as `yaml.safe_load` gives it, once its node graph is within the
     limits (and, without `aliases`, it has none); ParseLimitError otherwise, yaml.YAMLError when
@@ -78,7 +82,7 @@ def load_yaml(text: str, where: str, *, aliases: bool = True) -> object:
         try:
             node = loader.get_single_node()
         except RecursionError:
-            raise ParseLimitError(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
+            raise _too_deep(where) from None
         if node is None:
             return None
         _check_expansion(node, where)
@@ -99,7 +103,7 @@ def _check_events(text: str, where: str, aliases: bool) -> None:
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    raise ParseLimitError(f"{where}: nested more than {MAX_DEPTH} levels deep")
+                    raise _too_deep(where)
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
                 continue
@@ -113,7 +117,7 @@ def _check_events(text: str, where: str, aliases: bool) -> None:
     except yaml.MarkedYAMLError as error:
         # libyaml's scanner reads ahead of the events and stops deep flow nesting itself.
         if "nesting depth" in str(error.problem):
-            raise ParseLimitError(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
+            raise _too_deep(where) from None
         raise
     finally:
         loader.dispose()
@@ -128,7 +132,7 @@ def _check_expansion(root: yaml.Node, where: str) -> None:
         if known is not None:
             return known
         if depth > MAX_DEPTH:
-            raise ParseLimitError(f"{where}: nested more than {MAX_DEPTH} levels deep")
+            raise _too_deep(where)
         if id(node) in open_nodes:
             raise ParseLimitError(f"{where}: an alias refers to a node that contains it")
         open_nodes.add(id(node))
@@ -213,7 +217,7 @@ def _check_toml_tokens(text: str, where: str) -> None:
         if token in ("[", "{"):
             depth += 1
             if depth > MAX_DEPTH:
-                raise ParseLimitError(f"{where}: nested more than {MAX_DEPTH} levels deep")
+                raise _too_deep(where)
         elif token in ("]", "}"):
             depth = max(depth - 1, 0)
         elif token not in ("=", ","):
