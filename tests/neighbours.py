@@ -63,7 +63,8 @@ def neighbour() -> Iterator[Neighbour]:
     third, quad = secrets.randbelow(250) + 1, secrets.randbelow(60) + 1
     reserved_host, reserved = f"198.18.{third}.1", f"198.18.{third}.2"
     on_link_host, on_link = f"198.51.100.{quad * 4 + 1}", f"198.51.100.{quad * 4 + 2}"
-    unique_local_host, unique_local = f"fd00:e1:{tag[:4]}::1", f"fd00:e1:{tag[:4]}::2"
+    hextet = f"{int(tag[:4], 16):x}"  # as the kernel writes it back: no leading zero
+    unique_local_host, unique_local = f"fd00:e1:{hextet}::1", f"fd00:e1:{hextet}::2"
     _ip("netns", "add", namespace)
     try:
         _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
