@@ -44,10 +44,10 @@ def _refused_in_one_line(result: object, started: float, tmp_path: Path) -> str:
 
 
 def test_an_alias_bomb_is_refused_by_the_parser_in_well_under_a_second() -> None:
-    started = time.monotonic()
+    started = time.thread_time()
     with pytest.raises(ParseLimitError, match=f"expands to more than {MAX_YAML_NODES:,} items"):
         load_yaml(BOMB, "environment/docker-compose.yaml")
-    assert time.monotonic() - started < 1.0
+    assert time.thread_time() - started < 1.0  # this thread's CPU: the machine's load does not count
 
 
 def test_a_recursive_alias_and_deep_nesting_are_refused() -> None:
@@ -72,10 +72,10 @@ def test_a_megabyte_of_plain_items_is_refused_by_the_parser_in_well_under_a_seco
     """No alias at all: a megabyte of items took PyYAML's own parser 14 to 39 s to build before
     the count was checked (and a few hundred kilobytes of `[` hours, where it was scanned); the
     parser's events are counted as they come and the first past a limit ends the reading."""
-    started = time.monotonic()
+    started = time.thread_time()
     with pytest.raises(ParseLimitError, match=r"holds more than 20,000 items|nested more than 32 levels"):
         load_yaml(text[: 1 << 20], "environment/docker-compose.yaml")
-    assert time.monotonic() - started < 1.0
+    assert time.thread_time() - started < 1.0
 
 
 def test_el_dataset_push_refuses_a_deeply_nested_terminal_bench_task_at_once(el: El, tmp_path: Path) -> None:
@@ -180,12 +180,12 @@ HOSTILE_TOML = {
 @pytest.mark.parametrize("text", HOSTILE_TOML.values(), ids=HOSTILE_TOML.keys())
 def test_a_hostile_task_toml_is_refused_by_the_parser_in_well_under_a_second(text: str) -> None:
     text = text.encode()[: 1 << 20].decode(errors="ignore")
-    started = time.monotonic()
+    started = time.thread_time()
     with pytest.raises(
         ParseLimitError, match=r"^task.toml: (nested more than 32|a key of more than 32|holds more)"
     ):
         load_toml(text, "task.toml")
-    assert time.monotonic() - started < 1.0
+    assert time.thread_time() - started < 1.0
 
 
 @pytest.mark.parametrize(
@@ -208,12 +208,12 @@ def test_a_hostile_task_toml_is_refused_by_the_parser_in_well_under_a_second(tex
 def test_strings_and_comments_are_read_once_whatever_they_hold(text: str) -> None:
     """Dots and brackets inside strings and comments are text: a megabyte of them is neither
     refused nor read more than once, and a string that never ends is left to `tomllib` to name."""
-    started = time.monotonic()
+    started = time.thread_time()
     try:
         assert load_toml(text, "task.toml") == tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         assert "Unterminated string" in str(error) or "Illegal character" in str(error)
-    assert time.monotonic() - started < 1.0
+    assert time.thread_time() - started < 1.0
 
 
 def test_every_harbor_example_task_toml_reads_as_tomllib_reads_it() -> None:
@@ -295,9 +295,9 @@ def test_a_megabyte_of_copy_sources_is_read_no_further_than_the_local_limits(tmp
     (context / "a").write_text("a\n")
     sources = ", ".join(['"a"'] * 250_000)
     text = f'FROM debian:12\nWORKDIR /app\nCOPY a /app/\nCOPY [{sources}, "/app/"]\nADD {"a " * 2_000}/app/\n'
-    started = time.monotonic()
+    started = time.thread_time()
     plan = parse_dockerfile(text, context)
-    assert time.monotonic() - started < 1.0
+    assert time.thread_time() - started < 1.0
     assert plan.skipped == {
         "COPY (past what the local sandbox reads)": 1,
         "ADD (past what the local sandbox reads)": 1,
