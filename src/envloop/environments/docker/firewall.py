@@ -17,11 +17,16 @@ and two chains of envloop's own, installed once per host and never per trial, ho
   what it fetches on a trial's behalf passes the same rules;
 - `ENVLOOP-SOURCE` and `ENVLOOP-SHARED` (from DOCKER-USER, before the rest, for packets of every
   envloop bridge) keep the trials of a shared bridge (shared_egress.py) apart while letting each
-  reach the shared proxies: a trial container's bridge port passes its own address alone, in IP
-  and in ARP (`ENVLOOP-ARP`, ebtables; rules made when it joins and removed when it leaves), and a
-  proxy's port is reached, and answers, on
-  the proxy's own bridge port alone; everything else between two containers of a shared bridge is
-  dropped (on the public bridge by ENVLOOP-FORWARD, its addresses being non-global).
+  reach the shared proxies. A shared bridge's ports are closed until bound: its last rule in
+  ENVLOOP-SOURCE drops whatever comes from the bridge, and in `ENVLOOP-ARP` (ebtables) whatever ARP
+  claims an address of its subnet, and a port is let through, ahead of those, by a rule of its own
+  once bound to its container's address (`bind_source`: the proxies' ports when they start, a trial
+  container's when it joins, removed when it leaves). A task image's entrypoint, running from the
+  container's start, can neither claim another's address (in IP or ARP) nor send anything at all
+  before its port is bound: its first packets wait to be sent again. A proxy's port is reached,
+  and answers, on the proxy's own bridge port alone; everything else between two containers of a
+  shared bridge is dropped (on the public bridge by ENVLOOP-FORWARD, its addresses being
+  non-global).
 
 Needs root and `iptables`, and a daemon that manages its own rules (not `--iptables=false`, which
 also leaves trials without masquerading); without them a trial that asks for a network is refused
@@ -29,9 +34,15 @@ rather than run with the host open.
 """
 
 import asyncio
+import contextlib
+import fcntl
+import ipaddress
 import os
 import shlex
 import shutil
+import socket
+import struct
+from pathlib import Path
 
 from envloop.core.single_flight import SingleFlight
 from envloop.environments.base import EnvironmentSetupError
@@ -45,9 +56,11 @@ FORWARD_CHAIN = "ENVLOOP-FORWARD"
 SOURCE_CHAIN = "ENVLOOP-SOURCE"
 SHARED_CHAIN = "ENVLOOP-SHARED"
 ARP_CHAIN = "ENVLOOP-ARP"
-"""ebtables' chain (from INPUT and FORWARD, for ARP): a trial container's bridge port claims its own
-address alone, so no trial makes another's (or the host's) packets for the proxy or the gateway
-come to it."""
+"""ebtables' chain (from INPUT and FORWARD, for ARP): on a shared bridge, a bound port claims its own
+address alone and an unbound one none, so no trial makes another's (or the host's, or a proxy's)
+packets come to it. ebtables here cannot name a bridge (its `--logical-in` needs a kernel module
+that may be missing), so a shared bridge's closing rule names its subnet, which no other network of
+the daemon has while the bridge is there."""
 
 _ready = False
 _dropped_host_networks: set[str] = set()
@@ -205,7 +218,7 @@ _OWNER_MARK = "envloop "
 
 
 def _source_rule(port: str, address: str) -> tuple[str, ...]:
-    return ("-m", "physdev", "--physdev-in", port, "!", "-s", address, *_owned(), "-j", "DROP")
+    return ("-m", "physdev", "--physdev-in", port, "-s", address, *_owned(), "-j", "RETURN")
 
 
 def _proxy_rules(bridge: str, address: str, port: int, proxy_port: str) -> list[tuple[str, ...]]:
@@ -219,16 +232,44 @@ def _proxy_rules(bridge: str, address: str, port: int, proxy_port: str) -> list[
 
 
 def _arp_rule(port: str, address: str) -> tuple[str, ...]:
-    return ("-i", port, "-p", "ARP", "--arp-ip-src", "!", address, "-j", "DROP")
+    return ("-i", port, "-p", "ARP", "--arp-ip-src", address, "-j", "RETURN")
+
+
+def _closed_bridge_rule(bridge: str) -> tuple[str, ...]:
+    return ("-i", bridge, *_owned(), "-j", "DROP")
+
+
+def _closed_subnet_rule(subnet: str) -> tuple[str, ...]:
+    return ("-p", "ARP", "--arp-ip-src", subnet, "-j", "DROP")
+
+
+async def close_ports(bridge: str, subnet: str) -> None:
+    """Drop whatever comes from a port of the shared `bridge` (of `subnet`) that is not bound: IP
+    packets, and ARP claiming an address of the subnet. Appended, so that every port's own rule
+    (`bind_source`, inserted first) comes before; made once per bridge, before any container is on it."""
+    await ensure_host_guard()
+    await _ensure_rule(SOURCE_CHAIN, *_closed_bridge_rule(bridge))
+    _, listed = await _ebtables("-L", ARP_CHAIN)
+    if " ".join(_closed_subnet_rule(subnet)) not in listed.splitlines():
+        await _ebtables("-A", ARP_CHAIN, *_closed_subnet_rule(subnet))
+
+
+async def open_ports(bridge: str, subnet: str) -> None:
+    """Remove what `close_ports` made (the bridge is gone, or going)."""
+    while await _iptables("-D", SOURCE_CHAIN, *_closed_bridge_rule(bridge), check=False):
+        pass
+    while (await _ebtables("-D", ARP_CHAIN, *_closed_subnet_rule(subnet), check=False))[0]:
+        pass
 
 
 async def bind_source(port: str, address: str) -> None:
-    """From now on, what arrives from the bridge port `port` (a trial container's, joining a shared
-    bridge once) is dropped unless it comes from `address`, the container's own: IP packets, and
-    ARP that would claim another address for it."""
+    """Let through what arrives from the bridge port `port` of a shared bridge (a container's,
+    joining the bridge once) when it comes from `address`, the container's own: IP packets, and
+    ARP claiming that address. Before, nothing from the port passed (`close_ports`); after, anything
+    else from it still does not."""
     await asyncio.gather(
         _iptables("-I", SOURCE_CHAIN, "1", *_source_rule(port, address)),
-        _ebtables("-A", ARP_CHAIN, *_arp_rule(port, address)),
+        _ebtables("-I", ARP_CHAIN, "1", *_arp_rule(port, address)),
     )
 
 
@@ -289,14 +330,47 @@ async def sweep_rules() -> int:
 
 async def _sweep_arp_rules() -> int:
     """Remove the ARP rules of bridge ports that are gone (their containers were; a later port of
-    the same name must not inherit them)."""
+    the same name must not inherit them), and the closing rules of subnets no envloop bridge of this
+    host has any more (a killed worker's: a later network of the same subnet must not inherit them)."""
     listed, text = await _ebtables("-L", ARP_CHAIN, check=False)
+    subnets = await asyncio.to_thread(_bridge_subnets)
     removed = 0
     for line in text.splitlines() if listed else []:
         words = shlex.split(line)
-        if "-i" not in words:
+        if "-i" in words:
+            port = words[words.index("-i") + 1]
+            gone = not await asyncio.to_thread(os.path.exists, f"/sys/class/net/{port}")
+        elif (subnet := _closed_subnet(words)) is not None:
+            gone = subnet not in subnets
+        else:
             continue
-        port = words[words.index("-i") + 1]
-        if not await asyncio.to_thread(os.path.exists, f"/sys/class/net/{port}"):
+        if gone:
             removed += (await _ebtables("-D", ARP_CHAIN, *words, check=False))[0]
     return removed
+
+
+def _closed_subnet(words: list[str]) -> ipaddress.IPv4Network | None:
+    """The subnet a listed rule of the chain closes, when it is one of `close_ports`."""
+    if len(words) == 6 and words == list(_closed_subnet_rule(words[3])):
+        with contextlib.suppress(ValueError):
+            return ipaddress.IPv4Network(words[3], strict=False)
+    return None
+
+
+def _bridge_subnets() -> set[ipaddress.IPv4Network]:
+    """The subnets of the envloop bridges on this host now (their addresses, read from the kernel)."""
+    found = set()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for interface in Path("/sys/class/net").iterdir():
+            if not interface.name.startswith((PUBLIC_PREFIX, INTERNAL_PREFIX)):
+                continue
+            with contextlib.suppress(OSError):
+                request = struct.pack("256s", interface.name.encode()[:15])
+                address = socket.inet_ntoa(fcntl.ioctl(probe, _SIOCGIFADDR, request)[20:24])
+                mask = socket.inet_ntoa(fcntl.ioctl(probe, _SIOCGIFNETMASK, request)[20:24])
+                found.add(ipaddress.IPv4Network(f"{address}/{mask}", strict=False))
+    return found
+
+
+_SIOCGIFADDR = 0x8915
+_SIOCGIFNETMASK = 0x891B

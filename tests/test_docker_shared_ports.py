@@ -1,0 +1,191 @@
+"""A shared bridge's ports pass nothing until bound: a task image's ENTRYPOINT, running from the
+container's first instant, cannot claim another trial's (or the proxy's) address in ARP, nor speak
+to the proxy from it (firewall.py).
+
+The attacker's ENTRYPOINT starts its attack before envloop could have bound its port, and keeps at
+it for seconds after. The victim, a trial of the same worker already running, keeps its traffic,
+its record and the proxy's ARP entry for its address.
+"""
+
+import asyncio
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from envloop.environments.docker.cli import docker_binary
+from envloop.environments.docker.firewall import ARP_CHAIN, SOURCE_CHAIN, sweep_rules
+from envloop.environments.docker.images import BuildRecords
+from envloop.environments.docker.orphans import sweep_orphans
+from envloop.environments.docker.provider import DockerEnvironmentProvider
+from envloop.tasks.harbor import load_harbor_task
+from tests.docker_daemon import command_running, docker_daemon
+from tests.registries import host_of, registry_url
+from tests.test_docker_shared_egress import RAW, _worker, labelled, proxies, spec_for, write_task
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
+__all__ = ["docker_daemon"]
+
+ATTACK = """\
+import os, random, socket, struct, sys, time
+victim, proxy_url, seconds = open("/targets").read().split()
+proxy_address = proxy_url.split("//")[1].split(":")[0]
+os.environ["HTTP_PROXY"] = proxy_url
+exec(open("/raw.py").read().split("\\nif sys.argv")[0])  # checksum() and syn()
+mac = bytes.fromhex(open("/sys/class/net/eth0/address").read().strip().replace(":", ""))
+arp = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+arp.bind(("eth0", 0))
+raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+sniff = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(0x0800))
+sniff.setblocking(False)
+
+
+def claim(address, operation):
+    # Gratuitous ARP to everyone on the bridge: `address` is at this container's MAC.
+    body = struct.pack("!HHBBH", 1, 0x0800, 6, 4, operation)
+    body += mac + socket.inet_aton(address) + b"\\xff" * 6 + socket.inet_aton(address)
+    return b"\\xff" * 6 + mac + b"\\x08\\x06" + body
+
+
+heard = sent = 0
+deadline = time.time() + float(seconds)
+while time.time() < deadline:
+    for address in (victim, proxy_address):
+        for operation in (1, 2):
+            arp.send(claim(address, operation))
+    for _ in range(3):
+        raw.sendto(syn(victim, 41002), (proxy_address, 0))
+        sent += 1
+    time.sleep(0.02)
+    while True:  # an answer to the forged SYN, come here: the handshake could be finished as the victim
+        try:
+            ip = sniff.recv(65535)[14:]
+        except BlockingIOError:
+            break
+        if ip[9] == 6 and socket.inet_ntoa(ip[16:20]) == victim:
+            heard += 1
+open("/tmp/attack", "w").write(f"{sent} {heard}\\n")
+"""
+HEARD = "/tmp/heard"
+"""Whether the victim heard the proxy answer a SYN forged from its address (`listen` in RAW)."""
+ENTRYPOINT = '#!/bin/sh\npython3 /attack.py >/tmp/attack.err 2>&1 &\nexec "$@"\n'
+
+
+def _proxy_arp(address: str) -> str:
+    """The MAC address the worker's public proxy holds for `address` ('' when none)."""
+    (proxy,) = proxies()
+    table = subprocess.run(
+        [docker_binary(), "exec", proxy, "cat", "/proc/net/arp"], capture_output=True, text=True, check=True
+    ).stdout
+    return next((line.split()[3] for line in table.splitlines()[1:] if line.split()[0] == address), "")
+
+
+def test_an_entrypoint_attacking_before_its_port_is_bound_moves_no_other_trials_traffic(
+    tmp_path: Path,
+) -> None:
+    victim_root = write_task(tmp_path / "victim")
+    (victim_root / "environment" / "raw.py").write_text(RAW)
+    dockerfile = "FROM python:3.11-slim\nCOPY fetch.py raw.py /\nWORKDIR /app\n"
+    (victim_root / "environment" / "Dockerfile").write_text(dockerfile)
+    attacker_root = write_task(tmp_path / "attacker")
+    for name, text in (("raw.py", RAW), ("attack.py", ATTACK), ("entrypoint", ENTRYPOINT)):
+        (attacker_root / "environment" / name).write_text(text)
+    provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
+    listen = f"nohup python3 /raw.py listen 41002 10 > {HEARD} 2>&1 & sleep 1"
+
+    async def attack() -> dict[str, str]:
+        spec_v, spec_a = (spec_for(tmp_path, root, {}) for root in (victim_root, attacker_root))
+        seen: dict[str, str] = {}
+        async with provider.instance(load_harbor_task(victim_root), spec_v) as victim:
+
+            async def run(*argv: str) -> str:
+                return (await victim.exec(list(argv))).stdout.strip()
+
+            address = (await run("hostname", "-i")).split()[0]
+            seen["first"] = await run("python3", "/fetch.py", registry_url())
+            seen["mac"] = await run("cat", "/sys/class/net/eth0/address")
+            proxy = victim.network_variables()["HTTP_PROXY"]
+            await run("sh", "-c", listen)
+            await asyncio.sleep(1.5)  # past the proxy's ARP lock time, so a claim would be taken
+            # The attacker's image knows its targets before it starts: nothing waits for its port.
+            (attacker_root / "environment" / "targets").write_text(f"{address} {proxy} 6\n")
+            (attacker_root / "environment" / "Dockerfile").write_text(
+                "FROM python:3.11-slim\nCOPY raw.py attack.py targets entrypoint /\n"
+                'RUN chmod +x /entrypoint\nENTRYPOINT ["/entrypoint"]\n'
+            )
+            async with provider.instance(load_harbor_task(attacker_root), spec_a) as attacker:
+                await attacker.exec(["sleep", "6.5"])
+                seen["report"] = (await attacker.exec(["cat", "/tmp/attack", "/tmp/attack.err"])).stdout
+                seen["attacker"] = (await attacker.exec(["hostname", "-i"])).stdout.split()[0]
+                seen["attacker_mac"] = (await attacker.exec(["cat", "/sys/class/net/eth0/address"])).stdout
+                seen["held"] = _proxy_arp(address)
+                seen["again"] = await run("python3", "/fetch.py", registry_url())
+                waited = f"until [ -s {HEARD} ]; do sleep 0.2; done; cat {HEARD}"
+                seen["heard"] = await run("sh", "-c", waited)
+                seen["contacted"] = " ".join(await victim.contacted_hosts())  # type: ignore[attr-defined]
+            seen["left"] = "\n".join(_port_rules(seen["attacker"]))
+        return seen
+
+    seen = asyncio.run(attack())
+    assert seen["report"].split()[0].isdigit(), seen["report"]
+    sent, answered = map(int, seen["report"].split()[:2])
+    assert seen["first"].endswith(" 200") and sent > 100, seen
+    assert answered == 0, "the proxy answered a SYN forged from the victim's address to the attacker"
+    assert seen["heard"] == "SILENT", "a SYN forged from the victim's address reached the proxy"
+    assert seen["held"] in ("", seen["mac"]), "the proxy took the attacker's ARP claim for the victim"
+    assert seen["again"].endswith(" 200"), f"the victim lost its way through the proxy: {seen['again']}"
+    assert seen["contacted"] == f"{host_of(registry_url())}:443", seen["contacted"]
+    assert seen["left"] == "", "the attacker's port rules outlived its trial"
+
+
+def _port_rules(address: str) -> list[str]:
+    """The rules binding a port to `address` (iptables and ebtables)."""
+    source = subprocess.run(
+        ["iptables", "-w", "-S", SOURCE_CHAIN], capture_output=True, text=True, check=True
+    )
+    found = [line for line in source.stdout.splitlines() if f" {address}/32 " in line]
+    return found + [line for line in _arp_rules() if f" {address} " in line]
+
+
+def _arp_rules() -> list[str]:
+    listed = subprocess.run(["ebtables", "-L", ARP_CHAIN], capture_output=True, text=True, check=True)
+    return listed.stdout.splitlines()[3:]
+
+
+def _subnets(networks: list[str]) -> list[str]:
+    return [
+        subprocess.run(
+            [docker_binary(), "network", "inspect", name, "--format", "{{(index .IPAM.Config 0).Subnet}}"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+        for name in networks
+    ]  # fmt: skip
+
+
+def test_a_killed_workers_port_and_bridge_rules_are_swept(tmp_path: Path) -> None:
+    # Its iptables rules carry its identity (test_docker_shared_egress.py sweeps them); ebtables
+    # rules cannot: they go when their port, or their subnet's bridge, has.
+    task = write_task(tmp_path / "task", solve="sleep 600")
+    killed = spec_for(tmp_path, task, {"AGENT_NAME": "oracle"})
+    dying, identity = _worker(tmp_path, killed)
+    asyncio.run(command_running(killed.trial_id, "sleep 600"))
+    networks = labelled("network", f"envloop.worker={identity}")
+    subnets = _subnets(networks)
+    (trial,) = labelled("ps", f"envloop.trial={killed.trial_id}")
+    address = subprocess.run(
+        [docker_binary(), "exec", trial, "hostname", "-i"], capture_output=True, text=True, check=True
+    ).stdout.split()[0]
+    arp = _arp_rules()
+    assert any(f"--arp-ip-src {address} " in line for line in arp), arp  # the trial's port, bound
+    assert [line for line in arp if f"--arp-ip-src {subnets[0]} " in line], arp  # its bridge, closed
+    os.kill(dying.pid, signal.SIGKILL)
+    dying.wait(timeout=30)
+    time.sleep(0.5)
+    asyncio.run(sweep_orphans())  # what the next worker does when it starts
+    asyncio.run(sweep_rules())
+    left = _arp_rules()
+    assert not [line for line in left if f" {address} " in line or f" {subnets[0]} " in line], left
+    assert not _port_rules(address)
