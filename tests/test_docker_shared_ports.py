@@ -1,6 +1,6 @@
 """A shared bridge's ports pass nothing until bound: a task image's ENTRYPOINT, running from the
 container's first instant, cannot claim another trial's (or the proxy's) address in ARP, nor speak
-to the proxy from it (firewall.py).
+to the proxy from it, nor reach the host over IPv6 (firewall.py).
 
 The attacker's ENTRYPOINT starts its attack before envloop could have bound its port, and keeps at
 it for seconds after. The victim, a trial of the same worker already running, keeps its traffic,
@@ -148,6 +148,69 @@ def _port_rules(address: str) -> list[str]:
     )
     found = [line for line in source.stdout.splitlines() if f" {address}/32 " in line]
     return found + [line for line in _arp_rules() if f" {address} " in line]
+
+
+PING6 = """\
+import random, socket, struct, sys, time
+def checksum(data):
+    data += b"\\0" * (len(data) % 2)
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total >> 16) + (total & 0xFFFF)
+    return ~total & 0xFFFF
+mac = bytes.fromhex(open("/sys/class/net/eth0/address").read().strip().replace(":", ""))
+src = b"\\xfe\\x80" + bytes(6) + bytes([mac[0] ^ 2]) + mac[1:3] + b"\\xff\\xfe" + mac[3:]
+def frame(dmac, dst, icmp):
+    pseudo = src + dst + struct.pack("!I3xB", len(icmp), 58)
+    icmp = icmp[:2] + struct.pack("!H", checksum(pseudo + icmp)) + icmp[4:]
+    return dmac + mac + b"\\x86\\xdd" + struct.pack("!IHBB", 6 << 28, len(icmp), 58, 255) + src + dst + icmp
+# The gateway's link-local address, from its MAC (asked for in ARP by a datagram sent its way).
+routes = [line.split() for line in open("/proc/net/route").read().splitlines()[1:]]
+route = next(words for words in routes if words[1] == "00000000")
+gateway = socket.inet_ntoa(struct.pack("<I", int(route[2], 16)))
+socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"", (gateway, 9))
+time.sleep(0.5)
+arp = [line.split() for line in open("/proc/net/arp").read().splitlines()[1:]]
+dmac = bytes.fromhex(next(words[3] for words in arp if words[0] == gateway).replace(":", ""))
+dst = b"\\xfe\\x80" + bytes(6) + bytes([dmac[0] ^ 2]) + dmac[1:3] + b"\\xff\\xfe" + dmac[3:]
+solicit = struct.pack("!BBHI", 135, 0, 0, 0) + dst + bytes([1, 1]) + mac  # says where to answer
+echo = struct.pack("!BBHHH", 128, 0, 0, random.getrandbits(16), 1) + b"envloop"
+sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(0x86DD))
+sock.bind(("eth0", 0))
+sock.settimeout(0.2)
+heard, deadline = "SILENT", time.time() + 3
+while time.time() < deadline and heard == "SILENT":
+    sock.send(frame(dmac, dst, solicit))
+    sock.send(frame(dmac, dst, echo))
+    end = time.time() + 0.5
+    while time.time() < end:
+        try:
+            ip = sock.recv(65535)[14:]
+        except socket.timeout:
+            continue
+        if ip[6] == 58 and ip[40] == 129:
+            heard = "ANSWERED"
+print(heard)
+"""
+
+
+def test_a_trial_cannot_reach_the_host_over_link_local_ipv6(tmp_path: Path) -> None:
+    # The shared network is IPv4 alone and the container's IPv6 is off, but the host's bridge has a
+    # link-local address: a frame made by hand reaches it, and the host would answer (an echo here;
+    # a service on `::`, or a router advertisement taken, as well).
+    root = write_task(tmp_path / "task")
+    (root / "environment" / "ping6.py").write_text(PING6)
+    (root / "environment" / "Dockerfile").write_text("FROM python:3.11-slim\nCOPY fetch.py ping6.py /\n")
+    provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
+
+    async def ping() -> tuple[str, str]:
+        async with provider.instance(load_harbor_task(root), spec_for(tmp_path, root, {})) as env:
+            reached = (await env.exec(["python3", "/fetch.py", registry_url()])).stdout.strip()
+            return reached, (await env.exec(["python3", "/ping6.py"])).stdout.strip()
+
+    reached, answered = asyncio.run(ping())
+    assert reached.endswith(" 200"), reached  # the gateway is there, and its ARP entry with it
+    assert answered == "SILENT", "the host answered a trial over IPv6"
 
 
 def _arp_rules() -> list[str]:

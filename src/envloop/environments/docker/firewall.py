@@ -26,7 +26,10 @@ and two chains of envloop's own, installed once per host and never per trial, ho
   before its port is bound: its first packets wait to be sent again. A proxy's port is reached,
   and answers, on the proxy's own bridge port alone; everything else between two containers of a
   shared bridge is dropped (on the public bridge by ENVLOOP-FORWARD, its addresses being
-  non-global).
+  non-global);
+- no IPv6 on envloop's bridges (ip6tables, INPUT and FORWARD): their networks are IPv4 alone, but
+  the host has a link-local address on each bridge and would answer a container's hand-made IPv6
+  (its services, its neighbour discovery and router advertisements) past every rule above.
 
 Needs root and `iptables`, and a daemon that manages its own rules (not `--iptables=false`, which
 also leaves trials without masquerading); without them a trial that asks for a network is refused
@@ -71,9 +74,9 @@ class FirewallError(EnvironmentSetupError):
     """The host cannot be kept away from a trial's network here; the reason says why."""
 
 
-async def _iptables(*args: str, check: bool = True) -> bool:
+async def _iptables(*args: str, check: bool = True, binary: str = "iptables") -> bool:
     proc = await asyncio.create_subprocess_exec(
-        "iptables",
+        binary,
         "-w",
         *args,
         stdout=asyncio.subprocess.DEVNULL,
@@ -81,7 +84,7 @@ async def _iptables(*args: str, check: bool = True) -> bool:
     )
     _, err = await proc.communicate()
     if proc.returncode != 0 and check:
-        raise FirewallError(f"iptables {' '.join(args)}: {err.decode(errors='replace').strip()[:200]}")
+        raise FirewallError(f"{binary} {' '.join(args)}: {err.decode(errors='replace').strip()[:200]}")
     return proc.returncode == 0
 
 
@@ -146,6 +149,7 @@ async def _install_guard() -> None:
         for prefix in (INTERNAL_PREFIX, PUBLIC_PREFIX):
             await _ensure_jump("DOCKER-USER", "-i", f"{prefix}+", "-j", chain)
     await _install_arp_chain()
+    await _install_ipv6_guard()
     _ready = True
 
 
@@ -180,6 +184,20 @@ async def _install_arp_chain() -> None:
         _, listed = await _ebtables("-L", chain)
         if f"-p ARP -j {ARP_CHAIN}" not in listed.splitlines():
             await _ebtables("-I", chain, "1", "-p", "ARP", "-j", ARP_CHAIN)
+
+
+async def _install_ipv6_guard() -> None:
+    """Drop IPv6 from envloop's bridges, to the host and between their ports: by prefix, so one set
+    of rules serves every bridge (none on a host without IPv6)."""
+    if not await asyncio.to_thread(os.path.exists, "/proc/net/if_inet6"):
+        return
+    if shutil.which("ip6tables") is None:
+        raise FirewallError("a trial network needs ip6tables here, to keep the host's IPv6 away from trials")
+    for chain in ("INPUT", "FORWARD"):
+        for prefix in (PUBLIC_PREFIX, INTERNAL_PREFIX):
+            rule = ("-i", f"{prefix}+", "-j", "DROP")
+            if not await _iptables("-C", chain, *rule, check=False, binary="ip6tables"):
+                await _iptables("-I", chain, "1", *rule, binary="ip6tables")
 
 
 _install_once = SingleFlight(_install_guard, "host guard")
