@@ -74,7 +74,15 @@ class FirewallError(EnvironmentSetupError):
     """The host cannot be kept away from a trial's network here; the reason says why."""
 
 
-async def _iptables(*args: str, check: bool = True, binary: str = "iptables") -> bool:
+async def _iptables(*args: str, check: bool = True) -> bool:
+    return await _xtables("iptables", args, check)
+
+
+async def _ip6tables(*args: str, check: bool = True) -> bool:
+    return await _xtables("ip6tables", args, check)
+
+
+async def _xtables(binary: str, args: tuple[str, ...], check: bool) -> bool:
     proc = await asyncio.create_subprocess_exec(
         binary,
         "-w",
@@ -196,8 +204,8 @@ async def _install_ipv6_guard() -> None:
     for chain in ("INPUT", "FORWARD"):
         for prefix in (PUBLIC_PREFIX, INTERNAL_PREFIX):
             rule = ("-i", f"{prefix}+", "-j", "DROP")
-            if not await _iptables("-C", chain, *rule, check=False, binary="ip6tables"):
-                await _iptables("-I", chain, "1", *rule, binary="ip6tables")
+            if not await _ip6tables("-C", chain, *rule, check=False):
+                await _ip6tables("-I", chain, "1", *rule)
 
 
 _install_once = SingleFlight(_install_guard, "host guard")
