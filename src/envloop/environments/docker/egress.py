@@ -25,7 +25,8 @@ network either (firewall.py).
 
 A shared proxy's log holds every trial's requests: each is this trial's when it came from the
 trial container's address on the shared bridge while the container held it (`Span`s, kept here;
-the container's bridge port passes that address alone while it is there: firewall.bind_source).
+the container's bridge port passes nothing until `join` binds it to that address, then that address
+alone until `leave`: firewall.bind_source).
 
 Before the trial hands its proxies back, its requests are counted by destination and result for
 its record (`record`, core/destinations.py), from what the proxies logged by the last reading: each
@@ -119,7 +120,8 @@ class EgressProxies:
 
     async def join(self, container: Container, network: SharedNetwork, since: float) -> None:
         """The container is on the shared `network` since `since`: bind its bridge port to its
-        address there, and count what comes from that address as the trial's."""
+        address there (until now the port passed nothing, whatever its processes sent), and count
+        what comes from that address as the trial's."""
         await ensure_host_guard()  # the host's networks are read again for each trial, as before
         address, port = await bridge_port(container.id, network.name)
         await bind_source(port, address)
