@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from envloop.environments.docker.cli import docker_binary
-from envloop.environments.docker.firewall import ARP_CHAIN, SOURCE_CHAIN, sweep_rules
+from envloop.environments.docker.firewall import ARP_CHAIN, MAC_CHAIN, SOURCE_CHAIN, sweep_rules
 from envloop.environments.docker.images import BuildRecords
 from envloop.environments.docker.orphans import sweep_orphans
 from envloop.environments.docker.provider import DockerEnvironmentProvider
@@ -31,7 +31,7 @@ __all__ = ["docker_daemon"]
 
 ATTACK = """\
 import os, random, socket, struct, sys, time
-victim, proxy_url, seconds = open("/targets").read().split()
+victim, victim_mac, proxy_url, proxy_mac, seconds = open("/targets").read().split()
 proxy_address = proxy_url.split("//")[1].split(":")[0]
 os.environ["HTTP_PROXY"] = proxy_url
 exec(open("/raw.py").read().split("\\nif sys.argv")[0])  # checksum() and syn()
@@ -41,6 +41,11 @@ arp.bind(("eth0", 0))
 raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
 sniff = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(0x0800))
 sniff.setblocking(False)
+
+
+def posing(as_mac):
+    # Any frame from another's MAC address, so that the bridge sends that one's frames here.
+    return b"\\xff" * 6 + bytes.fromhex(as_mac.replace(":", "")) + b"\\x88\\xb5" + bytes(46)
 
 
 def claim(address, operation):
@@ -56,16 +61,18 @@ while time.time() < deadline:
     for address in (victim, proxy_address):
         for operation in (1, 2):
             arp.send(claim(address, operation))
+    for as_mac in (victim_mac, proxy_mac):
+        arp.send(posing(as_mac))
     for _ in range(3):
         raw.sendto(syn(victim, 41002), (proxy_address, 0))
         sent += 1
     time.sleep(0.02)
-    while True:  # an answer to the forged SYN, come here: the handshake could be finished as the victim
+    while True:  # the victim's packets come here (an answer to a forged SYN, or its own traffic)
         try:
-            ip = sniff.recv(65535)[14:]
+            frame, where = sniff.recvfrom(65535)
         except BlockingIOError:
             break
-        if ip[9] == 6 and socket.inet_ntoa(ip[16:20]) == victim:
+        if where[2] != socket.PACKET_OUTGOING and socket.inet_ntoa(frame[30:34]) == victim:
             heard += 1
 open("/tmp/attack", "w").write(f"{sent} {heard}\\n")
 """
@@ -80,6 +87,11 @@ def _proxy_arp(address: str) -> str:
     table = subprocess.run(
         [docker_binary(), "exec", proxy, "cat", "/proc/net/arp"], capture_output=True, text=True, check=True
     ).stdout
+    return _arp_entry(table, address)
+
+
+def _arp_entry(table: str, address: str) -> str:
+    """The MAC address an ARP table (`/proc/net/arp`) holds for `address` ('' when none)."""
     return next((line.split()[3] for line in table.splitlines()[1:] if line.split()[0] == address), "")
 
 
@@ -95,6 +107,7 @@ def test_an_entrypoint_attacking_before_its_port_is_bound_moves_no_other_trials_
         (attacker_root / "environment" / name).write_text(text)
     provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
     listen = f"nohup python3 /raw.py listen 41002 10 > {HEARD} 2>&1 & sleep 1"
+    fetching = f"for i in 1 2 3 4 5 6; do python3 /fetch.py {registry_url()}; sleep 0.5; done"
 
     async def attack() -> dict[str, str]:
         spec_v, spec_a = (spec_for(tmp_path, root, {}) for root in (victim_root, attacker_root))
@@ -108,10 +121,13 @@ def test_an_entrypoint_attacking_before_its_port_is_bound_moves_no_other_trials_
             seen["first"] = await run("python3", "/fetch.py", registry_url())
             seen["mac"] = await run("cat", "/sys/class/net/eth0/address")
             proxy = victim.network_variables()["HTTP_PROXY"]
+            proxy_mac = _arp_entry(await run("cat", "/proc/net/arp"), proxy.split("//")[1].split(":")[0])
             await run("sh", "-c", listen)
             await asyncio.sleep(1.5)  # past the proxy's ARP lock time, so a claim would be taken
             # The attacker's image knows its targets before it starts: nothing waits for its port.
-            (attacker_root / "environment" / "targets").write_text(f"{address} {proxy} 6\n")
+            targets = f"{address} {seen['mac']} {proxy} {proxy_mac} 6\n"
+            (attacker_root / "environment" / "targets").write_text(targets)
+            await run("sh", "-c", f"nohup sh -c '{fetching}' >/dev/null 2>&1 &")
             (attacker_root / "environment" / "Dockerfile").write_text(
                 "FROM python:3.11-slim\nCOPY raw.py attack.py targets entrypoint /\n"
                 'RUN chmod +x /entrypoint\nENTRYPOINT ["/entrypoint"]\n'
@@ -126,14 +142,15 @@ def test_an_entrypoint_attacking_before_its_port_is_bound_moves_no_other_trials_
                 waited = f"until [ -s {HEARD} ]; do sleep 0.2; done; cat {HEARD}"
                 seen["heard"] = await run("sh", "-c", waited)
                 seen["contacted"] = " ".join(await victim.contacted_hosts())  # type: ignore[attr-defined]
-            seen["left"] = "\n".join(_port_rules(seen["attacker"]))
+            left = [line for line in _mac_rules() if seen["attacker_mac"].strip() in line]
+            seen["left"] = "\n".join(_port_rules(seen["attacker"]) + left)
         return seen
 
     seen = asyncio.run(attack())
     assert seen["report"].split()[0].isdigit(), seen["report"]
     sent, answered = map(int, seen["report"].split()[:2])
     assert seen["first"].endswith(" 200") and sent > 100, seen
-    assert answered == 0, "the proxy answered a SYN forged from the victim's address to the attacker"
+    assert answered == 0, "the victim's packets (or answers to SYNs forged from it) came to the attacker"
     assert seen["heard"] == "SILENT", "a SYN forged from the victim's address reached the proxy"
     assert seen["held"] in ("", seen["mac"]), "the proxy took the attacker's ARP claim for the victim"
     assert seen["again"].endswith(" 200"), f"the victim lost its way through the proxy: {seen['again']}"
@@ -148,6 +165,13 @@ def _port_rules(address: str) -> list[str]:
     )
     found = [line for line in source.stdout.splitlines() if f" {address}/32 " in line]
     return found + [line for line in _arp_rules() if f" {address} " in line]
+
+
+def _mac_rules() -> list[str]:
+    listed = subprocess.run(
+        ["ebtables", "-t", "nat", "-L", MAC_CHAIN], capture_output=True, text=True, check=True
+    )
+    return listed.stdout.splitlines()[3:]
 
 
 PING6 = """\
@@ -230,7 +254,7 @@ def _subnets(networks: list[str]) -> list[str]:
 
 def test_a_killed_workers_port_and_bridge_rules_are_swept(tmp_path: Path) -> None:
     # Its iptables rules carry its identity (test_docker_shared_egress.py sweeps them); ebtables
-    # rules cannot: they go when their port, or their subnet's bridge, has.
+    # rules cannot: they go when their port, or their subnet's bridge, has gone.
     task = write_task(tmp_path / "task", solve="sleep 600")
     killed = spec_for(tmp_path, task, {"AGENT_NAME": "oracle"})
     dying, identity = _worker(tmp_path, killed)
@@ -238,9 +262,11 @@ def test_a_killed_workers_port_and_bridge_rules_are_swept(tmp_path: Path) -> Non
     networks = labelled("network", f"envloop.worker={identity}")
     subnets = _subnets(networks)
     (trial,) = labelled("ps", f"envloop.trial={killed.trial_id}")
-    address = subprocess.run(
-        [docker_binary(), "exec", trial, "hostname", "-i"], capture_output=True, text=True, check=True
-    ).stdout.split()[0]
+    address, mac = subprocess.run(
+        [docker_binary(), "exec", trial, "sh", "-c", "hostname -i; cat /sys/class/net/eth0/address"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert [line for line in _mac_rules() if mac in line]  # its MAC address, its port's alone
     arp = _arp_rules()
     assert any(f"--arp-ip-src {address} " in line for line in arp), arp  # the trial's port, bound
     assert [line for line in arp if f"--arp-ip-src {subnets[0]} " in line], arp  # its bridge, closed
@@ -251,4 +277,4 @@ def test_a_killed_workers_port_and_bridge_rules_are_swept(tmp_path: Path) -> Non
     asyncio.run(sweep_rules())
     left = _arp_rules()
     assert not [line for line in left if f" {address} " in line or f" {subnets[0]} " in line], left
-    assert not _port_rules(address)
+    assert not _port_rules(address) and not [line for line in _mac_rules() if mac in line]

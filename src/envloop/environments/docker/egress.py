@@ -70,6 +70,7 @@ class Unreachable(NamedTuple):
 class _Joined(NamedTuple):
     port: str
     address: str
+    mac: str
     since: float
 
 
@@ -123,9 +124,9 @@ class EgressProxies:
         address there (until now the port passed nothing, whatever its processes sent), and count
         what comes from that address as the trial's."""
         await ensure_host_guard()  # the host's networks are read again for each trial, as before
-        address, port = await bridge_port(container.id, network.name)
-        await bind_source(port, address)
-        self._joined[network.name] = _Joined(port, address, since)
+        address, port, mac = await bridge_port(container.id, network.name)
+        await bind_source(port, address, mac)
+        self._joined[network.name] = _Joined(port, address, mac, since)
         self.ever_joined = True
 
     async def leave(self, network: str) -> None:
@@ -133,7 +134,7 @@ class EgressProxies:
         joined = self._joined.pop(network, None)
         if joined is not None:
             self._spans.append(Span(joined.address, joined.since, time.time()))
-            await unbind_source(joined.port, joined.address)
+            await unbind_source(joined.port, joined.address, joined.mac)
 
     def _all_spans(self) -> list[Span]:
         return [*self._spans, *(Span(j.address, j.since, None) for j in self._joined.values())]

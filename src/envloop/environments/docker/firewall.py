@@ -21,9 +21,11 @@ and two chains of envloop's own, installed once per host and never per trial, ho
   ENVLOOP-SOURCE drops whatever comes from the bridge, and in `ENVLOOP-ARP` (ebtables) whatever ARP
   claims an address of its subnet, and a port is let through, ahead of those, by a rule of its own
   once bound to its container's address (`bind_source`: the proxies' ports when they start, a trial
-  container's when it joins, removed when it leaves). A task image's entrypoint, running from the
-  container's start, can neither claim another's address (in IP or ARP) nor send anything at all
-  before its port is bound: its first packets wait to be sent again. A proxy's port is reached,
+  container's when it joins, removed when it leaves); a bound container's MAC address is, from then
+  on, taken from its own port alone (`ENVLOOP-MAC`), so no other port makes the bridge send it that
+  container's frames. A task image's entrypoint, running from the container's start, can neither
+  claim another's address (in IP or ARP) nor send anything at all before its port is bound: its
+  first packets wait to be sent again. A proxy's port is reached,
   and answers, on the proxy's own bridge port alone; everything else between two containers of a
   shared bridge is dropped (on the public bridge by ENVLOOP-FORWARD, its addresses being
   non-global);
@@ -64,6 +66,10 @@ address alone and an unbound one none, so no trial makes another's (or the host'
 packets come to it. ebtables here cannot name a bridge (its `--logical-in` needs a kernel module
 that may be missing), so a shared bridge's closing rule names its subnet, which no other network of
 the daemon has while the bridge is there."""
+MAC_CHAIN = "ENVLOOP-MAC"
+"""ebtables' chain in its `nat` table (from PREROUTING, before the bridge learns which port a MAC
+address is behind): a bound container's MAC address comes from its own port alone, so no trial
+makes the bridge send another's frames (the proxy's answers, the internet's) to its port."""
 
 _ready = False
 _dropped_host_networks: set[str] = set()
@@ -170,7 +176,7 @@ async def _ebtables(*args: str, check: bool = True) -> tuple[bool, str]:
         )
         out, err = await proc.communicate()
         absent = b"does a matching rule exist" in err  # a rule to delete that is not there
-        if proc.returncode == 0 or args[0] == "-L" or absent or attempt == _EBTABLES_ATTEMPTS - 1:
+        if proc.returncode == 0 or "-L" in args[:3] or absent or attempt == _EBTABLES_ATTEMPTS - 1:
             break
         await asyncio.sleep(0.02 * (attempt + 1))
     if proc.returncode != 0 and check:
@@ -182,16 +188,24 @@ _EBTABLES_ATTEMPTS = 6
 
 
 async def _install_arp_chain() -> None:
-    """The chain, and a jump to it for every ARP frame a bridge port sends to the host or another
-    port; added when missing, never flushed (ebtables has no check of a rule: its listing is read)."""
-    if not (await _ebtables("-L", ARP_CHAIN, check=False))[0]:
-        made, _ = await _ebtables("-N", ARP_CHAIN, check=False)
-        if not made and not (await _ebtables("-L", ARP_CHAIN, check=False))[0]:
-            await _ebtables("-N", ARP_CHAIN)  # fails again, with ebtables' reason
-    for chain in ("INPUT", "FORWARD"):
-        _, listed = await _ebtables("-L", chain)
-        if f"-p ARP -j {ARP_CHAIN}" not in listed.splitlines():
-            await _ebtables("-I", chain, "1", "-p", "ARP", "-j", ARP_CHAIN)
+    """The chains, and a jump to them: for every ARP frame a bridge port sends to the host or
+    another port, and for every frame as it enters the bridge (`MAC_CHAIN`); added when missing,
+    never flushed (ebtables has no check of a rule: its listing is read)."""
+    await _ensure_eb_chain(("-t", "filter"), ARP_CHAIN, ("INPUT", "FORWARD"), ("-p", "ARP"))
+    await _ensure_eb_chain(("-t", "nat"), MAC_CHAIN, ("PREROUTING",), ())
+
+
+async def _ensure_eb_chain(
+    table: tuple[str, ...], name: str, jumps: tuple[str, ...], match: tuple[str, ...]
+) -> None:
+    if not (await _ebtables(*table, "-L", name, check=False))[0]:
+        made, _ = await _ebtables(*table, "-N", name, check=False)
+        if not made and not (await _ebtables(*table, "-L", name, check=False))[0]:
+            await _ebtables(*table, "-N", name)  # fails again, with ebtables' reason
+    for chain in jumps:
+        _, listed = await _ebtables(*table, "-L", chain)
+        if " ".join([*match, "-j", name]) not in listed.splitlines():
+            await _ebtables(*table, "-I", chain, "1", *match, "-j", name)
 
 
 async def _install_ipv6_guard() -> None:
@@ -261,6 +275,10 @@ def _arp_rule(port: str, address: str) -> tuple[str, ...]:
     return ("-i", port, "-p", "ARP", "--arp-ip-src", address, "-j", "RETURN")
 
 
+def _mac_rule(port: str, mac: str) -> tuple[str, ...]:
+    return ("-s", mac, "!", "-i", port, "-j", "DROP")
+
+
 def _closed_bridge_rule(bridge: str) -> tuple[str, ...]:
     return ("-i", bridge, *_owned(), "-j", "DROP")
 
@@ -288,22 +306,24 @@ async def open_ports(bridge: str, subnet: str) -> None:
         pass
 
 
-async def bind_source(port: str, address: str) -> None:
+async def bind_source(port: str, address: str, mac: str) -> None:
     """Let through what arrives from the bridge port `port` of a shared bridge (a container's,
     joining the bridge once) when it comes from `address`, the container's own: IP packets, and
     ARP claiming that address. Before, nothing from the port passed (`close_ports`); after, anything
-    else from it still does not."""
+    else from it still does not. And from now on its MAC address `mac` is taken from no other port."""
     await asyncio.gather(
         _iptables("-I", SOURCE_CHAIN, "1", *_source_rule(port, address)),
         _ebtables("-I", ARP_CHAIN, "1", *_arp_rule(port, address)),
+        _ebtables("-t", "nat", "-I", MAC_CHAIN, "1", *_mac_rule(port, mac)),
     )
 
 
-async def unbind_source(port: str, address: str) -> None:
+async def unbind_source(port: str, address: str, mac: str) -> None:
     """Remove what `bind_source` made (once: it made one rule of each)."""
     await asyncio.gather(
         _iptables("-D", SOURCE_CHAIN, *_source_rule(port, address), check=False),
         _ebtables("-D", ARP_CHAIN, *_arp_rule(port, address), check=False),
+        _ebtables("-t", "nat", "-D", MAC_CHAIN, *_mac_rule(port, mac), check=False),
     )
 
 
@@ -355,23 +375,31 @@ async def sweep_rules() -> int:
 
 
 async def _sweep_arp_rules() -> int:
-    """Remove the ARP rules of bridge ports that are gone (their containers were; a later port of
-    the same name must not inherit them), and the closing rules of subnets no envloop bridge of this
-    host has any more (a killed worker's: a later network of the same subnet must not inherit them)."""
-    listed, text = await _ebtables("-L", ARP_CHAIN, check=False)
+    """Remove the ARP and MAC rules of bridge ports that are gone (their containers were; a later
+    port of the same name must not inherit them), and the closing rules of subnets no envloop bridge
+    of this host has any more (a killed worker's: a later network of the same subnet must not
+    inherit them)."""
     subnets = await asyncio.to_thread(_bridge_subnets)
+    removed = 0
+    for table, chain in (("filter", ARP_CHAIN), ("nat", MAC_CHAIN)):
+        removed += await _sweep_eb_chain(table, chain, subnets)
+    return removed
+
+
+async def _sweep_eb_chain(table: str, chain: str, subnets: set[ipaddress.IPv4Network]) -> int:
+    listed, text = await _ebtables("-t", table, "-L", chain, check=False)
     removed = 0
     for line in text.splitlines() if listed else []:
         words = shlex.split(line)
         if "-i" in words:
-            port = words[words.index("-i") + 1]
+            port = next(word for word in words[words.index("-i") + 1 :] if word != "!")
             gone = not await asyncio.to_thread(os.path.exists, f"/sys/class/net/{port}")
         elif (subnet := _closed_subnet(words)) is not None:
             gone = subnet not in subnets
         else:
             continue
         if gone:
-            removed += (await _ebtables("-D", ARP_CHAIN, *words, check=False))[0]
+            removed += (await _ebtables("-t", table, "-D", chain, *words, check=False))[0]
     return removed
 
 

@@ -97,8 +97,9 @@ class SharedProxy:
     address: str
     port: str
     """Its bridge port on the host."""
-    bound: list[tuple[str, str]]
-    """Each of its bridge ports with its address there (the allowlist's also on the public bridge)."""
+    bound: list[tuple[str, str, str]]
+    """Each of its bridge ports with its address and MAC address there (an allowlist's also on the
+    public bridge)."""
     ledger: ProxyLedger = field(default_factory=ProxyLedger)
     users: int = 0
     retiring: bool = False
@@ -193,10 +194,11 @@ def shared_networks() -> list[SharedNetwork]:
     return list(_POOL.networks.values())
 
 
-async def bridge_port(container_id: str, network: str) -> tuple[str, str]:
-    """The container's address on `network` and its bridge port on the host (the veth whose peer
-    inside has the container's MAC address there). The worker runs beside the daemon, as root (the
-    host guard needs both): it reads the container's interfaces where the host sees them."""
+async def bridge_port(container_id: str, network: str) -> tuple[str, str, str]:
+    """The container's address on `network`, its bridge port on the host (the veth whose peer
+    inside has the container's MAC address there) and that MAC address. The worker runs beside the
+    daemon, as root (the host guard needs both): it reads the container's interfaces where the host
+    sees them."""
     inspected = await engine().json("GET", f"/containers/{container_id}/json")
     endpoint = ((inspected.get("NetworkSettings") or {}).get("Networks") or {}).get(network) or {}
     address, mac = str(endpoint.get("IPAddress") or ""), str(endpoint.get("MacAddress") or "")
@@ -207,7 +209,7 @@ async def bridge_port(container_id: str, network: str) -> tuple[str, str]:
             f"the container's port on network {network} was not found: the worker must run as root "
             "beside the Docker daemon to keep the trials of a shared network apart"
         )
-    return address, port
+    return address, port, mac.lower()
 
 
 def _host_side(pid: int, mac: str) -> str | None:
@@ -238,7 +240,7 @@ async def _start_proxy(hosts: tuple[str, ...]) -> SharedProxy:
         container = await Container.start(spec)
     except DockerError as exc:
         raise EnvironmentSetupError(f"the egress proxy did not start: {exc}") from None
-    bound: list[tuple[str, str]] = []
+    bound: list[tuple[str, str, str]] = []
     try:
         on = [network]
         if hosts != PUBLIC_HOSTS:  # an allowlist's way out
@@ -246,11 +248,11 @@ async def _start_proxy(hosts: tuple[str, ...]) -> SharedProxy:
             body = {"Container": container.id}
             await engine().request("POST", f"/networks/{public.name}/connect", body=body)
         for each in on:
-            address, port = await bridge_port(container.id, each.name)
-            await bind_source(port, address)
-            bound.append((port, address))
+            address, port, mac = await bridge_port(container.id, each.name)
+            await bind_source(port, address, mac)
+            bound.append((port, address, mac))
         await wait_ready(container)
-        port, address = bound[0]
+        port, address, _ = bound[0]
         await open_proxy(network.bridge, address, EGRESS_PORT, port)
     except BaseException:
         await _unbind(bound)
@@ -259,9 +261,9 @@ async def _start_proxy(hosts: tuple[str, ...]) -> SharedProxy:
     return SharedProxy(hosts, container, network, address, port, bound)
 
 
-async def _unbind(bound: list[tuple[str, str]]) -> None:
-    for port, address in bound:
-        await unbind_source(port, address)
+async def _unbind(bound: list[tuple[str, str, str]]) -> None:
+    for port, address, mac in bound:
+        await unbind_source(port, address, mac)
 
 
 _PROXY_STARTS: dict[tuple[str, ...], SingleFlight[SharedProxy]] = {}
