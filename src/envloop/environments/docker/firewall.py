@@ -187,6 +187,29 @@ async def _ebtables(*args: str, check: bool = True) -> tuple[bool, str]:
 _EBTABLES_ATTEMPTS = 6
 
 
+async def _ebtables_batch(changes: dict[str, tuple[str, ...]], attempts: int = _EBTABLES_ATTEMPTS) -> bool:
+    """Make one change in each of several tables (`filter`, `nat`) in one ebtables process, one
+    transaction: two ebtables at once, each taking its own, collide and wait on each other for
+    twice the time. False when it could not (a change to delete that is not there fails them all)."""
+    text = "".join(f"*{table}\n{' '.join(change)}\n" for table, change in changes.items()) + "COMMIT\n"
+    for attempt in range(attempts):
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "ebtables-restore",
+                "--noflush",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+        except OSError:
+            return False
+        await proc.communicate(text.encode())
+        if proc.returncode == 0:
+            return True
+        await asyncio.sleep(0.02 * (attempt + 1))
+    return False
+
+
 async def _install_arp_chain() -> None:
     """The chains, and a jump to them: for every ARP frame a bridge port sends to the host or
     another port, and for every frame as it enters the bridge (`MAC_CHAIN`); added when missing,
@@ -313,18 +336,33 @@ async def bind_source(port: str, address: str, mac: str) -> None:
     else from it still does not. And from now on its MAC address `mac` is taken from no other port."""
     await asyncio.gather(
         _iptables("-I", SOURCE_CHAIN, "1", *_source_rule(port, address)),
-        _ebtables("-I", ARP_CHAIN, "1", *_arp_rule(port, address)),
-        _ebtables("-t", "nat", "-I", MAC_CHAIN, "1", *_mac_rule(port, mac)),
+        _bind_frames(port, address, mac),
     )
+
+
+async def _bind_frames(port: str, address: str, mac: str) -> None:
+    arp, owned = (
+        ("-I", ARP_CHAIN, "1", *_arp_rule(port, address)),
+        ("-I", MAC_CHAIN, "1", *_mac_rule(port, mac)),
+    )
+    if not await _ebtables_batch({"filter": arp, "nat": owned}):
+        await _ebtables(*arp)  # one at a time, failing with ebtables' reason
+        await _ebtables("-t", "nat", *owned)
 
 
 async def unbind_source(port: str, address: str, mac: str) -> None:
     """Remove what `bind_source` made (once: it made one rule of each)."""
     await asyncio.gather(
         _iptables("-D", SOURCE_CHAIN, *_source_rule(port, address), check=False),
-        _ebtables("-D", ARP_CHAIN, *_arp_rule(port, address), check=False),
-        _ebtables("-t", "nat", "-D", MAC_CHAIN, *_mac_rule(port, mac), check=False),
+        _unbind_frames(port, address, mac),
     )
+
+
+async def _unbind_frames(port: str, address: str, mac: str) -> None:
+    arp, owned = ("-D", ARP_CHAIN, *_arp_rule(port, address)), ("-D", MAC_CHAIN, *_mac_rule(port, mac))
+    if not await _ebtables_batch({"filter": arp, "nat": owned}, attempts=1):
+        await _ebtables(*arp, check=False)  # one of them was gone already (swept), or a collision
+        await _ebtables("-t", "nat", *owned, check=False)
 
 
 async def open_proxy(bridge: str, address: str, port: int, proxy_port: str) -> None:
