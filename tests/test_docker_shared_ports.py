@@ -17,7 +17,14 @@ from pathlib import Path
 import pytest
 
 from envloop.environments.docker.cli import docker_binary
-from envloop.environments.docker.firewall import ARP_CHAIN, MAC_CHAIN, SOURCE_CHAIN, sweep_rules
+from envloop.environments.docker.firewall import (
+    ARP_CHAIN,
+    MAC_CHAIN,
+    SOURCE_CHAIN,
+    close_ports,
+    open_ports,
+    sweep_rules,
+)
 from envloop.environments.docker.images import BuildRecords
 from envloop.environments.docker.orphans import sweep_orphans
 from envloop.environments.docker.provider import DockerEnvironmentProvider
@@ -278,3 +285,20 @@ def test_a_killed_workers_port_and_bridge_rules_are_swept(tmp_path: Path) -> Non
     left = _arp_rules()
     assert not [line for line in left if f" {address} " in line or f" {subnets[0]} " in line], left
     assert not _port_rules(address) and not [line for line in _mac_rules() if mac in line]
+
+
+def test_a_subnet_handed_from_one_workers_bridge_to_the_next_stays_closed() -> None:
+    # The daemon gives a gone network's subnet to the next network made: a worker's bridge may
+    # close it before the worker that had it opens its own (removes its rules).
+    subnet = "10.97.0.0/16"
+
+    async def hand_over() -> list[int]:
+        closing = [line for line in _arp_rules() if f" {subnet} " in line]
+        await close_ports("elpgone0000001", subnet)
+        await close_ports("elpnext0000001", subnet)
+        await open_ports("elpgone0000001", subnet)
+        held = [len([line for line in _arp_rules() if f" {subnet} " in line]) - len(closing)]
+        await open_ports("elpnext0000001", subnet)
+        return [*held, len([line for line in _arp_rules() if f" {subnet} " in line]) - len(closing)]
+
+    assert asyncio.run(hand_over()) == [1, 0]

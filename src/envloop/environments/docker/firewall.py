@@ -313,20 +313,21 @@ def _closed_subnet_rule(subnet: str) -> tuple[str, ...]:
 async def close_ports(bridge: str, subnet: str) -> None:
     """Drop whatever comes from a port of the shared `bridge` (of `subnet`) that is not bound: IP
     packets, and ARP claiming an address of the subnet. Appended, so that every port's own rule
-    (`bind_source`, inserted first) comes before; made once per bridge, before any container is on it."""
+    (`bind_source`, inserted first) comes before; made once per bridge, before any container is on it.
+
+    The ARP rule names the subnet, which the daemon hands to a later network once this one is gone:
+    a worker whose bridge has just got it may have added the same rule before this one removes its
+    own, so each adds a copy of its own (no look first) and removes one (`open_ports`)."""
     await ensure_host_guard()
     await _ensure_rule(SOURCE_CHAIN, *_closed_bridge_rule(bridge))
-    _, listed = await _ebtables("-L", ARP_CHAIN)
-    if " ".join(_closed_subnet_rule(subnet)) not in listed.splitlines():
-        await _ebtables("-A", ARP_CHAIN, *_closed_subnet_rule(subnet))
+    await _ebtables("-A", ARP_CHAIN, *_closed_subnet_rule(subnet))
 
 
 async def open_ports(bridge: str, subnet: str) -> None:
-    """Remove what `close_ports` made (the bridge is gone, or going)."""
+    """Remove what `close_ports` made (the bridge is gone, or going): its copy of the ARP rule alone."""
     while await _iptables("-D", SOURCE_CHAIN, *_closed_bridge_rule(bridge), check=False):
         pass
-    while (await _ebtables("-D", ARP_CHAIN, *_closed_subnet_rule(subnet), check=False))[0]:
-        pass
+    await _ebtables("-D", ARP_CHAIN, *_closed_subnet_rule(subnet), check=False)
 
 
 async def bind_source(port: str, address: str, mac: str) -> None:
