@@ -25,17 +25,16 @@ and two chains of envloop's own, installed once per host and never per trial, ho
   on, taken from its own port alone (`ENVLOOP-MAC`), so no other port makes the bridge send it that
   container's frames. A task image's entrypoint, running from the container's start, can neither
   claim another's address (in IP or ARP) nor send anything at all before its port is bound: its
-  first packets wait to be sent again. A proxy's port is reached,
-  and answers, on the proxy's own bridge port alone; everything else between two containers of a
-  shared bridge is dropped (on the public bridge by ENVLOOP-FORWARD, its addresses being
-  non-global);
+  first packets wait to be sent again. A proxy's port is reached, and answers, on the proxy's own
+  bridge port alone; everything else between two containers of a shared bridge is dropped (on the
+  public bridge by ENVLOOP-FORWARD, its addresses being non-global);
 - no IPv6 on envloop's bridges (ip6tables, INPUT and FORWARD): their networks are IPv4 alone, but
   the host has a link-local address on each bridge and would answer a container's hand-made IPv6
   (its services, its neighbour discovery and router advertisements) past every rule above.
 
-Needs root and `iptables`, and a daemon that manages its own rules (not `--iptables=false`, which
-also leaves trials without masquerading); without them a trial that asks for a network is refused
-rather than run with the host open.
+Needs root, `iptables`, `ip6tables` and `ebtables` (with `ebtables-restore`), and a daemon that
+manages its own rules (not `--iptables=false`, which also leaves trials without masquerading);
+without them a trial that asks for a network is refused rather than run with the host open.
 """
 
 import asyncio
