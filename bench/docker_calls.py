@@ -127,6 +127,18 @@ class Recorder:
 
         if ebtables is not None:
             firewall._ebtables = timed_ebtables
+        batch = getattr(firewall, "_ebtables_batch", None)  # absent before the ports' MAC rules
+
+        async def timed_batch(changes: dict[str, tuple[str, ...]], attempts: int = 6) -> bool:
+            started = time.perf_counter()
+            try:
+                return await batch(changes, attempts)  # type: ignore[misc]
+            finally:
+                first = next(iter(changes.values()), ("",))
+                recorder._timed(f"ebtables-restore {first[0]} {'+'.join(changes)}", started)
+
+        if batch is not None:
+            firewall._ebtables_batch = timed_batch
         Engine.request = timed_request  # type: ignore[method-assign]
         Engine.stream = timed_stream  # type: ignore[method-assign,assignment]
         firewall._iptables = timed_iptables

@@ -25,7 +25,8 @@ network either (firewall.py).
 
 A shared proxy's log holds every trial's requests: each is this trial's when it came from the
 trial container's address on the shared bridge while the container held it (`Span`s, kept here;
-the container's bridge port passes that address alone while it is there: firewall.bind_source).
+the container's bridge port passes nothing until `join` binds it to that address, then that address
+alone until `leave`: firewall.bind_source).
 
 Before the trial hands its proxies back, its requests are counted by destination and result for
 its record (`record`, core/destinations.py), from what the proxies logged by the last reading: each
@@ -69,6 +70,7 @@ class Unreachable(NamedTuple):
 class _Joined(NamedTuple):
     port: str
     address: str
+    mac: str
     since: float
 
 
@@ -119,11 +121,12 @@ class EgressProxies:
 
     async def join(self, container: Container, network: SharedNetwork, since: float) -> None:
         """The container is on the shared `network` since `since`: bind its bridge port to its
-        address there, and count what comes from that address as the trial's."""
+        address there (until now the port passed nothing, whatever its processes sent), and count
+        what comes from that address as the trial's."""
         await ensure_host_guard()  # the host's networks are read again for each trial, as before
-        address, port = await bridge_port(container.id, network.name)
-        await bind_source(port, address)
-        self._joined[network.name] = _Joined(port, address, since)
+        address, port, mac = await bridge_port(container.id, network.name)
+        await bind_source(port, address, mac)
+        self._joined[network.name] = _Joined(port, address, mac, since)
         self.ever_joined = True
 
     async def leave(self, network: str) -> None:
@@ -131,7 +134,7 @@ class EgressProxies:
         joined = self._joined.pop(network, None)
         if joined is not None:
             self._spans.append(Span(joined.address, joined.since, time.time()))
-            await unbind_source(joined.port, joined.address)
+            await unbind_source(joined.port, joined.address, joined.mac)
 
     def _all_spans(self) -> list[Span]:
         return [*self._spans, *(Span(j.address, j.since, None) for j in self._joined.values())]

@@ -13,8 +13,9 @@ that ask together wait for one start: single_flight.py) and kept while the proce
   its trials join; an allowlist's also on the public bridge, its way out.
 
 Trials on one bridge are kept apart by firewall.py (nothing passes between two containers of a
-shared bridge but a connection to a proxy's port, on the proxy's own bridge port; each trial
-container's bridge port passes its own address alone), and each proxy's log is told apart by the
+shared bridge but a connection to a proxy's port, on the proxy's own bridge port; a bridge's ports
+pass nothing until bound, then their container's own address alone: a proxy's as it starts, a trial
+container's as it joins, egress.py), and each proxy's log is told apart by the
 client's address and the time of the request (proxy_ledger.py). A proxy whose log has grown past
 `_RETIRE_BYTES` is replaced for the trials that come next, and removed once its last trial ends.
 
@@ -36,7 +37,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from envloop.core.single_flight import SingleFlight
 from envloop.environments.base import EnvironmentSetupError
@@ -46,10 +47,14 @@ from envloop.environments.docker.engine import NotFoundError, engine
 from envloop.environments.docker.firewall import (
     INTERNAL_PREFIX,
     PUBLIC_PREFIX,
+    bind_source,
+    close_ports,
     close_proxy,
     ensure_host_guard,
+    open_ports,
     open_proxy,
     seal_bridge,
+    unbind_source,
     unseal_bridge,
 )
 from envloop.environments.docker.orphans import MANAGED_LABEL, WORKER_LABEL, worker_identity
@@ -77,6 +82,8 @@ class SharedNetwork:
     name: str
     bridge: str
     """The bridge's interface on the host (what firewall rules name)."""
+    subnet: str
+    """Its addresses (what the ARP rule closing its unbound ports names)."""
 
 
 @dataclass(eq=False)
@@ -90,6 +97,9 @@ class SharedProxy:
     address: str
     port: str
     """Its bridge port on the host."""
+    bound: list[tuple[str, str, str]]
+    """Each of its bridge ports with its address and MAC address there (an allowlist's also on the
+    public bridge)."""
     ledger: ProxyLedger = field(default_factory=ProxyLedger)
     users: int = 0
     retiring: bool = False
@@ -147,16 +157,25 @@ async def _make_network(kind: Kind) -> SharedNetwork:
             "com.docker.network.bridge.enable_icc": "false",
         },
     }
-    try:
+    with contextlib.suppress(DockerError):
+        # Or made by this process on an earlier event loop whose state was lost: taken as it is.
         await engine().json("POST", "/networks/create", body=body)
-    except DockerError:
-        # Made by this process on an earlier event loop whose state was lost: take it as it is.
-        await engine().json("GET", f"/networks/{name}")
+    subnet = _subnet(await engine().json("GET", f"/networks/{name}"))
+    if subnet is None:
+        raise EnvironmentSetupError(f"the shared {kind} network has no IPv4 subnet to close its ports by")
+    await close_ports(bridge, subnet)  # before any container is on it
     if kind == "allowlist":
         await seal_bridge(bridge)
-    _POOL.networks[kind] = network = SharedNetwork(name, bridge)
+    _POOL.networks[kind] = network = SharedNetwork(name, bridge, subnet)
     _close_at_exit_once()
     return network
+
+
+def _subnet(inspected: dict[str, Any]) -> str | None:
+    for config in (inspected.get("IPAM") or {}).get("Config") or []:
+        if ":" not in str(config.get("Subnet") or ":"):
+            return str(config["Subnet"])
+    return None
 
 
 _NETWORK_STARTS = {
@@ -175,10 +194,11 @@ def shared_networks() -> list[SharedNetwork]:
     return list(_POOL.networks.values())
 
 
-async def bridge_port(container_id: str, network: str) -> tuple[str, str]:
-    """The container's address on `network` and its bridge port on the host (the veth whose peer
-    inside has the container's MAC address there). The worker runs beside the daemon, as root (the
-    host guard needs both): it reads the container's interfaces where the host sees them."""
+async def bridge_port(container_id: str, network: str) -> tuple[str, str, str]:
+    """The container's address on `network`, its bridge port on the host (the veth whose peer
+    inside has the container's MAC address there) and that MAC address. The worker runs beside the
+    daemon, as root (the host guard needs both): it reads the container's interfaces where the host
+    sees them."""
     inspected = await engine().json("GET", f"/containers/{container_id}/json")
     endpoint = ((inspected.get("NetworkSettings") or {}).get("Networks") or {}).get(network) or {}
     address, mac = str(endpoint.get("IPAddress") or ""), str(endpoint.get("MacAddress") or "")
@@ -189,7 +209,7 @@ async def bridge_port(container_id: str, network: str) -> tuple[str, str]:
             f"the container's port on network {network} was not found: the worker must run as root "
             "beside the Docker daemon to keep the trials of a shared network apart"
         )
-    return address, port
+    return address, port, mac.lower()
 
 
 def _host_side(pid: int, mac: str) -> str | None:
@@ -220,18 +240,30 @@ async def _start_proxy(hosts: tuple[str, ...]) -> SharedProxy:
         container = await Container.start(spec)
     except DockerError as exc:
         raise EnvironmentSetupError(f"the egress proxy did not start: {exc}") from None
+    bound: list[tuple[str, str, str]] = []
     try:
+        on = [network]
         if hosts != PUBLIC_HOSTS:  # an allowlist's way out
-            public = await shared_network("public")
+            on.append(public := await shared_network("public"))
             body = {"Container": container.id}
             await engine().request("POST", f"/networks/{public.name}/connect", body=body)
+        for each in on:
+            address, port, mac = await bridge_port(container.id, each.name)
+            await bind_source(port, address, mac)
+            bound.append((port, address, mac))
         await wait_ready(container)
-        address, port = await bridge_port(container.id, network.name)
+        port, address, _ = bound[0]
         await open_proxy(network.bridge, address, EGRESS_PORT, port)
     except BaseException:
+        await _unbind(bound)
         await container.remove()
         raise
-    return SharedProxy(hosts, container, network, address, port)
+    return SharedProxy(hosts, container, network, address, port, bound)
+
+
+async def _unbind(bound: list[tuple[str, str, str]]) -> None:
+    for port, address, mac in bound:
+        await unbind_source(port, address, mac)
 
 
 _PROXY_STARTS: dict[tuple[str, ...], SingleFlight[SharedProxy]] = {}
@@ -281,6 +313,7 @@ async def _settle(proxy: SharedProxy) -> None:
 async def _remove_proxy(proxy: SharedProxy) -> None:
     await close_proxy(proxy.network.bridge, proxy.address, EGRESS_PORT, proxy.port)
     await proxy.container.remove()
+    await _unbind(proxy.bound)
 
 
 async def close_shared_egress() -> list[str]:
@@ -306,6 +339,7 @@ async def close_shared_egress() -> list[str]:
             problems.append(f"network {network.name} could not be removed: {exc}")
         if network.bridge.startswith(INTERNAL_PREFIX):
             await unseal_bridge(network.bridge)
+        await open_ports(network.bridge, network.subnet)
     return problems
 
 
