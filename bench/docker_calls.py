@@ -31,6 +31,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,8 @@ class Recorder:
     def install(self) -> None:
         recorder = self
         request, stream = Engine.request, Engine.stream
-        iptables = firewall._iptables
+        runners, names = _runners()
+        iptables = getattr(runners, names[0])
 
         async def timed_request(engine: Engine, method: str, path: str, **kwargs: Any) -> Any:
             started = time.perf_counter()
@@ -116,7 +118,7 @@ class Recorder:
             finally:
                 recorder._timed(f"iptables {args[0]} {args[1] if len(args) > 1 else ''}", started)
 
-        ebtables = getattr(firewall, "_ebtables", None)  # absent from a tree before the shared bridges
+        ebtables = getattr(runners, names[1], None)  # absent from a tree before the shared bridges
 
         async def timed_ebtables(*args: str, check: bool = True) -> tuple[bool, str]:
             started = time.perf_counter()
@@ -126,8 +128,8 @@ class Recorder:
                 recorder._timed(f"ebtables {args[0]} {args[1] if len(args) > 1 else ''}", started)
 
         if ebtables is not None:
-            firewall._ebtables = timed_ebtables
-        batch = getattr(firewall, "_ebtables_batch", None)  # absent before the ports' MAC rules
+            setattr(runners, names[1], timed_ebtables)
+        batch = getattr(runners, names[2], None)  # absent before the ports' MAC rules
 
         async def timed_batch(changes: dict[str, tuple[str, ...]], attempts: int = 6) -> bool:
             started = time.perf_counter()
@@ -138,10 +140,20 @@ class Recorder:
                 recorder._timed(f"ebtables-restore {first[0]} {'+'.join(changes)}", started)
 
         if batch is not None:
-            firewall._ebtables_batch = timed_batch
+            setattr(runners, names[2], timed_batch)
         Engine.request = timed_request  # type: ignore[method-assign]
         Engine.stream = timed_stream  # type: ignore[method-assign,assignment]
-        firewall._iptables = timed_iptables
+        setattr(runners, names[0], timed_iptables)
+
+
+def _runners() -> tuple[types.ModuleType, tuple[str, str, str]]:
+    """Where the firewall's iptables, ebtables and ebtables-restore runners are, and their names: a
+    tree from before netfilter.py (timed with PYTHONPATH=its src to compare) had them in firewall.py."""
+    try:
+        from envloop.environments.docker import netfilter  # noqa: PLC0415
+    except ImportError:
+        return firewall, ("_iptables", "_ebtables", "_ebtables_batch")
+    return netfilter, ("iptables", "ebtables", "ebtables_batch")
 
 
 async def _close_shared() -> None:

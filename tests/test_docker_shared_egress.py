@@ -17,8 +17,9 @@ import pytest
 
 from envloop.core.ids import new_id
 from envloop.core.trial import TrialOutcome, TrialSpec
+from envloop.environments.docker.bridge_rules import sweep_rules
 from envloop.environments.docker.cli import docker_binary
-from envloop.environments.docker.firewall import SHARED_CHAIN, SOURCE_CHAIN, sweep_rules
+from envloop.environments.docker.firewall import SHARED_CHAIN, SOURCE_CHAIN
 from envloop.environments.docker.images import BuildRecords
 from envloop.environments.docker.orphans import sweep_orphans, worker_identity
 from envloop.environments.docker.provider import DockerEnvironmentProvider

@@ -1,6 +1,6 @@
 """A shared bridge's ports pass nothing until bound: a task image's ENTRYPOINT, running from the
 container's first instant, cannot claim another trial's (or the proxy's) address in ARP, nor speak
-to the proxy from it, nor reach the host over IPv6 (firewall.py).
+to the proxy from it, nor reach the host over IPv6 (bridge_rules.py, firewall.py).
 
 The attacker's ENTRYPOINT starts its attack before envloop could have bound its port, and keeps at
 it for seconds after. The victim, a trial of the same worker already running, keeps its traffic,
@@ -16,15 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from envloop.environments.docker.bridge_rules import close_ports, open_ports, sweep_rules
 from envloop.environments.docker.cli import docker_binary
-from envloop.environments.docker.firewall import (
-    ARP_CHAIN,
-    MAC_CHAIN,
-    SOURCE_CHAIN,
-    close_ports,
-    open_ports,
-    sweep_rules,
-)
+from envloop.environments.docker.firewall import ARP_CHAIN, MAC_CHAIN, SOURCE_CHAIN
 from envloop.environments.docker.images import BuildRecords
 from envloop.environments.docker.orphans import sweep_orphans
 from envloop.environments.docker.provider import DockerEnvironmentProvider

@@ -26,7 +26,7 @@ network either (firewall.py).
 A shared proxy's log holds every trial's requests: each is this trial's when it came from the
 trial container's address on the shared bridge while the container held it (`Span`s, kept here;
 the container's bridge port passes nothing until `join` binds it to that address, then that address
-alone until `leave`: firewall.bind_source).
+alone until `leave`: bridge_rules.bind_source).
 
 Before the trial hands its proxies back, its requests are counted by destination and result for
 its record (`record`, core/destinations.py), from what the proxies logged by the last reading: each
@@ -41,8 +41,9 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from envloop.core.destinations import Destination, DestinationResult, asked
+from envloop.environments.docker.bridge_rules import bind_source, unbind_source
 from envloop.environments.docker.containers import Container
-from envloop.environments.docker.firewall import bind_source, ensure_host_guard, unbind_source
+from envloop.environments.docker.firewall import ensure_host_guard
 from envloop.environments.docker.proxy_ledger import Request, Span
 from envloop.environments.docker.shared_egress import (
     SharedNetwork,

@@ -3,7 +3,7 @@
 A proxy serves every trial of a worker (shared_egress.py), so its log mixes them. Each line names
 the client's address on the shared bridge and when the request began (Squid logs a request when it
 ends: its end time less its duration). A trial container holds its address from the moment it
-joins the bridge until it leaves it, and speaks from that address alone (firewall.py's source rule
+joins the bridge until it leaves it, and speaks from that address alone (bridge_rules.py's source rule
 for its bridge port): a request from that address within that span is the trial's, and no other
 trial's. An address used again by a later container falls in another span, so a request a gone
 container left hanging (logged when it times out) is never charged to the next one.

@@ -42,8 +42,8 @@ async def daemon_answers() -> bool:
 async def sweep_leftovers() -> list[str]:
     """Remove the trial containers, shared networks and their firewall rules of workers on this host
     that died (they could not remove their own); without a Docker daemon there are none."""
+    from envloop.environments.docker.bridge_rules import sweep_rules  # noqa: PLC0415
     from envloop.environments.docker.cli import DockerError  # noqa: PLC0415
-    from envloop.environments.docker.firewall import sweep_rules  # noqa: PLC0415
     from envloop.environments.docker.orphans import sweep_orphans  # noqa: PLC0415
 
     try:

@@ -12,7 +12,7 @@ that ask together wait for one start: single_flight.py) and kept while the proce
 - proxies: one Squid per distinct host list (`PUBLIC_HOSTS` observes a `public` phase), on the bridge
   its trials join; an allowlist's also on the public bridge, its way out.
 
-Trials on one bridge are kept apart by firewall.py (nothing passes between two containers of a
+Trials on one bridge are kept apart by bridge_rules.py (nothing passes between two containers of a
 shared bridge but a connection to a proxy's port, on the proxy's own bridge port; a bridge's ports
 pass nothing until bound, then their container's own address alone: a proxy's as it starts, a trial
 container's as it joins, egress.py), and each proxy's log is told apart by the
@@ -21,7 +21,7 @@ client's address and the time of the request (proxy_ledger.py). A proxy whose lo
 
 Everything is labelled with the worker process: `close_shared_egress` removes it at the worker's
 exit (and at the interpreter's, for any process that ran trials), and a killed worker's is swept by
-the next one to start (orphans.sweep_orphans, firewall.sweep_rules). The state is the process's,
+the next one to start (orphans.sweep_orphans, bridge_rules.sweep_rules). The state is the process's,
 not an event loop's: it holds names and addresses, and each call goes through the running loop's
 client.
 """
@@ -41,22 +41,20 @@ from typing import Any, Literal
 
 from envloop.core.single_flight import SingleFlight
 from envloop.environments.base import EnvironmentSetupError
-from envloop.environments.docker.cli import DockerError
-from envloop.environments.docker.containers import Container, ContainerSpec
-from envloop.environments.docker.engine import NotFoundError, engine
-from envloop.environments.docker.firewall import (
-    INTERNAL_PREFIX,
-    PUBLIC_PREFIX,
+from envloop.environments.docker.bridge_rules import (
     bind_source,
     close_ports,
     close_proxy,
-    ensure_host_guard,
     open_ports,
     open_proxy,
     seal_bridge,
     unbind_source,
     unseal_bridge,
 )
+from envloop.environments.docker.cli import DockerError
+from envloop.environments.docker.containers import Container, ContainerSpec
+from envloop.environments.docker.engine import NotFoundError, engine
+from envloop.environments.docker.firewall import INTERNAL_PREFIX, PUBLIC_PREFIX, ensure_host_guard
 from envloop.environments.docker.orphans import MANAGED_LABEL, WORKER_LABEL, worker_identity
 from envloop.environments.docker.proxy_ledger import ProxyLedger
 from envloop.environments.docker.squid import (
