@@ -1,0 +1,124 @@
+"""The DNS observer as a forwarder on loopback: what it answers, what it logs, and what it drops.
+
+Queries here come from loopback, a trial's come from its address on the shared public bridge
+(test_docker_dns_observer.py); both are sent by real sockets to a real forwarder and resolver.
+"""
+
+import socket
+import struct
+import time
+from collections.abc import Iterator
+
+import dns.flags
+import dns.message
+import dns.query
+import dns.rcode
+import pytest
+
+from envloop.environments.docker.dns_observer import DnsObserver, Lookup
+from envloop.environments.docker.proxy_ledger import Span
+from tests.dns_upstream import FAILING, SILENT, StubResolver, stub_resolver
+from tests.ports import free_port
+
+NAME = "files.envloop-dns.zz"
+
+
+@pytest.fixture
+def upstream() -> Iterator[StubResolver]:
+    with stub_resolver({NAME: "198.51.100.7"}) as stub:
+        yield stub
+
+
+@pytest.fixture
+def observer(upstream: StubResolver) -> Iterator[DnsObserver]:
+    found = DnsObserver("127.0.0.1", lambda: [("127.0.0.1", upstream.port)], port=free_port())
+    found.start()
+    yield found
+    found.close()
+
+
+def ask(
+    observer: DnsObserver, name: str, kind: str = "A", tcp: bool = False, source: str | None = None
+) -> dns.message.Message:
+    query = dns.message.make_query(name, kind)
+    send = dns.query.tcp if tcp else dns.query.udp
+    return send(query, observer.address, timeout=6, port=observer.port, source=source)
+
+
+def everything(observer: DnsObserver) -> list[Lookup]:
+    return observer.lookups([Span("127.0.0.1", 0, None)])
+
+
+def test_each_query_is_answered_and_logged_with_what_came_of_it(observer: DnsObserver) -> None:
+    assert ask(observer, NAME).answer[0][0].to_text() == "198.51.100.7"
+    assert ask(observer, NAME, "AAAA").rcode() == dns.rcode.NOERROR
+    assert ask(observer, "nowhere.envloop-dns.zz", tcp=True).rcode() == dns.rcode.NXDOMAIN
+    assert ask(observer, FAILING).rcode() == dns.rcode.SERVFAIL
+    started = time.monotonic()
+    assert ask(observer, SILENT).rcode() == dns.rcode.SERVFAIL  # before Docker's resolver gives up
+    assert time.monotonic() - started < 4
+    assert [(one.client, one.name, one.kind, one.answer) for one in everything(observer)] == [
+        ("127.0.0.1", NAME, "A", "addresses"),
+        ("127.0.0.1", NAME, "AAAA", "no-addresses"),
+        ("127.0.0.1", "nowhere.envloop-dns.zz", "A", "no-such-name"),
+        ("127.0.0.1", FAILING, "A", "failed"),
+        ("127.0.0.1", SILENT, "A", "timeout"),
+    ]
+
+
+def test_a_lookup_counts_only_within_its_clients_span(observer: DnsObserver) -> None:
+    ask(observer, NAME)
+    now = time.time()
+    assert observer.lookups([Span("127.0.0.1", now, None)]) == []
+    assert observer.lookups([Span("127.0.0.2", 0, None)]) == []
+    observer.forget_before(now)
+    assert everything(observer) == []
+
+
+def test_malformed_forged_and_oversized_queries_are_dropped_and_the_forwarder_keeps_answering(
+    observer: DnsObserver, upstream: StubResolver
+) -> None:
+    forged = dns.message.make_response(dns.message.make_query(NAME, "A"))  # a response, not a query
+    two = dns.message.make_query(NAME, "A")
+    two.question.append(dns.message.make_query("other.envloop-dns.zz", "A").question[0])
+    hostile = [
+        b"",
+        b"\x00",
+        b"\xff" * 40,
+        forged.to_wire(),
+        two.to_wire(),
+        dns.message.make_query(NAME, "A").to_wire() + b"\x00" * 70_000,
+    ]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(0.5)
+        for wire in hostile[:-1]:
+            sock.sendto(wire, (observer.address, observer.port))
+        for wire in hostile[:-1]:
+            with pytest.raises(TimeoutError):
+                sock.recvfrom(4096)
+                raise AssertionError(f"answered {wire[:20]!r}")
+    with socket.create_connection((observer.address, observer.port), timeout=3) as stream:
+        # A length past the bound and bytes that never come: the connection is dropped, not held.
+        stream.sendall(struct.pack("!H", 65535) + hostile[-1][:100])
+        assert stream.recv(10) == b""
+    with socket.create_connection((observer.address, observer.port), timeout=10) as stream:
+        stream.sendall(b"\x00\x40" + b"\x00" * 10)  # promises 64 bytes, sends 10, then waits
+        assert stream.recv(10) == b""
+    assert ask(observer, NAME).answer[0][0].to_text() == "198.51.100.7"
+    assert [one.name for one in everything(observer)] == [NAME]
+    assert upstream.asked == [NAME]
+
+
+def test_a_flood_of_queries_never_stalls_another_clients(observer: DnsObserver) -> None:
+    # The flood comes from 127.0.0.1 and asks for a name never answered, holding its queries in
+    # flight; another address on loopback stands for another trial.
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for number in range(2000):
+            sock.sendto(dns.message.make_query(SILENT, "A").to_wire(), (observer.address, observer.port))
+            if number % 100 == 0:
+                sock.sendto(b"\xff" * 300, (observer.address, observer.port))
+    started = time.monotonic()
+    answered = ask(observer, NAME, tcp=True, source="127.0.0.2")
+    assert answered.answer[0][0].to_text() == "198.51.100.7"
+    assert time.monotonic() - started < 5
+    assert not answered.flags & dns.flags.TC
