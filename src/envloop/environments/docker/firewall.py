@@ -300,3 +300,44 @@ async def _sweep_arp_rules() -> int:
         if not await asyncio.to_thread(os.path.exists, f"/sys/class/net/{port}"):
             removed += (await _ebtables("-D", ARP_CHAIN, *words, check=False))[0]
     return removed
+
+
+def _observer_rules(bridge: str, address: str, port: int) -> list[tuple[str, ...]]:
+    return [
+        ("-i", bridge, "-d", address, "-p", protocol, "--dport", str(port), *_owned(), "-j", "ACCEPT")
+        for protocol in ("udp", "tcp")
+    ]
+
+
+async def open_observer(bridge: str, address: str, port: int) -> None:
+    """Let the containers of the shared public bridge reach the worker's DNS observer
+    (dns_observer.py) at the bridge's gateway `address`:`port`, and nothing else of the host."""
+    await ensure_host_guard()
+    for rule in _observer_rules(bridge, address, port):
+        if not await _iptables("-C", INPUT_CHAIN, *rule, check=False):
+            await _iptables("-I", INPUT_CHAIN, "1", *rule)
+
+
+async def close_observer(bridge: str, address: str, port: int) -> None:
+    for rule in _observer_rules(bridge, address, port):
+        while await _iptables("-D", INPUT_CHAIN, *rule, check=False):
+            pass
+
+
+async def sweep_observer_rules() -> int:
+    """Remove the DNS observer rules of workers of this host that are gone; how many."""
+    if os.geteuid() != 0 or shutil.which("iptables") is None:
+        return 0
+    proc = await asyncio.create_subprocess_exec(
+        "iptables", "-w", "-S", INPUT_CHAIN, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+    )
+    listed, _ = await proc.communicate()
+    removed = 0
+    for line in listed.decode(errors="replace").splitlines():
+        words = shlex.split(line)
+        if words[:2] != ["-A", INPUT_CHAIN] or "--comment" not in words:
+            continue
+        comment = words[words.index("--comment") + 1]
+        if comment.startswith(_OWNER_MARK) and owner_gone(comment.removeprefix(_OWNER_MARK)):
+            removed += await _iptables("-D", *words[1:], check=False)
+    return removed

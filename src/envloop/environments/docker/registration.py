@@ -43,12 +43,12 @@ async def sweep_leftovers() -> list[str]:
     """Remove the trial containers, shared networks and their firewall rules of workers on this host
     that died (they could not remove their own); without a Docker daemon there are none."""
     from envloop.environments.docker.cli import DockerError  # noqa: PLC0415
-    from envloop.environments.docker.firewall import sweep_rules  # noqa: PLC0415
+    from envloop.environments.docker.firewall import sweep_observer_rules, sweep_rules  # noqa: PLC0415
     from envloop.environments.docker.orphans import sweep_orphans  # noqa: PLC0415
 
     try:
         removed = await sweep_orphans()
-        rules = await sweep_rules()
+        rules = await sweep_rules() + await sweep_observer_rules()
     except (DockerError, OSError):
         return []
     return [*removed, f"{rules} firewall rule(s)"] if rules else removed
