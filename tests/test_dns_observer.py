@@ -122,3 +122,19 @@ def test_a_flood_of_queries_never_stalls_another_clients(observer: DnsObserver) 
     assert answered.answer[0][0].to_text() == "198.51.100.7"
     assert time.monotonic() - started < 5
     assert not answered.flags & dns.flags.TC
+
+
+@pytest.mark.slow  # five thousand queries, one after another
+def test_one_client_keeps_at_most_its_share_of_the_log_and_another_still_its_own(
+    observer: DnsObserver,
+) -> None:
+    share = 5_000
+    query = dns.message.make_query(NAME, "A")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(5)
+        for _ in range(share + 50):  # one at a time: each answered before the next is sent
+            sock.sendto(query.to_wire(), (observer.address, observer.port))
+            sock.recvfrom(4096)
+    ask(observer, "other.envloop-dns.zz", source="127.0.0.2")
+    assert len(everything(observer)) == share
+    assert [one.name for one in observer.lookups([Span("127.0.0.2", 0, None)])] == ["other.envloop-dns.zz"]

@@ -17,10 +17,11 @@ slows the worker's trials, and it outlives the event loop of the trial that star
 at most `_MOST_QUERY_BYTES` of a query, drops whatever dnspython cannot parse or is not one plain
 question, forwards at most `_MOST_IN_FLIGHT` queries at once (`_MOST_IN_FLIGHT_PER_CLIENT` of
 one address: a trial that floods it leaves room for the others) and serves at most `_MOST_STREAMS`
-TCP connections, each for a few queries; and the log is bounded: `_MOST_KEPT` lookups in all, at
-most `_MOST_KEPT_PER_CLIENT` of them one address's, so a trial that floods it loses its own later
-lookups and never another trial's. A lookup is kept while a trial may still ask for it
-(`forget_before`).
+TCP connections, each for a few queries; and the log is bounded: at most `_MOST_KEPT_PER_CLIENT`
+lookups of one address are kept (a trial that floods it loses its own later lookups, never another
+trial's), `_MOST_KEPT` in all (past that the oldest go first: most likely of trials already
+ended). A lookup is kept while a trial may still ask for it (`forget_before`, from the start of
+the earliest trial still running).
 """
 
 import asyncio
@@ -176,8 +177,10 @@ class DnsObserver:
 
     def _keep(self, lookup: Lookup) -> None:
         with self._lock:
-            if len(self._kept) >= _MOST_KEPT or self._per_client[lookup.client] >= _MOST_KEPT_PER_CLIENT:
+            if self._per_client[lookup.client] >= _MOST_KEPT_PER_CLIENT:
                 return
+            if len(self._kept) >= _MOST_KEPT:
+                self._per_client[self._kept.popleft().client] -= 1
             self._kept.append(lookup)
             self._per_client[lookup.client] += 1
 

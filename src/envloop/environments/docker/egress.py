@@ -133,7 +133,7 @@ class EgressProxies:
         """The worker's DNS observer, for the trial's main container to resolve through (held
         until `remove`); None when it could not listen."""
         if not self._observing:
-            self._observer = await acquire_observer()
+            self._observer = await acquire_observer(self.created)
             self._observing = True
         return self._observer
 
@@ -216,7 +216,7 @@ class EgressProxies:
             asked_proxy = {request.host for request in requests}
             self.record = tally(requests) + looked_up(self._lookups(), asked_proxy)
         if self._observing:
-            release_observer(self._observer)
+            release_observer(self._observer, self.created)
             self._observing, self._observer = False, None
         for acquiring in self._proxies.values():
             acquiring.cancel()

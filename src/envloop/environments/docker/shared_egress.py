@@ -37,6 +37,7 @@ import os
 import socket
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -327,12 +328,12 @@ def shared_in_use() -> bool:
 
 @dataclass(eq=False)
 class _Observing:
-    """The DNS observer on the public bridge (None: it could not listen there), and the trials
-    holding it."""
+    """The DNS observer on the public bridge (None: it could not listen there), and when each
+    trial holding it began."""
 
     observer: DnsObserver | None
     bridge: str
-    users: int = 0
+    holders: Counter[float] = field(default_factory=Counter)
 
 
 async def _start_observer() -> "_Observing":
@@ -362,21 +363,24 @@ async def _start_observer() -> "_Observing":
 _OBSERVER_START = SingleFlight(_start_observer, "DNS observer")
 
 
-async def acquire_observer() -> DnsObserver | None:
-    """The worker's DNS observer, started by the first trial that asks; None when it could not
-    listen. `release_observer` hands it back."""
+async def acquire_observer(since: float) -> DnsObserver | None:
+    """The worker's DNS observer, started by the first trial that asks, for a trial whose lookups
+    begin no earlier than `since`; None when it could not listen. `release_observer` hands it back."""
     observing = _POOL.observer or await _OBSERVER_START()
-    observing.users += 1
+    observing.holders[since] += 1
     return observing.observer
 
 
-def release_observer(observer: DnsObserver | None) -> None:
+def release_observer(observer: DnsObserver | None, since: float) -> None:
+    """Hand the observer back, and forget the lookups no trial still holding it can ask about
+    (those before the earliest `since` of them)."""
     observing = _POOL.observer
     if observing is None or observing.observer is not observer:  # closed since (the worker's exit)
         return
-    observing.users -= 1
-    if observing.users <= 0 and observing.observer is not None:  # no trial can ask about what it saw
-        observing.observer.forget_before(time.time())
+    observing.holders[since] -= 1
+    observing.holders = +observing.holders
+    if observer is not None:
+        observer.forget_before(min(observing.holders, default=time.time()))
 
 
 _AT_EXIT = {"registered": False}
