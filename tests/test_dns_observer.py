@@ -15,7 +15,9 @@ import dns.query
 import dns.rcode
 import pytest
 
+from envloop.core.destinations import record
 from envloop.environments.docker.dns_observer import DnsObserver, Lookup
+from envloop.environments.docker.egress import looked_up
 from envloop.environments.docker.proxy_ledger import Span
 from tests.dns_upstream import FAILING, SILENT, StubResolver, stub_resolver
 from tests.ports import free_port
@@ -138,3 +140,24 @@ def test_one_client_keeps_at_most_its_share_of_the_log_and_another_still_its_own
     ask(observer, "other.envloop-dns.zz", source="127.0.0.2")
     assert len(everything(observer)) == share
     assert [one.name for one in observer.lookups([Span("127.0.0.2", 0, None)])] == ["other.envloop-dns.zz"]
+
+
+def test_a_names_lookups_on_the_record_read_as_whether_it_resolved() -> None:
+    # No IPv6 address for a name with an IPv4 one is no failure; a name the proxy was asked for
+    # is on the record with what the proxy saw, not again as a lookup.
+    lookups = [
+        Lookup(1.0, "10.0.0.2", "both.example.net", "A", "addresses"),
+        Lookup(1.1, "10.0.0.2", "both.example.net", "AAAA", "no-addresses"),
+        Lookup(2.0, "10.0.0.2", "none.example.net", "AAAA", "no-addresses"),
+        Lookup(2.1, "10.0.0.2", "none.example.net", "A", "no-such-name"),
+        Lookup(3.0, "10.0.0.2", "down.example.net", "A", "timeout"),
+        Lookup(3.1, "10.0.0.2", "down.example.net", "A", "failed"),
+        Lookup(4.0, "10.0.0.2", "proxied.example.net", "A", "addresses"),
+    ]
+    kept = record(looked_up(lookups, asked_proxy={"proxied.example.net"}))
+    assert [(one.label(), one.summary()) for one in kept.listed] == [
+        ("both.example.net", "2 direct lookups: 2 resolved"),
+        ("none.example.net", "2 direct lookups: 2 unresolved"),
+        ("down.example.net", "2 direct lookups: 2 unanswered"),
+    ]
+    assert [one.host for one in kept.failed()] == ["none.example.net", "down.example.net"]

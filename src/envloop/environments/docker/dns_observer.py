@@ -68,7 +68,8 @@ class Lookup(NamedTuple):
     """One query the forwarder answered."""
 
     at: float
-    """When it arrived (seconds since the epoch)."""
+    """When it arrived (seconds since the epoch); it is kept once answered (a query still being
+    forwarded when a trial's record is made is not on it)."""
     client: str
     """The address it came from on the bridge."""
     name: str
@@ -187,6 +188,7 @@ class DnsObserver:
     async def answer(self, wire: bytes, client: str, stream: bool) -> bytes | None:
         """The answer to the query `wire` from `client`, or None to drop it (malformed, not a plain
         question, or too many already in flight)."""
+        arrived = time.time()
         query = _question(wire)
         busy = self._in_flight[client] >= _MOST_IN_FLIGHT_PER_CLIENT
         if query is None or busy or self._in_flight.total() >= _MOST_IN_FLIGHT:
@@ -201,7 +203,7 @@ class DnsObserver:
         question = query.question[0]
         name = question.name.to_text(omit_final_dot=True).lower()
         kind = dns.rdatatype.to_text(question.rdtype)
-        self._keep(Lookup(time.time(), client, name, kind, _answer(response)))
+        self._keep(Lookup(arrived, client, name, kind, _answer(response)))
         if response is None:
             response = dns.message.make_response(query)
             response.set_rcode(dns.rcode.SERVFAIL)

@@ -104,7 +104,7 @@ class EgressProxies:
         """Whether the container was ever on a shared bridge (after its start, spans begin when it joins)."""
         self._observing = False
         self._observer: DnsObserver | None = None
-        self._reported_names: set[str] = set()
+        self._reported_lookups: set[Lookup] = set()
 
     def prestart(self, hosts: tuple[str, ...]) -> None:
         """Ask for the proxy for `hosts` now, while the trial's container starts; `proxy_for` waits
@@ -183,7 +183,8 @@ class EgressProxies:
         return list(seen)
 
     async def unreachable(self) -> list[Unreachable]:
-        """The allowed destinations the proxies could not reach for this trial since the last call."""
+        """The allowed destinations the proxies could not reach for this trial since the last call,
+        and the names it looked up itself (never asked of a proxy) that the resolvers did not answer."""
         found: list[Unreachable] = []
         for hosts, request in await self._requests():
             if not request.failed or request in self._reported:
@@ -198,12 +199,12 @@ class EgressProxies:
                 found.append(missed)
         asked_proxy = {request.host for _, request in await self._requests(read=False)}
         for lookup in self._lookups():
-            name = lookup.name
-            if lookup.answer not in ("failed", "timeout") or name in asked_proxy | self._reported_names:
+            if lookup.answer not in ("failed", "timeout") or lookup in self._reported_lookups:
                 continue
-            self._reported_names.add(name)
-            if not name.endswith(_RESERVED):
-                found.append(Unreachable(name, listed=False, looked_up=True))
+            self._reported_lookups.add(lookup)
+            missed = Unreachable(lookup.name, listed=False, looked_up=True)
+            if lookup.name not in asked_proxy and not lookup.name.endswith(_RESERVED) and missed not in found:
+                found.append(missed)
         return found
 
     async def remove(self) -> None:
