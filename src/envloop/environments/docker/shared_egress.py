@@ -340,7 +340,10 @@ async def _start_observer() -> "_Observing":
     if _POOL.observer is not None:  # started meanwhile by a trial on another event loop
         return _POOL.observer
     network = await shared_network("public")
-    inspected = await engine().json("GET", f"/networks/{network.name}")
+    try:
+        inspected = await engine().json("GET", f"/networks/{network.name}")
+    except DockerError as exc:
+        raise EnvironmentSetupError(f"the shared public network could not be read: {exc}") from None
     configs = (inspected.get("IPAM") or {}).get("Config") or [{}]
     gateway = str(configs[0].get("Gateway") or "")
     observer: DnsObserver | None = DnsObserver(gateway, upstreams) if gateway else None
