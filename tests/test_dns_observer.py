@@ -4,11 +4,13 @@ Queries here come from loopback, a trial's come from its address on the shared p
 (test_docker_dns_observer.py); both are sent by real sockets to a real forwarder and resolver.
 """
 
+import asyncio
 import socket
 import struct
 import time
 from collections.abc import Iterator
 
+import dns.edns
 import dns.flags
 import dns.message
 import dns.query
@@ -66,6 +68,59 @@ def test_each_query_is_answered_and_logged_with_what_came_of_it(observer: DnsObs
         ("127.0.0.1", FAILING, "A", "failed"),
         ("127.0.0.1", SILENT, "A", "timeout"),
     ]
+
+
+def odd(query: dns.message.Message, flags: int = 0) -> dns.message.Message:
+    query.flags |= flags
+    return query
+
+
+def test_an_odd_query_reaches_the_upstreams_only_as_a_plain_one_and_logs_its_class(
+    observer: DnsObserver, upstream: StubResolver
+) -> None:
+    # The stub refuses or rejects each of these as it came (tests/dns_upstream.py): a trial's odd
+    # query for a name the task depends on would have logged it as failed.
+    odd_ones = [
+        dns.message.make_query(NAME, "A", use_edns=1),  # BADVERS
+        dns.message.make_query(NAME, "A", use_edns=0, ednsflags=0x0001),  # an EDNS Z bit
+        dns.message.make_query(NAME, "A", use_edns=0, options=[dns.edns.GenericOption(65001, b"x")]),
+        odd(dns.message.make_query(NAME, "A"), dns.flags.AA),
+        odd(dns.message.make_query(NAME, "A"), 0x0040),  # the header's Z bit
+        dns.message.make_query(NAME, "A", want_dnssec=True),  # the DO bit, kept: harmless
+    ]
+    for query in odd_ones:
+        answered = dns.query.udp(query, observer.address, timeout=6, port=observer.port)
+        assert answered.id == query.id and answered.answer[0][0].to_text() == "198.51.100.7"
+    chaos = dns.message.make_query(NAME, "A", rdclass="CH")
+    assert dns.query.udp(chaos, observer.address, timeout=6, port=observer.port).rcode() == dns.rcode.REFUSED
+    assert [(one.kind, one.answer) for one in everything(observer)] == [
+        *[("A", "addresses")] * len(odd_ones),
+        ("CH A", "failed"),  # no lookup of an address: never on the record, never the machine's
+    ]
+
+
+def test_a_failed_lookup_is_confirmed_by_asking_again_plainly(observer: DnsObserver) -> None:
+    started = time.monotonic()
+    names = [NAME, "nowhere.envloop-dns.zz", FAILING, SILENT]
+    assert asyncio.run(observer.unanswered(names)) == {FAILING, SILENT}
+    assert time.monotonic() - started < 4  # a few attempts a second apart, every name at once
+
+
+def test_a_failure_a_flood_brought_about_is_not_confirmed_once_the_flood_is_over() -> None:
+    with stub_resolver({NAME: "198.51.100.7"}, shed=5) as shedding:
+        observer = DnsObserver("127.0.0.1", lambda: [("127.0.0.1", shedding.port)], port=free_port())
+        observer.start()
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                for number in range(20):
+                    query = dns.message.make_query(f"flood-{number}.envloop-dns.zz", "A")
+                    sock.sendto(query.to_wire(), (observer.address, observer.port))
+            assert ask(observer, NAME).rcode() == dns.rcode.SERVFAIL  # the flood's doing
+            assert everything(observer)[-1][2:] == (NAME, "A", "timeout")
+            assert NAME in shedding.shed_names
+            assert asyncio.run(observer.unanswered([NAME])) == set()
+        finally:
+            observer.close()
 
 
 def test_a_lookup_counts_only_within_its_clients_span(observer: DnsObserver) -> None:

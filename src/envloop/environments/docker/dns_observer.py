@@ -11,7 +11,13 @@ on that bridge: attributed to the trial as the proxy's log is (proxy_ledger.Span
 on the bridge, while it held it; firewall.bind_source keeps any other trial from speaking from it).
 
 Each query is forwarded to the upstream resolvers (the host's own, `ENVLOOP_DNS_UPSTREAM` to name
-others) and logged with what came of it (`Answer`). The queries come from trials, so they are
+others) and logged with what came of it (`Answer`). What is forwarded is a query built here from
+the client's question (its name, type and class, its id, its RD and CD flags, EDNS 0 and the DO
+bit when it asked with EDNS), never the client's bytes: no EDNS version, option, opcode or flag of
+a trial's choosing reaches the upstreams, so none can make them fail a lookup the task depends on.
+A trial can still make its own lookups fail (a flood the upstreams shed), so a failed lookup counts
+against the machine only once `unanswered` has asked again, plainly, after the trial's processes
+are gone (egress.py). The queries come from trials, so they are
 taken as hostile: the forwarder runs in a thread of its own with its own event loop (a flood never
 slows the worker's trials, and it outlives the event loop of the trial that started it), reads
 at most `_MOST_QUERY_BYTES` of a query, drops whatever dnspython cannot parse or is not one plain
@@ -38,6 +44,7 @@ import dns.flags
 import dns.message
 import dns.opcode
 import dns.rcode
+import dns.rdataclass
 import dns.rdatatype
 
 from envloop.environments.docker.proxy_ledger import Span
@@ -60,6 +67,10 @@ _STREAM_IDLE_SEC = 5.0
 _UPSTREAM_SEC = 3.0
 """The longest the upstreams are waited for, all of them together: under the 4 s Docker's
 embedded resolver waits, so a container hears SERVFAIL rather than nothing."""
+_CONFIRM_ATTEMPTS = 3
+_CONFIRM_SEC = 1.0
+"""How often, and how far apart, `unanswered` asks again for a name (each attempt waits as long):
+a resolver shedding a flood answers again within a second or two."""
 _MOST_KEPT = 50_000
 _MOST_KEPT_PER_CLIENT = 5_000
 
@@ -75,7 +86,8 @@ class Lookup(NamedTuple):
     name: str
     """The name asked for, in lower case, without the final dot."""
     kind: str
-    """The record type asked for (`A`, `AAAA`, `MX`, …)."""
+    """The record type asked for (`A`, `AAAA`, `MX`, …), after its class when that is not IN
+    (`CH TXT`): only an `A` or `AAAA` lookup is of an address."""
     answer: Answer
 
 
@@ -195,7 +207,7 @@ class DnsObserver:
             return None
         self._in_flight[client] += 1
         try:
-            response = await self._forward(query)
+            response = await self._forward(_plain(query))
         finally:
             self._in_flight[client] -= 1
             if not self._in_flight[client]:
@@ -203,6 +215,8 @@ class DnsObserver:
         question = query.question[0]
         name = question.name.to_text(omit_final_dot=True).lower()
         kind = dns.rdatatype.to_text(question.rdtype)
+        if question.rdclass != dns.rdataclass.IN:
+            kind = f"{dns.rdataclass.to_text(question.rdclass)} {kind}"
         self._keep(Lookup(arrived, client, name, kind, _answer(response)))
         if response is None:
             response = dns.message.make_response(query)
@@ -228,6 +242,39 @@ class DnsObserver:
                 )
                 return response
         return None
+
+    async def unanswered(self, names: Iterable[str]) -> set[str]:
+        """Of `names`, those the upstreams still fail to give an answer for (SERVFAIL or any other
+        error, or silence) when asked for their `A` records plainly now, a few times a second
+        apart. Run on the caller's event loop, not the forwarder's (which a trial may have kept
+        busy): each name waits at most `_CONFIRM_ATTEMPTS` * `_CONFIRM_SEC`, all at once."""
+        names = sorted(set(names))
+        answered = await asyncio.gather(*(self._answers_now(name) for name in names))
+        return {name for name, ok in zip(names, answered, strict=True) if not ok}
+
+    async def _answers_now(self, name: str) -> bool:
+        try:
+            query = dns.message.make_query(name, "A")
+        except (dns.exception.DNSException, ValueError):  # no name to ask for: no failure to confirm
+            return True
+        for attempt in range(_CONFIRM_ATTEMPTS):
+            started = time.monotonic()
+            try:
+                upstreams = self._upstreams()
+            except UserError:  # the setting was changed to something unreadable: nowhere to ask
+                upstreams = []
+            if not upstreams:
+                return False
+            host, port = upstreams[attempt % len(upstreams)]
+            with contextlib.suppress(dns.exception.DNSException, OSError, ValueError, EOFError):
+                response, _ = await dns.asyncquery.udp_with_fallback(
+                    query, host, timeout=_CONFIRM_SEC, port=port, ignore_unexpected=True
+                )
+                if _answer(response) not in ("failed", "timeout"):
+                    return True
+            if attempt + 1 < _CONFIRM_ATTEMPTS:
+                await asyncio.sleep(max(0.0, _CONFIRM_SEC - (time.monotonic() - started)))
+        return False
 
     async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One TCP client: a few length-prefixed queries, each answered before the next is read."""
@@ -289,6 +336,22 @@ def _question(wire: bytes) -> dns.message.Message | None:
     if query.flags & dns.flags.QR or query.opcode() != dns.opcode.QUERY or len(query.question) != 1:
         return None
     return query
+
+
+def _plain(query: dns.message.Message) -> dns.message.Message:
+    """The query forwarded for `query`: its question, id and RD and CD flags, with EDNS 0 (and
+    the DO bit) when it used EDNS at all; nothing else of the client's."""
+    question = query.question[0]
+    edns = query.edns >= 0
+    return dns.message.make_query(
+        question.name,
+        question.rdtype,
+        question.rdclass,
+        use_edns=0 if edns else None,
+        want_dnssec=edns and bool(query.ednsflags & dns.flags.DO),
+        id=query.id,
+        flags=query.flags & (dns.flags.RD | dns.flags.CD),
+    )
 
 
 def _answer(response: dns.message.Message | None) -> Answer:

@@ -28,7 +28,9 @@ container resolves through the worker's DNS observer (dns_observer.py, its `--dn
 told apart the same way. A name the trial looked up but never asked the proxy for is on its record
 as a destination of its own, without a port (`looked_up`); one the task depends on (task_hosts.py)
 that the resolvers failed to answer (SERVFAIL or no answer: not a name that does not exist) counts
-against the environment as an unreachable host does.
+against the environment as an unreachable host does, once asked again plainly after the trial's
+processes are gone and still not answered (`confirmed`): what the trial's own queries brought
+about (a flood the resolvers shed) is the trial's, not the machine's.
 
 A shared proxy's log holds every trial's requests: each is this trial's when it came from the
 trial container's address on the shared bridge while the container held it (`Span`s, kept here;
@@ -206,6 +208,15 @@ class EgressProxies:
             if lookup.name not in asked_proxy and not lookup.name.endswith(_RESERVED) and missed not in found:
                 found.append(missed)
         return found
+
+    async def confirmed(self, missed: list[Unreachable]) -> list[Unreachable]:
+        """`missed` but the names looked up that the resolvers answer when asked again now (call
+        it once the trial's processes are gone); nothing is asked when no lookup is among them."""
+        names = {one.where for one in missed if one.looked_up}
+        if not names or self._observer is None:
+            return missed
+        failing = await self._observer.unanswered(names)
+        return [one for one in missed if not one.looked_up or one.where in failing]
 
     async def remove(self) -> None:
         """After the trial's containers are gone: unbind their ports and hand the proxies back (one

@@ -421,7 +421,8 @@ class DockerEnvironment(Environment):
             if self.container.stopped:
                 for network in shared_networks():
                     await self._egress.leave(network.name)  # its ports went with its processes
-            self._unreachable += await self._depended_on(await self._egress.unreachable())
+            depended_on = await self._depended_on(await self._egress.unreachable())
+            self._unreachable += await self._egress.confirmed(depended_on)
 
     async def contacted_hosts(self) -> list[str]:
         """Every destination this trial asked its proxies for so far (`host:port` of a tunnel, the
