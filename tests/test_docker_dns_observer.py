@@ -125,6 +125,95 @@ def test_a_name_under_a_reserved_domain_is_never_this_machines_shortfall(tmp_pat
     assert outcome.error is None and outcome.reward == 1.0, outcome.error
 
 
+ODD = (
+    "import socket, struct, sys\n"
+    "gateway, name = sys.argv[1], sys.argv[2]\n"
+    "qname = b''.join(bytes([len(p)]) + p.encode() for p in name.split('.')) + b'\\x00'\n"
+    "def query(ident, flags, qclass=1, opt=b''):\n"
+    "    header = struct.pack('!HHHHHH', ident, flags, 1, 0, 0, 1 if opt else 0)\n"
+    "    return header + qname + struct.pack('!HH', 1, qclass) + opt\n"
+    "def opt(version=0, options=b''):\n"
+    "    return b'\\x00' + struct.pack('!HHBBHH', 41, 1232, 0, version, 0, len(options)) + options\n"
+    "shapes = {\n"
+    "    'chaos': query(1, 0x0100, qclass=3),\n"
+    "    'any-class': query(2, 0x0100, qclass=255),\n"
+    "    'edns-version': query(3, 0x0100, opt=opt(version=1)),\n"
+    "    'edns-option': query(4, 0x0100, opt=opt(options=struct.pack('!HH', 65001, 1) + b'x')),\n"
+    "    'z-flag': query(5, 0x0140),\n"
+    "    'aa-flag': query(6, 0x0500),\n"
+    "}\n"
+    "udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+    "udp.settimeout(6)\n"
+    "for label, wire in shapes.items():\n"
+    "    udp.sendto(wire, (gateway, 53))\n"
+    "    try:\n"
+    "        print(label, udp.recv(4096)[3] & 0x0F)\n"
+    "    except OSError as exc:\n"
+    "        print(label, type(exc).__name__)\n"
+)
+FLOOD = (
+    "import os, socket, sys\n"
+    "udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+    "for number in range(20):  # names of its own, sent without waiting for answers\n"
+    "    name = f'flood{number}'.encode()\n"
+    "    wire = os.urandom(2) + bytes.fromhex('01000001000000000000') + bytes([len(name)]) + name\n"
+    "    udp.sendto(wire + b'\\x00\\x00\\x01\\x00\\x01', (sys.argv[1], 53))\n"
+)
+
+
+def task_with(root: Path, note: str, **scripts: str) -> Path:
+    task = task_with_lookup(root, note=note)
+    for name, script in scripts.items():
+        (task / "environment" / f"{name}.py").write_text(script)
+    copied = " ".join(["fetch.py", "look_up.py", *(f"{name}.py" for name in scripts)])
+    dockerfile = f"FROM python:3.11-slim\nCOPY {copied} /\nWORKDIR /app\n"
+    (task / "environment" / "Dockerfile").write_text(dockerfile)
+    return task
+
+
+@pytest.mark.usefixtures("upstream")
+def test_an_agents_odd_queries_for_a_name_the_task_depends_on_leave_its_verdict_standing(
+    tmp_path: Path,
+) -> None:
+    # The upstream refuses or rejects each of these shapes as sent (tests/dns_upstream.py); the
+    # observer forwards a plain query of its own instead, and a class other than IN is no lookup
+    # of an address.
+    task = task_with(tmp_path / "task", f"checks {KNOWN}", odd=ODD)
+    gateway = gateway_of(asyncio.run(shared_network("public")).name)
+    provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
+    agent = f"python3 /odd.py {gateway} {KNOWN} > /logs/agent/odd.txt"
+    spec = spec_for(tmp_path, task, command(agent))
+    outcome = asyncio.run(ShellRunner(provider).run(spec))
+    assert outcome.error is None and outcome.reward == 1.0, outcome.error
+    answered = (spec.artifacts_dir / "agent" / "odd.txt").read_text().split()
+    assert dict(zip(answered[::2], answered[1::2], strict=True)) == {
+        "chaos": "5",  # REFUSED
+        "any-class": "5",
+        "edns-version": "0",
+        "edns-option": "0",
+        "z-flag": "0",
+        "aa-flag": "0",
+    }
+    assert dict(looked_up(outcome))[KNOWN] == {"resolved": 4}
+
+
+def test_an_agent_that_floods_the_resolvers_until_its_own_lookup_times_out_keeps_its_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The upstream sheds a flood as a rate-limited resolver does; asked again once the trial's
+    # processes are gone, it answers: the failure was the agent's doing, not the machine's.
+    task = task_with(tmp_path / "task", f"checks {KNOWN}", flood=FLOOD)
+    gateway = gateway_of(asyncio.run(shared_network("public")).name)
+    provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
+    agent = f"python3 /flood.py {gateway}; python3 /look_up.py {KNOWN}"
+    with stub_resolver({KNOWN: "198.51.100.7"}, shed=5) as shedding:
+        monkeypatch.setenv("ENVLOOP_DNS_UPSTREAM", shedding.upstream)
+        outcome = asyncio.run(ShellRunner(provider).run(spec_for(tmp_path, task, command(agent))))
+    assert KNOWN in shedding.shed_names  # the agent's own lookup did go unanswered
+    assert outcome.error is None and outcome.reward == 1.0, outcome.error
+    assert "unanswered" in dict(looked_up(outcome))[KNOWN]
+
+
 def gateway_of(network: str) -> str:
     shown = subprocess.run(
         [docker_binary(), "network", "inspect", network], capture_output=True, text=True, check=True
