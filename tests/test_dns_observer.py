@@ -83,7 +83,9 @@ def test_an_odd_query_reaches_the_upstreams_only_as_a_plain_one_and_logs_its_cla
     odd_ones = [
         dns.message.make_query(NAME, "A", use_edns=1),  # BADVERS
         dns.message.make_query(NAME, "A", use_edns=0, ednsflags=0x0001),  # an EDNS Z bit
-        dns.message.make_query(NAME, "A", use_edns=0, options=[dns.edns.GenericOption(65001, b"x")]),
+        dns.message.make_query(
+            NAME, "A", use_edns=0, options=[dns.edns.GenericOption(dns.edns.OptionType.make(65001), b"x")]
+        ),
         odd(dns.message.make_query(NAME, "A"), dns.flags.AA),
         odd(dns.message.make_query(NAME, "A"), 0x0040),  # the header's Z bit
         dns.message.make_query(NAME, "A", want_dnssec=True),  # the DO bit, kept: harmless

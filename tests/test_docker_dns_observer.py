@@ -29,8 +29,8 @@ from envloop.runners import ShellRunner
 from envloop.tasks.harbor import load_harbor_task
 from tests.dns_upstream import FAILING, StubResolver, stub_resolver
 from tests.docker_daemon import command_running, docker_daemon
+from tests.public_trial_support import command, labelled, leftovers, run_worker, spec_for, write_task
 from tests.registries import registry_url
-from tests.test_docker_shared_egress import _leftovers, _worker, command, labelled, spec_for, write_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
 __all__ = ["docker_daemon"]
@@ -64,7 +64,10 @@ def task_with_lookup(root: Path, note: str = "") -> Path:
 
 def looked_up(outcome: TrialOutcome) -> list[tuple[str, dict[str, int]]]:
     assert outcome.destinations is not None
-    return [(one.label(), dict(one.results)) for one in outcome.destinations.listed]
+    return [
+        (one.label(), {str(result): count for result, count in one.results.items()})
+        for one in outcome.destinations.listed
+    ]
 
 
 @pytest.mark.usefixtures("upstream")
@@ -283,14 +286,14 @@ def observer_rules(identity: str) -> list[str]:
 
 def test_the_observers_rules_go_when_its_worker_exits_or_dies(tmp_path: Path) -> None:
     task = write_task(tmp_path / "task", solve="sleep 600")
-    done, identity = _worker(
+    done, identity = run_worker(
         tmp_path, spec_for(tmp_path, task, command(f"python3 /fetch.py {registry_url()}"))
     )
     assert done.wait(timeout=240) == 0
-    assert observer_rules(identity) == [] and _leftovers(identity) == []
+    assert observer_rules(identity) == [] and leftovers(identity) == []
 
     killed = spec_for(tmp_path, task, {"AGENT_NAME": "oracle"})
-    dying, identity = _worker(tmp_path, killed)
+    dying, identity = run_worker(tmp_path, killed)
     asyncio.run(command_running(killed.trial_id, "sleep 600"))
     assert len(observer_rules(identity)) == 2  # UDP and TCP to the observer's port, nothing else
     assert len(labelled("network", f"envloop.worker={identity}")) == 1
