@@ -56,12 +56,12 @@ from envloop.environments.docker.proxy_ledger import Request, Span
 from envloop.environments.docker.shared_egress import (
     SharedNetwork,
     SharedProxy,
-    acquire_observer,
     acquire_proxy,
     bridge_port,
-    release_observer,
     release_proxy,
+    shared_network,
 )
+from envloop.environments.docker.shared_observer import acquire_observer, release_observer
 from envloop.environments.docker.squid import EGRESS_PORT, PUBLIC_HOSTS
 from envloop.tasks.phases import NetworkPolicy
 
@@ -135,7 +135,8 @@ class EgressProxies:
         """The worker's DNS observer, for the trial's main container to resolve through (held
         until `remove`); None when it could not listen."""
         if not self._observing:
-            self._observer = await acquire_observer(self.created)
+            public = await shared_network("public")
+            self._observer = await acquire_observer(self.created, public.name, public.bridge)
             self._observing = True
         return self._observer
 

@@ -11,9 +11,10 @@ that ask together wait for one start: single_flight.py) and kept while the proce
   `allowlist` phase joins, its only network besides the trial's own internal one;
 - proxies: one Squid per distinct host list (`PUBLIC_HOSTS` observes a `public` phase), on the bridge
   its trials join; an allowlist's also on the public bridge, its way out;
-- a DNS observer (dns_observer.py): a forwarder in this process, on the public bridge's gateway
-  address, that main containers of public phases resolve names through (their `--dns`), so the
-  names a trial looks up itself, ignoring the proxy, are on its record too.
+- a DNS observer (dns_observer.py, held by shared_observer.py and closed here with the rest): a
+  forwarder in this process, on the public bridge's gateway address, that main containers of
+  public phases resolve names through (their `--dns`), so the names a trial looks up itself,
+  ignoring the proxy, are on its record too.
 
 Trials on one bridge are kept apart by firewall.py (nothing passes between two containers of a
 shared bridge but a connection to a proxy's port, on the proxy's own bridge port; each trial
@@ -37,7 +38,6 @@ import os
 import socket
 import tempfile
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -46,21 +46,19 @@ from envloop.core.single_flight import SingleFlight
 from envloop.environments.base import EnvironmentSetupError
 from envloop.environments.docker.cli import DockerError
 from envloop.environments.docker.containers import Container, ContainerSpec
-from envloop.environments.docker.dns_observer import DnsObserver, upstreams
 from envloop.environments.docker.engine import NotFoundError, engine
 from envloop.environments.docker.firewall import (
     INTERNAL_PREFIX,
     PUBLIC_PREFIX,
-    close_observer,
     close_proxy,
     ensure_host_guard,
-    open_observer,
     open_proxy,
     seal_bridge,
     unseal_bridge,
 )
 from envloop.environments.docker.orphans import MANAGED_LABEL, WORKER_LABEL, worker_identity
 from envloop.environments.docker.proxy_ledger import ProxyLedger
+from envloop.environments.docker.shared_observer import close_shared_observer, observer_in_use
 from envloop.environments.docker.squid import (
     ACCESS_LOG,
     ACCESS_LOG_BYTES,
@@ -117,7 +115,6 @@ class _Pool:
     proxies: dict[tuple[str, ...], SharedProxy] = field(default_factory=dict)
     retired: list[SharedProxy] = field(default_factory=list)
     """Proxies replaced while trials still used them."""
-    observer: "_Observing | None" = None
 
 
 _POOL = _Pool()
@@ -303,10 +300,7 @@ async def close_shared_egress() -> list[str]:
             await _remove_proxy(proxy)
         except DockerError as exc:
             problems.append(f"the egress proxy could not be removed: {exc}")
-    observing, _POOL.observer = _POOL.observer, None
-    if observing is not None and observing.observer is not None:
-        observing.observer.close()  # a moment's wait; no worker thread is to be had at the interpreter's exit
-        await close_observer(observing.bridge, observing.observer.address, observing.observer.port)
+    await close_shared_observer()
     networks = list(_POOL.networks.values())
     _POOL.networks.clear()
     for network in networks:
@@ -323,67 +317,7 @@ async def close_shared_egress() -> list[str]:
 
 def shared_in_use() -> bool:
     """Whether this process holds shared networks, proxies or its DNS observer now."""
-    return bool(_POOL.networks or _POOL.proxies or _POOL.retired or _POOL.observer)
-
-
-@dataclass(eq=False)
-class _Observing:
-    """The DNS observer on the public bridge (None: it could not listen there), and when each
-    trial holding it began."""
-
-    observer: DnsObserver | None
-    bridge: str
-    holders: Counter[float] = field(default_factory=Counter)
-
-
-async def _start_observer() -> "_Observing":
-    if _POOL.observer is not None:  # started meanwhile by a trial on another event loop
-        return _POOL.observer
-    network = await shared_network("public")
-    try:
-        inspected = await engine().json("GET", f"/networks/{network.name}")
-    except DockerError as exc:
-        raise EnvironmentSetupError(f"the shared public network could not be read: {exc}") from None
-    configs = (inspected.get("IPAM") or {}).get("Config") or [{}]
-    gateway = str(configs[0].get("Gateway") or "")
-    observer: DnsObserver | None = DnsObserver(gateway, upstreams) if gateway else None
-    if observer is not None:
-        try:
-            await asyncio.to_thread(observer.start)
-        except OSError:  # the port is another's on this host: trials run without the observer
-            observer = None
-    if observer is not None:
-        try:
-            await open_observer(network.bridge, observer.address, observer.port)
-        except BaseException:
-            await asyncio.to_thread(observer.close)
-            raise
-    _POOL.observer = observing = _Observing(observer, network.bridge)
-    _close_at_exit_once()
-    return observing
-
-
-_OBSERVER_START = SingleFlight(_start_observer, "DNS observer")
-
-
-async def acquire_observer(since: float) -> DnsObserver | None:
-    """The worker's DNS observer, started by the first trial that asks, for a trial whose lookups
-    begin no earlier than `since`; None when it could not listen. `release_observer` hands it back."""
-    observing = _POOL.observer or await _OBSERVER_START()
-    observing.holders[since] += 1
-    return observing.observer
-
-
-def release_observer(observer: DnsObserver | None, since: float) -> None:
-    """Hand the observer back, and forget the lookups no trial still holding it can ask about
-    (those before the earliest `since` of them)."""
-    observing = _POOL.observer
-    if observing is None or observing.observer is not observer:  # closed since (the worker's exit)
-        return
-    observing.holders[since] -= 1
-    observing.holders = +observing.holders
-    if observer is not None:
-        observer.forget_before(min(observing.holders, default=time.time()))
+    return bool(_POOL.networks or _POOL.proxies or _POOL.retired or observer_in_use())
 
 
 _AT_EXIT = {"registered": False}
