@@ -74,9 +74,18 @@ def looked_up(outcome: TrialOutcome) -> list[tuple[str, dict[str, int]]]:
 def test_a_name_a_public_trial_resolves_directly_is_on_its_record_with_its_result(tmp_path: Path) -> None:
     task = task_with_lookup(tmp_path / "task")
     provider = DockerEnvironmentProvider(BuildRecords(tmp_path / "builds"))
-    agent = f"python3 /look_up.py {KNOWN} nowhere.envloop-dns.zz; getent hosts {KNOWN}"
-    outcome = asyncio.run(ShellRunner(provider).run(spec_for(tmp_path, task, command(agent))))
+    # Python's resolver, and glibc's getaddrinfo for IPv4 and IPv6 at once (`getent ahosts`), get
+    # answers from the plain queries the observer forwards in place of theirs.
+    agent = (
+        f"python3 /look_up.py {KNOWN} nowhere.envloop-dns.zz > /logs/agent/python.txt; "
+        f"getent ahosts {KNOWN} > /logs/agent/getent.txt"
+    )
+    spec = spec_for(tmp_path, task, command(agent))
+    outcome = asyncio.run(ShellRunner(provider).run(spec))
     assert outcome.error is None and outcome.reward == 1.0, outcome.error
+    python = (spec.artifacts_dir / "agent" / "python.txt").read_text().splitlines()
+    assert python == [f"{KNOWN} 198.51.100.7", "nowhere.envloop-dns.zz gaierror"]
+    assert "198.51.100.7" in (spec.artifacts_dir / "agent" / "getent.txt").read_text()
     found = dict(looked_up(outcome))
     assert set(found) == {KNOWN, "nowhere.envloop-dns.zz"}
     assert set(found[KNOWN]) == {"resolved"}
