@@ -8,99 +8,38 @@ one observing proxy (shared_egress.py).
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from envloop.core.ids import new_id
-from envloop.core.trial import TrialOutcome, TrialSpec
+from envloop.core.trial import TrialOutcome
 from envloop.environments.docker.bridge_rules import sweep_rules
-from envloop.environments.docker.cli import docker_binary
-from envloop.environments.docker.firewall import SHARED_CHAIN, SOURCE_CHAIN
 from envloop.environments.docker.images import BuildRecords
 from envloop.environments.docker.orphans import sweep_orphans, worker_identity
 from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.runners import ShellRunner
 from envloop.tasks.harbor import load_harbor_task
 from tests.docker_daemon import command_running, docker_daemon
+from tests.public_trial_support import (
+    FETCH,
+    command,
+    labelled,
+    leftovers,
+    rules_of,
+    run_worker,
+    spec_for,
+    write_task,
+)
 from tests.registries import host_of, registry_url
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
 __all__ = ["docker_daemon"]
 
-REPO = Path(__file__).resolve().parents[1]
-FETCH = (
-    "import sys, urllib.request\n"
-    "for url in sys.argv[1:]:\n"
-    "    try:\n"
-    "        print(url, urllib.request.urlopen(url, timeout=15).status)\n"
-    "    except Exception as exc:\n"
-    "        print(url, type(exc).__name__)\n"
-)
-
-
-def write_task(root: Path, note: str = "", solve: str = "") -> Path:
-    for sub in ("tests", "solution", "environment"):
-        (root / sub).mkdir(parents=True)
-    (root / "task.toml").write_text(f'version = "1.0"\n# {note}\n[environment]\nnetwork_mode = "public"\n')
-    (root / "instruction.md").write_text("Fetch.\n")
-    (root / "environment" / "fetch.py").write_text(FETCH)
-    (root / "environment" / "Dockerfile").write_text(
-        "FROM python:3.11-slim\nCOPY fetch.py /fetch.py\nWORKDIR /app\n"
-    )
-    (root / "tests" / "test.sh").write_text("#!/usr/bin/env bash\necho 1 > /logs/verifier/reward.txt\n")
-    (root / "solution" / "solve.sh").write_text(f"#!/usr/bin/env bash\n{solve}\n")
-    return root
-
-
-def spec_for(tmp_path: Path, task: Path, params: dict[str, str]) -> TrialSpec:
-    trial_id = new_id("trl")
-    return TrialSpec(
-        job_id="job_shared_egress",
-        trial_id=trial_id,
-        task_name=task.name,
-        attempt=1,
-        profile_ref="team/p@1",
-        runner="envloop/shell@1",
-        params=params,
-        task_dir=task,
-        instance_root=tmp_path / "instances",
-        artifacts_dir=tmp_path / "artifacts" / trial_id,
-    )
-
-
-def command(agent: str) -> dict[str, str]:
-    return {"AGENT_NAME": "command", "AGENT_COMMAND": agent}
-
-
-def labelled(kind: str, *labels: str) -> list[str]:
-    """Names of the containers (`ps`) or networks (`network`) carrying every one of `labels`."""
-    filters = [word for label in labels for word in ("--filter", f"label={label}")]
-    shown = "{{.Name}}" if kind == "network" else "{{.Names}}"
-    listing = [
-        docker_binary(),
-        *(["ps", "-a"] if kind == "ps" else ["network", "ls"]),
-        *filters,
-        "--format",
-        shown,
-    ]
-    return subprocess.run(listing, capture_output=True, text=True, check=True).stdout.split()
-
 
 def proxies() -> list[str]:
     """This process's shared proxies."""
     return labelled("ps", f"envloop.worker={worker_identity()}", "envloop.shared=proxy")
-
-
-def rules_of(identity: str) -> list[str]:
-    found = []
-    for chain in (SOURCE_CHAIN, SHARED_CHAIN):
-        listed = subprocess.run(["iptables", "-w", "-S", chain], capture_output=True, text=True, check=True)
-        found += [line for line in listed.stdout.splitlines() if identity in line]
-    return found
 
 
 def test_two_trials_at_once_each_answer_for_their_own_requests(tmp_path: Path) -> None:
@@ -212,47 +151,15 @@ def test_the_shared_proxy_outlives_a_trial_that_dies(tmp_path: Path) -> None:
     assert fetched.strip().endswith(" 200"), fetched
 
 
-WORKER = """
-import asyncio, json, os, sys
-from pathlib import Path
-from envloop.core.trial import TrialSpec
-from envloop.environments.docker.images import BuildRecords
-from envloop.environments.docker.orphans import worker_identity
-from envloop.environments.docker.provider import DockerEnvironmentProvider
-from envloop.runners import ShellRunner
-spec = TrialSpec.model_validate_json(sys.argv[1])
-print(worker_identity(), flush=True)
-provider = DockerEnvironmentProvider(BuildRecords(Path(sys.argv[2])))
-asyncio.run(ShellRunner(provider).run(spec))
-"""
-
-
-def _worker(tmp_path: Path, spec: TrialSpec) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [sys.executable, "-c", WORKER, spec.model_dump_json(), str(tmp_path / "builds")],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-    )
-    assert process.stdout is not None
-    return process, process.stdout.readline().strip()
-
-
-def _leftovers(identity: str) -> list[str]:
-    label = f"envloop.worker={identity}"
-    return labelled("ps", label) + labelled("network", label) + rules_of(identity)
-
-
 def test_a_workers_shared_bridges_and_proxies_go_when_it_exits_or_dies(tmp_path: Path) -> None:
     task = write_task(tmp_path / "task", solve="sleep 600")
     fetch = command(f"python3 /fetch.py {registry_url()}")
-    done, identity = _worker(tmp_path, spec_for(tmp_path, task, fetch))
+    done, identity = run_worker(tmp_path, spec_for(tmp_path, task, fetch))
     assert done.wait(timeout=240) == 0
-    assert _leftovers(identity) == []  # removed by the process on its way out
+    assert leftovers(identity) == []  # removed by the process on its way out
 
     killed = spec_for(tmp_path, task, {"AGENT_NAME": "oracle"})
-    dying, identity = _worker(tmp_path, killed)
+    dying, identity = run_worker(tmp_path, killed)
     asyncio.run(command_running(killed.trial_id, "sleep 600"))
     assert len(labelled("network", f"envloop.worker={identity}")) == 1 and rules_of(identity)
     os.kill(dying.pid, signal.SIGKILL)
@@ -260,7 +167,7 @@ def test_a_workers_shared_bridges_and_proxies_go_when_it_exits_or_dies(tmp_path:
     time.sleep(0.5)
     asyncio.run(sweep_orphans())  # what the next worker does when it starts
     asyncio.run(sweep_rules())
-    assert _leftovers(identity) == []
+    assert leftovers(identity) == []
 
 
 RAW = """\

@@ -62,6 +62,7 @@ def _job_with_destinations(ctx: Context, tmp_path: Path) -> dict[str, str]:
             to("registry.zz", reached=2),
             to(f"{SECRET.lower()}.leak.zz", 80, unresolved=1),
             to("other.zz", refused=1),
+            to(f"direct-{SECRET.lower()}.zz", 0, resolved=2),
         ]
     )
 
@@ -81,6 +82,7 @@ def test_the_destinations_are_kept_masked_and_shown_with_the_trial(
             {"host": "registry.zz", "port": 443, "requests": 2, "results": {"reached": 2}},
             {"host": "***.leak.zz", "port": 80, "requests": 1, "results": {"unresolved": 1}},
             {"host": "other.zz", "port": 443, "requests": 1, "results": {"refused": 1}},
+            {"host": "direct-***.zz", "port": 0, "requests": 2, "results": {"resolved": 2}},
         ],
         "more_destinations": 0,
         "more_requests": 0,
@@ -91,6 +93,7 @@ def test_the_destinations_are_kept_masked_and_shown_with_the_trial(
     assert "destination registry.zz:443: 2 requests: 2 reached" in text
     assert "destination ***.leak.zz:80: 1 request: 1 unresolved" in text
     assert "destination other.zz:443: 1 request: 1 refused" in text
+    assert "destination direct-***.zz: 2 direct lookups: 2 resolved" in text  # looked up, not proxied
     assert "destination" not in server.el.ok("trial", "get", ids["b"]).stdout
     job_id = server.el.ok("trial", "get", ids["a"], "--json").json()["job_id"]
     listed = server.el.ok("trial", "list", "--job", job_id, "--json").json()
@@ -101,4 +104,5 @@ def test_the_destinations_are_kept_masked_and_shown_with_the_trial(
         page = http.get(f"/trials/{ids['a']}").text
         quiet = http.get(f"/trials/{ids['b']}").text
     assert "Destinations" in page and "<code>***.leak.zz:80</code>: 1 request: 1 unresolved" in page
+    assert "<code>direct-***.zz</code>: 2 direct lookups: 2 resolved" in page
     assert SECRET.lower() not in page.lower() and "Destinations" not in quiet

@@ -13,6 +13,7 @@ every `el` command. Light to import (no store, no sandbox): the CLI reads it bef
 """
 
 import functools
+import ipaddress
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -48,6 +49,24 @@ def driver_url(url: str) -> str:
     if not sep or scheme not in STORE_DRIVERS:
         raise ValueError("expected sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE")
     return f"{STORE_DRIVERS[scheme]}://{rest}"
+
+
+def upstream_address(entry: str) -> tuple[str, int]:
+    """An `ENVLOOP_DNS_UPSTREAM` entry's address and port: `ADDRESS`, `ADDRESS:PORT`, `[V6]:PORT`."""
+    host, port = entry, "53"
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        port = rest.removeprefix(":") or port
+    elif entry.count(":") == 1:
+        host, port = entry.split(":")
+    try:
+        address = ipaddress.ip_address(host)
+        number = int(port)
+    except ValueError:
+        raise ValueError("expected ADDRESS or ADDRESS:PORT, comma-separated") from None
+    if not 0 < number < 65536:
+        raise ValueError("expected a port from 1 to 65535")
+    return str(address), number
 
 
 UNECHOED = ("database_url", "secret_key")
@@ -237,6 +256,14 @@ class Settings(BaseModel):
         "where `scripts/docker-base-images` fetches the Ubuntu base image's packages",
         shown="Ubuntu's archive",
     )
+    dns_upstream: tuple[str, ...] = setting(
+        (),
+        DOCKER,
+        "the resolvers a public trial's own lookups are forwarded to (and logged on the way), "
+        "`ADDRESS[:PORT]` comma-separated",
+        shown="the host's, from `/etc/resolv.conf`",
+        trial=True,
+    )
     dockerd_dir: Path = setting(
         Path("/tmp/envloop-dockerd"),
         DOCKER,
@@ -274,11 +301,18 @@ class Settings(BaseModel):
             driver_url(value)  # a ValueError says what is expected, without the value
         return value
 
-    @field_validator("plugin_modules", mode="before")
+    @field_validator("plugin_modules", "dns_upstream", mode="before")
     @classmethod
     def _comma_separated(cls, value: object) -> object:
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("dns_upstream")
+    @classmethod
+    def _resolver_addresses(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            upstream_address(entry)  # a ValueError says what is expected
         return value
 
     def trial_environ(self) -> dict[str, str]:

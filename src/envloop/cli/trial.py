@@ -138,11 +138,12 @@ def get(
 
 
 def _destination_lines(destinations: Destinations | None) -> list[str]:
-    """What the trial asked its egress proxy for: each destination that failed, the first others."""
+    """What the trial asked its egress proxy for or looked up itself: each destination that
+    failed, the first others."""
     if destinations is None:
         return []
     if not destinations.listed and not destinations.more_destinations:
-        return ["destinations: none asked for through the trial's proxy"]
+        return ["destinations: none asked for through the trial's proxy or looked up directly"]
     lines = [f"destination {one.label()}: {one.summary()}" for one in destinations.shown()]
     if unshown := destinations.unshown():
         lines.append(f"and {plural(unshown, 'more destination')} (--json lists up to {MAX_DESTINATIONS})")

@@ -1,9 +1,14 @@
-"""The destinations a trial's commands asked its egress proxy for, kept on the trial's record.
+"""The destinations a trial's commands asked its egress proxy for, or looked up themselves, kept
+on the trial's record.
 
 A container trial whose phase is `public` or `allowlist` sends its HTTP(S) traffic through a proxy
 that logs every request (environments/docker/egress.py); what it asked for, and what came of it, is
 the record a reader needs to tell a task that depends on a host this machine cannot reach from an
 agent that went astray. Each destination is a host and port with its requests counted by result.
+A `public` phase's traffic that ignores the proxy goes out directly, after looking its host up
+through a resolver that logs the lookups (environments/docker/dns_observer.py): a name looked up
+but never asked of the proxy is a destination of its own, port 0, its lookups counted by result
+(`resolved`, `unresolved`, `unanswered`; what came of connecting to it is not seen).
 
 The record is bounded: an agent that asks for thousands of names would otherwise write them all to
 the trial's row. `MAX_DESTINATIONS` are listed; the rest are counted. When there are more, the ones
@@ -20,13 +25,20 @@ from pydantic import Field, PrivateAttr
 from envloop.core.lazy import LazyModel
 from envloop.core.words import plural
 
-DestinationResult = Literal["reached", "refused", "unresolved", "unconnected", "other"]
+DestinationResult = Literal[
+    "reached", "resolved", "refused", "unresolved", "unanswered", "unconnected", "other"
+]
 """What came of one request: `reached` (the host answered, whatever its answer, or the tunnel
 opened), `refused` (the allowlist does not name the host, or its port), `unresolved` (the name gave
 no address), `unconnected` (an address was found, but no connection or answer came from it, or
 the client gave up waiting for one),
-`other` (the proxy refused the request itself: malformed, or one it cannot forward)."""
-RESULTS: tuple[DestinationResult, ...] = ("reached", "refused", "unresolved", "unconnected", "other")
+`other` (the proxy refused the request itself: malformed, or one it cannot forward). Of one lookup
+made directly: `resolved` (it gave addresses), `unresolved` (the name has none), `unanswered` (the
+resolvers failed or did not answer)."""
+RESULTS: tuple[DestinationResult, ...] = (
+    "reached", "resolved", "refused", "unresolved", "unanswered", "unconnected", "other"
+)  # fmt: skip
+SUCCEEDED: frozenset[DestinationResult] = frozenset({"reached", "resolved"})
 MAX_DESTINATIONS = 200
 SHOWN = 20
 """The destinations a trial's page or `el trial get` shows by name (those that failed first); its
@@ -35,8 +47,10 @@ JSON has them all."""
 
 class Destination(LazyModel):
     host: str = Field(description="the name (or address) asked for, in lower case")
-    port: int = Field(description="the port asked for (80 for plain HTTP that names none)")
-    requests: int = Field(ge=1)
+    port: int = Field(
+        description="the port asked for (80 for plain HTTP that names none); 0 for a name looked up directly"
+    )
+    requests: int = Field(ge=1, description="the requests to it, or its lookups")
     results: dict[DestinationResult, int] = Field(description="the requests by result")
     _first: float = PrivateAttr(default=0.0)
 
@@ -47,19 +61,21 @@ class Destination(LazyModel):
         return self._first
 
     def label(self) -> str:
-        """`host:port` (an IPv6 address in brackets)."""
+        """`host:port` (an IPv6 address in brackets); the name alone for one looked up directly."""
+        if not self.port:
+            return self.host
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{host}:{self.port}"
 
     def summary(self) -> str:
-        """`3 requests: 2 reached, 1 unresolved`."""
+        """`3 requests: 2 reached, 1 unresolved`, or `2 direct lookups: 2 resolved`."""
         counts = ", ".join(f"{self.results[result]} {result}" for result in RESULTS if result in self.results)
-        return f"{plural(self.requests, 'request')}: {counts}"
+        return f"{plural(self.requests, 'request' if self.port else 'direct lookup')}: {counts}"
 
 
 class Destinations(LazyModel):
-    """What a trial asked its proxy for (absent on a trial whose network was not observed: a
-    closed one, or one in the local sandbox)."""
+    """What a trial asked its proxy for, and the names it looked up itself (absent on a trial
+    whose network was not observed: a closed one, or one in the local sandbox)."""
 
     listed: list[Destination] = Field(description=f"at most {MAX_DESTINATIONS}, in the order first asked for")
     more_destinations: int = Field(default=0, description="destinations asked for beyond those listed")
@@ -119,8 +135,8 @@ def record(destinations: Iterable[Destination], limit: int = MAX_DESTINATIONS) -
 
 
 def failing(destination: Destination) -> bool:
-    """Whether a request to `destination` did not reach it."""
-    return any(result != "reached" for result in destination.results)
+    """Whether a request to `destination` did not reach it (or a lookup of it gave no address)."""
+    return any(result not in SUCCEEDED for result in destination.results)
 
 
 def masked(destinations: Destinations, secrets: Iterable[str]) -> Destinations:

@@ -148,9 +148,9 @@ def _read_host_networks(version: int) -> list[str]:
     return found
 
 
-def resolvers(version: int = 4) -> list[str]:
+def resolvers(version: int = 4, loopback: bool = False) -> list[str]:
     """The host's resolvers of IP `version` (the only non-global addresses a public trial
-    reaches, on port 53)."""
+    reaches, on port 53); those on loopback too with `loopback` (for what runs on the host itself)."""
     found = []
     try:
         lines = RESOLV_CONF.read_text().splitlines()
@@ -163,6 +163,6 @@ def resolvers(version: int = 4) -> list[str]:
                 address = ipaddress.ip_address(words[1])
             except ValueError:
                 continue
-            if address.version == version and not address.is_loopback:
+            if address.version == version and (loopback or not address.is_loopback):
                 found.append(str(address))
     return found

@@ -12,6 +12,8 @@ DOCKER-USER, before the rest; `ENVLOOP-ARP` and `ENVLOOP-MAC` in ebtables):
 - a bound container's MAC address is, from then on, taken from its own port alone (ENVLOOP-MAC), so
   no other port makes the bridge send it that container's frames;
 - a proxy's port is reached, and answers, on the proxy's own bridge port alone (`open_proxy`);
+- the shared public bridge reaches the worker's DNS observer (dns_observer.py) on its gateway
+  address, port 53, and nothing else of the host (`open_observer`, in ENVLOOP-INPUT);
   everything else between two containers of a shared internal bridge is dropped (`seal_bridge`; on
   the public bridge ENVLOOP-FORWARD drops it, its addresses being non-global).
 
@@ -37,6 +39,7 @@ from pathlib import Path
 from envloop.environments.docker import netfilter
 from envloop.environments.docker.firewall import (
     ARP_CHAIN,
+    INPUT_CHAIN,
     INTERNAL_PREFIX,
     MAC_CHAIN,
     PUBLIC_PREFIX,
@@ -162,12 +165,36 @@ async def unseal_bridge(bridge: str) -> None:
         pass
 
 
+def _observer_rules(bridge: str, address: str, port: int) -> list[tuple[str, ...]]:
+    reach = ("-i", bridge, "-d", address)
+    return [
+        (*reach, "-p", protocol, "--dport", str(port), *netfilter.owned(), "-j", "ACCEPT")
+        for protocol in ("udp", "tcp")
+    ]
+
+
+async def open_observer(bridge: str, address: str, port: int) -> None:
+    """Let the containers of the shared public bridge reach the worker's DNS observer
+    (dns_observer.py) at the bridge's gateway `address`:`port`, and nothing else of the host."""
+    await ensure_host_guard()
+    for rule in _observer_rules(bridge, address, port):
+        if not await netfilter.iptables("-C", INPUT_CHAIN, *rule, check=False):
+            await netfilter.iptables("-I", INPUT_CHAIN, "1", *rule)
+
+
+async def close_observer(bridge: str, address: str, port: int) -> None:
+    for rule in _observer_rules(bridge, address, port):
+        while await netfilter.iptables("-D", INPUT_CHAIN, *rule, check=False):
+            pass
+
+
 async def sweep_rules() -> int:
-    """Remove the shared-bridge rules of workers of this host that are gone; how many."""
+    """Remove the shared-bridge rules of workers of this host that are gone (their DNS observer's
+    among them); how many."""
     if os.geteuid() != 0 or shutil.which("iptables") is None:
         return 0
     removed = 0
-    for chain in (SOURCE_CHAIN, SHARED_CHAIN):
+    for chain in (SOURCE_CHAIN, SHARED_CHAIN, INPUT_CHAIN):
         for line in await netfilter.listed(chain):
             words = shlex.split(line)
             if words[:2] != ["-A", chain] or "--comment" not in words:

@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, IPvAnyAddress, field_validator
 
 from envloop.environments.capture import BoundedWriter
 from envloop.environments.docker import layer_changes, leftovers
@@ -66,6 +66,9 @@ class ContainerSpec(BaseModel):
     name: str | None = Field(default=None, description="the container's name; made from the trial's")
     network: str = "none"
     aliases: list[str] = Field(default_factory=list, description="names others on `network` reach it by")
+    dns: list[IPvAnyAddress] = Field(
+        default_factory=list, description="where the daemon's resolver forwards the names it does not know"
+    )
     cpus: float | None = Field(default=None, gt=0)
     memory_mb: int | None = Field(default=None, gt=0)
     pids: int | None = Field(default=None, gt=0)
@@ -157,6 +160,8 @@ def _create_body(spec: ContainerSpec, labels: dict[str, str]) -> dict[str, objec
         host["CgroupParent"] = spec.cgroup_parent
     if spec.tmpfs:
         host["Tmpfs"] = spec.tmpfs
+    if spec.dns:
+        host["Dns"] = [str(address) for address in spec.dns]
     body: dict[str, object] = {
         "Image": spec.image,
         # Never a service's name: the daemon's resolver answers a container's hostname on every

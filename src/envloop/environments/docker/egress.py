@@ -23,6 +23,15 @@ domain (`.invalid`, `.test`, …) exists nowhere, so failing to reach one is nev
 shortfall. The proxy's own traffic is a public trial's: it cannot reach the host or a private
 network either (firewall.py).
 
+A public phase's names are observed too, for traffic that ignores the proxy: the trial's main
+container resolves through the worker's DNS observer (dns_observer.py, its `--dns`), whose log is
+told apart the same way. A name the trial looked up but never asked the proxy for is on its record
+as a destination of its own, without a port (`looked_up`); one the task depends on (task_hosts.py)
+that the resolvers failed to answer (SERVFAIL or no answer: not a name that does not exist) counts
+against the environment as an unreachable host does, once asked again plainly after the trial's
+processes are gone and still not answered (`confirmed`): what the trial's own queries brought
+about (a flood the resolvers shed) is the trial's, not the machine's.
+
 A shared proxy's log holds every trial's requests: each is this trial's when it came from the
 trial container's address on the shared bridge while the container held it (`Span`s, kept here;
 the container's bridge port passes nothing until `join` binds it to that address, then that address
@@ -43,6 +52,7 @@ from typing import NamedTuple
 from envloop.core.destinations import Destination, DestinationResult, asked
 from envloop.environments.docker.bridge_rules import bind_source, unbind_source
 from envloop.environments.docker.containers import Container
+from envloop.environments.docker.dns_observer import ADDRESS_TYPES, DnsObserver, Lookup
 from envloop.environments.docker.firewall import ensure_host_guard
 from envloop.environments.docker.proxy_ledger import Request, Span
 from envloop.environments.docker.shared_egress import (
@@ -51,7 +61,9 @@ from envloop.environments.docker.shared_egress import (
     acquire_proxy,
     bridge_port,
     release_proxy,
+    shared_network,
 )
+from envloop.environments.docker.shared_observer import acquire_observer, release_observer
 from envloop.environments.docker.squid import EGRESS_PORT, PUBLIC_HOSTS
 from envloop.tasks.phases import NetworkPolicy
 
@@ -66,6 +78,8 @@ class Unreachable(NamedTuple):
     """`host:port` (or the host of a plain HTTP request)."""
     listed: bool
     """Whether an allowlist names its host as it is (not through a wildcard)."""
+    looked_up: bool = False
+    """A name the trial looked up itself that the resolvers did not answer (no proxy involved)."""
 
 
 class _Joined(NamedTuple):
@@ -93,6 +107,9 @@ class EgressProxies:
         before, and for a trial that used none."""
         self.ever_joined = False
         """Whether the container was ever on a shared bridge (after its start, spans begin when it joins)."""
+        self._observing = False
+        self._observer: DnsObserver | None = None
+        self._reported_lookups: set[Lookup] = set()
 
     def prestart(self, hosts: tuple[str, ...]) -> None:
         """Ask for the proxy for `hosts` now, while the trial's container starts; `proxy_for` waits
@@ -116,6 +133,21 @@ class EgressProxies:
             "NO_PROXY": skip,
             "no_proxy": skip,
         }
+
+    async def observe_lookups(self) -> DnsObserver | None:
+        """The worker's DNS observer, for the trial's main container to resolve through (held
+        until `remove`); None when it could not listen."""
+        if not self._observing:
+            public = await shared_network("public")
+            self._observer = await acquire_observer(self.created, public.name, public.bridge)
+            self._observing = True
+        return self._observer
+
+    def _lookups(self) -> list[Lookup]:
+        """The trial's own lookups of addresses, from what the observer logged by now."""
+        if self._observer is None:
+            return []
+        return [one for one in self._observer.lookups(self._all_spans()) if one.kind in ADDRESS_TYPES]
 
     def joined(self, network: str) -> bool:
         return network in self._joined
@@ -158,7 +190,8 @@ class EgressProxies:
         return list(seen)
 
     async def unreachable(self) -> list[Unreachable]:
-        """The allowed destinations the proxies could not reach for this trial since the last call."""
+        """The allowed destinations the proxies could not reach for this trial since the last call,
+        and the names it looked up itself (never asked of a proxy) that the resolvers did not answer."""
         found: list[Unreachable] = []
         for hosts, request in await self._requests():
             if not request.failed or request in self._reported:
@@ -171,15 +204,37 @@ class EgressProxies:
             missed = Unreachable(request.destination, listed)
             if missed not in found:
                 found.append(missed)
+        asked_proxy = {request.host for _, request in await self._requests(read=False)}
+        for lookup in self._lookups():
+            if lookup.answer not in ("failed", "timeout") or lookup in self._reported_lookups:
+                continue
+            self._reported_lookups.add(lookup)
+            missed = Unreachable(lookup.name, listed=False, looked_up=True)
+            if lookup.name not in asked_proxy and not lookup.name.endswith(_RESERVED) and missed not in found:
+                found.append(missed)
         return found
+
+    async def confirmed(self, missed: list[Unreachable]) -> list[Unreachable]:
+        """`missed` but the names looked up that the resolvers answer when asked again now (call
+        it once the trial's processes are gone); nothing is asked when no lookup is among them."""
+        names = {one.where for one in missed if one.looked_up}
+        if not names or self._observer is None:
+            return missed
+        failing = await self._observer.unanswered(names)
+        return [one for one in missed if not one.looked_up or one.where in failing]
 
     async def remove(self) -> None:
         """After the trial's containers are gone: unbind their ports and hand the proxies back (one
         still being acquired included: its acquisition is cancelled or handed back)."""
         for network in list(self._joined):
             await self.leave(network)
-        if self._acquired():
-            self.record = tally(request for _, request in await self._requests(read=False))
+        if self._acquired() or self._observer is not None:
+            requests = [request for _, request in await self._requests(read=False)]
+            asked_proxy = {request.host for request in requests}
+            self.record = tally(requests) + looked_up(self._lookups(), asked_proxy)
+        if self._observing:
+            release_observer(self._observer, self.created)
+            self._observing, self._observer = False, None
         for acquiring in self._proxies.values():
             acquiring.cancel()
         await asyncio.gather(*self._proxies.values(), return_exceptions=True)
@@ -204,6 +259,32 @@ def tally(requests: Iterable[Request]) -> list[Destination]:
         counts.setdefault(key, Counter())[request.result] += 1
         first.setdefault(key, request.started)
     return [asked(*key, results, first[key]) for key, results in counts.items()]
+
+
+def looked_up(lookups: Iterable[Lookup], asked_proxy: set[str]) -> list[Destination]:
+    """The names in `lookups` the proxy was never asked for (what the proxy was asked for is on
+    the record already, with what came of it), each counted by result in the order first looked
+    up: `resolved` when it gave addresses, `unresolved` when it has none (no such name; a type it
+    lacks counts as resolved where the name gave addresses of another), `unanswered` when the
+    resolvers failed or were silent. Port 0: a lookup names no port."""
+    found: dict[str, list[Lookup]] = {}
+    for lookup in sorted(lookups, key=lambda lookup: lookup.at):
+        if lookup.name not in asked_proxy:
+            found.setdefault(lookup.name, []).append(lookup)
+    destinations = []
+    for name, made in found.items():
+        exists = any(one.answer == "addresses" for one in made)
+        results = Counter(_lookup_result(one, exists) for one in made)
+        destinations.append(asked(name, 0, results, made[0].at))
+    return destinations
+
+
+def _lookup_result(lookup: Lookup, exists: bool) -> DestinationResult:
+    if lookup.answer == "addresses" or (lookup.answer == "no-addresses" and exists):
+        return "resolved"
+    if lookup.answer in ("no-addresses", "no-such-name"):
+        return "unresolved"
+    return "unanswered"
 
 
 def proxy_hosts(policy: NetworkPolicy) -> tuple[str, ...] | None:

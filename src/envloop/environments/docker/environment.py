@@ -112,8 +112,9 @@ class DockerEnvironment(Environment):
         self._snapshots = ContainerSnapshots(container, workdir)
         self._oom_seen = 0
         self._oom_pending = False
-        self._unreachable: list[str] = []
-        """Allowed destinations the trial's proxy could not connect, found at the last stop."""
+        self._unreachable: list[Unreachable] = []
+        """Allowed destinations the trial's proxy could not connect (or its resolvers answer),
+        found at the last stop."""
         self._proxy: dict[str, str] = {}
         self._tamper = TamperWatch(container, warnings)
         self._gateway: tuple[ModelGateway, Listener, str] | None = None
@@ -420,7 +421,8 @@ class DockerEnvironment(Environment):
             if self.container.stopped:
                 for network in shared_networks():
                     await self._egress.leave(network.name)  # its ports went with its processes
-            self._unreachable += await self._depended_on(await self._egress.unreachable())
+            depended_on = await self._depended_on(await self._egress.unreachable())
+            self._unreachable += await self._egress.confirmed(depended_on)
 
     async def contacted_hosts(self) -> list[str]:
         """Every destination this trial asked its proxies for so far (`host:port` of a tunnel, the
@@ -433,13 +435,13 @@ class DockerEnvironment(Environment):
         before, for a trial that used no proxy, and for a sidecar: its main container answers)."""
         return self._egress.record if self._service is None else None
 
-    async def _depended_on(self, missed: list[Unreachable]) -> list[str]:
+    async def _depended_on(self, missed: list[Unreachable]) -> list[Unreachable]:
         """Of the destinations the trial's proxy could not reach, those the trial depends on: its
         allowlist names them, or its task's files do (task_hosts.py). The rest only the agent (or its
         code, run by the verifier) asked for, and they leave the verdict standing."""
         unlisted = [naming(one.where) for one in missed if not one.listed]
         named = await asyncio.to_thread(named_hosts, self._task.root, unlisted) if unlisted else set()
-        return [one.where for one in missed if one.listed or naming(one.where) in named]
+        return [one for one in missed if one.listed or naming(one.where) in named]
 
     def resource_problem(self) -> str | None:
         self._observe_oom()
@@ -451,8 +453,16 @@ class DockerEnvironment(Environment):
     def network_shortfall(self) -> str | None:
         if not self._unreachable:
             return None
-        hosts, self._unreachable = ", ".join(sorted(set(self._unreachable))), []
-        return f"{hosts} could not be reached from this machine (the trial's proxy could not connect)"
+        missed, self._unreachable = self._unreachable, []
+        hosts = ", ".join(sorted({one.where for one in missed if not one.looked_up}))
+        names = ", ".join(sorted({one.where for one in missed if one.looked_up}))
+        found = []
+        if hosts:
+            reason = "the trial's proxy could not connect"
+            found.append(f"{hosts} could not be reached from this machine ({reason})")
+        if names:
+            found.append(f"{names} could not be resolved from this machine (its resolvers did not answer)")
+        return "; ".join(found)
 
 
 def _oom_kills(container_id: str) -> int:

@@ -106,11 +106,18 @@ class DockerEnvironmentProvider:
             network = await _first_network(plan, run.networks)
             if plan.needs_network and (hosts := proxy_hosts(plan.baseline)) is not None:
                 run.egress.prestart(hosts)  # beside the container, not after it
+            observer = await run.egress.observe_lookups() if plan.public else None
+            if plan.public and observer is None:
+                warnings.append(
+                    "the names the trial looks up itself are not recorded: the DNS observer could "
+                    "not listen on the public bridge"
+                )
             container_spec = ContainerSpec(
                 image=plan.image,
                 trial_id=spec.trial_id,
                 network=network,
                 aliases=["main"] if network == run.networks.internal_name else [],
+                dns=[observer.address] if observer is not None else [],
                 cpus=limits.cpus,
                 memory_mb=limits.memory_mb,
                 pids=limits.pids,
@@ -206,6 +213,7 @@ class DockerEnvironmentProvider:
             baseline=baseline,
             needs_network=compose is not None
             or (limits.network and any(p.mode != "no-network" for p in policies)),
+            public=limits.network and any(p.mode == "public" for p in policies),
             compose=compose,
             note=_note(image, limits, task, image_user, role.name),
         )
@@ -249,6 +257,8 @@ class _Plan:
     workdir: str
     baseline: NetworkPolicy
     needs_network: bool
+    public: bool
+    """Whether a phase is `public`: the container resolves names through the DNS observer."""
     compose: ComposeFile | None
     note: str
 

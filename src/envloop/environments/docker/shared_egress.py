@@ -10,7 +10,11 @@ that ask together wait for one start: single_flight.py) and kept while the proce
 - `allowlist`: an internal bridge (`eli…`, no route out) that every main container of an
   `allowlist` phase joins, its only network besides the trial's own internal one;
 - proxies: one Squid per distinct host list (`PUBLIC_HOSTS` observes a `public` phase), on the bridge
-  its trials join; an allowlist's also on the public bridge, its way out.
+  its trials join; an allowlist's also on the public bridge, its way out;
+- a DNS observer (dns_observer.py, held by shared_observer.py and closed here with the rest): a
+  forwarder in this process, on the public bridge's gateway address, that main containers of
+  public phases resolve names through (their `--dns`), so the names a trial looks up itself,
+  ignoring the proxy, are on its record too.
 
 Trials on one bridge are kept apart by bridge_rules.py (nothing passes between two containers of a
 shared bridge but a connection to a proxy's port, on the proxy's own bridge port; a bridge's ports
@@ -57,6 +61,7 @@ from envloop.environments.docker.engine import NotFoundError, engine
 from envloop.environments.docker.firewall import INTERNAL_PREFIX, PUBLIC_PREFIX, ensure_host_guard
 from envloop.environments.docker.orphans import MANAGED_LABEL, WORKER_LABEL, worker_identity
 from envloop.environments.docker.proxy_ledger import ProxyLedger
+from envloop.environments.docker.shared_observer import close_shared_observer, observer_in_use
 from envloop.environments.docker.squid import (
     ACCESS_LOG,
     ACCESS_LOG_BYTES,
@@ -326,6 +331,7 @@ async def close_shared_egress() -> list[str]:
             await _remove_proxy(proxy)
         except DockerError as exc:
             problems.append(f"the egress proxy could not be removed: {exc}")
+    await close_shared_observer()
     networks = list(_POOL.networks.values())
     _POOL.networks.clear()
     for network in networks:
@@ -342,8 +348,8 @@ async def close_shared_egress() -> list[str]:
 
 
 def shared_in_use() -> bool:
-    """Whether this process holds shared networks or proxies now."""
-    return bool(_POOL.networks or _POOL.proxies or _POOL.retired)
+    """Whether this process holds shared networks, proxies or its DNS observer now."""
+    return bool(_POOL.networks or _POOL.proxies or _POOL.retired or observer_in_use())
 
 
 _AT_EXIT = {"registered": False}
