@@ -12,6 +12,7 @@ from envloop.core.ids import new_id
 from envloop.core.trial import TrialSpec
 from envloop.environments.docker.cli import docker_binary
 from envloop.environments.docker.firewall import SHARED_CHAIN, SOURCE_CHAIN
+from envloop.environments.docker.orphans import worker_identity
 
 REPO = Path(__file__).resolve().parents[1]
 FETCH = (
@@ -112,3 +113,72 @@ def leftovers(identity: str) -> list[str]:
     """The containers, networks and firewall rules of the worker `identity` still there."""
     label = f"envloop.worker={identity}"
     return labelled("ps", label) + labelled("network", label) + rules_of(identity)
+
+
+def proxies() -> list[str]:
+    """This process's shared proxies."""
+    return labelled("ps", f"envloop.worker={worker_identity()}", "envloop.shared=proxy")
+
+
+RAW = """\
+import os, random, socket, struct, sys, time, urllib.parse
+proxy = urllib.parse.urlsplit(os.environ["HTTP_PROXY"])
+
+
+def checksum(data):
+    data += b"\\0" * (len(data) % 2)
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    total = (total >> 16) + (total & 0xFFFF)
+    return ~(total + (total >> 16)) & 0xFFFF
+
+
+def syn(source, port):
+    # A TCP SYN to the proxy's port, from `source`: crafted whole, so any address can stand there.
+    tcp = struct.pack("!HHIIBBHHH", port, proxy.port, random.getrandbits(32), 0, 5 << 4, 2, 64240, 0, 0)
+    pseudo = socket.inet_aton(source) + socket.inet_aton(proxy.hostname) + struct.pack("!BBH", 0, 6, len(tcp))
+    tcp = tcp[:16] + struct.pack("!H", checksum(pseudo + tcp)) + tcp[18:]
+    addresses = socket.inet_aton(source) + socket.inet_aton(proxy.hostname)
+    ip = struct.pack("!BBHHHBBH", 0x45, 0, 20 + len(tcp), random.getrandbits(16), 0, 64, 6, 0) + addresses
+    return ip[:10] + struct.pack("!H", checksum(ip)) + ip[12:] + tcp
+
+
+def listen(port, seconds):
+    # Whether the proxy answers a SYN from `port` (a SYN-ACK reaches this container).
+    sniff = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(0x0800))
+    sniff.settimeout(0.2)
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            ip = sniff.recv(65535)[14:]
+        except socket.timeout:
+            continue
+        head = (ip[0] & 15) * 4
+        if ip[9] == 6 and struct.unpack("!HH", ip[head : head + 4]) == (proxy.port, port):
+            if ip[head + 13] & 0x12 == 0x12:
+                return "ANSWERED"
+    return "SILENT"
+
+
+def poison(target, seconds):
+    # ARP requests to everyone on the bridge, saying the proxy's address is this container's.
+    mac = bytes.fromhex(open("/sys/class/net/eth0/address").read().strip().replace(":", ""))
+    claim = mac + socket.inet_aton(proxy.hostname) + bytes(6) + socket.inet_aton(target)
+    frame = b"\\xff" * 6 + mac + b"\\x08\\x06" + struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + claim
+    sender = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    sender.bind(("eth0", 0))
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        sender.send(frame)
+        time.sleep(0.05)
+
+
+if sys.argv[1] == "listen":
+    print(listen(int(sys.argv[2]), float(sys.argv[3])), flush=True)
+elif sys.argv[1] == "poison":
+    poison(sys.argv[2], float(sys.argv[3]))
+else:
+    raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    for _ in range(3):
+        raw.sendto(syn(sys.argv[2], int(sys.argv[3])), (proxy.hostname, 0))
+        time.sleep(0.2)
+"""

@@ -89,11 +89,15 @@ def test_a_name_a_public_trial_resolves_directly_is_on_its_record_with_its_resul
     assert "198.51.100.7" in (spec.artifacts_dir / "agent" / "getent.txt").read_text()
     found = dict(looked_up(outcome))
     assert set(found) == {KNOWN, "nowhere.envloop-dns.zz"}
-    assert set(found[KNOWN]) == {"resolved"}
-    assert set(found["nowhere.envloop-dns.zz"]) == {"unresolved"}
+    # A lookup the stub answered too late on a loaded machine is asked again: `unanswered` beside.
+    assert set(found[KNOWN]) - {"unanswered"} == {"resolved"}
+    assert set(found["nowhere.envloop-dns.zz"]) - {"unanswered"} == {"unresolved"}
     # As `el trial get` and the console show them: the name alone, its lookups by result.
     shown = {one.label(): one.summary() for one in outcome.destinations.shown()}  # type: ignore[union-attr]
-    assert shown["nowhere.envloop-dns.zz"] == "1 direct lookup: 1 unresolved"  # of IPv4 addresses alone
+    unresolved = found["nowhere.envloop-dns.zz"]["unresolved"]
+    assert shown["nowhere.envloop-dns.zz"].endswith(f"{unresolved} unresolved")  # of IPv4 addresses alone
+    if found["nowhere.envloop-dns.zz"] == {"unresolved": 1}:
+        assert shown["nowhere.envloop-dns.zz"] == "1 direct lookup: 1 unresolved"
 
 
 @pytest.mark.usefixtures("upstream")
@@ -107,10 +111,11 @@ def test_two_trials_at_once_each_record_only_the_names_they_looked_up(tmp_path: 
         return list(await asyncio.gather(*(ShellRunner(provider).run(s) for s in (spec_a, spec_b))))
 
     outcome_a, outcome_b = asyncio.run(both())
-    assert [label for label, _ in looked_up(outcome_a)] == ["a.envloop-dns.zz"]
-    assert [label for label, _ in looked_up(outcome_b)] == ["b.envloop-dns.zz"]
-    assert set(dict(looked_up(outcome_a))["a.envloop-dns.zz"]) == {"resolved"}
-    assert set(dict(looked_up(outcome_b))["b.envloop-dns.zz"]) == {"unresolved"}
+    assert [label for label, _ in looked_up(outcome_a)] == ["a.envloop-dns.zz"], looked_up(outcome_a)
+    assert [label for label, _ in looked_up(outcome_b)] == ["b.envloop-dns.zz"], looked_up(outcome_b)
+    # A lookup the stub answered too late on a loaded machine is asked again: `unanswered` beside.
+    assert set(dict(looked_up(outcome_a))["a.envloop-dns.zz"]) - {"unanswered"} == {"resolved"}
+    assert set(dict(looked_up(outcome_b))["b.envloop-dns.zz"]) - {"unanswered"} == {"unresolved"}
 
 
 @pytest.mark.usefixtures("upstream")

@@ -16,16 +16,18 @@ import pytest
 from envloop.core.trial import TrialOutcome
 from envloop.environments.docker.bridge_rules import sweep_rules
 from envloop.environments.docker.images import BuildRecords
-from envloop.environments.docker.orphans import sweep_orphans, worker_identity
+from envloop.environments.docker.orphans import sweep_orphans
 from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.runners import ShellRunner
 from envloop.tasks.harbor import load_harbor_task
 from tests.docker_daemon import command_running, docker_daemon
 from tests.public_trial_support import (
     FETCH,
+    RAW,
     command,
     labelled,
     leftovers,
+    proxies,
     rules_of,
     run_worker,
     spec_for,
@@ -35,11 +37,6 @@ from tests.registries import host_of, registry_url
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
 __all__ = ["docker_daemon"]
-
-
-def proxies() -> list[str]:
-    """This process's shared proxies."""
-    return labelled("ps", f"envloop.worker={worker_identity()}", "envloop.shared=proxy")
 
 
 def test_two_trials_at_once_each_answer_for_their_own_requests(tmp_path: Path) -> None:
@@ -168,70 +165,6 @@ def test_a_workers_shared_bridges_and_proxies_go_when_it_exits_or_dies(tmp_path:
     asyncio.run(sweep_orphans())  # what the next worker does when it starts
     asyncio.run(sweep_rules())
     assert leftovers(identity) == []
-
-
-RAW = """\
-import os, random, socket, struct, sys, time, urllib.parse
-proxy = urllib.parse.urlsplit(os.environ["HTTP_PROXY"])
-
-
-def checksum(data):
-    data += b"\\0" * (len(data) % 2)
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    total = (total >> 16) + (total & 0xFFFF)
-    return ~(total + (total >> 16)) & 0xFFFF
-
-
-def syn(source, port):
-    # A TCP SYN to the proxy's port, from `source`: crafted whole, so any address can stand there.
-    tcp = struct.pack("!HHIIBBHHH", port, proxy.port, random.getrandbits(32), 0, 5 << 4, 2, 64240, 0, 0)
-    pseudo = socket.inet_aton(source) + socket.inet_aton(proxy.hostname) + struct.pack("!BBH", 0, 6, len(tcp))
-    tcp = tcp[:16] + struct.pack("!H", checksum(pseudo + tcp)) + tcp[18:]
-    addresses = socket.inet_aton(source) + socket.inet_aton(proxy.hostname)
-    ip = struct.pack("!BBHHHBBH", 0x45, 0, 20 + len(tcp), random.getrandbits(16), 0, 64, 6, 0) + addresses
-    return ip[:10] + struct.pack("!H", checksum(ip)) + ip[12:] + tcp
-
-
-def listen(port, seconds):
-    # Whether the proxy answers a SYN from `port` (a SYN-ACK reaches this container).
-    sniff = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.ntohs(0x0800))
-    sniff.settimeout(0.2)
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            ip = sniff.recv(65535)[14:]
-        except socket.timeout:
-            continue
-        head = (ip[0] & 15) * 4
-        if ip[9] == 6 and struct.unpack("!HH", ip[head : head + 4]) == (proxy.port, port):
-            if ip[head + 13] & 0x12 == 0x12:
-                return "ANSWERED"
-    return "SILENT"
-
-
-def poison(target, seconds):
-    # ARP requests to everyone on the bridge, saying the proxy's address is this container's.
-    mac = bytes.fromhex(open("/sys/class/net/eth0/address").read().strip().replace(":", ""))
-    claim = mac + socket.inet_aton(proxy.hostname) + bytes(6) + socket.inet_aton(target)
-    frame = b"\\xff" * 6 + mac + b"\\x08\\x06" + struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + claim
-    sender = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-    sender.bind(("eth0", 0))
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        sender.send(frame)
-        time.sleep(0.05)
-
-
-if sys.argv[1] == "listen":
-    print(listen(int(sys.argv[2]), float(sys.argv[3])), flush=True)
-elif sys.argv[1] == "poison":
-    poison(sys.argv[2], float(sys.argv[3]))
-else:
-    raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
-    for _ in range(3):
-        raw.sendto(syn(sys.argv[2], int(sys.argv[3])), (proxy.hostname, 0))
-        time.sleep(0.2)
-"""
 
 
 def test_a_trial_cannot_speak_to_the_shared_proxy_from_another_trials_address(tmp_path: Path) -> None:

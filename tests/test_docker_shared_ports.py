@@ -24,8 +24,8 @@ from envloop.environments.docker.orphans import sweep_orphans
 from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.tasks.harbor import load_harbor_task
 from tests.docker_daemon import command_running, docker_daemon
+from tests.public_trial_support import RAW, labelled, proxies, run_worker, spec_for, write_task
 from tests.registries import host_of, registry_url
-from tests.test_docker_shared_egress import RAW, _worker, labelled, proxies, spec_for, write_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
 __all__ = ["docker_daemon"]
@@ -258,7 +258,7 @@ def test_a_killed_workers_port_and_bridge_rules_are_swept(tmp_path: Path) -> Non
     # rules cannot: they go when their port, or their subnet's bridge, has gone.
     task = write_task(tmp_path / "task", solve="sleep 600")
     killed = spec_for(tmp_path, task, {"AGENT_NAME": "oracle"})
-    dying, identity = _worker(tmp_path, killed)
+    dying, identity = run_worker(tmp_path, killed)
     asyncio.run(command_running(killed.trial_id, "sleep 600"))
     networks = labelled("network", f"envloop.worker={identity}")
     subnets = _subnets(networks)
