@@ -53,6 +53,24 @@ def test_logs_are_kept_whole_and_secrets_masked(tmp_path: Path, mode: str, secre
     assert files["verifier/stdout.txt"] == f"checked {shown}\n"
     assert files["verifier/reward.txt"] == "1\n"
     assert instances_under(tmp_path / "instances") == []
+    assert [path.name for path in (tmp_path / "artifacts").iterdir() if path.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize("secrets", [False, True])
+def test_a_log_named_like_the_captured_output_is_kept_beside_it(tmp_path: Path, secrets: bool) -> None:
+    task = write_task(
+        tmp_path / "clash",
+        f"echo checked; echo own > {LOGS}/verifier/stdout.txt; echo 1 > {LOGS}/verifier/reward.txt\n",
+    )
+    command = f"echo captured; echo written > {LOGS}/agent/stdout.txt"
+    spec = spec_for(tmp_path, task, {"AGENT_NAME": "command", "AGENT_COMMAND": command})
+    if secrets:
+        spec = spec.model_copy(update={"secret_values": (SECRET,)})
+    outcome = run("plain", spec)
+    assert (outcome.status, outcome.reward) == ("completed", 1.0)
+    files = kept_files(tmp_path)
+    assert (files["agent/stdout.txt"], files["agent/stdout.txt.2"]) == ("captured\n", "written\n")
+    assert (files["verifier/stdout.txt"], files["verifier/stdout.txt.2"]) == ("checked\n", "own\n")
 
 
 @pytest.mark.parametrize("mode", MODES)

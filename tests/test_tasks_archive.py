@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from envloop.tasks.archive import extract_task_archive, pack_task, safe_extract
+from envloop.tasks.archive import extract_shared, extract_task_archive, pack_task, safe_extract
 from envloop.tasks.digest import task_digest
 from envloop.tasks.model import TaskFormatError
 
@@ -97,6 +97,44 @@ def test_pack_then_extract_round_trips_the_digest(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "tests" / "greeting.txt").read_text() == (
         FIXTURE / "environment" / "greeting.txt"
     ).read_text()
+
+
+def test_a_task_unpacked_for_a_shared_cache_leaves_nothing_beside_it(tmp_path: Path) -> None:
+    pack_task(FIXTURE, tmp_path / "t.tar.gz")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+
+    unpacked = extract_shared(tmp_path / "t.tar.gz", cache / "digest")
+
+    assert unpacked == cache / "digest"
+    assert task_digest(unpacked) == task_digest(FIXTURE)
+    assert list(cache.iterdir()) == [unpacked]
+
+
+def test_a_shared_unpack_its_check_refuses_leaves_nothing(tmp_path: Path) -> None:
+    pack_task(FIXTURE, tmp_path / "t.tar.gz")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+
+    def refuse(task: Path) -> None:
+        assert (task / "task.toml").is_file()  # the check sees the task itself
+        raise ValueError("not the content of its digest")
+
+    with pytest.raises(ValueError, match="not the content"):
+        extract_shared(tmp_path / "t.tar.gz", cache / "digest", refuse)
+    assert list(cache.iterdir()) == []
+
+
+def test_a_shared_unpack_that_loses_the_race_uses_the_copy_that_won(tmp_path: Path) -> None:
+    pack_task(FIXTURE, tmp_path / "t.tar.gz")
+    cache = tmp_path / "cache"
+    (cache / "digest").mkdir(parents=True)
+    (cache / "digest" / "won.txt").write_text("the other process's copy\n")
+
+    unpacked = extract_shared(tmp_path / "t.tar.gz", cache / "digest")
+
+    assert (unpacked / "won.txt").read_text() == "the other process's copy\n"
+    assert list(cache.iterdir()) == [unpacked]
 
 
 def test_extract_task_archive_loads_a_task_wrapped_in_one_folder(tmp_path: Path) -> None:

@@ -32,8 +32,9 @@ runner records an agent's commands as steps) hands it a `CommandObserver`.
 
 import asyncio
 import functools
+import os
+import secrets
 import shutil
-import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -244,15 +245,16 @@ class Environment(ABC):
         missing `path` copies nothing. Returns one note per file that was cut or left out. Call it
         after `stop()`: the local provider copies nothing while commands may still run."""
         target.parent.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=".copy-out-"))
+        # The raw copy lands beside the target under a name no one else picks (the worker's own
+        # directory, which no trial reaches); keeping it moves it into place or empties it.
+        raw = target.parent / f".copy-out-{secrets.token_hex(8)}"
         try:
-            raw = scratch / "tree"
             notes = [f"{path}: {note}" for note in await self._copy_out(_checked_path(path), raw, self.kept)]
             if raw.is_dir():
                 keep = functools.partial(keep_tree, raw, target, self._secrets)
                 notes += keep() if small_plain_tree(raw) else await asyncio.to_thread(keep)
         finally:
-            _remove_scratch(scratch)
+            _remove_leftover(raw)
         refused = self.kept.note()
         if refused is not None:
             notes.append(refused)
@@ -448,12 +450,10 @@ class Environment(ABC):
         return paths.get(mount, self.visible.verifier_logs)
 
 
-def _remove_scratch(scratch: Path) -> None:
-    """A copy's scratch directory: empty once its tree was kept (one rmdir), else removed whole."""
-    try:
-        scratch.rmdir()
-    except OSError:
-        shutil.rmtree(scratch, ignore_errors=True)
+def _remove_leftover(raw: Path) -> None:
+    """What keeping a raw copy left of it (nothing, when its tree was moved or merged into place)."""
+    if os.path.lexists(raw):
+        shutil.rmtree(raw, ignore_errors=True)
 
 
 def _checked_path(path: str) -> str:

@@ -10,6 +10,8 @@ to leave those tasks out. The same detection backs the check every trial makes w
 (`refuse_unsupported`), so push, submission and trial never disagree.
 """
 
+from collections.abc import Sequence
+
 from envloop.environments.base import EnvironmentSetupError
 from envloop.tasks.compose import ComposeError, compose_file, read_compose
 from envloop.tasks.dockerfile import read_plan
@@ -159,12 +161,16 @@ def refused_in(features: list[TaskFeature], environment: EnvironmentName) -> lis
     return [f for f in features if f.required and not f.honoured_by(environment)]
 
 
-def refuse_unsupported(task: HarborTask, environment: EnvironmentName | None) -> list[str]:
+def refuse_unsupported(
+    task: HarborTask, environment: EnvironmentName | None, features: Sequence[TaskFeature] | None = None
+) -> list[str]:
     """The check every trial makes before its environment is made: raise EnvironmentSetupError
     naming what `environment` cannot give the task (never run it without), and return a warning for
     each optional feature it runs without (the local sandbox reports the image features it stands in
-    for itself). A plugin provider that names no environment honours none."""
-    features = task_features(task)
+    for itself). A plugin provider that names no environment honours none. `features` are the
+    task's, when the caller found them already (a frozen task copy's, once per process)."""
+    if features is None:
+        features = task_features(task)
     where = f"the {environment} environment" if environment else "this environment"
     refused = [
         f

@@ -29,9 +29,12 @@ async def keep_artifacts(environment: Environment, spec: TrialSpec) -> str:
 
 
 async def keep_captures(spec: TrialSpec) -> list[str]:
-    """Keep the output streams the worker captured (moved when no secret needs masking, else
-    copied masked), then drop the capture directory; what it says it kept."""
+    """Keep the output streams the worker captured apart (there are secrets to mask: copied
+    masked, moved only when none of them is set), then drop the capture directory; what it says
+    it kept. Output captured where it is kept needs nothing more."""
     captures = captures_dir(spec)
+    if captures == spec.artifacts_dir:
+        return ["output captured by the worker: written where it is kept (no secret to mask)"]
     if not captures.is_dir():
         return []
     lines = []

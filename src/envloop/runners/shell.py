@@ -44,7 +44,7 @@ from envloop.core.trial import (
     crashed,
 )
 from envloop.environments import EnvironmentProvider
-from envloop.environments.features import refuse_unsupported
+from envloop.environments.features import TaskFeature, refuse_unsupported, task_features
 from envloop.plugins import ComponentError
 from envloop.runners.base import ComponentInfo, TaskKind
 from envloop.runners.collection import keep_captures
@@ -81,6 +81,13 @@ class ShellParams(ComponentParams):
 def _frozen_task(task_dir: Path, name: str) -> HarborTask:
     """Frozen task copies never change, so each is parsed (and its digest computed) once per process."""
     return load_harbor_task(task_dir, name=name)
+
+
+@functools.lru_cache(maxsize=256)
+def _frozen_features(task_dir: Path, name: str) -> tuple[TaskFeature, ...]:
+    """A frozen task copy's features (its Dockerfile and compose file read), found once per process
+    for the same reason: every attempt of a task version is checked against the same ones."""
+    return tuple(task_features(_frozen_task(task_dir, name)))
 
 
 class ShellRunner:
@@ -173,7 +180,9 @@ class ShellRunner:
             )
             # Never run a task without what it needs (push and submission refuse it too; this is
             # the last line for jobs that left the environment to the worker).
-            feature_warnings = refuse_unsupported(task, getattr(provider, "honours", None))
+            honours = getattr(provider, "honours", None)
+            features = _frozen_features(spec.task_dir, spec.task_name)
+            feature_warnings = refuse_unsupported(task, honours, features)
         except Exception as exc:
             return setup_failed(spec, phases, started, exc)
         trial = TrialRun(

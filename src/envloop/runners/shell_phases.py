@@ -120,9 +120,13 @@ def agent_network(policy: NetworkPolicy, spec: TrialSpec) -> NetworkPolicy:
 
 
 def captures_dir(spec: TrialSpec) -> Path:
-    """Where the worker streams the output of the trial's commands (a file of the worker, never
-    inside the instance) until collection keeps it, masked, beside the logs copied out."""
-    return spec.artifacts_dir / ".captures"
+    """Where the worker streams the output of the trial's commands (files of the worker, never
+    inside the instance). With secrets to mask, a directory apart until collection keeps it, masked,
+    beside the logs copied out; with none, the place it is kept (the trial's artifacts), so no
+    directory is made, moved and removed for it. The logs copied out join it there either way."""
+    if any(spec.secret_values):
+        return spec.artifacts_dir / ".captures"
+    return spec.artifacts_dir
 
 
 def exhausted(phase: str, environment: Environment) -> TrialError | None:

@@ -101,33 +101,45 @@ def safe_extract(
     if dest.exists() or dest.is_symlink():
         raise FileExistsError(f"{dest}: already exists")
     dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.extract-", dir=dest.parent))
+    try:
+        _unpack_into(archive, tmp, max_bytes, max_entries)
+        tmp.rename(dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _unpack_into(archive: Path, directory: Path, max_bytes: int, max_entries: int) -> None:
+    """Every member of `archive`, checked first, written below the empty `directory`."""
     with _open_members(archive) as members:
         checked = _check_members(archive, members, max_bytes, max_entries)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.extract-", dir=dest.parent))
-        try:
-            _write_members(archive, tmp, checked, max_bytes)
-            tmp.rename(dest)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        _write_members(archive, directory, checked, max_bytes)
 
 
 def extract_shared(archive: Path, target: Path, check: Callable[[Path], None] | None = None) -> Path:
-    """`target` as `archive` unpacked, for a cache that concurrent processes fill: unpacked beside
-    it, given to `check` (which raises to refuse it), then renamed into place. A process that loses
-    the race to rename uses the copy that won."""
+    """`target` as `archive` unpacked, for a cache that concurrent processes fill: unpacked into a
+    private directory beside it, given to `check` (which raises to refuse it), then renamed into
+    place. A process that loses the race to rename uses the copy that won.
+
+    The staging directory is the unpacked task itself, so a task costs one directory made and one
+    rename on the way (a worker unpacks every distinct task of a job once)."""
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".unpack-"))
     try:
-        safe_extract(archive, staging / "task")
+        _unpack_into(archive, staging, DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES)
         if check is not None:
-            check(staging / "task")
+            check(staging)
         try:
-            (staging / "task").rename(target)
+            staging.rename(target)
         except OSError:
             if not target.is_dir():
                 raise
-    finally:
+        else:
+            return target
+    except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shutil.rmtree(staging, ignore_errors=True)
     return target
 
 

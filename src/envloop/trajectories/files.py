@@ -2,8 +2,10 @@
 
 The serialised trajectory is searched for each secret, as written and as JSON escapes it; only when
 one occurs are the document's strings masked one by one, so that masking can never break the JSON
-or its schema, however short or odd a secret is. The trajectory goes through a temporary file and
-a rename, so a reader (a trace viewer polling a running trial) never sees half a file.
+or its schema, however short or odd a secret is. The trajectory is written once, at the end of a
+run, into the run's own staging directory, which the store publishes whole (a rename) only after
+the run's result is recorded: no reader sees it before it is complete, so it is written in place
+(a temporary file and a rename cost a trivial trial about as much again as the write itself).
 
 The file is one JSON document laid out for reading a step at a time (`trajectories.pages`): its
 first line holds every field but the steps and opens the `steps` array, each step is one line of
@@ -12,7 +14,6 @@ compact JSON, and the last line closes the document. Steps are cut to the caps o
 """
 
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -80,17 +81,10 @@ def masked_json(trajectory: Trajectory, secrets: Iterable[str]) -> str:
     return text + STEPS_CLOSING + "\n"
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file and a rename (the directory must exist)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
 def write_trajectory(directory: Path, trajectory: Trajectory, secrets: Iterable[str]) -> Path:
-    """Write `trajectory.json` into a trial's artifacts directory, secrets masked."""
+    """Write `trajectory.json` into a run's artifacts directory (which must exist), secrets masked."""
     path = directory / TRAJECTORY_FILE
-    write_text_atomic(path, masked_json(trajectory, secrets))
+    path.write_text(masked_json(trajectory, secrets), encoding="utf-8")
     return path
 
 
