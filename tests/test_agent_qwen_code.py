@@ -22,9 +22,11 @@ from tests.conftest import El
 
 pytestmark = pytest.mark.slow
 SHELL = "run_shell_command"
-WITHOUT_TERMINAL = f"[ ! -t 1 ] && {SOLVE}"
+WITHOUT_TERMINAL = f"[ ! -t 1 ] && {SOLVE}; sleep 1"
 """`SOLVE`, only where the shell tool gives the command no terminal: the agent's settings make Qwen
-Code run commands as plain child processes, whose whole output reaches the model."""
+Code run commands as plain child processes, whose whole output reaches the model. The command
+outlives its output by a second: on a loaded machine Qwen Code's shell tool once kept only the
+output's first line, as if it stopped reading when the command ended."""
 
 
 def solver(received: Received) -> Reply:

@@ -82,13 +82,22 @@ HEARD = "/tmp/heard"
 ENTRYPOINT = '#!/bin/sh\npython3 /attack.py >/tmp/attack.err 2>&1 &\nexec "$@"\n'
 
 
-def _proxy_arp(address: str) -> str:
-    """The MAC address the worker's public proxy holds for `address` ('' when none)."""
-    (proxy,) = proxies()
+def _proxy_arp(proxy_address: str, address: str) -> str:
+    """The MAC address the worker's proxy at `proxy_address` holds for `address` ('' when none).
+    The process may hold other proxies too (an allowlist's, one being retired): this one is found by
+    its address."""
+    (proxy,) = [one for one in proxies() if proxy_address in _addresses(one)]
     table = subprocess.run(
         [docker_binary(), "exec", proxy, "cat", "/proc/net/arp"], capture_output=True, text=True, check=True
     ).stdout
     return _arp_entry(table, address)
+
+
+def _addresses(container: str) -> list[str]:
+    """The container's addresses on its networks (none when it is gone)."""
+    template = "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}"
+    inspect = [docker_binary(), "inspect", "-f", template, container]
+    return subprocess.run(inspect, check=False, capture_output=True, text=True).stdout.split()
 
 
 def _arp_entry(table: str, address: str) -> str:
@@ -122,7 +131,8 @@ def test_an_entrypoint_attacking_before_its_port_is_bound_moves_no_other_trials_
             seen["first"] = await run("python3", "/fetch.py", registry_url())
             seen["mac"] = await run("cat", "/sys/class/net/eth0/address")
             proxy = victim.network_variables()["HTTP_PROXY"]
-            proxy_mac = _arp_entry(await run("cat", "/proc/net/arp"), proxy.split("//")[1].split(":")[0])
+            proxy_address = proxy.split("//")[1].split(":")[0]
+            proxy_mac = _arp_entry(await run("cat", "/proc/net/arp"), proxy_address)
             await run("sh", "-c", listen)
             await asyncio.sleep(1.5)  # past the proxy's ARP lock time, so a claim would be taken
             # The attacker's image knows its targets before it starts: nothing waits for its port.
@@ -138,7 +148,7 @@ def test_an_entrypoint_attacking_before_its_port_is_bound_moves_no_other_trials_
                 seen["report"] = (await attacker.exec(["cat", "/tmp/attack", "/tmp/attack.err"])).stdout
                 seen["attacker"] = (await attacker.exec(["hostname", "-i"])).stdout.split()[0]
                 seen["attacker_mac"] = (await attacker.exec(["cat", "/sys/class/net/eth0/address"])).stdout
-                seen["held"] = _proxy_arp(address)
+                seen["held"] = _proxy_arp(proxy_address, address)
                 seen["again"] = await run("python3", "/fetch.py", registry_url())
                 waited = f"until [ -s {HEARD} ]; do sleep 0.2; done; cat {HEARD}"
                 seen["heard"] = await run("sh", "-c", waited)
