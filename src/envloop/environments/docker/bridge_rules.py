@@ -141,7 +141,8 @@ async def open_proxy(bridge: str, address: str, port: int, proxy_port: str) -> N
     answers reach them, through the proxy's own bridge port (`proxy_port`) alone."""
     await ensure_host_guard()
     for rule in _proxy_rules(bridge, address, port, proxy_port):
-        await netfilter.ensure_first(SHARED_CHAIN, *rule)
+        if not await netfilter.iptables("-C", SHARED_CHAIN, *rule, check=False):
+            await netfilter.iptables("-I", SHARED_CHAIN, "1", *rule)
 
 
 async def close_proxy(bridge: str, address: str, port: int, proxy_port: str) -> None:
@@ -177,7 +178,8 @@ async def open_observer(bridge: str, address: str, port: int) -> None:
     (dns_observer.py) at the bridge's gateway `address`:`port`, and nothing else of the host."""
     await ensure_host_guard()
     for rule in _observer_rules(bridge, address, port):
-        await netfilter.ensure_first(INPUT_CHAIN, *rule)
+        if not await netfilter.iptables("-C", INPUT_CHAIN, *rule, check=False):
+            await netfilter.iptables("-I", INPUT_CHAIN, "1", *rule)
 
 
 async def close_observer(bridge: str, address: str, port: int) -> None:

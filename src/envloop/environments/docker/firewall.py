@@ -8,8 +8,7 @@ and chains of envloop's own, installed once per host and never per trial, hold f
 
 - `ENVLOOP-INPUT` (from INPUT, for packets of envloop's bridges): dropped, except a trial's own
   model gateway listener while its agent phase runs (on its internal bridge's address; the
-  listener answers that trial's token alone), and the worker's DNS observer on its shared public
-  bridge's address, port 53 (bridge_rules.open_observer);
+  listener answers that trial's token alone);
 - `ENVLOOP-FORWARD` (from Docker's DOCKER-USER, for packets leaving envloop's public bridges):
   every range that is not the internet is dropped (see `forbidden_ranges`: the non-global ranges,
   the networks this host is on and the gateways it routes through, read again whenever a trial
@@ -102,12 +101,12 @@ async def _install_guard() -> None:
         await netfilter.ensure_rule(FORWARD_CHAIN, "-d", network, "-j", "DROP")
     await netfilter.ensure_rule(INPUT_CHAIN, "-j", "DROP")
     for prefix in (PUBLIC_PREFIX, INTERNAL_PREFIX):
-        await netfilter.ensure_first("INPUT", "-i", f"{prefix}+", "-j", INPUT_CHAIN)
-    await netfilter.ensure_first("DOCKER-USER", "-i", f"{PUBLIC_PREFIX}+", "-j", FORWARD_CHAIN)
+        await netfilter.ensure_jump("INPUT", "-i", f"{prefix}+", "-j", INPUT_CHAIN)
+    await netfilter.ensure_jump("DOCKER-USER", "-i", f"{PUBLIC_PREFIX}+", "-j", FORWARD_CHAIN)
     # Each inserted first: the source check, then the shared proxies, then ENVLOOP-FORWARD.
     for chain in (SHARED_CHAIN, SOURCE_CHAIN):
         for prefix in (INTERNAL_PREFIX, PUBLIC_PREFIX):
-            await netfilter.ensure_first("DOCKER-USER", "-i", f"{prefix}+", "-j", chain)
+            await netfilter.ensure_jump("DOCKER-USER", "-i", f"{prefix}+", "-j", chain)
     await _install_arp_chain()
     await _install_ipv6_guard()
     _ready = True
@@ -146,7 +145,9 @@ async def open_gateway_port(bridge: str, address: str, port: int) -> None:
     """Let the containers on one trial bridge reach a gateway listener on its own address: the rule
     names the bridge, so a later bridge reusing the address or port never inherits it."""
     await ensure_host_guard()
-    await netfilter.ensure_first(INPUT_CHAIN, *_gateway_rule(bridge, address, port))
+    rule = _gateway_rule(bridge, address, port)
+    if not await netfilter.iptables("-C", INPUT_CHAIN, *rule, check=False):
+        await netfilter.iptables("-I", INPUT_CHAIN, "1", *rule)
 
 
 async def close_gateway_port(bridge: str, address: str, port: int) -> None:

@@ -65,7 +65,7 @@ async def ensure_chain(name: str) -> None:
         await iptables("-N", name)  # fails again, with iptables' reason
 
 
-async def ensure_first(chain: str, *rule: str) -> None:
+async def ensure_jump(chain: str, *rule: str) -> None:
     """`rule` first in `chain`, unless it is there already."""
     if not await iptables("-C", chain, *rule, check=False):
         await iptables("-I", chain, "1", *rule)
