@@ -228,21 +228,20 @@ class DnsObserver:
         was cut: whatever the client used, `_fitted` cuts it to what it takes); None when none
         answered."""
         deadline = time.monotonic() + _UPSTREAM_SEC
-        for host, port in self._upstreams_now():
+        try:
+            upstreams = self._upstreams()
+        except UserError:  # the setting was changed to something unreadable: nowhere to ask
+            return None
+        for host, port in upstreams:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            response = await _ask(query, host, port, left)
-            if response is not None:
+            with contextlib.suppress(dns.exception.DNSException, OSError, ValueError, EOFError):
+                response, _ = await dns.asyncquery.udp_with_fallback(
+                    query, host, timeout=left, port=port, ignore_unexpected=True
+                )
                 return response
         return None
-
-    def _upstreams_now(self) -> list[tuple[str, int]]:
-        """Where to forward now: nowhere when the setting was changed to something unreadable."""
-        try:
-            return self._upstreams()
-        except UserError:
-            return []
 
     async def unanswered(self, names: Iterable[str]) -> set[str]:
         """Of `names`, those the upstreams still fail to give an answer for (SERVFAIL or any other
@@ -260,12 +259,19 @@ class DnsObserver:
             return True
         for attempt in range(_CONFIRM_ATTEMPTS):
             started = time.monotonic()
-            upstreams = self._upstreams_now()
+            try:
+                upstreams = self._upstreams()
+            except UserError:  # the setting was changed to something unreadable: nowhere to ask
+                upstreams = []
             if not upstreams:
                 return False
             host, port = upstreams[attempt % len(upstreams)]
-            if _answer(await _ask(query, host, port, _CONFIRM_SEC)) not in ("failed", "timeout"):
-                return True
+            with contextlib.suppress(dns.exception.DNSException, OSError, ValueError, EOFError):
+                response, _ = await dns.asyncquery.udp_with_fallback(
+                    query, host, timeout=_CONFIRM_SEC, port=port, ignore_unexpected=True
+                )
+                if _answer(response) not in ("failed", "timeout"):
+                    return True
             if attempt + 1 < _CONFIRM_ATTEMPTS:
                 await asyncio.sleep(max(0.0, _CONFIRM_SEC - (time.monotonic() - started)))
         return False
@@ -316,19 +322,6 @@ class _Datagrams(asyncio.DatagramProtocol):
         answer = await self._observer.answer(data, str(addr[0]), stream=False)
         if answer is not None and self._transport is not None and not self._transport.is_closing():
             self._transport.sendto(answer, addr)
-
-
-async def _ask(
-    query: dns.message.Message, host: str, port: int, timeout: float
-) -> dns.message.Message | None:
-    """One upstream's answer to `query` within `timeout` (over UDP, again over TCP when it was
-    cut); None when it gave none."""
-    with contextlib.suppress(dns.exception.DNSException, OSError, ValueError, EOFError):
-        response, _ = await dns.asyncquery.udp_with_fallback(
-            query, host, timeout=timeout, port=port, ignore_unexpected=True
-        )
-        return response
-    return None
 
 
 def _question(wire: bytes) -> dns.message.Message | None:
