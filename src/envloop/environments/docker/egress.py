@@ -139,7 +139,7 @@ class EgressProxies:
         until `remove`); None when it could not listen."""
         if not self._observing:
             public = await shared_network("public")
-            self._observer = await acquire_observer(self.created, public.bridge, public.gateway)
+            self._observer = await acquire_observer(self.created, public.name, public.bridge)
             self._observing = True
         return self._observer
 

@@ -87,8 +87,6 @@ class SharedNetwork:
     """The bridge's interface on the host (what firewall rules name)."""
     subnet: str
     """Its addresses (what the ARP rule closing its unbound ports names)."""
-    gateway: str
-    """The host's address on it (where the DNS observer listens); empty when the daemon names none."""
 
 
 @dataclass(eq=False)
@@ -165,23 +163,21 @@ async def _make_network(kind: Kind) -> SharedNetwork:
     with contextlib.suppress(DockerError):
         # Or made by this process on an earlier event loop whose state was lost: taken as it is.
         await engine().json("POST", "/networks/create", body=body)
-    config = _ipv4_config(await engine().json("GET", f"/networks/{name}"))
-    if config is None:
+    subnet = _subnet(await engine().json("GET", f"/networks/{name}"))
+    if subnet is None:
         raise EnvironmentSetupError(f"the shared {kind} network has no IPv4 subnet to close its ports by")
-    subnet, gateway = config
     await close_ports(bridge, subnet)  # before any container is on it
     if kind == "allowlist":
         await seal_bridge(bridge)
-    _POOL.networks[kind] = network = SharedNetwork(name, bridge, subnet, gateway)
+    _POOL.networks[kind] = network = SharedNetwork(name, bridge, subnet)
     _close_at_exit_once()
     return network
 
 
-def _ipv4_config(inspected: dict[str, Any]) -> tuple[str, str] | None:
-    """The network's IPv4 subnet and gateway ('' when the daemon names none), from its inspection."""
+def _subnet(inspected: dict[str, Any]) -> str | None:
     for config in (inspected.get("IPAM") or {}).get("Config") or []:
         if ":" not in str(config.get("Subnet") or ":"):
-            return str(config["Subnet"]), str(config.get("Gateway") or "")
+            return str(config["Subnet"])
     return None
 
 

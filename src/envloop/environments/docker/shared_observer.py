@@ -14,8 +14,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from envloop.core.single_flight import SingleFlight
+from envloop.environments.base import EnvironmentSetupError
 from envloop.environments.docker.bridge_rules import close_observer, open_observer
+from envloop.environments.docker.cli import DockerError
 from envloop.environments.docker.dns_observer import DnsObserver, upstreams
+from envloop.environments.docker.engine import engine
 
 
 @dataclass(eq=False)
@@ -37,9 +40,15 @@ _HELD = _Held()
 _STARTS: dict[str, SingleFlight[_Observing]] = {}
 
 
-async def _start(bridge: str, gateway: str) -> _Observing:
+async def _start(network: str, bridge: str) -> _Observing:
     if _HELD.observing is not None:  # started meanwhile by a trial on another event loop
         return _HELD.observing
+    try:
+        inspected = await engine().json("GET", f"/networks/{network}")
+    except DockerError as exc:
+        raise EnvironmentSetupError(f"the shared public network could not be read: {exc}") from None
+    configs = (inspected.get("IPAM") or {}).get("Config") or [{}]
+    gateway = str(configs[0].get("Gateway") or "")
     observer: DnsObserver | None = DnsObserver(gateway, upstreams) if gateway else None
     if observer is not None:
         try:
@@ -56,14 +65,14 @@ async def _start(bridge: str, gateway: str) -> _Observing:
     return observing
 
 
-async def acquire_observer(since: float, bridge: str, gateway: str) -> DnsObserver | None:
-    """The worker's DNS observer on the shared public bridge (its interface `bridge`, the host's
-    address `gateway` on it), started by the first trial that asks, for a trial whose lookups begin
-    no earlier than `since`; None when it could not listen. `release_observer` hands it back."""
+async def acquire_observer(since: float, network: str, bridge: str) -> DnsObserver | None:
+    """The worker's DNS observer on the shared public `network` (its bridge's interface `bridge`),
+    started by the first trial that asks, for a trial whose lookups begin no earlier than `since`;
+    None when it could not listen. `release_observer` hands it back."""
     observing = _HELD.observing
     if observing is None:
-        starting = SingleFlight(functools.partial(_start, bridge, gateway), "DNS observer")
-        start = _STARTS.setdefault(bridge, starting)
+        starting = SingleFlight(functools.partial(_start, network, bridge), "DNS observer")
+        start = _STARTS.setdefault(network, starting)
         observing = await start()
     observing.holders[since] += 1
     return observing.observer
