@@ -226,3 +226,27 @@ def test_workers_on_overlapping_threads_each_see_their_subprocesses_end(ctx: Con
     for thread in threads:
         thread.join(timeout=30)
     assert codes == [0]
+
+
+def _group_processes(home: Path) -> list[int]:
+    """Live `el worker --in-group` processes started for `home`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--in-group" in argv and f"ENVLOOP_HOME={home}".encode() in environ:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_refused_environment_leaves_no_process_of_the_group_behind(el: El) -> None:
+    """The group starts before the worker has loaded what checks its environment; a choice refused
+    then takes the group's processes with it."""
+    result = el("worker", "--capacity", "4", "--processes", "2", "--environment", "nowhere")
+    assert result.code == 2, result.stderr
+    assert "nowhere" in result.stderr
+    assert "Traceback" not in result.stderr
+    wait_for(lambda: not _group_processes(el.home), timeout=10)

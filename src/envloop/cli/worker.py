@@ -49,18 +49,13 @@ def worker(
     in_group: Annotated[bool, typer.Option("--in-group", hidden=True)] = False,
 ) -> None:
     """Run a worker in the foreground on the store: claim trials from the queue and run them."""
-    # The scheduler, the runners and the sandbox load when a worker starts, not for --help.
     from envloop.scheduling.background import try_hold_lock  # noqa: PLC0415
-    from envloop.scheduling.executor_choice import choose_executor  # noqa: PLC0415
     from envloop.scheduling.process import capacity_shares, run_worker, start_group  # noqa: PLC0415
-    from envloop.scheduling.worker import Worker, WorkerConfig  # noqa: PLC0415
-    from envloop.services.components import check_environment  # noqa: PLC0415
 
     if processes is not None and processes > 1 and executor != "local":
         raise UserError(
             f"--processes (or {PROCESSES_ENV}) applies to --executor local: Ray spreads trials itself"
         )
-    chosen, suggested = choose_executor(executor, ray_address)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     ctx = context()
     # A process of a group runs under the lock its group's first process holds.
@@ -68,18 +63,33 @@ def worker(
     if background and not in_group and lock is None:
         note("a background worker is already running for this store")
         return
-    check_environment(environment)
-    total = capacity or suggested or default_capacity()
-    shares = capacity_shares(total, processes, executor)
-    config = WorkerConfig(
-        capacity=shares[0],
-        idle_exit=idle_exit,
-        background=background,
-        lease_ttl=lease_ttl,
-        environment=environment,
+    # The group's other processes start before this one loads the scheduler, the runners and the
+    # sandbox, so that they load them side by side with it rather than after it (half a second
+    # each). Only a local worker has a group, and its size never depends on what loads next.
+    group = start_group(
+        ctx, capacity_shares(capacity or default_capacity(), processes, executor)[1:], lease_ttl, environment
     )
-    group = start_group(ctx, shares[1:], lease_ttl, environment)
-    runner = Worker(ctx, config, executor=chosen, lock=lock)
+    try:
+        from envloop.scheduling.executor_choice import choose_executor  # noqa: PLC0415
+        from envloop.scheduling.worker import Worker, WorkerConfig  # noqa: PLC0415
+        from envloop.services.components import check_environment  # noqa: PLC0415
+
+        chosen, suggested = choose_executor(executor, ray_address)
+        check_environment(environment)
+        total = capacity or suggested or default_capacity()
+        shares = capacity_shares(total, processes, executor)
+        config = WorkerConfig(
+            capacity=shares[0],
+            idle_exit=idle_exit,
+            background=background,
+            lease_ttl=lease_ttl,
+            environment=environment,
+        )
+        runner = Worker(ctx, config, executor=chosen, lock=lock)
+    except BaseException:  # a refused choice: the group started for it goes too
+        if group is not None:
+            group.stop()
+        raise
     others = plural(len(shares) - 1, "more process", "more processes")
     more = f"; {others}, {plural(total, 'trial')} at once in all" if len(shares) > 1 else ""
     note(f"worker {runner.id} on {ctx.store.url} (capacity {config.capacity}{more})")
