@@ -6,14 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event, update
+from sqlalchemy import event, select, update
 
-from envloop.cli.progress import follow
+from envloop.cli.progress import POLL_MIN_SEC, follow, pause_before_next_look
 from envloop.errors import NotFoundError
 from envloop.local import LocalClient
 from envloop.services import datasets, jobs, profiles
 from envloop.services.context import Context, open_context
-from envloop.store.tables import Trial
+from envloop.store.tables import Job, Trial
 from tests.conftest import EXAMPLES, write_profile
 
 
@@ -85,6 +85,79 @@ def test_following_reads_only_counts_looks_ever_less_often_and_sees_the_end_soon
     assert seen - cancelled[0] < 1.0, seen - cancelled[0]
     # The result (rewards, per-task rows) is never built while following.
     assert not [s for s in selects if "reward" in s], selects
+
+
+def _finish_at_a_steady_pace(
+    home: Path, job_id: str, steps: int, every_sec: float, ended: list[float]
+) -> threading.Thread:
+    """Complete the job's pending trials in `steps` equal batches, one every `every_sec`, the job
+    itself with the last batch (as a worker's last settle does); its commit time goes into `ended`."""
+
+    def finish() -> None:
+        other = open_context(home)
+        try:
+            with other.store.read() as session:
+                pending = list(
+                    session.scalars(select(Trial.id).where(Trial.job_id == job_id, Trial.status == "pending"))
+                )
+            size = -(-len(pending) // steps)
+            for step in range(steps):
+                time.sleep(every_sec)
+                with other.store.write() as session:
+                    batch = pending[step * size : (step + 1) * size]
+                    session.execute(
+                        update(Trial).where(Trial.id.in_(batch)).values(status="completed", reward=1.0)
+                    )
+                    if step == steps - 1:
+                        session.execute(update(Job).where(Job.id == job_id).values(status="completed"))
+            ended.append(time.monotonic())
+        finally:
+            other.close()
+
+    thread = threading.Thread(target=finish)
+    thread.start()
+    return thread
+
+
+def test_a_job_ending_at_a_steady_pace_is_seen_to_end_soon_after_with_a_few_more_looks(
+    ctx: Context, home: Path, tmp_path: Path
+) -> None:
+    """A tenth of 4 s followed is 0.4 s between looks: without looking more often as the last
+    trials end, the end would be seen up to that late, with at most two looks in its last 0.6 s."""
+    job_id = _big_half_done_job(ctx, tmp_path)
+    looks: list[float] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            looks.append(time.monotonic())
+
+    event.listen(ctx.store.engine, "before_cursor_execute", record)
+    ended: list[float] = []
+    finisher = _finish_at_a_steady_pace(home, job_id, steps=100, every_sec=0.04, ended=ended)
+    try:
+        final = follow(LocalClient.on_context(ctx), job_id)
+        seen = time.monotonic()
+    finally:
+        finisher.join()
+        event.remove(ctx.store.engine, "before_cursor_execute", record)
+    assert final.status == "completed" and final.counts["completed"] == 1000
+    assert seen - ended[0] < 0.3, seen - ended[0]
+    assert sum(ended[0] - 0.6 <= t <= ended[0] for t in looks) >= 3, looks[-8:]
+    assert len(looks) < 80, len(looks)  # looks stay few: not one per batch
+
+
+def test_the_wait_shrinks_near_the_end_and_grows_back_while_nothing_ends() -> None:
+    # Early on, the tenth of the time followed.
+    assert pause_before_next_look(1.0, ended=0, left=100, still=0.0) == pytest.approx(0.1)
+    assert pause_before_next_look(10.0, ended=10, left=990, still=0.0) == pytest.approx(1.0)
+    # Near the end: half of what the pace so far says is left (9 s for 90 ended, 10 left: 0.5 s).
+    assert pause_before_next_look(9.0, ended=90, left=10, still=0.0) == pytest.approx(0.5)
+    assert pause_before_next_look(9.0, ended=999, left=1, still=0.0) == POLL_MIN_SEC
+    assert pause_before_next_look(9.0, ended=1000, left=0, still=0.0) == POLL_MIN_SEC
+    # A slow last trial: the wait grows with the time since a trial last ended, up to the tenth.
+    assert pause_before_next_look(9.0, ended=999, left=1, still=0.2) == pytest.approx(0.2)
+    assert pause_before_next_look(60.0, ended=999, left=1, still=50.0) == pytest.approx(2.0)
+    assert pause_before_next_look(9.0, ended=1000, left=0, still=3.0) == pytest.approx(0.9)
 
 
 def test_progress_of_an_unknown_job_is_a_clear_not_found(ctx: Context) -> None:

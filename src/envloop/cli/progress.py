@@ -4,9 +4,12 @@ running, then what is still pending.
 Following must cost little next to the job it follows, whatever its size: the bar reads only the
 job's status and trial counts (one query embedded; against a server, the counts its event stream
 already carries), never the job's result, which the caller builds once at the end. Embedded, the
-wait between two looks is a tenth of the time followed so far (at least 50 ms, at most 2 s): a
-short job's end is seen within a few tens of milliseconds, and a long job is looked at a number of
-times that grows with the logarithm of its length, not with its length or size.
+wait between two looks is a tenth of the time followed so far (at least 50 ms, at most 2 s), so a
+long job is looked at a number of times that grows with the logarithm of its length, not with its
+length or size. Near its end the wait shrinks to half the time the job needs, at the pace its trials
+have ended so far, to finish what is left: its end is seen within tens of milliseconds, not a tenth
+of its length late, for a handful more looks. While no trial ends (a slow last trial), the wait
+grows again with the time since one last did, up to the tenth.
 """
 
 import time
@@ -64,13 +67,33 @@ class PartsBar(ProgressColumn):
         return bar
 
 
+def pause_before_next_look(followed: float, ended: int, left: int, still: float) -> float:
+    """Seconds to wait before looking at the job again, `followed` seconds after the first look,
+    with `ended` trials ended and `left` still to end, none having ended for the last `still`
+    seconds (0: some ended since the look before)."""
+    pause = min(max(followed * POLL_SHARE, POLL_MIN_SEC), POLL_MAX_SEC)
+    if not ended:
+        return pause
+    if still > 0:  # a pause in the pace (a slow last trial): wait longer the longer it lasts
+        return min(pause, max(POLL_MIN_SEC, still))
+    if left == 0:  # the last trials just ended: the job's own end is a moment away
+        return POLL_MIN_SEC
+    return min(pause, max(POLL_MIN_SEC, followed / ended * left / 2))
+
+
 def _polled(ops: Operations, job_id: str) -> Iterator[JobProgress]:
-    """The job's progress, looked at less often the longer it has been followed."""
+    """The job's progress, looked at less often the longer it has been followed, and more often
+    again as its last trials end."""
     start = time.monotonic()
+    ended_before, last_move = 0, start
     while True:
-        yield ops.job_progress(job_id)
-        followed = time.monotonic() - start
-        time.sleep(min(max(followed * POLL_SHARE, POLL_MIN_SEC), POLL_MAX_SEC))
+        progress = ops.job_progress(job_id)
+        yield progress
+        now = time.monotonic()
+        ended, left = progress.done, sum(progress.counts.values()) - progress.done
+        if ended > ended_before:
+            ended_before, last_move = ended, now
+        time.sleep(pause_before_next_look(now - start, ended, left, still=now - last_move))
 
 
 def _updates(ops: Operations, job_id: str) -> Iterator[JobProgress]:
