@@ -6,6 +6,7 @@ import asyncio
 import os
 import shutil
 import stat
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,6 +122,43 @@ def test_a_launcher_someone_else_could_write_is_rebuilt_not_run(private_cache: P
     assert native.launcher_binary() == str(binary)
     assert binary.read_bytes().startswith(b"\x7fELF")
     assert not binary.stat().st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _program_interpreter(binary: Path) -> bool:
+    """Whether the 64-bit little-endian ELF `binary` names a program interpreter (PT_INTERP): a
+    dynamically linked executable does, a static one does not."""
+    data = binary.read_bytes()
+    assert data[:6] == b"\x7fELF\x02\x01", "not a 64-bit little-endian ELF"
+    table, entry_size, entries = (
+        int.from_bytes(data[0x20:0x28], "little"),
+        int.from_bytes(data[0x36:0x38], "little"),
+        int.from_bytes(data[0x38:0x3A], "little"),
+    )
+    kinds = [
+        int.from_bytes(data[table + i * entry_size : table + i * entry_size + 4], "little")
+        for i in range(entries)
+    ]
+    return 3 in kinds
+
+
+@needs_compiler
+def test_the_launcher_is_linked_statically_where_the_toolchain_can(
+    private_cache: Path, tmp_path: Path
+) -> None:
+    """No dynamic loader runs before each trial command where a static link is possible."""
+    probe = tmp_path / "probe.c"
+    probe.write_text("int main(void) { return 0; }\n")
+    compiler = str(shutil.which("cc") or shutil.which("gcc"))
+    static_possible = (
+        subprocess.run(
+            [compiler, "-static", "-o", str(tmp_path / "probe"), str(probe)], check=False
+        ).returncode
+        == 0
+    )
+    binary = native.launcher_binary()
+    assert binary is not None
+    assert _program_interpreter(Path(binary)) is not static_possible
+    assert _program_interpreter(Path("/bin/sh").resolve())  # the check tells a dynamic binary apart
 
 
 def test_a_cache_directory_others_can_write_is_not_used(private_cache: Path) -> None:
