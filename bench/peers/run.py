@@ -199,10 +199,18 @@ def _variants(bench: Bench, workloads: set[str], with_inspect: bool) -> list[Var
     return out
 
 
+def _flushed(run: Callable[[int], cli_runs.Usage], n: int) -> cli_runs.Usage:
+    """One run, started once the writes of the runs before it are on disk: otherwise the kernel
+    writes them back during this one, on the same two cores, and a tool pays for its predecessor's
+    logs (Inspect's default log, envloop's trial files)."""
+    os.sync()
+    return run(n)
+
+
 def _round(variants: list[Variant], n: int) -> None:
     for variant in variants:
         try:
-            small, big = variant.run(1), variant.run(n)
+            small, big = _flushed(variant.run, 1), _flushed(variant.run, n)
         except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
             variant.failures.append(str(exc))
             print(f"  {variant.workload} {variant.label}: FAILED: {exc}")
