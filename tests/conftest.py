@@ -179,6 +179,29 @@ def cli_el(tmp_path_factory: pytest.TempPathFactory) -> Iterator[El]:
     stop_background_worker(runner.home)
 
 
+def processes_where(matches: Callable[[list[bytes], list[bytes]], bool]) -> list[int]:
+    """Live processes whose command line and environment (each as its NUL-separated entries)
+    `matches` accepts; one that ends or cannot be read meanwhile is left out."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if matches(argv, environ):
+            found.append(int(entry.name))
+    return found
+
+
+def trial_processes(trial_ids: set[str]) -> list[int]:
+    """Processes whose environment marks them as belonging to one of these trials."""
+    marks = {f"ENVLOOP_TRIAL_ID={trial_id}".encode() for trial_id in trial_ids}
+    return processes_where(lambda _, environ: not marks.isdisjoint(environ))
+
+
 def stop_process(proc: "subprocess.Popen[Any]", grace: float = 60) -> None:
     """SIGTERM, and SIGKILL if it has not exited within `grace` seconds."""
     if proc.poll() is None:

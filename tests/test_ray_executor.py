@@ -19,7 +19,7 @@ from envloop.scheduling.ray_executor import _sweep_dead_runs
 from envloop.services import datasets, jobs, profiles, trials
 from envloop.services.context import Context
 from envloop.store.tables import Trial
-from tests.conftest import El, make_task, wait_for, write_profile
+from tests.conftest import El, make_task, trial_processes, wait_for, write_profile
 from tests.ray_cluster import ONE_CLUSTER_AT_A_TIME, RayCluster
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, ONE_CLUSTER_AT_A_TIME]
@@ -74,24 +74,9 @@ def _trials(ctx: Context, job_id: str) -> dict[str, Trial]:
         return {t.task_name: t for t in session.scalars(select(Trial).where(Trial.job_id == job_id))}
 
 
-def _trial_processes(trial_ids: set[str]) -> list[int]:
-    """Processes whose environment marks them as belonging to one of these trials."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if any(f"ENVLOOP_TRIAL_ID={t}".encode() in environ for t in trial_ids):
-            found.append(int(entry.name))
-    return found
-
-
 def _kill_trial_processes(trial_ids: set[str]) -> None:
     """Commands of a run whose node was killed outlive it (plain mode); the test ends them."""
-    for pid in _trial_processes(trial_ids):
+    for pid in trial_processes(trial_ids):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
@@ -183,7 +168,7 @@ def test_cancelling_a_job_stops_its_trial_on_the_ray_node_and_tears_it_down(
         trial_ids = {t.id for t in _trials(ctx, job_id).values()}
         jobs.cancel_job(ctx, job_id)
         assert worker.wait(timeout=120) == 0, log.read_text()[-3000:]
-        wait_for(lambda: not _trial_processes(trial_ids), timeout=30)  # the runner's teardown on the node
+        wait_for(lambda: not trial_processes(trial_ids), timeout=30)  # the runner's teardown on the node
     finally:
         if worker.poll() is None:
             worker.kill()

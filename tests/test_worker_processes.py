@@ -20,7 +20,7 @@ from envloop.scheduling.process import capacity_shares
 from envloop.services.context import Context
 from envloop.store.tables import Trial
 from envloop.store.tables import Worker as WorkerRow
-from tests.conftest import El, submit_command_job, wait_for
+from tests.conftest import El, processes_where, submit_command_job, wait_for
 
 
 @pytest.mark.parametrize(
@@ -230,16 +230,8 @@ def test_workers_on_overlapping_threads_each_see_their_subprocesses_end(ctx: Con
 
 def _group_processes(home: Path) -> list[int]:
     """Live `el worker --in-group` processes started for `home`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"--in-group" in argv and f"ENVLOOP_HOME={home}".encode() in environ:
-            found.append(int(entry.name))
-    return found
+    mark = f"ENVLOOP_HOME={home}".encode()
+    return processes_where(lambda argv, environ: b"--in-group" in argv and mark in environ)
 
 
 def test_a_refused_environment_leaves_no_process_of_the_group_behind(el: El) -> None:

@@ -13,7 +13,7 @@ from envloop import liveness
 from envloop.services import jobs
 from envloop.services.context import Context
 from envloop.store.tables import Trial
-from tests.conftest import submit_command_job, wait_for
+from tests.conftest import submit_command_job, trial_processes, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -30,21 +30,6 @@ def _worker(home: Path, *args: str, env: dict[str, str] | None = None) -> subpro
 def _trials(ctx: Context, job_id: str) -> list[Trial]:
     with ctx.store.read() as session:
         return list(session.scalars(select(Trial).where(Trial.job_id == job_id)))
-
-
-def _processes_of(trial_ids: set[str]) -> list[int]:
-    """Processes whose environment marks them as belonging to one of these trials."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if any(f"ENVLOOP_TRIAL_ID={t}".encode() in environ for t in trial_ids):
-            found.append(int(entry.name))
-    return found
 
 
 def test_several_workers_share_the_queue_and_run_each_trial_once(
@@ -73,7 +58,7 @@ def _rerun_after_a_kill(
     first.send_signal(signal.SIGKILL)
     first.wait()
     (trial,) = _trials(ctx, job_id)
-    wait_for(lambda: not _processes_of({trial.id}), timeout=10)  # the sandbox died with its worker
+    wait_for(lambda: not trial_processes({trial.id}), timeout=10)  # the sandbox died with its worker
     second = _worker(home, "--capacity", "1", "--lease-ttl", lease, "--idle-exit", "1")
     try:
         wait_for(lambda: jobs.get_job(ctx, job_id).status == "completed", timeout=within)
@@ -108,11 +93,11 @@ def test_cancel_leaves_no_process_and_no_instance_directory(ctx: Context, home: 
     try:
         wait_for(lambda: sum(t.status == "running" for t in _trials(ctx, job_id)) == 2)
         running = {t.id for t in _trials(ctx, job_id) if t.status == "running"}
-        wait_for(lambda: len(_processes_of(running)) >= 2)
+        wait_for(lambda: len(trial_processes(running)) >= 2)
         jobs.cancel_job(ctx, job_id)
         wait_for(lambda: jobs.get_job(ctx, job_id).status == "cancelled", timeout=30)
         assert all(t.status == "cancelled" for t in _trials(ctx, job_id))
-        assert _processes_of(running) == []
+        assert trial_processes(running) == []
         assert not any(ctx.instances_dir.iterdir())
     finally:
         worker.terminate()
@@ -127,4 +112,4 @@ def test_a_stopped_worker_hands_its_trials_back(ctx: Context, home: Path, tmp_pa
     worker.wait(timeout=30)
     (trial,) = _trials(ctx, job_id)
     assert trial.status == "pending" and trial.lease_owner is None
-    assert _processes_of({trial.id}) == []
+    assert trial_processes({trial.id}) == []
