@@ -90,7 +90,7 @@ def _polled(ops: Operations, job_id: str) -> Iterator[JobProgress]:
         progress = ops.job_progress(job_id)
         yield progress
         now = time.monotonic()
-        ended, left = progress.done, sum(progress.counts.values()) - progress.done
+        ended, left = progress.done, progress.total - progress.done
         if ended > ended_before:
             ended_before, last_move = ended, now
         time.sleep(pause_before_next_look(now - start, ended, left, still=now - last_move))
@@ -121,7 +121,7 @@ def follow(ops: Operations, job_id: str) -> JobProgress:
         task = None
         for progress in _updates(ops, job_id):
             if task is None:
-                task = bar.add_task("", total=sum(progress.counts.values()), job=job_id, counts={})
+                task = bar.add_task("", total=progress.total, job=job_id, counts={})
             counts = dict(progress.counts)
             bar.update(task, completed=progress.done, description=_describe(progress), counts=counts)
             if progress.status in TERMINAL:

@@ -147,6 +147,10 @@ class JobProgress(LazyModel):
     def done(self) -> int:
         return sum(self.counts[status] for status in TERMINAL)
 
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
 
 class SubmitResult(LazyModel):
     job: JobView
