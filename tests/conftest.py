@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from sqlalchemy import Engine, event
 
 from envloop import liveness
 from envloop.services.context import Context, open_context
@@ -177,6 +178,22 @@ def cli_el(tmp_path_factory: pytest.TempPathFactory) -> Iterator[El]:
     runner = open_cli_home(tmp_path_factory.mktemp("agent-clis"))
     yield runner
     stop_background_worker(runner.home)
+
+
+@contextlib.contextmanager
+def statements_run(engine: Engine) -> Iterator[list[tuple[float, str, Any]]]:
+    """Each statement `engine` runs inside the block, as it starts: the moment, its SQL and its
+    parameters (another engine's, such as a second context's, are not seen)."""
+    seen: list[tuple[float, str, Any]] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_rest: Any) -> None:
+        seen.append((time.monotonic(), statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
 
 
 def processes_where(matches: Callable[[list[bytes], list[bytes]], bool]) -> list[int]:

@@ -5,17 +5,16 @@ as unique and as well ordered as ids made one at a time."""
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import select
 
 from envloop.core.ids import new_id, new_ids
 from envloop.services import datasets, jobs, profiles, trials
 from envloop.services.context import Context
 from envloop.store import queue
 from envloop.store.tables import Trial
-from tests.conftest import EXAMPLES, write_profile
+from tests.conftest import EXAMPLES, statements_run, write_profile
 from tests.pg import BACKENDS
 
 _ID = re.compile(r"trl_[0-9a-hjkmnp-tv-z]{22}")
@@ -69,17 +68,9 @@ def test_a_claim_looks_its_trials_up_by_key_not_through_every_pending_trial(
     doc = profiles.read_profile_file(write_profile(tmp_path / "nop.json", {"AGENT_NAME": "nop"}))
     profiles.create_profile(ctx, "nop", "1", doc)
     jobs.submit_job(ctx, jobs.JobRequest(dataset="demo@1", profiles=["nop@1"], attempts=200))
-    updates: list[tuple[str, Any]] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_rest: Any) -> None:
-        if statement.lstrip().upper().startswith("UPDATE TRIALS"):
-            updates.append((statement, parameters))
-
-    event.listen(ctx.store.engine, "before_cursor_execute", record)
-    try:
+    with statements_run(ctx.store.engine) as ran:
         claimed = queue.claim(ctx.store, "w1", 4, lease_ttl=30)
-    finally:
-        event.remove(ctx.store.engine, "before_cursor_execute", record)
+    updates = [(sql, values) for _, sql, values in ran if sql.lstrip().upper().startswith("UPDATE TRIALS")]
     assert len(claimed) == 4 and len(updates) == 1
     statement, parameters = updates[0]
     with ctx.store.engine.connect() as conn:

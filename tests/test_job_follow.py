@@ -2,11 +2,11 @@
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from sqlalchemy import event, select, update
+from sqlalchemy import select, update
 
 from envloop.cli.progress import POLL_MIN_SEC, follow, pause_before_next_look
 from envloop.errors import NotFoundError
@@ -14,7 +14,8 @@ from envloop.local import LocalClient
 from envloop.services import datasets, jobs, profiles
 from envloop.services.context import Context, open_context
 from envloop.store.tables import Job, Trial
-from tests.conftest import EXAMPLES, write_profile
+from envloop.wire import JobProgress
+from tests.conftest import EXAMPLES, statements_run, write_profile
 
 
 def _big_half_done_job(ctx: Context, tmp_path: Path) -> str:
@@ -32,48 +33,46 @@ def _big_half_done_job(ctx: Context, tmp_path: Path) -> str:
     return job.id
 
 
-def _cancel_later(
-    home: Path, job_id: str, after_sec: float, done: list[float] | None = None
-) -> threading.Thread:
-    """Cancel the job after `after_sec`; the moment the cancel is committed goes into `done`."""
+def _follow_while(
+    ctx: Context, home: Path, job_id: str, meanwhile: Callable[[Context], None]
+) -> tuple[JobProgress, float, list[tuple[float, str]]]:
+    """Follow the job to its end while `meanwhile` runs on a thread with a context of its own (its
+    own engine: its statements are not the follower's). Returns the last progress seen, the moment
+    following ended, and each SELECT the follower ran with its moment."""
 
-    def cancel() -> None:
-        time.sleep(after_sec)
-        other = open_context(home)  # its own engine: its statements are not the follower's
+    def other_side() -> None:
+        other = open_context(home)
         try:
-            jobs.cancel_job(other, job_id)
-            if done is not None:
-                done.append(time.monotonic())
+            meanwhile(other)
         finally:
             other.close()
 
-    thread = threading.Thread(target=cancel)
-    thread.start()
-    return thread
+    thread = threading.Thread(target=other_side)
+    with statements_run(ctx.store.engine) as ran:
+        thread.start()
+        try:
+            final = follow(LocalClient.on_context(ctx), job_id)
+            seen = time.monotonic()
+        finally:
+            thread.join()
+    selects = [(moment, sql) for moment, sql, _ in ran if sql.lstrip().upper().startswith("SELECT")]
+    return final, seen, selects
 
 
 def test_following_reads_only_counts_looks_ever_less_often_and_sees_the_end_soon(
     ctx: Context, home: Path, tmp_path: Path
 ) -> None:
     job_id = _big_half_done_job(ctx, tmp_path)
-    looks: list[float] = []
-    selects: list[str] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
-        if statement.lstrip().upper().startswith("SELECT"):
-            selects.append(statement)
-            looks.append(time.monotonic())
-
-    event.listen(ctx.store.engine, "before_cursor_execute", record)
     start = time.monotonic()
     cancelled: list[float] = []
-    canceller = _cancel_later(home, job_id, after_sec=4.3, done=cancelled)
-    try:
-        final = follow(LocalClient.on_context(ctx), job_id)
-        seen = time.monotonic()
-    finally:
-        canceller.join()
-        event.remove(ctx.store.engine, "before_cursor_execute", record)
+
+    def cancel_later(other: Context) -> None:
+        time.sleep(4.3)
+        jobs.cancel_job(other, job_id)
+        cancelled.append(time.monotonic())
+
+    final, seen, selects = _follow_while(ctx, home, job_id, cancel_later)
+    looks = [moment for moment, _ in selects]
     assert final.status == "cancelled"
     assert final.counts["completed"] == 500 and final.counts["cancelled"] == 500
     # The gaps between looks grow with the time followed (a tenth of it): from 2 s to 4 s that is
@@ -84,39 +83,33 @@ def test_following_reads_only_counts_looks_ever_less_often_and_sees_the_end_soon
     # The end is seen within a tenth of the time followed (plus a query), not seconds later.
     assert seen - cancelled[0] < 1.0, seen - cancelled[0]
     # The result (rewards, per-task rows) is never built while following.
-    assert not [s for s in selects if "reward" in s], selects
+    assert not [sql for _, sql in selects if "reward" in sql], selects
 
 
 def _finish_at_a_steady_pace(
-    home: Path, job_id: str, steps: int, every_sec: float, ended: list[float]
-) -> threading.Thread:
+    job_id: str, steps: int, every_sec: float, ended: list[float]
+) -> Callable[[Context], None]:
     """Complete the job's pending trials in `steps` equal batches, one every `every_sec`, the job
     itself with the last batch (as a worker's last settle does); its commit time goes into `ended`."""
 
-    def finish() -> None:
-        other = open_context(home)
-        try:
-            with other.store.read() as session:
-                pending = list(
-                    session.scalars(select(Trial.id).where(Trial.job_id == job_id, Trial.status == "pending"))
+    def finish(other: Context) -> None:
+        with other.store.read() as session:
+            pending = list(
+                session.scalars(select(Trial.id).where(Trial.job_id == job_id, Trial.status == "pending"))
+            )
+        size = -(-len(pending) // steps)
+        for step in range(steps):
+            time.sleep(every_sec)
+            with other.store.write() as session:
+                batch = pending[step * size : (step + 1) * size]
+                session.execute(
+                    update(Trial).where(Trial.id.in_(batch)).values(status="completed", reward=1.0)
                 )
-            size = -(-len(pending) // steps)
-            for step in range(steps):
-                time.sleep(every_sec)
-                with other.store.write() as session:
-                    batch = pending[step * size : (step + 1) * size]
-                    session.execute(
-                        update(Trial).where(Trial.id.in_(batch)).values(status="completed", reward=1.0)
-                    )
-                    if step == steps - 1:
-                        session.execute(update(Job).where(Job.id == job_id).values(status="completed"))
-            ended.append(time.monotonic())
-        finally:
-            other.close()
+                if step == steps - 1:
+                    session.execute(update(Job).where(Job.id == job_id).values(status="completed"))
+        ended.append(time.monotonic())
 
-    thread = threading.Thread(target=finish)
-    thread.start()
-    return thread
+    return finish
 
 
 def test_a_job_ending_at_a_steady_pace_is_seen_to_end_soon_after_with_a_few_more_looks(
@@ -125,21 +118,10 @@ def test_a_job_ending_at_a_steady_pace_is_seen_to_end_soon_after_with_a_few_more
     """A tenth of 4 s followed is 0.4 s between looks: without looking more often as the last
     trials end, the end would be seen up to that late, with at most two looks in its last 0.6 s."""
     job_id = _big_half_done_job(ctx, tmp_path)
-    looks: list[float] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
-        if statement.lstrip().upper().startswith("SELECT"):
-            looks.append(time.monotonic())
-
-    event.listen(ctx.store.engine, "before_cursor_execute", record)
     ended: list[float] = []
-    finisher = _finish_at_a_steady_pace(home, job_id, steps=100, every_sec=0.04, ended=ended)
-    try:
-        final = follow(LocalClient.on_context(ctx), job_id)
-        seen = time.monotonic()
-    finally:
-        finisher.join()
-        event.remove(ctx.store.engine, "before_cursor_execute", record)
+    finish = _finish_at_a_steady_pace(job_id, steps=100, every_sec=0.04, ended=ended)
+    final, seen, selects = _follow_while(ctx, home, job_id, finish)
+    looks = [moment for moment, _ in selects]
     assert final.status == "completed" and final.counts["completed"] == 1000
     assert seen - ended[0] < 0.3, seen - ended[0]
     assert sum(ended[0] - 0.6 <= t <= ended[0] for t in looks) >= 3, looks[-8:]

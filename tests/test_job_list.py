@@ -6,14 +6,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event, insert, select
+from sqlalchemy import insert, select
 
 from envloop.core.ids import new_id
 from envloop.errors import NotFoundError, UserError
 from envloop.services import datasets, jobs, profiles
 from envloop.services.context import Context
 from envloop.store.tables import Job, JobProfile, Trial
-from tests.conftest import EXAMPLES, El, write_profile
+from tests.conftest import EXAMPLES, El, statements_run, write_profile
 from tests.pg import BACKENDS
 
 
@@ -59,17 +59,10 @@ def _history(ctx: Context, tmp_path: Path, count: int) -> list[str]:
 
 
 def _statements(ctx: Context, call: Any) -> tuple[Any, int]:
-    seen: list[str] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
-        if not statement.lstrip().upper().startswith(("BEGIN", "COMMIT", "ROLLBACK")):
-            seen.append(statement)
-
-    event.listen(ctx.store.engine, "before_cursor_execute", record)
-    try:
-        return call(), len(seen)
-    finally:
-        event.remove(ctx.store.engine, "before_cursor_execute", record)
+    with statements_run(ctx.store.engine) as ran:
+        result = call()
+    transaction = ("BEGIN", "COMMIT", "ROLLBACK")
+    return result, sum(not sql.lstrip().upper().startswith(transaction) for _, sql, _ in ran)
 
 
 @pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
