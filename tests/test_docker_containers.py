@@ -18,7 +18,7 @@ from envloop.environments.docker import leftovers
 from envloop.environments.docker.base_images import DEBIAN_IMAGE
 from envloop.environments.docker.cli import docker_binary
 from envloop.environments.docker.containers import Container, ContainerSpec, running_container
-from envloop.environments.docker.engine import Engine
+from envloop.environments.docker.engine import Engine, engine
 from envloop.environments.docker.orphans import sweep_orphans, trial_containers
 from envloop.environments.docker.transfer import Owner
 from envloop.environments.docker.workspace import ContainerSnapshots
@@ -317,18 +317,24 @@ def test_an_agent_that_ends_the_keep_up_command_leaves_a_stopped_container_the_n
         "sleep 1"
     )
 
-    async def go() -> tuple[bool, bytes, int | None]:
+    async def go() -> tuple[bool, bool, bytes, int | None]:
         async with running_container(_spec("trl_keeper")) as container:
             await container.exec(["sh", "-c", end_keeper])
             await container.stop()
+            # The exec returns as the container's processes die, which can be before the daemon
+            # has recorded the exit: a stopped container is one the daemon sees stopped.
+            inspected = await engine().json("GET", f"/containers/{container.id}/json")
             stopped = container.stopped
-            return stopped, await container.read_file("/tmp/kept"), (await container.exec(["true"])).exit_code
+            kept = await container.read_file("/tmp/kept")
+            return stopped, inspected["State"]["Running"], kept, (await container.exec(["true"])).exit_code
 
-    stopped, kept, code = asyncio.run(go())
+    for _ in range(3):
+        stopped, running, kept, code = asyncio.run(go())
 
-    assert stopped
-    assert kept == b"kept\n"
-    assert code == 0
+        assert stopped
+        assert not running
+        assert kept == b"kept\n"
+        assert code == 0
 
 
 def test_container_is_removed_when_the_trial_is_cancelled() -> None:

@@ -51,6 +51,9 @@ from envloop.environments.shielded import finish_even_if_cancelled
 
 EXEC_MARKER = "ENVLOOP_EXEC_ID"
 _KILL_WAIT_SEC = 10.0
+_EXIT_WAIT_SEC = 60.0
+"""How long `stop` waits for the daemon to record a killed container's exit (it gives up on a
+lost exit event after the container's stop timeout, 10 s by default)."""
 _NETWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 LOG_MAX_SIZE = "1m"
@@ -380,11 +383,18 @@ class Container(ContainerCopies):
         killed whole, and a later `exec` starts it again."""
         if self._removed or self._stopped or await leftovers.end_leftovers(self.id):
             return
+        api = engine()
         try:
-            await engine().request("POST", f"/containers/{self.id}/kill")
+            await api.request("POST", f"/containers/{self.id}/kill")
         except DockerError as exc:
             if "is not running" not in str(exc):
                 raise
+        # A container whose first process just died (an agent ended the keep-up command) may
+        # still be running to the daemon, whose kill then returns before the exit is recorded;
+        # a `start` then would be a no-op and the next exec would find the container stopped.
+        await api.request(
+            "POST", f"/containers/{self.id}/wait", params={"condition": "not-running"}, timeout=_EXIT_WAIT_SEC
+        )
         self._stopped = True
 
     async def remove(self) -> None:
