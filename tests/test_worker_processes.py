@@ -2,6 +2,7 @@
 first, however that one ends."""
 
 import asyncio
+import gc
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ from sqlalchemy import select
 
 from envloop.core import capacity
 from envloop.core.capacity import default_processes, split_capacity
-from envloop.scheduling.process import capacity_shares
+from envloop.scheduling.process import capacity_shares, run_worker
 from envloop.services.context import Context
 from envloop.store.tables import Trial
 from envloop.store.tables import Worker as WorkerRow
@@ -173,6 +174,26 @@ def test_a_crashed_process_of_the_group_is_started_again(
     os.kill(other, signal.SIGKILL)
     wait_for(lambda: any(row.pid not in (first.pid, other) for row in _workers(ctx)), timeout=30)
     assert first.poll() is None
+
+
+def test_what_a_worker_process_loaded_before_serving_is_out_of_the_collectors_reach(ctx: Context) -> None:
+    """A full collection would otherwise walk every module, schema and table the worker loaded,
+    over and over for as long as it serves."""
+    from envloop.scheduling.worker import Worker, WorkerConfig  # noqa: PLC0415
+
+    worker = Worker(ctx, WorkerConfig(capacity=1, idle_poll=0.01))
+    loaded = len(gc.get_objects())
+    frozen: list[int] = []
+
+    async def serve_once() -> None:
+        frozen.append(gc.get_freeze_count())
+
+    worker.run = serve_once  # type: ignore[method-assign]
+    try:
+        run_worker(worker, None, None)
+    finally:
+        gc.unfreeze()
+    assert frozen[0] >= loaded * 0.9
 
 
 def test_after_a_worker_ran_a_later_event_loop_can_still_start_subprocesses(ctx: Context) -> None:

@@ -9,6 +9,7 @@ queue as a worker on another machine would (docs/design/queue-and-leases.md).
 
 import asyncio
 import contextlib
+import gc
 import signal
 from typing import TYPE_CHECKING
 
@@ -58,6 +59,11 @@ def run_worker(worker: "Worker", lock: "BackgroundLock | None", group: "WorkerPo
             if lock is not None:
                 lock.release()
 
+    # What the worker loaded to start (modules, schemas, the store's metadata) lives as long as it
+    # does: moved out of the collector's reach, a full collection no longer walks its hundred
+    # thousand objects (60 ms each time, 0.2 ms of CPU per trivial trial). No collection first: it
+    # would cost those 60 ms at every start to free what little start-up leaves in cycles.
+    gc.freeze()
     try:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(main())
