@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -185,7 +185,7 @@ def test_what_a_worker_process_loaded_before_serving_is_out_of_the_collectors_re
     loaded = len(gc.get_objects())
     frozen: list[int] = []
 
-    async def serve_once() -> None:
+    async def serve_once(until: Callable[[], bool] | None = None) -> None:
         frozen.append(gc.get_freeze_count())
 
     worker.run = serve_once  # type: ignore[method-assign]
