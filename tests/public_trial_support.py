@@ -12,7 +12,7 @@ from envloop.core.ids import new_id
 from envloop.core.trial import TrialSpec
 from envloop.environments.docker.cli import docker_binary
 from envloop.environments.docker.firewall import SHARED_CHAIN, SOURCE_CHAIN
-from envloop.environments.docker.orphans import worker_identity
+from envloop.liveness import process_identity
 
 REPO = Path(__file__).resolve().parents[1]
 FETCH = (
@@ -86,11 +86,11 @@ import asyncio, json, os, sys
 from pathlib import Path
 from envloop.core.trial import TrialSpec
 from envloop.environments.docker.images import BuildRecords
-from envloop.environments.docker.orphans import worker_identity
+from envloop.liveness import process_identity
 from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.runners import ShellRunner
 spec = TrialSpec.model_validate_json(sys.argv[1])
-print(worker_identity(), flush=True)
+print(process_identity(), flush=True)
 provider = DockerEnvironmentProvider(BuildRecords(Path(sys.argv[2])))
 asyncio.run(ShellRunner(provider).run(spec))
 """
@@ -117,7 +117,7 @@ def leftovers(identity: str) -> list[str]:
 
 def proxies() -> list[str]:
     """This process's shared proxies."""
-    return labelled("ps", f"envloop.worker={worker_identity()}", "envloop.shared=proxy")
+    return labelled("ps", f"envloop.worker={process_identity()}", "envloop.shared=proxy")
 
 
 RAW = """\

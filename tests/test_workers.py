@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from envloop import liveness
 from envloop.services import jobs
-from envloop.services.context import Context
+from envloop.services.context import Context, open_context
 from envloop.store.tables import Trial
 from tests.conftest import submit_command_job, trial_processes, wait_for
 
@@ -85,6 +85,54 @@ def test_a_killed_worker_of_another_host_loses_its_trial_when_its_lease_expires(
     elsewhere = {liveness.HOST_VARIABLE: "another-host"}
     trial = _rerun_after_a_kill(ctx, home, tmp_path, lease="2", within=60, first_env=elsewhere)
     assert (trial.status, trial.reward, trial.runs) == ("completed", 1.0, 2)
+    # The first run's instance outlived it (its worker was not seen gone); the store's next worker
+    # removes it, file system and all.
+    assert _worker(home, "--idle-exit", "0.2").wait(timeout=60) == 0
+    assert not _quota_mounts(trial.id)
+
+
+def _quota_mounts(trial_id: str) -> list[str]:
+    """The mount points of the trial's instance file systems in this process's mount table."""
+    table = Path("/proc/self/mountinfo").read_text().splitlines()
+    return [line.split(" ")[4] for line in table if trial_id in line and " - tmpfs " in line]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="instance file systems are mounted by a root worker only")
+def test_a_killed_workers_instance_file_system_is_unmounted_by_the_next_worker_of_any_store(
+    ctx: Context, home: Path, tmp_path: Path
+) -> None:
+    """A killed worker cannot unmount its trial's tmpfs, which holds the trial's files in memory and
+    lengthens the mount table every sandbox copies. The next worker on the host unmounts it even
+    when it serves another store (the first's may be deleted by then), and leaves alone the file
+    system of a worker that still runs."""
+    killed_job = submit_command_job(ctx, tmp_path, "sleep 60")
+    living_home = tmp_path / "living"
+    living_ctx = open_context(living_home)
+    living_job = submit_command_job(
+        living_ctx, tmp_path / "living-tasks", "sleep 6; touch $ENVLOOP_APP_DIR/done"
+    )
+    first = _worker(home, "--capacity", "1")
+    living = _worker(living_home, "--capacity", "1", "--idle-exit", "1")
+    try:
+        (killed,) = _trials(ctx, killed_job)
+        (running,) = _trials(living_ctx, living_job)
+        wait_for(lambda: bool(_quota_mounts(killed.id)) and bool(_quota_mounts(running.id)), timeout=60)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        wait_for(lambda: not trial_processes({killed.id}), timeout=10)
+        assert _quota_mounts(killed.id)  # nothing else removes it
+
+        sweeper = _worker(tmp_path / "another-store", "--idle-exit", "0.2")
+        assert sweeper.wait(timeout=60) == 0
+
+        assert not _quota_mounts(killed.id)
+        assert _quota_mounts(running.id)
+        wait_for(lambda: jobs.get_job(living_ctx, living_job).status == "completed", timeout=60)
+        (running,) = _trials(living_ctx, living_job)
+        assert (running.status, running.reward) == ("completed", 1.0)
+    finally:
+        first.kill()
+        living.wait(timeout=60)
 
 
 def test_cancel_leaves_no_process_and_no_instance_directory(ctx: Context, home: Path, tmp_path: Path) -> None:

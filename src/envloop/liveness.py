@@ -8,6 +8,7 @@ name unless ENVLOOP_WORKER_HOST names it (several hosts sharing a name, as the t
 processes do).
 """
 
+import os
 import socket
 
 import psutil
@@ -49,3 +50,21 @@ def ended(pid: int, started: float) -> bool:
         return True
     except psutil.Error:  # not ours to read: it runs
         return False
+
+
+def process_identity(pid: int | None = None) -> str:
+    """`host:pid:start-time` of a process (this one by default): what a container label, a firewall
+    rule or a mounted file system records of the worker that made it, for `identity_gone` to read."""
+    return f"{this_host()}:{pid or os.getpid()}:{int(start_time(pid))}"
+
+
+def identity_gone(identity: str) -> bool:
+    """True when the process `identity` names ran on this host and is no longer alive; False for
+    anything that is not an identity."""
+    parts = identity.rsplit(":", 2)
+    if len(parts) != 3:
+        return False
+    host, pid, started = parts
+    if not host or not pid.isdigit() or not started.isdigit():
+        return False
+    return gone(host, int(pid), float(started))

@@ -47,7 +47,7 @@ from envloop.environments.docker.firewall import (
     SOURCE_CHAIN,
     ensure_host_guard,
 )
-from envloop.environments.docker.orphans import owner_gone
+from envloop.liveness import identity_gone
 
 
 def _source_rule(port: str, address: str) -> tuple[str, ...]:
@@ -200,7 +200,7 @@ async def sweep_rules() -> int:
             if words[:2] != ["-A", chain] or "--comment" not in words:
                 continue
             comment = words[words.index("--comment") + 1]
-            if comment.startswith(netfilter.OWNER_MARK) and owner_gone(
+            if comment.startswith(netfilter.OWNER_MARK) and identity_gone(
                 comment.removeprefix(netfilter.OWNER_MARK)
             ):
                 removed += await netfilter.iptables("-D", *words[1:], check=False)

@@ -44,10 +44,10 @@ from envloop.environments.docker.orphans import (
     TRIAL_LABEL,
     WORKER_LABEL,
     remove_container,
-    worker_identity,
 )
 from envloop.environments.procs import read_tail
 from envloop.environments.shielded import finish_even_if_cancelled
+from envloop.liveness import process_identity
 
 EXEC_MARKER = "ENVLOOP_EXEC_ID"
 _KILL_WAIT_SEC = 10.0
@@ -215,7 +215,7 @@ class Container(ContainerCopies):
             **spec.labels,
             MANAGED_LABEL: "1",
             TRIAL_LABEL: spec.trial_id,
-            WORKER_LABEL: worker_identity(),
+            WORKER_LABEL: process_identity(),
         }
         api = engine()
         try:

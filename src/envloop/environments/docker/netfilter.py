@@ -14,7 +14,7 @@ Callers name these through the module (`netfilter.iptables(...)`), so one replac
 import asyncio
 
 from envloop.environments.base import EnvironmentSetupError
-from envloop.environments.docker.orphans import worker_identity
+from envloop.liveness import process_identity
 
 OWNER_MARK = "envloop "
 """How the comment of an owned rule begins; the worker's identity follows."""
@@ -135,4 +135,4 @@ async def ensure_eb_chain(
 def owned() -> tuple[str, ...]:
     """The comment that names this worker on each rule it makes for its shared bridges, so a killed
     worker's rules are swept (bridge_rules.sweep_rules)."""
-    return ("-m", "comment", "--comment", f"{OWNER_MARK}{worker_identity()}")
+    return ("-m", "comment", "--comment", f"{OWNER_MARK}{process_identity()}")

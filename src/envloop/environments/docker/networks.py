@@ -19,7 +19,8 @@ import hashlib
 
 from envloop.environments.docker.engine import NotFoundError, engine
 from envloop.environments.docker.firewall import INTERNAL_PREFIX, PUBLIC_PREFIX, ensure_host_guard
-from envloop.environments.docker.orphans import MANAGED_LABEL, TRIAL_LABEL, WORKER_LABEL, worker_identity
+from envloop.environments.docker.orphans import MANAGED_LABEL, TRIAL_LABEL, WORKER_LABEL
+from envloop.liveness import process_identity
 
 
 def _bridge_name(prefix: str, run_id: str, role: str) -> str:
@@ -32,7 +33,7 @@ class TrialNetworks:
 
     def __init__(self, run_id: str, trial_id: str) -> None:
         self._run_id = run_id
-        self._labels = {MANAGED_LABEL: "1", TRIAL_LABEL: trial_id, WORKER_LABEL: worker_identity()}
+        self._labels = {MANAGED_LABEL: "1", TRIAL_LABEL: trial_id, WORKER_LABEL: process_identity()}
         self._made: dict[str, str] = {}
         """Network name by role (`internal`, `public`, ...)."""
         self._making = asyncio.Lock()

@@ -11,29 +11,14 @@ sweep never races another's killed worker).
 
 import contextlib
 import json
-import os
 from typing import Any
 
 from envloop.environments.docker.engine import NotFoundError, engine
-from envloop.liveness import gone, start_time, this_host
+from envloop.liveness import identity_gone
 
 MANAGED_LABEL = "envloop.managed"
 TRIAL_LABEL = "envloop.trial"
 WORKER_LABEL = "envloop.worker"
-
-
-def worker_identity(pid: int | None = None) -> str:
-    """`host:pid:start-time` of a process (this one by default), as put in the worker label."""
-    return f"{this_host()}:{pid or os.getpid()}:{int(start_time(pid))}"
-
-
-def owner_gone(identity: str) -> bool:
-    """True when the labelled worker ran on this host and that exact process is no longer alive."""
-    host, _, rest = identity.partition(":")
-    pid_text, _, started = rest.partition(":")
-    if not pid_text.isdigit() or not started.isdigit():
-        return False
-    return gone(host, int(pid_text), float(started))
 
 
 async def remove_container(name: str) -> None:
@@ -59,13 +44,13 @@ async def sweep_orphans() -> list[str]:
     for container in await labelled_containers(f"{MANAGED_LABEL}=1"):
         identity = (container.get("Labels") or {}).get(WORKER_LABEL, "")
         name = str((container.get("Names") or [container["Id"]])[0]).lstrip("/")
-        if owner_gone(identity):
+        if identity_gone(identity):
             await remove_container(container["Id"])
             removed.append(name)
     # A trial's networks go once its containers have (a network in use cannot be removed).
     filters = json.dumps({"label": [f"{MANAGED_LABEL}=1"]})
     for network in await engine().json("GET", "/networks", params={"filters": filters}) or []:
-        if owner_gone((network.get("Labels") or {}).get(WORKER_LABEL, "")):
+        if identity_gone((network.get("Labels") or {}).get(WORKER_LABEL, "")):
             with contextlib.suppress(NotFoundError):
                 await engine().request("DELETE", f"/networks/{network['Id']}")
                 removed.append(str(network.get("Name")))

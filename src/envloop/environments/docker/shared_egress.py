@@ -59,7 +59,7 @@ from envloop.environments.docker.cli import DockerError
 from envloop.environments.docker.containers import Container, ContainerSpec
 from envloop.environments.docker.engine import NotFoundError, engine
 from envloop.environments.docker.firewall import INTERNAL_PREFIX, PUBLIC_PREFIX, ensure_host_guard
-from envloop.environments.docker.orphans import MANAGED_LABEL, WORKER_LABEL, worker_identity
+from envloop.environments.docker.orphans import MANAGED_LABEL, WORKER_LABEL
 from envloop.environments.docker.proxy_ledger import ProxyLedger
 from envloop.environments.docker.shared_observer import close_shared_observer, observer_in_use
 from envloop.environments.docker.squid import (
@@ -73,6 +73,7 @@ from envloop.environments.docker.squid import (
     squid_config,
     wait_ready,
 )
+from envloop.liveness import process_identity
 
 SHARED_LABEL = "envloop.shared"
 """On the shared networks and proxies (`public`, `allowlist`, `proxy`): no trial's own."""
@@ -138,7 +139,7 @@ async def _access_log(container: Container) -> bytes:
 
 def _name(kind: str) -> tuple[str, str]:
     """The network's name and its bridge's interface name (at most 15 characters), this process's."""
-    digest = hashlib.sha256(f"{worker_identity()}/{kind}".encode()).hexdigest()[:12]
+    digest = hashlib.sha256(f"{process_identity()}/{kind}".encode()).hexdigest()[:12]
     prefix = INTERNAL_PREFIX if kind == "allowlist" else PUBLIC_PREFIX
     return f"envloop-shared-{digest}-{kind}", prefix + digest
 
@@ -148,7 +149,7 @@ async def _make_network(kind: Kind) -> SharedNetwork:
         return _POOL.networks[kind]
     await ensure_host_guard()
     name, bridge = _name(kind)
-    labels = {MANAGED_LABEL: "1", WORKER_LABEL: worker_identity(), SHARED_LABEL: kind}
+    labels = {MANAGED_LABEL: "1", WORKER_LABEL: process_identity(), SHARED_LABEL: kind}
     body = {
         "Name": name,
         "Driver": "bridge",

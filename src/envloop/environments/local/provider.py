@@ -282,6 +282,11 @@ def _local_provider(spec: TrialSpec) -> EnvironmentProvider:
     return LocalEnvironmentProvider()
 
 
-LOCAL = ProviderEntry(make=_local_provider)
-"""The `local` provider as the catalog holds it: always ready, and leaving nothing a sweep must
-remove (a dead worker's instance directories are settled by the worker with its runs)."""
+async def _sweep_leftovers() -> list[str]:
+    return await asyncio.to_thread(quota.sweep_leftover_mounts)
+
+
+LOCAL = ProviderEntry(make=_local_provider, sweep_leftovers=_sweep_leftovers)
+"""The `local` provider as the catalog holds it: always ready. Its sweep unmounts the instance file
+systems of this host's dead workers, whatever store they served (quota.py); their instance
+directories are settled by the next worker of their store, with their runs."""

@@ -8,16 +8,28 @@ so a trial's files and its processes share its memory limit (docs/operators/secu
 
 Inside the sandbox the bind mounts then name paths on the tmpfs (`/app`), not the host's
 directories, so `/proc/self/mountinfo` shows no host path either.
+
+Each tmpfs names the worker process that mounted it (its source is `envloop:<host>:<pid>:<start
+time>`). A worker killed mid-trial cannot unmount its own: the next worker on the host does, from
+the mount table, whatever store it serves. A store deleted meanwhile would otherwise leave them
+for good, holding their files in memory and lengthening the mount table every sandbox copies.
 """
 
 import ctypes
 import ctypes.util
 import functools
 import os
+import re
+from contextlib import suppress
 from pathlib import Path
+
+from envloop.liveness import identity_gone, process_identity
 
 _MNT_DETACH = 2
 _FULL_MARGIN_BYTES = 64 * 1024
+_SOURCE_PREFIX = "envloop:"
+_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
+_owners: dict[int, str] = {}
 
 
 @functools.cache
@@ -32,7 +44,8 @@ def can_mount() -> bool:
 def mount_quota(root: Path, size_mb: int) -> None:
     """Mount a tmpfs of `size_mb` on the existing empty directory `root` (root-owned, 0755)."""
     options = f"size={size_mb}m,mode=0755,nr_inodes={max(4096, size_mb * 256)}".encode()
-    if _libc().mount(b"envloop", str(root).encode(), b"tmpfs", 0, options) != 0:
+    source = f"{_SOURCE_PREFIX}{_owner()}".encode()
+    if _libc().mount(source, str(root).encode(), b"tmpfs", 0, options) != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, f"tmpfs mount failed: {os.strerror(errno)}")
 
@@ -50,3 +63,47 @@ def is_full(root: Path) -> bool:
     except OSError:
         return False
     return info.f_bavail * info.f_frsize < _FULL_MARGIN_BYTES or info.f_favail == 0
+
+
+def sweep_leftover_mounts() -> list[str]:
+    """Unmount (and remove the mount point of) every instance file system whose worker ran on this
+    host and is gone; what was removed, by instance name."""
+    removed = []
+    for root in _mounts_of_gone_workers():
+        if unmount_quota(root):
+            with suppress(OSError):
+                root.rmdir()
+            removed.append(f"instance file system {root.name}")
+    return removed
+
+
+def _owner() -> str:
+    """This process's identity, read once per process (a forked child reads its own)."""
+    pid = os.getpid()
+    if pid not in _owners:
+        _owners[pid] = process_identity()
+    return _owners[pid]
+
+
+def _mounts_of_gone_workers() -> list[Path]:
+    """Mount points in this process's mount table of tmpfs mounted by a worker that is gone."""
+    try:
+        table = Path("/proc/self/mountinfo").read_text()
+    except OSError:
+        return []
+    found = []
+    for line in table.splitlines():
+        fields, _, described = line.partition(" - ")
+        mount, kind = fields.split(" "), described.split(" ")
+        if len(mount) < 5 or len(kind) < 2 or kind[0] != "tmpfs":
+            continue
+        source = _unescaped(kind[1])
+        if source.startswith(_SOURCE_PREFIX) and identity_gone(source.removeprefix(_SOURCE_PREFIX)):
+            found.append(Path(_unescaped(mount[4])))
+    return found
+
+
+def _unescaped(field: str) -> str:
+    """A mount table field as it was given: the kernel writes space, tab, newline and backslash as
+    three octal digits after a backslash."""
+    return _OCTAL_ESCAPE.sub(lambda match: chr(int(match.group(1), 8)), field)
