@@ -137,6 +137,9 @@ def test_a_sidecar_is_reached_by_name_and_its_evidence_scores_in_a_separate_veri
     assert len((kept / "var" / "log" / "api" / "orders.log").read_text().splitlines()) == 3
     assert json.loads((kept / "tmp" / "stats.json").read_text())["orders_received"] == 3
     assert asyncio.run(trial_containers(oracle.trial_id)) == []
+    # Nor is its cgroup left in any hierarchy (the daemon made it in those envloop writes no limit to).
+    cgroups = Path("/sys/fs/cgroup").glob("*/envloop-trials/*")
+    assert not [path for path in cgroups if oracle.run_id in path.name]
     nop = spec_for(tmp_path / "n", task, {"AGENT_NAME": "nop"})
     assert run(tmp_path / "n", nop).reward == 0.0
 

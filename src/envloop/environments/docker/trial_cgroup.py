@@ -83,9 +83,16 @@ class TrialCgroup:
         return 0
 
     def remove(self) -> list[str]:
-        """Remove the cgroup (after its containers); the directories that would not go."""
+        """Remove the cgroup (after its containers); the directories that would not go. On cgroup
+        v1 the daemon also made the run's directory in every other hierarchy as it placed the
+        containers (freezer, cpuset, blkio, devices...): those go too."""
         left = []
-        for directory in self._made:
+        made_by_daemon = [
+            directory
+            for directory in (hierarchy / _PARENT / self.name for hierarchy in _hierarchies())
+            if directory not in self._made
+        ]
+        for directory in self._made + (made_by_daemon if self._made else []):
             for child in sorted(directory.glob("*/"), reverse=True):
                 with contextlib.suppress(OSError):
                     child.rmdir()
@@ -97,3 +104,12 @@ class TrialCgroup:
                 left.append(str(directory))
         self._made = []
         return left
+
+
+def _hierarchies() -> list[Path]:
+    """The mounted cgroup hierarchies (`_ROOT` itself on cgroup v2)."""
+    if (_ROOT / "cgroup.controllers").is_file():
+        return [_ROOT]
+    with contextlib.suppress(OSError):
+        return [entry for entry in _ROOT.iterdir() if entry.is_dir() and not entry.is_symlink()]
+    return []
