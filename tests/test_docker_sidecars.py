@@ -20,8 +20,9 @@ from envloop.core.ids import new_id
 from envloop.core.trial import TrialOutcome, TrialSpec
 from envloop.environments.docker.cli import docker_binary
 from envloop.environments.docker.images import BuildRecords
-from envloop.environments.docker.orphans import sweep_orphans, trial_containers
+from envloop.environments.docker.orphans import trial_containers
 from envloop.environments.docker.provider import DockerEnvironmentProvider
+from envloop.environments.docker.registration import sweep_leftovers
 from envloop.runners import ShellRunner
 from envloop.tasks.harbor import load_harbor_task
 from tests.conftest import SHARED
@@ -138,8 +139,7 @@ def test_a_sidecar_is_reached_by_name_and_its_evidence_scores_in_a_separate_veri
     assert json.loads((kept / "tmp" / "stats.json").read_text())["orders_received"] == 3
     assert asyncio.run(trial_containers(oracle.trial_id)) == []
     # Nor is its cgroup left in any hierarchy (the daemon made it in those envloop writes no limit to).
-    cgroups = Path("/sys/fs/cgroup").glob("*/envloop-trials/*")
-    assert not [path for path in cgroups if oracle.run_id in path.name]
+    assert _trial_cgroups(oracle.trial_id) == []
     nop = spec_for(tmp_path / "n", task, {"AGENT_NAME": "nop"})
     assert run(tmp_path / "n", nop).reward == 0.0
 
@@ -225,6 +225,14 @@ def test_a_killed_workers_sidecars_are_swept_by_the_next(tmp_path: Path) -> None
         worker.kill()
         worker.wait()
     assert len(asyncio.run(trial_containers(trial))) >= 2
-    asyncio.run(sweep_orphans())
+    assert _trial_cgroups(trial)
+    asyncio.run(sweep_leftovers())
     assert asyncio.run(trial_containers(trial)) == []
     assert _trial_networks(trial) == []
+    assert _trial_cgroups(trial) == []
+
+
+def _trial_cgroups(trial_id: str) -> list[Path]:
+    """The trial's run cgroups, in every hierarchy (below the directory of the worker that ran it)."""
+    found = Path("/sys/fs/cgroup").glob("*/envloop-trials/**/*")
+    return [path for path in found if trial_id in path.name and path.is_dir()]

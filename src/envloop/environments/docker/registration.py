@@ -5,6 +5,7 @@ Everything Docker is imported inside the functions: naming the provider (a job's
 plugins`) must not load the client, the image builder or the container machinery.
 """
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -40,14 +41,16 @@ async def daemon_answers() -> bool:
 
 
 async def sweep_leftovers() -> list[str]:
-    """Remove the trial containers, shared networks and their firewall rules of workers on this host
-    that died (they could not remove their own); without a Docker daemon there are none."""
+    """Remove the trial containers, their cgroups, shared networks and firewall rules of workers on
+    this host that died (they could not remove their own); without a Docker daemon there are none."""
     from envloop.environments.docker.bridge_rules import sweep_rules  # noqa: PLC0415
     from envloop.environments.docker.cli import DockerError  # noqa: PLC0415
     from envloop.environments.docker.orphans import sweep_orphans  # noqa: PLC0415
+    from envloop.environments.docker.trial_cgroup import sweep_trial_cgroups  # noqa: PLC0415
 
     try:
-        removed = await sweep_orphans()
+        removed = await sweep_orphans()  # first: a cgroup goes once its containers have
+        removed += await asyncio.to_thread(sweep_trial_cgroups)
         rules = await sweep_rules()
     except (DockerError, OSError):
         return []

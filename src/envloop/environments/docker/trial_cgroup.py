@@ -5,13 +5,21 @@ all its containers together, not once per container: the daemon places each cont
 below `envloop-trials/<run>` (its `CgroupParent`), whose own limits envloop writes first. This
 holds with the daemon's `cgroupfs` driver on cgroup v1 (each controller its own hierarchy) and v2
 (one unified hierarchy); anywhere else each container keeps its own limits and the trial says so.
+
+The run's cgroup lives below one of the worker process that made it (`envloop-trials/<worker>/
+<run>`, the worker named by its host's digest, pid and start time): a worker killed mid-trial
+cannot remove its runs' cgroups, and the next worker on the host removes those of every worker
+that is gone (`sweep_trial_cgroups`), in every hierarchy the daemon made them in.
 """
 
 import contextlib
+import hashlib
+import os
 import re
 from pathlib import Path
 
 from envloop.environments.policy import EffectiveLimits
+from envloop.liveness import ended, start_time, this_host
 
 _ROOT = Path("/sys/fs/cgroup")
 _PARENT = "envloop-trials"
@@ -22,7 +30,7 @@ class TrialCgroup:
     """The parent cgroup of one run's containers (`path` is what the daemon takes)."""
 
     def __init__(self, run_id: str) -> None:
-        self.name = _SAFE.sub("-", run_id)[:100]
+        self.name = f"{_worker_name()}/{_SAFE.sub('-', run_id)[:100]}"
         self.path = f"/{_PARENT}/{self.name}"
         self._made: list[Path] = []
 
@@ -57,12 +65,11 @@ class TrialCgroup:
                     (directory / name).write_text(str(value))
 
     def _unified(self, memory: int, limits: EffectiveLimits) -> None:
-        parent = _ROOT / _PARENT
-        parent.mkdir(exist_ok=True)
+        directory = _ROOT / _PARENT / self.name
+        directory.parent.mkdir(parents=True, exist_ok=True)
         wanted = {"memory", "pids", "cpu"} & set((_ROOT / "cgroup.controllers").read_text().split())
-        for directory in (_ROOT, parent):
-            (directory / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(wanted)))
-        directory = parent / self.name
+        for ancestor in (_ROOT, directory.parent.parent, directory.parent):
+            (ancestor / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(wanted)))
         directory.mkdir(exist_ok=True)
         self._made.append(directory)
         settings = {"memory.max": str(memory), "memory.swap.max": "0", "pids.max": str(limits.pids)}
@@ -93,14 +100,7 @@ class TrialCgroup:
             if directory not in self._made
         ]
         for directory in self._made + (made_by_daemon if self._made else []):
-            for child in sorted(directory.glob("*/"), reverse=True):
-                with contextlib.suppress(OSError):
-                    child.rmdir()
-            try:
-                directory.rmdir()
-            except FileNotFoundError:
-                continue
-            except OSError:
+            if not _remove_tree(directory):
                 left.append(str(directory))
         self._made = []
         return left
@@ -113,3 +113,43 @@ def _hierarchies() -> list[Path]:
     with contextlib.suppress(OSError):
         return [entry for entry in _ROOT.iterdir() if entry.is_dir() and not entry.is_symlink()]
     return []
+
+
+def sweep_trial_cgroups() -> list[str]:
+    """Remove, in every hierarchy, the run cgroups of the workers of this host that are gone (with
+    their own directory); what was removed, by the worker's name. A cgroup that still holds a
+    process stays."""
+    removed = []
+    own_host = _host_digest(this_host())
+    for hierarchy in _hierarchies():
+        with contextlib.suppress(OSError):
+            for worker in (hierarchy / _PARENT).iterdir():
+                host, _, rest = worker.name.partition("-")
+                pid, _, started = rest.partition("-")
+                if host != own_host or not pid.isdigit() or not started.isdigit() or not worker.is_dir():
+                    continue
+                if ended(int(pid), float(started)) and _remove_tree(worker):
+                    removed.append(f"cgroup {worker.name}")
+    return sorted(set(removed))
+
+
+def _worker_name() -> str:
+    """`<host digest>-<pid>-<start time>` of this process: a cgroup's name takes no host name as it
+    is (any characters), and the digest is enough to tell this host's workers from others'."""
+    return f"{_host_digest(this_host())}-{os.getpid()}-{int(start_time())}"
+
+
+def _host_digest(host: str) -> str:
+    return hashlib.sha256(host.encode()).hexdigest()[:12]
+
+
+def _remove_tree(directory: Path) -> bool:
+    """Remove an empty cgroup tree, deepest first; whether it is gone."""
+    for child in sorted((path for path in directory.rglob("*") if path.is_dir()), reverse=True):
+        with contextlib.suppress(OSError):
+            child.rmdir()
+    try:
+        directory.rmdir()
+    except OSError as exc:
+        return isinstance(exc, FileNotFoundError)
+    return True
