@@ -7,6 +7,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from envloop.environments.local import native
 from envloop.environments.local.bwrap import bwrap_executable
 from envloop.environments.local.identity import can_switch_user
 from envloop.tasks.harbor import load_harbor_task
+from tests.conftest import wait_for
 from tests.test_containment import compile_library, preload_library, spec_for, write_task
 
 pytestmark = pytest.mark.skipif(
@@ -197,3 +199,49 @@ def test_a_plain_command_alone_gets_the_tasks_variables_and_directory(
     assert "WORKER_ONLY_PROBE" not in seen
     assert seen.strip().splitlines()[-1] == app
     assert len(loaded.read_text().splitlines()) == 1, loaded.read_text()  # the command's shell alone
+
+
+_STARTER = """
+import os, subprocess, sys
+parent = str(os.getpid()) if sys.argv[2] == "self" else sys.argv[2]
+command = subprocess.Popen([sys.argv[1], "--parent", parent, "--", "/bin/sleep", "600"])
+print(command.pid, flush=True)
+print(command.wait(), flush=True)
+"""
+
+
+def _ended(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].startswith(("Z", "X"))
+    except OSError:
+        return True
+
+
+@needs_compiler
+def test_a_command_dies_with_the_worker_that_started_it(private_cache: Path) -> None:
+    """A worker killed mid-trial leaves no command of its running on."""
+    binary = native.launcher_binary()
+    assert binary is not None
+    assert "--parent" in native.launcher_prefix([], [], None)
+    starter = subprocess.Popen(
+        [sys.executable, "-c", _STARTER, binary, "self"], stdout=subprocess.PIPE, text=True
+    )
+    assert starter.stdout is not None
+    pid = int(starter.stdout.readline())
+    wait_for(lambda: Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"/bin/sleep"), timeout=10)
+    starter.kill()
+    starter.wait()
+    wait_for(lambda: _ended(pid), timeout=10)
+
+
+@needs_compiler
+def test_a_command_whose_worker_is_gone_before_it_starts_is_not_run(private_cache: Path) -> None:
+    """Killed between starting the launcher and the launcher following it, the worker cannot be
+    followed: the launcher sees its parent is not the worker and runs nothing."""
+    binary = native.launcher_binary()
+    assert binary is not None
+    starter = subprocess.run(
+        [sys.executable, "-c", _STARTER, binary, "1"], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert starter.stdout.splitlines()[1] == "126"
+    assert "gone before the command started: parent 1" in starter.stderr

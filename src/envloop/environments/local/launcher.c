@@ -2,12 +2,17 @@
  * envloop-launch: the first process of every trial command, in one exec.
  *
  *   envloop-launch [--cgroup PROCS_FILE]... [--rlimit NAME=VALUE]... [--uid UID]
- *                  [--chdir DIR] [--setenv NAME=VALUE]... -- PROGRAM ARG...
+ *                  [--parent PID] [--chdir DIR] [--setenv NAME=VALUE]... -- PROGRAM ARG...
  *
  * Joins each cgroup (writes "0" to its cgroup.procs), lowers the rlimits, and with --uid drops to
  * that uid and gid for good (no supplementary groups, every capability gone from every set, the
  * bounding set emptied), then execs PROGRAM by its absolute path. It replaces a `/bin/sh` prefix
  * followed by `setpriv`: two execs per command that cost more than the sandbox itself.
+ *
+ * With --parent (the worker that starts it), the command is killed when that process ends: the
+ * parent-death signal is set after the drop (which clears it) and kept across the exec, and a
+ * worker already gone by then (killed as it started the command) leaves the launch failed, the
+ * program not run, instead of a command no one waits for.
  *
  * With --chdir or --setenv (a plain-mode command, which no sandbox gives its directory and
  * variables), after the drop it moves to DIR and execs PROGRAM with exactly the --setenv variables,
@@ -22,6 +27,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,10 +119,25 @@ static int drop_to(const char *uid_text) {
   return 0;
 }
 
+static int die_with(const char *parent_text) {
+  unsigned long long parent;
+  if (parse_number(parent_text, &parent)) {
+    errno = EINVAL;
+    return fail("bad parent", parent_text);
+  }
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return fail("cannot follow parent", parent_text);
+  if ((unsigned long long)getppid() != parent) {
+    errno = ESRCH;
+    return fail("gone before the command started: parent", parent_text);
+  }
+  return 0;
+}
+
 extern char **environ;
 
 int main(int argc, char **argv) {
   const char *uid = NULL;
+  const char *parent = NULL;
   const char *directory = NULL;
   char **variables = calloc((size_t)argc, sizeof *variables);
   size_t set = 0;
@@ -134,6 +155,8 @@ int main(int argc, char **argv) {
       failed = lower_rlimit(argv[i + 1]);
     else if (strcmp(argv[i], "--uid") == 0)
       uid = argv[i + 1];
+    else if (strcmp(argv[i], "--parent") == 0)
+      parent = argv[i + 1];
     else if (strcmp(argv[i], "--chdir") == 0)
       directory = argv[i + 1];
     else if (strcmp(argv[i], "--setenv") == 0) {
@@ -154,6 +177,7 @@ int main(int argc, char **argv) {
     return fail("no program to run", "(an absolute path must follow --)");
   }
   if (uid != NULL && drop_to(uid) != 0) return LAUNCH_FAILED;
+  if (parent != NULL && die_with(parent) != 0) return LAUNCH_FAILED;
   if (!own_environment) {
     execv(argv[i + 1], argv + i + 1);
     return fail("cannot run", argv[i + 1]);

@@ -116,6 +116,7 @@ def launcher_prefix(
         args += ["--rlimit", f"{name}={value}"]
     if uid is not None:
         args += ["--uid", str(uid)]
+    args += ["--parent", str(os.getpid())]  # the command dies with this process, never outlives it
     if cwd is not None:
         args += ["--chdir", cwd]
     for variable, setting in (env or {}).items():
