@@ -213,6 +213,16 @@ def processes_where(matches: Callable[[list[bytes], list[bytes]], bool]) -> list
     return found
 
 
+def process_alive(pid: int) -> bool:
+    """Whether the process runs: it exists and has not ended (a zombie, dead but not yet reaped by
+    its parent, has ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 def trial_processes(trial_ids: set[str]) -> list[int]:
     """Processes whose environment marks them as belonging to one of these trials."""
     marks = {f"ENVLOOP_TRIAL_ID={trial_id}".encode() for trial_id in trial_ids}

@@ -16,7 +16,7 @@ from envloop.client import ServerError
 from envloop.services.jobs import JobRequest
 from envloop.services.profiles import read_profile_file
 from tests.api_server import Server, start_server
-from tests.conftest import REPO, El, make_task, write_profile
+from tests.conftest import REPO, El, make_task, process_alive, write_profile
 from tests.pg import BACKENDS
 from tests.ports import free_port
 
@@ -80,7 +80,7 @@ def test_stopping_the_server_stops_its_workers(busy_server: Server) -> None:
     busy_server.proc.send_signal(signal.SIGTERM)
     busy_server.proc.wait(timeout=60)
     deadline = time.monotonic() + 30
-    while any(_alive(pid) for pid in workers):
+    while any(process_alive(pid) for pid in workers):
         assert time.monotonic() < deadline, "a worker outlived el serve"
         time.sleep(0.1)
 
@@ -105,14 +105,6 @@ def _parent_of(entry: Path) -> int | None:
     except OSError:
         return None
     return int(stat.rsplit(")", 1)[1].split()[1])
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_a_stopping_server_ends_the_event_streams_still_open_instead_of_waiting_on_them(

@@ -18,7 +18,7 @@ from envloop.environments.local import native
 from envloop.environments.local.bwrap import bwrap_executable
 from envloop.environments.local.identity import can_switch_user
 from envloop.tasks.harbor import load_harbor_task
-from tests.conftest import wait_for
+from tests.conftest import process_alive, wait_for
 from tests.test_containment import compile_library, preload_library, spec_for, write_task
 
 pytestmark = pytest.mark.skipif(
@@ -210,13 +210,6 @@ print(command.wait(), flush=True)
 """
 
 
-def _ended(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].startswith(("Z", "X"))
-    except OSError:
-        return True
-
-
 @needs_compiler
 def test_a_command_dies_with_the_worker_that_started_it(private_cache: Path) -> None:
     """A worker killed mid-trial leaves no command of its running on."""
@@ -231,7 +224,7 @@ def test_a_command_dies_with_the_worker_that_started_it(private_cache: Path) -> 
     wait_for(lambda: Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"/bin/sleep"), timeout=10)
     starter.kill()
     starter.wait()
-    wait_for(lambda: _ended(pid), timeout=10)
+    wait_for(lambda: not process_alive(pid), timeout=10)
 
 
 @needs_compiler

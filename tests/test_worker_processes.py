@@ -21,7 +21,7 @@ from envloop.scheduling.process import capacity_shares, run_worker
 from envloop.services.context import Context
 from envloop.store.tables import Trial
 from envloop.store.tables import Worker as WorkerRow
-from tests.conftest import El, processes_where, submit_command_job, wait_for
+from tests.conftest import El, process_alive, processes_where, submit_command_job, wait_for
 
 
 @pytest.mark.parametrize(
@@ -92,15 +92,6 @@ def _others(ctx: Context, first: subprocess.Popen[bytes]) -> list[int]:
     return [row.pid for row in _workers(ctx) if row.pid != first.pid]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    return state != "Z"
-
-
 @pytest.fixture
 def group(ctx: Context, home: Path, tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A worker of capacity 4 in two processes, running a job of four 30-second trials."""
@@ -119,7 +110,7 @@ def group(ctx: Context, home: Path, tmp_path: Path) -> Iterator[tuple[str, subpr
             first.kill()
             first.wait()
         for row in _workers(ctx):
-            if row.pid != first.pid and _alive(row.pid):
+            if row.pid != first.pid and process_alive(row.pid):
                 os.kill(row.pid, signal.SIGKILL)
 
 
@@ -143,7 +134,7 @@ def test_stopping_the_first_process_stops_the_group_and_hands_every_trial_back(
     others = _others(ctx, first)
     first.send_signal(signal.SIGTERM)
     assert first.wait(timeout=60) == 0
-    assert not any(_alive(pid) for pid in others)
+    assert not any(process_alive(pid) for pid in others)
     assert _workers(ctx) == []
     assert _statuses(ctx, job_id) == {"": ["pending"] * 4}
 
@@ -156,7 +147,7 @@ def test_a_killed_first_process_takes_the_others_with_it_and_they_hand_their_tri
     others = _others(ctx, first)
     first.kill()
     first.wait()
-    wait_for(lambda: not any(_alive(pid) for pid in others), timeout=30)
+    wait_for(lambda: not any(process_alive(pid) for pid in others), timeout=30)
     statuses = _statuses(ctx, job_id)
     # The others' trials are back already. The killed process's own wait for their leases to lapse,
     # unless a sibling's upkeep saw it gone before the sibling itself stopped: then they are back too.
