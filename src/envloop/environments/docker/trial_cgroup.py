@@ -93,17 +93,12 @@ class TrialCgroup:
         """Remove the cgroup (after its containers); the directories that would not go. On cgroup
         v1 the daemon also made the run's directory in every other hierarchy as it placed the
         containers (freezer, cpuset, blkio, devices...): those go too."""
-        left = []
-        made_by_daemon = [
-            directory
-            for directory in (hierarchy / _PARENT / self.name for hierarchy in _hierarchies())
-            if directory not in self._made
-        ]
-        for directory in self._made + (made_by_daemon if self._made else []):
-            if not _remove_tree(directory):
-                left.append(str(directory))
+        if not self._made:
+            return []
+        made_by_daemon = (hierarchy / _PARENT / self.name for hierarchy in _hierarchies())
+        directories = [*self._made, *(path for path in made_by_daemon if path not in self._made)]
         self._made = []
-        return left
+        return [str(directory) for directory in directories if not _remove_tree(directory)]
 
 
 def _hierarchies() -> list[Path]:
