@@ -40,6 +40,11 @@ class TrialSpec(LazyModel):
     task_dir: Path | None = Field(
         default=None, description="frozen copy of a Harbor task; runners copy from it, never write to it"
     )
+    task_digest: str | None = Field(
+        default=None,
+        description="the digest `task_dir` is stored under when it is the store's own content-addressed "
+        "copy, taken as its digest; None: computed from the files",
+    )
     row: dict[str, Any] | None = Field(default=None, description="the JSONL row of a chat task")
     scorer: str | None = Field(default=None, description="the dataset's scorer, for chat tasks")
     instance_root: Path = Field(

@@ -78,16 +78,18 @@ class ShellParams(ComponentParams):
 
 
 @functools.lru_cache(maxsize=256)
-def _frozen_task(task_dir: Path, name: str) -> HarborTask:
-    """Frozen task copies never change, so each is parsed (and its digest computed) once per process."""
-    return load_harbor_task(task_dir, name=name)
+def _frozen_task(task_dir: Path, name: str, digest: str | None) -> HarborTask:
+    """Frozen task copies never change, so each is parsed once per process; its digest is the one
+    the store keeps it under when the spec names it (hashing every file again cost as much as
+    parsing it, for each distinct task), else computed."""
+    return load_harbor_task(task_dir, name=name, digest=digest)
 
 
 @functools.lru_cache(maxsize=256)
-def _frozen_features(task_dir: Path, name: str) -> tuple[TaskFeature, ...]:
+def _frozen_features(task_dir: Path, name: str, digest: str | None) -> tuple[TaskFeature, ...]:
     """A frozen task copy's features (its Dockerfile and compose file read), found once per process
     for the same reason: every attempt of a task version is checked against the same ones."""
-    return tuple(task_features(_frozen_task(task_dir, name)))
+    return tuple(task_features(_frozen_task(task_dir, name, digest)))
 
 
 class ShellRunner:
@@ -174,14 +176,14 @@ class ShellRunner:
         started = utc_now()
         try:
             # A copy per trial: a multi-step trial moves its own copy from step to step.
-            task = _frozen_task(spec.task_dir, spec.task_name).model_copy()
+            task = _frozen_task(spec.task_dir, spec.task_name, spec.task_digest).model_copy()
             provider, choice_warning = (
                 (self.provider, None) if self.provider is not None else await choose_provider(task, spec)
             )
             # Never run a task without what it needs (push and submission refuse it too; this is
             # the last line for jobs that left the environment to the worker).
             honours = getattr(provider, "honours", None)
-            features = _frozen_features(spec.task_dir, spec.task_name)
+            features = _frozen_features(spec.task_dir, spec.task_name, spec.task_digest)
             feature_warnings = refuse_unsupported(task, honours, features)
         except Exception as exc:
             return setup_failed(spec, phases, started, exc)

@@ -131,6 +131,7 @@ def run_on_node(spec_json: str, task_key: str | None, task_archive: bytes | None
         spec = TrialSpec.model_validate_json(spec_json).model_copy(
             update={
                 "task_dir": task_dir,
+                "task_digest": None,  # unpacked here from what was sent: its digest is computed again
                 "instance_root": run_dir / "instances",
                 "artifacts_dir": kept,
                 "builds_dir": node_dir / "builds",  # image build records of this node's Docker daemon

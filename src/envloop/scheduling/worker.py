@@ -270,7 +270,8 @@ class Worker:
                 return infrastructure_failure(_preparation_problem(exc))
         if spec.task_dir is None and spec.row is None:
             try:
-                spec = spec.model_copy(update={"task_dir": await self._task_dir(claimed)})
+                task_dir = await self._task_dir(claimed)
+                spec = spec.model_copy(update={"task_dir": task_dir, "task_digest": claimed.task_digest})
             except ArtifactStoreUnavailableError as exc:
                 reason = "could not fetch the task archive on {runs} runs: {exc} (retryable: run it again "
                 return await self._hand_back(claimed, exc, reason + "once the artifact store is reachable)")

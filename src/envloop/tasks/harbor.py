@@ -43,8 +43,9 @@ def check_task_name(name: str, where: Path | str) -> str:
     return name
 
 
-def load_harbor_task(root: Path, *, name: str | None = None) -> HarborTask:
-    """Load and validate the task directory at `root`; its name defaults to the directory name.
+def load_harbor_task(root: Path, *, name: str | None = None, digest: str | None = None) -> HarborTask:
+    """Load and validate the task directory at `root`; its name defaults to the directory name, its
+    digest is computed from its files unless given (a copy the store keeps under its digest).
 
     Errors name `root` as given (what the user typed); the returned task's `root` is absolute so that
     it stays valid wherever the caller runs it from.
@@ -52,7 +53,7 @@ def load_harbor_task(root: Path, *, name: str | None = None) -> HarborTask:
     if not root.is_dir():
         raise TaskFormatError(root, "not a task directory (no such directory)")
     task_name = check_task_name(name if name is not None else root.resolve().name, root)
-    digest = task_digest(root)
+    digest = digest or task_digest(root)
     config = load_task_config(root / "task.toml")
     _optional_file(root / "solution" / "solve.sh")
     _optional_dir(root / "environment")
