@@ -203,11 +203,20 @@ class Worker:
     async def _off_loop(self, what: str, call: Callable[..., _T], *args: Any) -> _T:
         """Run a store (or disk) call in a thread. A wait for a lock that timed out changed nothing:
         it is tried again, by envloop's one retry policy, for as long as it takes; every other
-        error is raised."""
+        error is raised. The policy is entered only once a first try has timed out: a few store
+        calls per trial each paid for building and driving it while nearly all succeed at once."""
 
         def warn(_: BaseException, delay: float) -> None:
             log.warning("%s: the store stayed locked; trying again in %.2f s", what, delay)
 
+        try:
+            return await asyncio.to_thread(call, *args)
+        except OperationalError as exc:
+            if not is_lock_timeout(exc):
+                raise
+            delay = STORE_BACKOFF.delay(1, None)
+            warn(exc, delay)
+            await asyncio.sleep(delay)
         policy = retrying(
             worth_retrying=lambda exc: isinstance(exc, OperationalError) and is_lock_timeout(exc),
             backoff=STORE_BACKOFF,
