@@ -203,8 +203,17 @@ def test_commands_start_where_asked_and_paths_outside_the_instance_are_refused(
             # Copying out while commands may run could follow a directory swapped for a link.
             with pytest.raises(EnvironmentSetupError):
                 await env.get_dir(env.visible.agent_logs, tmp_path / "early")
-            for outside in ("/etc/passwd", f"{env.visible.tmp}/../etc/passwd", "relative.txt"):
+            for outside in (
+                "/etc/passwd",
+                f"{env.visible.tmp}/../etc/passwd",
+                "relative.txt",
+                f"{env.visible.app}le/x.txt",  # a sibling whose name starts with the directory's
+            ):
                 with pytest.raises(EnvironmentSetupError):
                     await env.read_file(outside, 1024)
+            # A path given untidily still lands where it names, below the instance's directory.
+            await env.write_file(f"{env.visible.app}//sub/./deeper/../x.txt", b"deep")
+            assert (await env.exec(["cat", "sub/x.txt"])).stdout == "deep"
+            assert await env.read_file(f"{env.visible.app}/sub/x.txt/", 1024) == b"deep"
 
     run_in(kind, task, tmp_path, request, body)

@@ -165,9 +165,9 @@ class LocalEnvironment(Environment):
             (self.visible.solution, self.paths.solution),
         ]
         for seen_as, host_dir in pairs:
-            if within(normal, seen_as):
-                relative = posixpath.relpath(normal, seen_as)
-                return host_dir if relative == "." else host_dir / relative
+            if within(normal, seen_as):  # `normal` has no `..` left: what follows `seen_as` is below it
+                relative = normal[len(seen_as.rstrip("/")) :].lstrip("/")
+                return host_dir / relative if relative else host_dir
         raise EnvironmentSetupError(f"{path[:200]!r} is not a path of the instance's own directories")
 
     def _step_uid(self) -> int:
