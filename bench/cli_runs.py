@@ -40,6 +40,19 @@ class Usage:
     returncode: int = 0
     follower_cpu: float = 0.0
     """For a job through the CLI: the part of `cpu` that `el job submit --wait` used itself."""
+    machine_cpu: float = 0.0
+    """CPU seconds the whole machine spent while it ran (`machine_busy_sec`), where it was measured."""
+
+
+def machine_busy_sec() -> float:
+    """CPU seconds this machine has spent busy since boot, every process and the kernel's own
+    threads together (/proc/stat, less idle, I/O wait and steal). A sandboxed process that its
+    launcher never waits for (bwrap's own child, inside the sandbox) is in no process's rusage:
+    only this counts it."""
+    with Path("/proc/stat").open() as stat:
+        fields = [int(value) for value in stat.readline().split()[1:]]
+    idle, iowait, steal = fields[3], fields[4], fields[7] if len(fields) > 7 else 0
+    return (sum(fields[:8]) - idle - iowait - steal) / os.sysconf("SC_CLK_TCK")
 
 
 def reap(pid: int) -> Usage:

@@ -52,6 +52,10 @@ def test_the_peers_benchmark_prints_envloops_figures_and_says_inspect_did_not_ru
     ):
         assert row in out, row
     assert "Inspect openai-api" not in out
+    # Each W1 row has a machine CPU figure beside its own: bwrap's sandboxed child is in no rusage.
+    bwrap_floor = next(line for line in out.splitlines() if line.startswith("floor: processes in bwrap"))
+    wall, cpu, machine = (float(value) for value in bwrap_floor.split()[-4:-1])
+    assert machine > 0 and wall > 0 and cpu > 0, bwrap_floor
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ shows what the extra processes bring; the peak memory column is the largest sing
 """
 
 import argparse
+import dataclasses
 import os
 import shutil
 import statistics
@@ -56,14 +57,16 @@ class Variant:
     floor: bool = False
     failures: list[str] = field(default_factory=list)
 
-    def marginal(self, n: int) -> tuple[float, float]:
-        """Median over rounds of the marginal wall and CPU milliseconds per trial."""
+    def marginal(self, n: int) -> tuple[float, float, float]:
+        """Median over rounds of the marginal wall, CPU and machine CPU milliseconds per trial."""
         walls = [(big.wall - small.wall) / (n - 1) * 1000 for small, big in self.samples]
         cpus = [(big.cpu - small.cpu) / (n - 1) * 1000 for small, big in self.samples]
+        machine = [(big.machine_cpu - small.machine_cpu) / (n - 1) * 1000 for small, big in self.samples]
         if self.floor:  # nothing to subtract: no start-up, the N spawns alone
             walls = [big.wall / n * 1000 for _, big in self.samples]
             cpus = [big.cpu / n * 1000 for _, big in self.samples]
-        return statistics.median(walls), statistics.median(cpus)
+            machine = [big.machine_cpu / n * 1000 for _, big in self.samples]
+        return statistics.median(walls), statistics.median(cpus), statistics.median(machine)
 
 
 class Bench:
@@ -202,9 +205,12 @@ def _variants(bench: Bench, workloads: set[str], with_inspect: bool) -> list[Var
 def _flushed(run: Callable[[int], cli_runs.Usage], n: int) -> cli_runs.Usage:
     """One run, started once the writes of the runs before it are on disk: otherwise the kernel
     writes them back during this one, on the same two cores, and a tool pays for its predecessor's
-    logs (Inspect's default log, envloop's trial files)."""
+    logs (Inspect's default log, envloop's trial files). The machine's CPU over the run is kept
+    beside the processes' own."""
     os.sync()
-    return run(n)
+    before = cli_runs.machine_busy_sec()
+    used = run(n)
+    return dataclasses.replace(used, machine_cpu=cli_runs.machine_busy_sec() - before)
 
 
 def _round(variants: list[Variant], n: int) -> None:
@@ -243,7 +249,7 @@ def _report(variants: list[Variant], n: int, startup: dict[str, list[float]]) ->
     unique = list(dict.fromkeys(variants))
     rounds = len(unique[0].samples) if unique else 0
     print(f"\nmedians of {rounds} samples; marginal per trial = (run of N - run of 1) / (N - 1)")
-    header = f"{'':<52}{'wall ms':>9}{'cpu ms':>9}{'1-task s':>10}{'peak MiB':>10}"
+    header = f"{'':<52}{'wall ms':>9}{'cpu ms':>9}{'machine':>9}{'1-task s':>10}{'peak MiB':>10}"
     marginals = {v.label: v.marginal(n) for v in unique if v.samples}
     for workload in ("W1", "W2"):
         rows = [v for v in unique if v.workload == workload and v.samples]
@@ -251,11 +257,15 @@ def _report(variants: list[Variant], n: int, startup: dict[str, list[float]]) ->
             continue
         print(f"\n{workload}, per trial ({n} trials){header[len(workload) + 22 :]}")
         for v in rows:
-            wall, cpu = marginals[v.label]
+            wall, cpu, machine = marginals[v.label]
             fixed = statistics.median(s.wall for s, _ in v.samples)
             peak = max(b.rss_mib for _, b in v.samples)
             fixed_text = "" if v.floor else f"{fixed:>10.2f}"
-            print(f"{v.label:<52}{wall:>9.2f}{cpu:>9.2f}{fixed_text:>10}{peak:>10.0f}")
+            print(f"{v.label:<52}{wall:>9.2f}{cpu:>9.2f}{machine:>9.2f}{fixed_text:>10}{peak:>10.0f}")
+    print(
+        "cpu: the tool's processes and the children they waited for; machine: all CPU the machine "
+        "spent meanwhile, which also holds what no one waits for (bwrap's sandboxed child) and other load"
+    )
     _ratios(marginals)
     for label, values in startup.items():
         median, target = statistics.median(values), TARGETS_SEC.get(label)
@@ -265,7 +275,7 @@ def _report(variants: list[Variant], n: int, startup: dict[str, list[float]]) ->
         print(f"start-up, {label}: median {median:.2f} s [{shown}]{verdict}")
 
 
-def _ratios(marginals: dict[str, tuple[float, float]]) -> None:
+def _ratios(marginals: dict[str, tuple[float, float, float]]) -> None:
     checks = [
         ("envloop, plain", "Inspect local sandbox, mockllm, cheapest log", 1 / 3),
         ("envloop, plain", "Inspect local sandbox, mockllm, default log", 1 / 3),
@@ -276,15 +286,14 @@ def _ratios(marginals: dict[str, tuple[float, float]]) -> None:
         ("envloop/chat@1, scripted endpoint", "Inspect openai-api, same endpoint, default log", 1 / 3),
         ("envloop/chat@1, scripted endpoint", "Inspect mockllm in-process, cheapest log", None),
     ]
-    print("\nratios of marginal wall per trial (cpu in brackets)")
+    print("\nratios of marginal wall per trial (cpu, machine cpu in brackets)")
     for mine, theirs, target in checks:
         if mine not in marginals or theirs not in marginals:
             continue
-        wall = marginals[mine][0] / marginals[theirs][0]
-        cpu = marginals[mine][1] / marginals[theirs][1]
+        wall, cpu, machine = (m / t for m, t in zip(marginals[mine], marginals[theirs], strict=True))
         met = "met" if target is not None and wall <= target else "NOT met"
         verdict = "" if target is None else f"   target ≤ {target:.2f}: {met}"
-        print(f"  {mine} / {theirs}: {wall:.2f}× ({cpu:.2f}×){verdict}")
+        print(f"  {mine} / {theirs}: {wall:.2f}× ({cpu:.2f}×, {machine:.2f}×){verdict}")
 
 
 def main() -> None:
