@@ -55,7 +55,7 @@ def test_the_peers_benchmark_prints_envloops_figures_and_says_inspect_did_not_ru
     # Each W1 row has a machine CPU figure beside its own: bwrap's sandboxed child is in no rusage.
     bwrap_floor = next(line for line in out.splitlines() if line.startswith("floor: processes in bwrap"))
     wall, cpu, machine = (float(value) for value in bwrap_floor.split()[-4:-1])
-    assert machine > 0 and wall > 0 and cpu > 0, bwrap_floor
+    assert wall > 0 and cpu > 0 and machine >= 0, bwrap_floor  # ticks of 10 ms: a tiny run may show none
 
 
 @pytest.mark.slow
