@@ -35,7 +35,7 @@ def upstream() -> Iterator[StubResolver]:
 
 @pytest.fixture
 def observer(upstream: StubResolver) -> Iterator[DnsObserver]:
-    found = DnsObserver("127.0.0.1", lambda: [("127.0.0.1", upstream.port)], port=free_port())
+    found = DnsObserver("127.0.0.1", lambda: [("127.0.0.1", upstream.port)], port=free_port(datagrams=True))
     found.start()
     yield found
     found.close()
@@ -110,7 +110,9 @@ def test_a_failed_lookup_is_confirmed_by_asking_again_plainly(observer: DnsObser
 
 def test_a_failure_a_flood_brought_about_is_not_confirmed_once_the_flood_is_over() -> None:
     with stub_resolver({NAME: "198.51.100.7"}, shed=5) as shedding:
-        observer = DnsObserver("127.0.0.1", lambda: [("127.0.0.1", shedding.port)], port=free_port())
+        observer = DnsObserver(
+            "127.0.0.1", lambda: [("127.0.0.1", shedding.port)], port=free_port(datagrams=True)
+        )
         observer.start()
         try:
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
