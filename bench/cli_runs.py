@@ -26,8 +26,26 @@ _PR_SET_CHILD_SUBREAPER = 36
 
 
 def become_subreaper() -> None:
-    """Orphaned descendants (the detached background worker) are re-parented to this process."""
+    """Orphaned descendants (the detached background worker) are re-parented to this process, which
+    must then collect them (`reap_orphans`)."""
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def reap_orphans() -> int:
+    """Collect every child of this process that has ended; how many. Called between runs, when no
+    child of a run is left to wait for: as a subreaper this process inherits the orphans below it,
+    and bwrap leaves one per sandboxed command (its child inside the sandbox). Left uncollected,
+    their thousands of zombies slowed every later run of the bench (the same 300-trial job took 13
+    ms per trial in its first run and 25 ms in its twelfth; collected, 13.5 to 14.2 ms in all)."""
+    reaped = 0
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:  # no child at all
+            return reaped
+        if pid == 0:  # children left, none of them ended
+            return reaped
+        reaped += 1
 
 
 @dataclass
@@ -169,6 +187,7 @@ def job_through_cli(
         raise RuntimeError("no background worker ran the job")
     os.kill(worker_pid, signal.SIGTERM)
     worker_used = reap(worker_pid)
+    reap_orphans()
     peak = max(follower.rss_mib, worker_used.rss_mib)
     run = Usage(wall, follower.cpu + worker_used.cpu, peak, follower_cpu=follower.cpu)
     return JobRun(push=push, run=run, follower=follower, worker=worker_used)

@@ -129,7 +129,10 @@ def _round(root: Path, mode: str, n: int, capacity: int, profile: Path, *, rotat
 
     steps = [floor, in_process, cli]
     order = steps[rotate % 3 :] + steps[: rotate % 3]
-    results = {step.__name__: step() for step in order}
+    results = {}
+    for step in order:
+        results[step.__name__] = step()
+        cli_runs.reap_orphans()  # the sandboxes of the floor and the in-process worker leave theirs here
     return _Row(cli=results["cli"], in_process=results["in_process"], floor=results["floor"])
 
 

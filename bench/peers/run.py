@@ -210,7 +210,9 @@ def _flushed(run: Callable[[int], cli_runs.Usage], n: int) -> cli_runs.Usage:
     os.sync()
     before = cli_runs.machine_busy_sec()
     used = run(n)
-    return dataclasses.replace(used, machine_cpu=cli_runs.machine_busy_sec() - before)
+    machine = cli_runs.machine_busy_sec() - before
+    cli_runs.reap_orphans()  # a floor's or Inspect's sandboxes leave theirs to this process too
+    return dataclasses.replace(used, machine_cpu=machine)
 
 
 def _round(variants: list[Variant], n: int) -> None:
