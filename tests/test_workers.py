@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from envloop import liveness
+from envloop.environments.local.instance import RUNTIME_DIR, instance_parent, make_root
 from envloop.services import jobs
 from envloop.services.context import Context, open_context
 from envloop.store.tables import Trial
@@ -133,6 +134,32 @@ def test_a_killed_workers_instance_file_system_is_unmounted_by_the_next_worker_o
     finally:
         first.kill()
         living.wait(timeout=60)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root worker's instances live below /run/envloop")
+def test_a_stores_directory_below_run_envloop_goes_with_its_last_instance(
+    ctx: Context, home: Path, tmp_path: Path
+) -> None:
+    """Each store a root worker serves has a directory below `/run/envloop`; a deleted store's was
+    kept for good (thousands on a machine that runs test suites). A worker's start-up sweep removes
+    the empty ones, its stop its own, and one still holding an instance stays."""
+    stale = RUNTIME_DIR / "deadbeefdeadbeef"
+    held = RUNTIME_DIR / "feedfacefeedface"
+    make_root(stale / "trl_gone.r1", private_parent=True)
+    (stale / "trl_gone.r1").rmdir()
+    make_root(held / "trl_running.r1", private_parent=True)
+    try:
+        job_id = submit_command_job(ctx, tmp_path, "true")
+        worker = _worker(home, "--idle-exit", "0.2")
+        assert worker.wait(timeout=60) == 0
+        (trial,) = _trials(ctx, job_id)
+        assert (trial.status, trial.sandbox) == ("completed", "bwrap")
+        assert not instance_parent(ctx.instances_dir, for_other_uid=True).exists()
+        assert not stale.exists()
+        assert (held / "trl_running.r1").is_dir()
+    finally:
+        (held / "trl_running.r1").rmdir()
+        held.rmdir()
 
 
 def test_cancel_leaves_no_process_and_no_instance_directory(ctx: Context, home: Path, tmp_path: Path) -> None:

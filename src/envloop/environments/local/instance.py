@@ -25,6 +25,8 @@ _RESERVED = (*SYSTEM_DIRS, "/proc", "/dev", "/tmp", "/logs", "/tests", "/solutio
 
 
 RUNTIME_DIR = Path("/run/envloop")
+_MAKE_TRIES = 5
+"""Tries to make an instance's root while sweeps of empty parents keep removing its parent."""
 
 
 class InstancePaths(BaseModel):
@@ -56,26 +58,66 @@ def instance_parent(requested: Path, *, for_other_uid: bool) -> Path:
     """Where instances are made. An instance that runs as a uid of its own must be reachable by that
     uid, so it cannot live below a private home (`/root/.envloop` is 0700): such instances live in
     `/run/envloop/<key>`, a root-owned directory anyone may pass through but not list, with one key per
-    requested directory so two stores' workers never meet. Each instance root is a tmpfs there."""
-    if not for_other_uid:
-        return requested
-    key = hashlib.sha256(str(requested.resolve()).encode()).hexdigest()[:16]
-    parent = RUNTIME_DIR / key
-    for directory in (RUNTIME_DIR, parent):
-        with contextlib.suppress(FileExistsError):
-            directory.mkdir(mode=0o711)
-        info = directory.lstat()
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-            raise EnvironmentSetupError(f"{directory} is not a directory owned by the worker")
-        directory.chmod(0o711)
-    return parent
+    requested directory so two stores' workers never meet. Each instance root is a tmpfs there. The
+    directory is made with the instance (`make_root`), and goes once no instance is left in it
+    (`sweep_empty_parents`)."""
+    return RUNTIME_DIR / _key(requested) if for_other_uid else requested
+
+
+def _key(requested: Path) -> str:
+    return hashlib.sha256(str(requested.resolve()).encode()).hexdigest()[:16]
+
+
+def make_root(root: Path, *, private_parent: bool) -> None:
+    """Make the instance's root directory, and its parent. A private parent (below `/run/envloop`)
+    is made with its own mode, never by `mkdir -p` (which would let anyone list the runs in it),
+    and made again if a sweep removed it, empty, between the two steps."""
+    if not private_parent:
+        root.mkdir(parents=True)
+        return
+    for _ in range(_MAKE_TRIES):
+        try:
+            for directory in (RUNTIME_DIR, root.parent):
+                _private_directory(directory)
+            root.mkdir()
+            return
+        except FileNotFoundError:
+            continue
+    raise EnvironmentSetupError("the instance's directory could not be made: its parent kept vanishing")
+
+
+def _private_directory(directory: Path) -> None:
+    with contextlib.suppress(FileExistsError):
+        directory.mkdir(mode=0o711)
+    info = directory.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise EnvironmentSetupError(f"{directory} is not a directory owned by the worker")
+    directory.chmod(0o711)
+
+
+def sweep_empty_parents() -> list[str]:
+    """Remove each directory below `/run/envloop` that holds no instance: there is one per store
+    ever served on this host, and a deleted store's would otherwise stay for good (thousands on a
+    machine that runs test suites). A worker of a live store makes its own again for its next
+    instance (`make_root`); one that holds an instance is not empty, and stays."""
+    try:
+        parents = list(RUNTIME_DIR.iterdir())
+    except OSError:
+        return []
+    removed = []
+    for path in parents:
+        try:
+            path.rmdir()
+        except OSError:  # not empty, or not a directory: not this sweep's to remove
+            continue
+        removed.append(f"empty instance directory {path.name}")
+    return removed
 
 
 def instances_under(requested: Path) -> list[Path]:
     """Every instance directory there is for `requested`, wherever it was made."""
-    key = hashlib.sha256(str(requested.resolve()).encode()).hexdigest()[:16]
     found: list[Path] = []
-    for parent in (requested, RUNTIME_DIR / key):
+    for parent in (requested, RUNTIME_DIR / _key(requested)):
         if parent.is_dir():
             found += sorted(parent.iterdir())
     return found

@@ -143,7 +143,7 @@ class LocalEnvironmentProvider:
         try:
             if paths.root.exists():  # left by a run whose worker died; this run starts afresh
                 files.remove_instance(paths.root)
-            paths.root.mkdir(parents=True)
+            files.make_root(paths.root, private_parent=host_uid is not None)
             if quota.can_mount():
                 quota.mount_quota(paths.root, limits.disk_mb)
                 quota_mounted = True
@@ -283,10 +283,22 @@ def _local_provider(spec: TrialSpec) -> EnvironmentProvider:
 
 
 async def _sweep_leftovers() -> list[str]:
-    return await asyncio.to_thread(quota.sweep_leftover_mounts)
+    return await asyncio.to_thread(_leftovers_removed)
 
 
-LOCAL = ProviderEntry(make=_local_provider, sweep_leftovers=_sweep_leftovers)
+def _leftovers_removed() -> list[str]:
+    return quota.sweep_leftover_mounts() + files.sweep_empty_parents()
+
+
+async def _close_shared() -> list[str]:
+    """No instance of the stopping worker is left: its directory below `/run/envloop` goes if no
+    other worker of its store has one there."""
+    await asyncio.to_thread(files.sweep_empty_parents)
+    return []
+
+
+LOCAL = ProviderEntry(make=_local_provider, sweep_leftovers=_sweep_leftovers, close_shared=_close_shared)
 """The `local` provider as the catalog holds it: always ready. Its sweep unmounts the instance file
-systems of this host's dead workers, whatever store they served (quota.py); their instance
-directories are settled by the next worker of their store, with their runs."""
+systems of this host's dead workers, whatever store they served (quota.py), and removes the
+directories below `/run/envloop` that no instance is left in; their other instance directories are
+settled by the next worker of their store, with their runs."""
