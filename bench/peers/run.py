@@ -19,6 +19,11 @@ installed by `bench/peers/setup_inspect.py` into a venv of its own (never envloo
 `--envloop-only` it is not run at all, and the output says so. With `--one-process`, envloop's
 variants also run with their worker in a single process (by default it is one per core), so the run
 shows what the extra processes bring; the peak memory column is the largest single process.
+
+On an ext4 without a journal, start a run several minutes after any large deletion (a test suite,
+an earlier run's clean-up, which this bench's own is): for minutes after it every file a trial
+makes costs more, and envloop's trials make files where the floor's make none (BENCHMARKS.md,
+7 December).
 """
 
 import argparse
