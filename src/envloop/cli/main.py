@@ -19,6 +19,7 @@ from typer.exceptions import TyperException
 
 from envloop import __version__
 from envloop.cli import exits
+from envloop.cli.pid_one import split_off_init
 from envloop.errors import ServerError, UserError
 
 HELP = "envloop: evaluate AI models and agents in sandboxes, with honest metrics."
@@ -199,6 +200,7 @@ def _debugging() -> bool:
 
 
 def run() -> None:
+    split_off_init()
     try:
         wanted, named = _wanted(sys.argv[1:])
         if wanted is not None:
