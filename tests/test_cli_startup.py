@@ -32,7 +32,7 @@ STORE_SANDBOX_SDKS = (
     "fastapi",
     "uvicorn",
 )
-LIGHT_CLI = {"envloop.cli.main", "envloop.cli.exits"}
+LIGHT_CLI = {"envloop.cli.main", "envloop.cli.exits", "envloop.cli.pid_one"}
 PROBE = """
 import json, runpy, sys
 sys.argv = ["el", *json.loads(sys.argv[1])]

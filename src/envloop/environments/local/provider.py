@@ -291,8 +291,8 @@ def _leftovers_removed() -> list[str]:
 
 
 async def _close_shared() -> list[str]:
-    """No instance of the stopping worker is left: its directory below `/run/envloop` goes if no
-    other worker of its store has one there."""
+    """No instance of the stopping worker is left: every directory below `/run/envloop` that holds
+    no instance goes, its store's among them unless another of its workers still has one there."""
     await asyncio.to_thread(files.sweep_empty_parents)
     return []
 
