@@ -107,15 +107,15 @@ async def _install_guard() -> None:
     for chain in (SHARED_CHAIN, SOURCE_CHAIN):
         for prefix in (INTERNAL_PREFIX, PUBLIC_PREFIX):
             await netfilter.ensure_jump("DOCKER-USER", "-i", f"{prefix}+", "-j", chain)
-    await _install_arp_chain()
+    await install_frame_chains()
     await _install_ipv6_guard()
     _ready = True
 
 
-async def _install_arp_chain() -> None:
-    """The chains, and a jump to them: for every ARP frame a bridge port sends to the host or
-    another port, and for every frame as it enters the bridge (`MAC_CHAIN`); added when missing,
-    never flushed (ebtables has no check of a rule: its listing is read)."""
+async def install_frame_chains() -> None:
+    """The ebtables chains, and a jump to them: for every ARP frame a bridge port sends to the host
+    or another port (`ARP_CHAIN`), and for every frame as it enters the bridge (`MAC_CHAIN`); added
+    when missing, never flushed (ebtables has no check of a rule: its listing is read)."""
     await netfilter.ensure_eb_chain(("-t", "filter"), ARP_CHAIN, ("INPUT", "FORWARD"), ("-p", "ARP"))
     await netfilter.ensure_eb_chain(("-t", "nat"), MAC_CHAIN, ("PREROUTING",), ())
 

@@ -19,6 +19,13 @@ from envloop.liveness import process_identity
 OWNER_MARK = "envloop "
 """How the comment of an owned rule begins; the worker's identity follows."""
 _EBTABLES_ATTEMPTS = 6
+_EBTABLES_FINAL = (
+    b"does a matching rule exist",
+    b"No chain/target/match by that name",
+    b"Chain already exists",
+)
+"""ebtables' answers that a second try would not change (a rule or chain missing, or one there
+already), unlike a collision with another change."""
 
 
 class FirewallError(EnvironmentSetupError):
@@ -85,8 +92,8 @@ async def ebtables(*args: str, check: bool = True) -> tuple[bool, str]:
             "ebtables", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
         )
         out, err = await proc.communicate()
-        absent = b"does a matching rule exist" in err  # a rule to delete that is not there
-        if proc.returncode == 0 or "-L" in args[:3] or absent or attempt == _EBTABLES_ATTEMPTS - 1:
+        final = any(reason in err for reason in _EBTABLES_FINAL)
+        if proc.returncode == 0 or "-L" in args[:3] or final or attempt == _EBTABLES_ATTEMPTS - 1:
             break
         await asyncio.sleep(0.02 * (attempt + 1))
     if proc.returncode != 0 and check:
@@ -120,12 +127,17 @@ async def ebtables_batch(changes: dict[str, tuple[str, ...]], attempts: int = _E
 async def ensure_eb_chain(
     table: tuple[str, ...], name: str, jumps: tuple[str, ...], match: tuple[str, ...]
 ) -> None:
-    """The ebtables chain `name`, and a jump to it first in each of `jumps` for frames of `match`;
-    added when missing (ebtables has no check of a rule: its listing is read)."""
-    if not (await ebtables(*table, "-L", name, check=False))[0]:
-        made, _ = await ebtables(*table, "-N", name, check=False)
-        if not made and not (await ebtables(*table, "-L", name, check=False))[0]:
-            await ebtables(*table, "-N", name)  # fails again, with ebtables' reason
+    """The ebtables chain `name`, ending in RETURN, and a jump to it first in each of `jumps` for
+    frames of `match`; added when missing (ebtables has no check of a rule: its listing is read).
+
+    The chain's policy is set whether it was there or not: `ebtables -N` alone ends a chain in a
+    rule that accepts, so a frame the chain let through would skip the rest of the host's chain
+    (an operator's own rules), and every listing of such a chain deletes and adds that rule again,
+    so two listings at once, in two worker processes, fail one of them."""
+    if not (await ebtables(*table, "-P", name, "RETURN", check=False))[0]:
+        made, _ = await ebtables(*table, "-N", name, "-P", "RETURN", check=False)
+        if not made:  # made by another worker process in between, or it fails with ebtables' reason
+            await ebtables(*table, "-P", name, "RETURN")
     for chain in jumps:
         _, rules = await ebtables(*table, "-L", chain)
         if " ".join([*match, "-j", name]) not in rules.splitlines():
