@@ -271,6 +271,11 @@ def write_profile(path: Path, params: dict[str, str], secret: list[str] | None =
     return path
 
 
+def captured(path: Path) -> str:
+    """A command's kept stream as text: a stream that printed nothing kept no file, and reads as ""."""
+    return path.read_text() if path.exists() else ""
+
+
 def make_task(root: Path, name: str, solve: str = "", test: str | None = None, toml: str = "") -> Path:
     """A small Harbor-format task written for both sandbox modes."""
     task = root / name

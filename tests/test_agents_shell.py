@@ -10,6 +10,7 @@ from envloop.core.trial import TrialOutcome, TrialSpec
 from envloop.environments import LocalEnvironmentProvider
 from envloop.environments.local.bwrap import bwrap_executable
 from envloop.runners import ShellRunner
+from tests.conftest import captured
 
 HAS_BWRAP = bwrap_executable()[0] is not None
 needs_bwrap = pytest.mark.skipif(not HAS_BWRAP, reason="bwrap cannot create a sandbox on this host")
@@ -49,7 +50,7 @@ def run_command(tmp_path: Path, mode: str, command: str, **spec_fields: object) 
 
 
 def agent_stdout(tmp_path: Path) -> str:
-    return (tmp_path / "artifacts" / "agent" / "stdout.txt").read_text()
+    return captured(tmp_path / "artifacts" / "agent" / "stdout.txt")
 
 
 @pytest.mark.parametrize("mode", MODES)

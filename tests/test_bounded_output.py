@@ -111,3 +111,31 @@ def test_a_daemon_that_keeps_the_commands_stdout_does_not_hold_the_command(tmp_p
         assert alive.stdout.strip() != "0"
 
     run_in("plain", task, spec, body)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_stream_that_printed_nothing_keeps_no_file_and_an_earlier_runs_file_is_emptied(
+    tmp_path: Path, mode: str
+) -> None:
+    """Each capture file is made at its stream's first byte: a silent stream leaves none (nor its
+    directory), one that printed keeps exactly what it printed, and a file an earlier run left at a
+    capture's path holds nothing of that run once the new one printed nothing."""
+    task = make_task(tmp_path / "quiet-task")
+    spec = make_spec(tmp_path, task)
+    quiet, loud, stale = tmp_path / "quiet", tmp_path / "loud", tmp_path / "stale"
+    stale.mkdir()
+    (stale / "stdout.txt").write_text("the earlier run's output\n")
+
+    async def body(env: Environment) -> None:
+        silent = await env.exec(["true"], stdout_path=quiet / "stdout.txt", stderr_path=quiet / "stderr.txt")
+        assert (silent.exit_code, silent.stdout, silent.stderr) == (0, "", "")
+        streams = {"stdout_path": loud / "stdout.txt", "stderr_path": loud / "stderr.txt"}
+        said = await env.exec(["sh", "-c", "echo out; echo err >&2"], **streams)
+        assert (said.stdout, said.stderr) == ("out\n", "err\n")
+        again = await env.exec(["true"], stdout_path=stale / "stdout.txt")
+        assert again.stdout == ""
+
+    run_in(mode, task, spec, body)
+    assert not quiet.exists()
+    assert ((loud / "stdout.txt").read_text(), (loud / "stderr.txt").read_text()) == ("out\n", "err\n")
+    assert (stale / "stdout.txt").read_text() == ""

@@ -29,6 +29,7 @@ from envloop.runners import ShellRunner
 from envloop.store.artifacts import ArtifactStore
 from envloop.tasks.harbor import load_harbor_task
 from envloop.tasks.model import TaskFormatError
+from tests.conftest import captured
 from tests.registries import host_listener
 
 pytestmark = pytest.mark.skipif(
@@ -74,11 +75,11 @@ def run(spec: TrialSpec, mode: str = "bwrap") -> TrialOutcome:
 
 
 def agent_stdout(tmp_path: Path) -> str:
-    return (tmp_path / "artifacts" / "agent" / "stdout.txt").read_text()
+    return captured(tmp_path / "artifacts" / "agent" / "stdout.txt")
 
 
 def verifier_stdout(tmp_path: Path) -> str:
-    return (tmp_path / "artifacts" / "verifier" / "stdout.txt").read_text()
+    return captured(tmp_path / "artifacts" / "verifier" / "stdout.txt")
 
 
 def compile_library(source: str, target: Path) -> None:

@@ -24,7 +24,7 @@ from envloop.environments.docker.orphans import trial_containers
 from envloop.environments.docker.provider import DockerEnvironmentProvider
 from envloop.runners import ShellRunner
 from envloop.tasks.harbor import load_harbor_task
-from tests.conftest import El, make_task, wait_for, write_profile
+from tests.conftest import El, captured, make_task, wait_for, write_profile
 from tests.docker_daemon import command_running, docker_daemon
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.usefixtures("docker_daemon")]
@@ -185,7 +185,7 @@ def test_the_agent_cannot_forge_the_reward(tmp_path: Path, images: list[str]) ->
     params = {"AGENT_NAME": "command", "AGENT_COMMAND": forge}
     outcome = run_docker(tmp_path, spec_for(tmp_path, task, params), images)
     assert outcome.reward == 0.0
-    assert "SOLUTION-VISIBLE" not in (tmp_path / "artifacts" / "agent" / "stdout.txt").read_text()
+    assert "SOLUTION-VISIBLE" not in captured(tmp_path / "artifacts" / "agent" / "stdout.txt")
 
 
 def test_logs_come_out_masked_and_never_through_a_link(tmp_path: Path, images: list[str]) -> None:

@@ -22,7 +22,7 @@ from envloop.services.context import Context
 from envloop.testing import ScriptedServer
 from envloop.trajectories import read_trajectory
 from envloop.wire.jobs import JobRequest
-from tests.conftest import El, make_task, publish_profile, run_job_in_process
+from tests.conftest import El, captured, make_task, publish_profile, run_job_in_process
 
 SECRET = "sk-shell-trajectory-0a1b2c"
 HAS_BWRAP = bwrap_executable()[0] is not None
@@ -153,7 +153,7 @@ def test_network_public_opens_a_network_of_its_own_and_no_service_of_the_host(tm
         offline = run(tmp_path / "none", params, "bwrap")
         online = run(tmp_path / "host", {**params, "NETWORK": "public"}, "bwrap")
     for path in (tmp_path / "none", tmp_path / "host"):
-        assert "reached" not in (path / "artifacts" / "agent" / "stdout.txt").read_text()
+        assert "reached" not in captured(path / "artifacts" / "agent" / "stdout.txt")
     assert "network: agent public, verifier no-network" in (online.sandbox_note or "")
     assert "network: agent no-network, verifier no-network" in (offline.sandbox_note or "")
 

@@ -17,6 +17,7 @@ from envloop.core.trial import TrialOutcome, TrialSpec
 from envloop.environments import LocalEnvironmentProvider
 from envloop.environments.local.bwrap import bwrap_executable
 from envloop.runners import ShellRunner
+from tests.conftest import captured
 from tests.docker_daemon import docker_daemon
 
 __all__ = ["docker_daemon"]
@@ -91,7 +92,7 @@ def run_hostile(
 def test_nothing_the_agent_left_in_its_home_runs_as_part_of_the_verifier(tmp_path: Path, mode: str) -> None:
     outcome = run_hostile(tmp_path, mode)
     assert outcome.error is None, outcome.error
-    assert (tmp_path / "artifacts" / "agent" / "stderr.txt").read_text() == ""
+    assert captured(tmp_path / "artifacts" / "agent" / "stderr.txt") == ""
     assert outcome.reward == 0.0
     assert "forged" not in (tmp_path / "artifacts" / "verifier" / "pip-config.txt").read_text()
 

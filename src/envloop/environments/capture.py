@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from envloop.environments.keeping import MAX_KEPT_FILE_BYTES
+from envloop.environments.procs import read_tail
 
 _NOTE_ROOM = 1024
 CAPTURE_HEAD_BYTES = MAX_KEPT_FILE_BYTES // 2 - _NOTE_ROOM
@@ -43,7 +44,7 @@ class BoundedWriter:
     `tail` bytes. Call `finish` once the stream has ended; `file` then holds what was kept."""
 
     def __init__(
-        self, file: BinaryIO, *, head: int = CAPTURE_HEAD_BYTES, tail: int = CAPTURE_TAIL_BYTES
+        self, file: "BinaryIO | Capture", *, head: int = CAPTURE_HEAD_BYTES, tail: int = CAPTURE_TAIL_BYTES
     ) -> None:
         self.file = file
         self._head = head
@@ -87,6 +88,10 @@ class BoundedWriter:
 
     def flush(self) -> None:
         self.file.flush()
+
+    def tail(self) -> tuple[str, bool]:
+        """The last bytes kept, decoded, and whether they are all of the stream (`read_tail`)."""
+        return self.file.tail() if isinstance(self.file, Capture) else read_tail(self.file)
 
     def finish(self) -> int:
         """Append the note and the kept tail to `file`; the bytes dropped. Idempotent."""
@@ -150,19 +155,53 @@ class PipePump:
             self.ended.set_result(None)
 
 
+class Capture:
+    """A command's capture file, made when its first byte arrives: the worker's file `path` (never
+    inside the instance; its directory is made then when missing), or a nameless temporary one when
+    the caller keeps only the result's tail. A stream that printed nothing leaves no file: a
+    trivial trial's four empty streams were four files and a directory made, kept and listed for
+    nothing, and every file made costs the store's file system an inode. A file already at `path`
+    (an earlier run's, a file the caller follows) is emptied at once, as opening it would have."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.file: BinaryIO | None = None
+        if path is not None:
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                os.truncate(path, 0)
+
+    def write(self, data: bytes, /) -> int:
+        if self.file is None:
+            self.file = self._open()
+        return self.file.write(data)
+
+    def _open(self) -> BinaryIO:
+        if self.path is None:
+            return tempfile.TemporaryFile()
+        try:
+            return self.path.open("w+b", buffering=0)
+        except FileNotFoundError:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return self.path.open("w+b", buffering=0)
+
+    def flush(self) -> None:
+        if self.file is not None:
+            self.file.flush()
+
+    def tail(self) -> tuple[str, bool]:
+        """The stream's last bytes, decoded, and whether that is all of it (see `read_tail`)."""
+        return ("", True) if self.file is None else read_tail(self.file)
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
 @contextlib.contextmanager
-def capture_file(path: Path | None) -> Iterator[BinaryIO]:
-    """A command's capture file: the worker's file `path` (never inside the instance), or a
-    nameless temporary one when the caller keeps only the result's tail. Its directory is made
-    when it is missing (a phase's first command), not asked after for every stream."""
-    if path is None:
-        with tempfile.TemporaryFile() as handle:
-            yield handle
-        return
+def capture_file(path: Path | None) -> Iterator[Capture]:
+    """A `Capture` of `path`, its file closed on the way out."""
+    capture = Capture(path)
     try:
-        file = path.open("w+b", buffering=0)
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        file = path.open("w+b", buffering=0)
-    with file:
-        yield file
+        yield capture
+    finally:
+        capture.close()

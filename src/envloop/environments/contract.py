@@ -66,7 +66,6 @@ from envloop.environments.keeping import (
     small_plain_tree,
 )
 from envloop.environments.policy import NETWORK_VARIABLE, EffectiveLimits
-from envloop.environments.procs import read_tail
 from envloop.environments.variables import checked_env, trial_variables
 from envloop.tasks.model import HarborTask, NetworkMode, TaskUser
 from envloop.tasks.phases import NO_NETWORK, NetworkPolicy
@@ -194,10 +193,11 @@ class Environment(ABC):
                     for writer in writers:
                         writer.finish()
                 self._note_dropped(command, writers)
-                for capture, path in ((out, stdout_path), (err, stderr_path)):
-                    if path is not None and not self.kept.charge_capture(capture):
+                for capture in (out, err):
+                    kept = capture.file
+                    if capture.path is not None and kept is not None and not self.kept.charge_capture(kept):
                         self._warn_once("captured output beyond the trial's disk quota was cut off")
-                (stdout, stdout_whole), (stderr, stderr_whole) = read_tail(out), read_tail(err)
+                (stdout, stdout_whole), (stderr, stderr_whole) = out.tail(), err.tail()
         except BaseException:
             if observer is not None:
                 await observer.ran(run, None)

@@ -25,14 +25,13 @@ import contextlib
 import os
 import re
 import secrets
-import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, IPvAnyAddress, field_validator
 
-from envloop.environments.capture import BoundedWriter
+from envloop.environments.capture import BoundedWriter, Capture
 from envloop.environments.docker import layer_changes, leftovers
 from envloop.environments.docker.cli import DockerError
 from envloop.environments.docker.copies import ContainerCopies
@@ -45,7 +44,6 @@ from envloop.environments.docker.orphans import (
     WORKER_LABEL,
     remove_container,
 )
-from envloop.environments.procs import read_tail
 from envloop.environments.shielded import finish_even_if_cancelled
 from envloop.liveness import process_identity
 
@@ -129,12 +127,11 @@ file (both bounded the same way: environments/capture.py)."""
 
 
 def _output(files: contextlib.ExitStack, target: Output) -> BoundedWriter:
-    if target is None:
-        return BoundedWriter(files.enter_context(tempfile.TemporaryFile()))
-    if isinstance(target, Path):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        return BoundedWriter(files.enter_context(target.open("w+b")))
-    return target
+    if isinstance(target, BoundedWriter):
+        return target
+    capture = Capture(target)
+    files.callback(capture.close)
+    return BoundedWriter(capture)
 
 
 def _name_for(trial_id: str) -> str:
@@ -285,7 +282,7 @@ class Container(ContainerCopies):
                 out.finish()
                 err.finish()
             code = None if timed_out else (await api.json("GET", f"/exec/{exec_id}/json")).get("ExitCode")
-            (out_tail, out_whole), (err_tail, err_whole) = read_tail(out.file), read_tail(err.file)
+            (out_tail, out_whole), (err_tail, err_whole) = out.tail(), err.tail()
         return ExecOutcome(
             exit_code=int(code) if code is not None else None,
             timed_out=timed_out,
