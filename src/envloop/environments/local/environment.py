@@ -2,8 +2,8 @@
 operator asks for it with ENVLOOP_SANDBOX=plain) a plain process group. Made by
 `LocalEnvironmentProvider` (provider.py).
 
-Each `exec` is exactly one `asyncio.create_subprocess_exec` (its output read from pipes on the event
-loop into bounded writers, environments/capture.py): a launcher (see launch.py) that joins
+Each `exec` is exactly one process started on the host (spawn.py; its output read from pipes on the
+event loop into bounded writers, environments/capture.py): a launcher (see launch.py) that joins
 the instance's cgroups, lowers its rlimits, drops to the instance's host uid and starts bwrap, so
 nothing on the hot path polls, sleeps or probes. Each command has its own namespaces, so a phase's
 network policy is simply the one its commands start with: loopback only, or a network of their own
@@ -35,7 +35,7 @@ from envloop.environments.keeping import (
     small_plain_tree,
 )
 from envloop.environments.local import instance as files
-from envloop.environments.local import quota
+from envloop.environments.local import quota, spawn
 from envloop.environments.local.cgroup2 import UnifiedCgroup
 from envloop.environments.local.identity import HOST_UIDS
 from envloop.environments.local.instance import InstancePaths
@@ -199,14 +199,12 @@ class LocalEnvironment(Environment):
         pumps = [PipePump(out_read, stdout), PipePump(err_read, stderr)]
         self._pumps.update(pumps)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.DEVNULL,
+            proc = spawn.start(
+                argv,
                 stdout=out_write,
                 stderr=err_write,
                 env=LAUNCH_ENV,
                 cwd=LAUNCH_CWD,
-                start_new_session=True,
                 pass_fds=() if args_fd is None else (args_fd,),
             )
         except BaseException:
@@ -333,7 +331,7 @@ class LocalEnvironment(Environment):
             return snapshot(self.paths.app, previous)
         return await asyncio.to_thread(snapshot, self.paths.app, previous)
 
-    async def _wait(self, proc: asyncio.subprocess.Process, timeout: float | None) -> bool:
+    async def _wait(self, proc: spawn.HostProcess, timeout: float | None) -> bool:
         """Wait for the command; on timeout or cancellation kill its whole tree first."""
         self._running.add(proc.pid)
         try:
