@@ -1,15 +1,18 @@
 """A trial command's host process (environments/local/spawn.py): its exit as the shell reports it,
 no descriptor kept once it is waited for, a wait that can be cancelled and taken up again, and
-nothing of the worker's on its stdin."""
+nothing of the worker's on its stdin; and teardown's wait for the processes it killed
+(environments/procs.exits)."""
 
 import asyncio
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from envloop.environments.local import spawn
+from envloop.environments.procs import exits
 
 ENV = {"PATH": "/usr/bin:/bin"}
 
@@ -72,3 +75,42 @@ def test_commands_waited_for_at_once_each_get_their_own_status() -> None:
         return list(await asyncio.gather(*(p.wait() for p in reversed(processes))))
 
     assert asyncio.run(go()) == list(reversed(range(8)))
+
+
+def test_exits_returns_as_each_process_ends_and_not_later() -> None:
+    """Teardown waits for the processes it killed through their pidfds: as long as their exit takes,
+    not a polling interval, and never past its timeout."""
+
+    async def go() -> tuple[float, float, int | None]:
+        short = spawn.start(["sleep", "0.2"], stdout=2, stderr=2, env=ENV, cwd="/")
+        long = spawn.start(["sleep", "30"], stdout=2, stderr=2, env=ENV, cwd="/")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await exits([short.pid], timeout=20.0)
+        ended_short = loop.time() - started
+        started = loop.time()
+        await exits([long.pid, 2**22 + 7], timeout=0.3)  # the second pid names no process
+        waited_long = loop.time() - started
+        still = long.returncode
+        os.killpg(long.pid, signal.SIGKILL)
+        await asyncio.gather(short.wait(), long.wait())
+        return ended_short, waited_long, still
+
+    ended_short, waited_long, still = asyncio.run(go())
+    assert 0.15 < ended_short < 2.0
+    assert 0.25 < waited_long < 2.0 and still is None
+
+
+def test_exits_takes_a_process_that_ended_unreaped_as_ended() -> None:
+    async def go() -> float:
+        zombie = subprocess.Popen(["true"])
+        while Path(f"/proc/{zombie.pid}/stat").read_text().split(")")[1].split()[0] != "Z":
+            await asyncio.sleep(0.01)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await exits([zombie.pid], timeout=5.0)
+        waited = loop.time() - started
+        zombie.wait()
+        return waited
+
+    assert asyncio.run(go()) < 1.0

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -83,6 +84,43 @@ async def wait_gone(pids: list[int], *, timeout: float = 5.0) -> list[int]:
         await asyncio.sleep(0.005)
         remaining = [p for p in remaining if _alive(p)]
     return remaining
+
+
+async def exits(pids: Sequence[int], *, timeout: float) -> None:
+    """Until each of `pids` has exited, or `timeout` has passed, seen through pidfds: the wait is
+    as long as the exit, never a polling interval. A process already gone counts as exited; where
+    the kernel has no pidfds the whole timeout is waited, as a poll would."""
+    loop = asyncio.get_running_loop()
+    watched: list[int] = []
+    try:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                watched.append(os.pidfd_open(pid))
+    except (AttributeError, OSError):  # no pidfds here (a kernel before 5.3)
+        for fd in watched:
+            os.close(fd)
+        await asyncio.sleep(timeout)
+        return
+    pending = set(watched)
+    all_ended = loop.create_future()
+
+    def ended(fd: int) -> None:
+        loop.remove_reader(fd)
+        pending.discard(fd)
+        if not pending and not all_ended.done():
+            all_ended.set_result(None)
+
+    try:
+        for fd in watched:
+            loop.add_reader(fd, ended, fd)
+        if pending:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await all_ended
+    finally:
+        for fd in watched:
+            loop.remove_reader(fd)
+            os.close(fd)
 
 
 def read_tail(capture: BinaryIO, limit: int = OUTPUT_TAIL_BYTES) -> tuple[str, bool]:

@@ -112,13 +112,13 @@ class UnifiedCgroup(GroupMembers):
                 write_value(directory / "memory.swap.max", "0")
             self.enforced.append(f"{name} cgroup v2 ({value})")
 
-    def kill_all(self) -> int:
-        """SIGKILL every process in the group (cgroup.kill where the kernel has it); returns how
-        many there were."""
+    def kill_all(self) -> list[int]:
+        """SIGKILL every process in the group (cgroup.kill where the kernel has it); returns those
+        there were."""
         pids = self.pids()
         if pids and not write_value(self.dirs[0] / "cgroup.kill", "1"):
             super().kill_all()
-        return len(pids)
+        return pids
 
     def oom_kills(self) -> int:
         if not self.has_memory:

@@ -44,6 +44,7 @@ from envloop.environments.local.limits import InstanceCgroups
 from envloop.environments.policy import EffectiveLimits
 from envloop.environments.procs import (
     MARKER_VARIABLE,
+    exits,
     kill_group,
     kill_pids,
     marked_pids,
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
 DEFAULT_AGENT_UID = 1000
 """Who the agent is inside the sandbox unless its task names a user: not root."""
 _TEARDOWN_KILL_SEC = 10.0
+_STRAGGLER_POLL_SEC = 0.005
 _FRESH_TMP = "/verifier-tmp"
 """How the instance names the verifier's own `/tmp` (bound at `/tmp`, where the command sees it)."""
 INLINE_SNAPSHOT_FILES = 500
@@ -373,10 +375,18 @@ class LocalEnvironment(Environment):
         if self._cgroups.tracks_processes:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + _TEARDOWN_KILL_SEC
-            while self._cgroups.kill_all():
+            signalled: list[int] = []
+            while pids := self._cgroups.kill_all():
                 if loop.time() > deadline:
                     return [f"processes {self._cgroups.pids()} survived teardown"]
-                await asyncio.sleep(0.005)
+                # Most often a command's sandbox still closing its namespaces after it reported the
+                # command's exit: awaited as it ends, not polled. The same processes listed again
+                # have ended but are still listed (a zombie no one collected yet): polled.
+                if pids == signalled:
+                    await asyncio.sleep(_STRAGGLER_POLL_SEC)
+                else:
+                    await exits(pids, timeout=_STRAGGLER_POLL_SEC)
+                signalled = pids
             return []
         # A scan by uid or marker misses a process caught in the middle of an exec (its environment
         # is unreadable for that moment): only two empty scans in a row mean nothing is left.

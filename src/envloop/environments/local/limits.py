@@ -186,13 +186,13 @@ class GroupMembers:
             return []
         return [int(p) for p in text.split()]
 
-    def kill_all(self) -> int:
-        """SIGKILL every process in the group once; returns how many were signalled."""
+    def kill_all(self) -> list[int]:
+        """SIGKILL every process in the group once; returns those signalled."""
         pids = self.pids()
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        return len(pids)
+        return pids
 
 
 class InstanceCgroups(GroupMembers):
