@@ -46,7 +46,6 @@ log = logging.getLogger("envloop.worker")
 _T = TypeVar("_T")
 STORE_BACKOFF = Backoff(base_sec=0.05, cap_sec=2.0)
 """How a store call that gave up waiting for a lock is tried again: soon, and never more than 2 s apart."""
-_COALESCE_SEC = 0.003
 FETCH_DELAYS_SEC = (0.5, 2.0)
 """Pauses between the tries of one run to fetch a task archive from the artifact store."""
 HAND_BACK_RUNS = 3
@@ -234,15 +233,14 @@ class Worker:
             await asyncio.sleep(interval)
 
     async def _wait_for_finished(self) -> set[asyncio.Task[TrialOutcome]]:
-        """The trials that finished, waiting a moment for another when only one did: recording
-        results and claiming trials costs one write transaction per wake-up, whatever its size."""
+        """Every trial that has finished by the time one does. Trials that end together share one
+        write transaction; one that ends alone is recorded, and its slot refilled, at once: holding
+        it a few milliseconds for a second one to share with left a slot empty for that long after
+        nearly every trial (at two trials per process a second one rarely ends that soon)."""
         running = [task for _, task in self._running.values()]
-        done, pending = await asyncio.wait(
+        done, _ = await asyncio.wait(
             running, timeout=self.config.idle_poll, return_when=asyncio.FIRST_COMPLETED
         )
-        if len(done) == 1 and pending:
-            more, _ = await asyncio.wait(pending, timeout=_COALESCE_SEC, return_when=asyncio.FIRST_COMPLETED)
-            done |= more
         return done
 
     def _settle(
