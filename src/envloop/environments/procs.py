@@ -90,7 +90,6 @@ async def exits(pids: Sequence[int], *, timeout: float) -> None:
     """Until each of `pids` has exited, or `timeout` has passed, seen through pidfds: the wait is
     as long as the exit, never a polling interval. A process already gone counts as exited; where
     the kernel has no pidfds the whole timeout is waited, as a poll would."""
-    loop = asyncio.get_running_loop()
     watched: list[int] = []
     try:
         for pid in pids:
@@ -101,7 +100,20 @@ async def exits(pids: Sequence[int], *, timeout: float) -> None:
             os.close(fd)
         await asyncio.sleep(timeout)
         return
-    pending = set(watched)
+    try:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await pidfds_readable(watched)
+    finally:
+        for fd in watched:
+            os.close(fd)
+
+
+async def pidfds_readable(pidfds: Sequence[int]) -> None:
+    """Until every one of these pidfds is readable, that is until each of their processes has
+    ended, seen by the event loop itself (no thread, no polling)."""
+    loop = asyncio.get_running_loop()
+    pending = set(pidfds)
     all_ended = loop.create_future()
 
     def ended(fd: int) -> None:
@@ -111,16 +123,13 @@ async def exits(pids: Sequence[int], *, timeout: float) -> None:
             all_ended.set_result(None)
 
     try:
-        for fd in watched:
+        for fd in pidfds:
             loop.add_reader(fd, ended, fd)
         if pending:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await all_ended
+            await all_ended
     finally:
-        for fd in watched:
+        for fd in pidfds:
             loop.remove_reader(fd)
-            os.close(fd)
 
 
 def read_tail(capture: BinaryIO, limit: int = OUTPUT_TAIL_BYTES) -> tuple[str, bool]:

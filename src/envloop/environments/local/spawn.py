@@ -17,7 +17,7 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 
-_EXITED = object()
+from envloop.environments.procs import pidfds_readable
 
 
 @functools.cache
@@ -49,18 +49,7 @@ class HostProcess:
             return self._popen.returncode
         if self._pidfd is None:
             return await asyncio.to_thread(self._popen.wait)
-        loop = asyncio.get_running_loop()
-        ended: asyncio.Future[object] = loop.create_future()
-
-        def readable() -> None:
-            if not ended.done():
-                ended.set_result(_EXITED)
-
-        loop.add_reader(self._pidfd, readable)
-        try:
-            await ended
-        finally:
-            loop.remove_reader(self._pidfd)
+        await pidfds_readable([self._pidfd])
         returncode = self._popen.wait()  # readable pidfd: the process has ended, this reaps it
         self._close_pidfd()
         return returncode
