@@ -61,27 +61,29 @@ def _private_to_us(path: Path, *, directory: bool) -> bool:
 def builds() -> tuple[Build, ...]:
     """The ways this machine can build the launcher, best first: musl statically, then the system's
     compiler statically, then dynamically. Its cache name carries them, so a binary built before a
-    better way was installed is built again."""
+    better way was installed is built again. Only paths are looked up here (every worker asks, the
+    binary is nearly always built already): what musl needs more is asked only to build it."""
     found: list[Build] = []
     musl = shutil.which(MUSL_COMPILER)
-    triplet = _multiarch(musl) if musl is not None else None
-    if musl is not None and triplet is not None:
-        headers = ("-idirafter", "/usr/include", "-idirafter", f"/usr/include/{triplet}")
-        found.append((musl, ("-static", *headers)))
+    if musl is not None:
+        found.append((musl, ("-static",)))
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is not None:
         found += [(compiler, ("-static",)), (compiler, ())]
     return tuple(found)
 
 
-def _multiarch(compiler: str) -> str | None:
-    """The compiler's target triplet (`x86_64-linux-gnu`): where Debian keeps the kernel's `asm/`."""
+def _kernel_headers(compiler: str) -> tuple[str, ...] | None:
+    """Flags that let musl's compiler find the system's kernel headers after its own: Debian keeps
+    `asm/` below the target triplet (`/usr/include/x86_64-linux-gnu`). None: no triplet to be had."""
     try:
         done = _run_compiler([compiler, "-print-multiarch"])
     except (OSError, subprocess.SubprocessError):
         return None
     triplet = done.stdout.decode(errors="replace").strip()
-    return triplet if triplet and "/" not in triplet else None
+    if not triplet or "/" in triplet:
+        return None
+    return ("-idirafter", "/usr/include", "-idirafter", f"/usr/include/{triplet}")
 
 
 def _compile(target: Path) -> bool:
@@ -95,6 +97,11 @@ def _compile(target: Path) -> bool:
 
 
 def _link(compiler: str, flags: tuple[str, ...], built: Path) -> bool:
+    if Path(compiler).name == MUSL_COMPILER:
+        headers = _kernel_headers(compiler)
+        if headers is None:
+            return False
+        flags = (*flags, *headers)
     try:
         _run_compiler([compiler, "-O2", "-Wall", *flags, "-o", str(built), str(SOURCE)])
     except (OSError, subprocess.SubprocessError):
