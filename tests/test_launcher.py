@@ -72,8 +72,8 @@ async def _probe(tmp_path: Path) -> tuple[str, dict[Path, bool], list[str]]:
                 break
             await asyncio.sleep(0.01)
         result = await running
-        argv, fd = environment._launcher.argv(["true"], {}, "/", [])  # type: ignore[attr-defined]
-        if fd is not None:
+        argv, fds = environment._launcher.argv(["true"], {}, "/", [])  # type: ignore[attr-defined]
+        for fd in fds:
             os.close(fd)
     assert result.exit_code == 0, result.stderr
     return result.stdout, groups, argv

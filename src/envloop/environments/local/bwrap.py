@@ -4,7 +4,7 @@ A command sees `/usr`, `/bin`, `/lib*`, `/sbin` and `/etc` from the host, its ow
 and `/tmp`, the instance's app directory at the workdir and its logs at `/logs`; nothing else of the
 host (home directories, `/work`, the store, other instances) exists inside. Every namespace is
 private; bwrap always runs unprivileged (as the instance's own host uid when the worker is root), so
-the sandbox holds no capability at all and cannot create further user namespaces.
+the sandbox holds no capability at all, and cannot create further user namespaces (userns_filter.py).
 
 Everything bwrap is told (binds, variables) goes through a file descriptor (`--args`), never its
 command line: inside the sandbox `/proc/1/cmdline` is bwrap's, and would otherwise show the host's
@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from envloop.environments.local.identity import can_switch_user, setpriv_prefix
+from envloop.environments.local.userns_filter import userns_filter
 
 SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc")
 LAUNCH_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -48,12 +49,12 @@ def system_binds() -> list[str]:
 
 
 def sandbox_args(*, network: bool) -> list[str]:
-    """Namespaces, kernel filesystems and system dirs: everything but the instance's binds and the
-    uid inside (`--uid`/`--gid`, chosen per command)."""
+    """Namespaces, kernel filesystems and system dirs: everything but the instance's binds, the uid
+    inside (`--uid`/`--gid`) and the refusal of user namespaces (`userns_refusal`), given per command."""
     args = ["--unshare-all"]
     if network:
         args.append("--share-net")  # the namespace pasta made for this command, not the host's
-    args += ["--unshare-user", "--disable-userns"]
+    args.append("--unshare-user")
     args += ["--hostname", SANDBOX_HOSTNAME, "--die-with-parent", "--new-session"]
     args += ["--proc", "/proc", "--dev", "/dev"]
     return args + system_binds()
@@ -67,9 +68,24 @@ def environment_args(env: Mapping[str, str]) -> list[str]:
 
 
 def args_file(args: Iterable[str]) -> int:
-    """A sealed in-memory file holding `args` NUL-separated, positioned at its start, for `--args`."""
-    fd = os.memfd_create("bwrap-args", os.MFD_CLOEXEC)
-    os.write(fd, b"".join(arg.encode() + b"\0" for arg in args))
+    """An in-memory file holding `args` NUL-separated, positioned at its start, for `--args`."""
+    return _memory_file("bwrap-args", b"".join(arg.encode() + b"\0" for arg in args))
+
+
+def userns_refusal() -> tuple[list[str], tuple[int, ...]]:
+    """What keeps one command from creating user namespaces, and the descriptors it must inherit:
+    the seccomp filter, in a file of its own (bwrap reads it to its end, so no two commands can
+    share one), else bwrap's `--disable-userns`."""
+    program = userns_filter()
+    if program is None:
+        return ["--disable-userns"], ()
+    fd = _memory_file("userns-filter", program)
+    return ["--add-seccomp-fd", str(fd)], (fd,)
+
+
+def _memory_file(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    os.write(fd, data)
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
 
@@ -123,7 +139,9 @@ def bwrap_executable() -> tuple[str | None, str]:
     if path is None:
         return None, "bwrap is not installed"
     prefix = setpriv_prefix(_PROBE_UID) if can_switch_user() else []
-    fd = args_file([*sandbox_args(network=False), "--uid", "0", "--gid", "0", "--tmpfs", "/tmp"])
+    refusal, fds = userns_refusal()
+    fd = args_file([*sandbox_args(network=False), *refusal, "--uid", "0", "--gid", "0", "--tmpfs", "/tmp"])
+    fds += (fd,)
     probe = [*prefix, path, "--args", str(fd), "--", "/bin/sh", "-c", "exit 0"]
     try:
         done = subprocess.run(
@@ -133,12 +151,13 @@ def bwrap_executable() -> tuple[str | None, str]:
             check=False,
             env={"PATH": LAUNCH_PATH},
             cwd="/",
-            pass_fds=(fd,),
+            pass_fds=fds,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, f"bwrap does not start: {exc}"
     finally:
-        os.close(fd)
+        for open_fd in fds:
+            os.close(open_fd)
     if done.returncode != 0:
         reason = done.stderr.decode(errors="replace").strip().splitlines()
         return None, f"bwrap cannot create a sandbox here: {reason[-1] if reason else done.returncode}"

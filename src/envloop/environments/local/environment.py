@@ -196,7 +196,7 @@ class LocalEnvironment(Environment):
         else:
             # The marker goes last so no caller can hide a process from teardown.
             env = {**env, MARKER_VARIABLE: self._run_id}
-        argv, args_fd = self._launcher.argv(command, env, cwd, binds)
+        argv, inherited = self._launcher.argv(command, env, cwd, binds)
         (out_read, out_write), (err_read, err_write) = os.pipe(), os.pipe()
         pumps = [PipePump(out_read, stdout), PipePump(err_read, stderr)]
         self._pumps.update(pumps)
@@ -207,16 +207,15 @@ class LocalEnvironment(Environment):
                 stderr=err_write,
                 env=LAUNCH_ENV,
                 cwd=LAUNCH_CWD,
-                pass_fds=() if args_fd is None else (args_fd,),
+                pass_fds=inherited,
             )
         except BaseException:
             for pump in pumps:
                 pump.close()
             raise
         finally:
-            for fd in (out_write, err_write, args_fd):
-                if fd is not None:
-                    os.close(fd)
+            for fd in (out_write, err_write, *inherited):
+                os.close(fd)
         timed_out = await self._wait(proc, timeout)
         await self._drain(pumps)
         return RunOutcome(exit_code=None if timed_out else _exit_code(proc.returncode), timed_out=timed_out)

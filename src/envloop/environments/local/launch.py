@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from envloop.environments.local.bwrap import LAUNCH_PATH, args_file, environment_args
+from envloop.environments.local.bwrap import LAUNCH_PATH, args_file, environment_args, userns_refusal
 from envloop.environments.local.identity import setpriv_prefix
 from envloop.environments.local.limits import launch_prefix
 from envloop.environments.local.native import launcher_binary, launcher_prefix
@@ -43,12 +43,13 @@ class Launcher:
 
     def argv(
         self, command: Sequence[str], env: Mapping[str, str], cwd: str, binds: Sequence[str]
-    ) -> tuple[list[str], int | None]:
-        """The host command line, and the file descriptor the child must inherit (bwrap's args)."""
+    ) -> tuple[list[str], tuple[int, ...]]:
+        """The host command line, and the file descriptors the child must inherit (what bwrap reads:
+        its args, the seccomp filter), which the caller closes once it has started."""
         if launcher_binary() is not None and self.bwrap is None:
             # The launcher itself applies the directory and variables after the drop (no `env`).
             prefix = launcher_prefix(self.cgroup_procs, self.rlimits, self.host_uid, cwd=cwd, env=env)
-            return [*prefix, *command], None
+            return [*prefix, *command], ()
         if launcher_binary() is not None:
             prefix = launcher_prefix(self.cgroup_procs, self.rlimits, self.host_uid)
         else:
@@ -57,10 +58,11 @@ class Launcher:
                 prefix += setpriv_prefix(self.host_uid)
         if self.bwrap is None:
             assignments = [f"{name}={value}" for name, value in env.items()]
-            return [*prefix, "/usr/bin/env", "-i", "-C", cwd, "--", *assignments, *command], None
-        fd = args_file([*self.sandbox_args, *binds, "--chdir", cwd, *environment_args(env)])
+            return [*prefix, "/usr/bin/env", "-i", "-C", cwd, "--", *assignments, *command], ()
+        refusal, fds = userns_refusal()
+        fd = args_file([*self.sandbox_args, *refusal, *binds, "--chdir", cwd, *environment_args(env)])
         network = [*self.pasta] if self.pasta is not None else []
-        return [*prefix, *network, self.bwrap, "--args", str(fd), "--", *command], fd
+        return [*prefix, *network, self.bwrap, "--args", str(fd), "--", *command], (*fds, fd)
 
 
 def open_capture(root: Path, path: Path) -> BinaryIO:
