@@ -109,7 +109,7 @@ def test_task_archives_are_fetched_once_per_digest_and_checked_against_it(
     victim = open_artifact_store(s3_url, tmp_path / "victim")
     with pytest.raises(ArtifactIntegrityError, match="does not hold the content of its digest"):
         victim.task_dir(digest)
-    assert victim.cached_task_dir(digest) is None
+    assert victim.small_task_dir(digest) is None
     assert not victim.task_archive(digest).exists()
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from envloop.store.artifacts import SMALL_ARCHIVE_BYTES, SMALL_TASK_BYTES, SMALL_TASK_ENTRIES, ArtifactStore
 from envloop.tasks.archive import extract_shared, extract_task_archive, pack_task, safe_extract
 from envloop.tasks.digest import task_digest
 from envloop.tasks.model import TaskFormatError
@@ -372,3 +373,54 @@ def test_truncated_archive_is_refused_and_leaves_nothing(places: tuple[Path, Pat
     archive.write_bytes(archive.read_bytes()[:-2000])
 
     _refused(archive, target, "not a readable archive")
+
+
+def _stored(tmp_path: Path, task: Path) -> tuple[ArtifactStore, str]:
+    store = ArtifactStore(tmp_path / "store")
+    digest = task_digest(task)
+    store.put_task(digest, task)
+    return store, digest
+
+
+def test_a_small_task_in_a_local_store_is_unpacked_where_it_is_asked_for(tmp_path: Path) -> None:
+    store, digest = _stored(tmp_path, FIXTURE)
+
+    unpacked = store.small_task_dir(digest)
+
+    assert unpacked is not None and task_digest(unpacked) == digest
+    assert store.small_task_dir(digest) == unpacked == store.task_dir(digest)  # unpacked once
+
+
+@pytest.mark.parametrize("size", ["many entries", "large content"])
+def test_a_task_too_large_to_unpack_at_once_is_left_to_the_thread_and_nothing_is_written(
+    tmp_path: Path, size: str
+) -> None:
+    task = tmp_path / "task"
+    shutil.copytree(FIXTURE, task)
+    data = task / "environment" / "data"
+    data.mkdir()
+    if size == "many entries":
+        for number in range(SMALL_TASK_ENTRIES):
+            (data / f"{number}.txt").write_text("x")
+    else:  # compresses to a few kilobytes, so only the unpacked size is over the limit
+        (data / "zeros.bin").write_bytes(bytes(SMALL_TASK_BYTES + 1))
+    store, digest = _stored(tmp_path, task)
+    assert store.task_archive(digest).stat().st_size <= SMALL_ARCHIVE_BYTES
+
+    assert store.small_task_dir(digest) is None
+    assert list((store.root / "task-cache").iterdir()) == []  # no staging directory left
+
+    assert task_digest(store.task_dir(digest)) == digest  # the full limits take it
+
+
+def test_a_hostile_small_archive_is_refused_where_it_is_asked_for(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "store")
+    digest = "sha256:" + "ab" * 32
+    archive = store.task_archive(digest)
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    _tar(archive, _file("../escape.txt"))
+
+    with pytest.raises(TaskFormatError):
+        store.small_task_dir(digest)
+    assert not (tmp_path / "store" / "escape.txt").exists()
+    assert list((store.root / "task-cache").iterdir()) == []

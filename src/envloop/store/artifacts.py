@@ -30,6 +30,11 @@ if TYPE_CHECKING:
 
 STRUCTURED_RESULT = "verifier/result.json"
 """Where a trial's declared structured result is kept, relative to its artifacts."""
+SMALL_ARCHIVE_BYTES = 64 * 1024
+SMALL_TASK_BYTES = 1024 * 1024
+SMALL_TASK_ENTRIES = 256
+"""A task archive this small is unpacked where it is asked for (`small_task_dir`): a bound on the
+work, decompression included, that a hostile archive can put on a worker's event loop."""
 
 __all__ = [
     "STRUCTURED_RESULT",
@@ -159,10 +164,27 @@ class ArtifactStore:
         except FileNotFoundError:
             return None
 
-    def cached_task_dir(self, digest: str) -> Path | None:
-        """The unpacked task if this machine already has it (no I/O beyond one stat)."""
+    def small_task_dir(self, digest: str) -> Path | None:
+        """The unpacked task when this machine has it or can unpack it at once: its archive is in
+        this (local) store and small (`SMALL_ARCHIVE_BYTES` packed, within `SMALL_TASK_BYTES` and
+        `SMALL_TASK_ENTRIES` unpacked), which costs less than handing the work to a thread. None:
+        use `task_dir`, off the event loop. An archive refused for anything but its size raises
+        TaskFormatError as `task_dir` would."""
         target = self.root / "task-cache" / _hex(digest)
-        return target if target.is_dir() else None
+        if target.is_dir():
+            return target
+        archive = self.task_archive(digest)
+        try:
+            if self.remote is not None or archive.stat().st_size > SMALL_ARCHIVE_BYTES:
+                return None
+        except FileNotFoundError:
+            return None
+        from envloop.tasks.archive import ArchiveTooLarge, extract_shared  # noqa: PLC0415
+
+        try:
+            return extract_shared(archive, target, max_bytes=SMALL_TASK_BYTES, max_entries=SMALL_TASK_ENTRIES)
+        except ArchiveTooLarge:
+            return None
 
     def task_dir(self, digest: str) -> Path:
         """The unpacked frozen task; unpacked on first use, atomically, so concurrent workers agree.

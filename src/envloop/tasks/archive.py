@@ -42,6 +42,10 @@ _CHUNK = 1 << 20
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
+class ArchiveTooLarge(TaskFormatError):
+    """The archive holds more entries or more content than the extraction allows."""
+
+
 @dataclass
 class _Member:
     name: str
@@ -117,7 +121,14 @@ def _unpack_into(archive: Path, directory: Path, max_bytes: int, max_entries: in
         _write_members(archive, directory, checked, max_bytes)
 
 
-def extract_shared(archive: Path, target: Path, check: Callable[[Path], None] | None = None) -> Path:
+def extract_shared(
+    archive: Path,
+    target: Path,
+    check: Callable[[Path], None] | None = None,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
+) -> Path:
     """`target` as `archive` unpacked, for a cache that concurrent processes fill: unpacked into a
     private directory beside it, given to `check` (which raises to refuse it), then renamed into
     place. A process that loses the race to rename uses the copy that won.
@@ -126,7 +137,7 @@ def extract_shared(archive: Path, target: Path, check: Callable[[Path], None] | 
     rename on the way (a worker unpacks every distinct task of a job once)."""
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".unpack-"))
     try:
-        _unpack_into(archive, staging, DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTRIES)
+        _unpack_into(archive, staging, max_bytes, max_entries)
         if check is not None:
             check(staging)
         try:
@@ -293,10 +304,10 @@ def _check_members(
     total = 0
     for count, member in enumerate(members, start=1):
         if count > max_entries:
-            raise TaskFormatError(archive, f"more than {max_entries} entries")
+            raise ArchiveTooLarge(archive, f"more than {max_entries} entries")
         total += member.size
         if total > max_bytes:
-            raise TaskFormatError(archive, f"content larger than {max_bytes} bytes")
+            raise ArchiveTooLarge(archive, f"content larger than {max_bytes} bytes")
         if member.name == "" and member.kind == "dir":
             continue
         if member.name in kinds:
