@@ -4,6 +4,7 @@ nothing of the worker's on its stdin; and teardown's wait for the processes it k
 (environments/procs.exits)."""
 
 import asyncio
+import errno
 import os
 import signal
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from envloop.environments.local import spawn
-from envloop.environments.procs import exits
+from envloop.environments.procs import exits, wait_gone
 
 ENV = {"PATH": "/usr/bin:/bin"}
 
@@ -114,3 +115,34 @@ def test_exits_takes_a_process_that_ended_unreaped_as_ended() -> None:
         return waited
 
     assert asyncio.run(go()) < 1.0
+
+
+@pytest.mark.parametrize("pidfds", [True, False], ids=["pidfds", "no pidfds"])
+def test_wait_gone_returns_as_killed_processes_end_and_names_a_survivor_at_its_deadline(
+    pidfds: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The teardown without cgroups: with pidfds the wait lasts as long as the exit; without them
+    (a kernel before 5.3) `/proc` is polled, never the whole timeout slept."""
+    if not pidfds:
+
+        def no_pidfds(pid: int) -> int:
+            raise OSError(errno.ENOSYS, "pidfd_open")
+
+        monkeypatch.setattr(os, "pidfd_open", no_pidfds)
+
+    async def go() -> tuple[list[int], float, list[int], int]:
+        killed = spawn.start(["sleep", "30"], stdout=2, stderr=2, env=ENV, cwd="/")
+        survivor = spawn.start(["sleep", "30"], stdout=2, stderr=2, env=ENV, cwd="/")
+        loop = asyncio.get_running_loop()
+        os.kill(killed.pid, signal.SIGKILL)
+        started = loop.time()
+        gone = await wait_gone([killed.pid], timeout=20.0)
+        waited = loop.time() - started
+        left = await wait_gone([survivor.pid], timeout=0.3)
+        os.kill(survivor.pid, signal.SIGKILL)
+        await asyncio.gather(killed.wait(), survivor.wait())
+        return gone, waited, left, survivor.pid
+
+    gone, waited, left, survivor_pid = asyncio.run(go())
+    assert gone == [] and waited < 2.0
+    assert left == [survivor_pid]

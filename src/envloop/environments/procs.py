@@ -18,6 +18,8 @@ from typing import BinaryIO
 from envloop.environments.base import OUTPUT_TAIL_BYTES
 
 MARKER_VARIABLE = "ENVLOOP_RUN_ID"
+_POLL_SEC = 0.005
+"""How often `/proc` is looked at for exits where the kernel has no pidfds."""
 
 
 def marked_pids(value: str, variable: str = MARKER_VARIABLE) -> list[int]:
@@ -77,19 +79,14 @@ def kill_group(pgid: int) -> None:
 
 async def wait_gone(pids: list[int], *, timeout: float = 5.0) -> list[int]:
     """Wait until the given processes have exited; returns those still alive at the deadline."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    remaining = [p for p in pids if _alive(p)]
-    while remaining and loop.time() < deadline:
-        await asyncio.sleep(0.005)
-        remaining = [p for p in remaining if _alive(p)]
-    return remaining
+    await exits([p for p in pids if _alive(p)], timeout=timeout)
+    return [p for p in pids if _alive(p)]
 
 
 async def exits(pids: Sequence[int], *, timeout: float) -> None:
     """Until each of `pids` has exited, or `timeout` has passed, seen through pidfds: the wait is
-    as long as the exit, never a polling interval. A process already gone counts as exited; where
-    the kernel has no pidfds the whole timeout is waited, as a poll would."""
+    as long as the exit, never a polling interval. A process already gone, or ended and not yet
+    collected, counts as exited; where the kernel has no pidfds `/proc` is polled instead."""
     watched: list[int] = []
     try:
         for pid in pids:
@@ -98,7 +95,7 @@ async def exits(pids: Sequence[int], *, timeout: float) -> None:
     except (AttributeError, OSError):  # no pidfds here (a kernel before 5.3)
         for fd in watched:
             os.close(fd)
-        await asyncio.sleep(timeout)
+        await _polled_exits(pids, timeout)
         return
     try:
         with contextlib.suppress(TimeoutError):
@@ -107,6 +104,15 @@ async def exits(pids: Sequence[int], *, timeout: float) -> None:
     finally:
         for fd in watched:
             os.close(fd)
+
+
+async def _polled_exits(pids: Sequence[int], timeout: float) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    remaining = [p for p in pids if _alive(p)]
+    while remaining and loop.time() < deadline:
+        await asyncio.sleep(min(_POLL_SEC, max(0.0, deadline - loop.time())))
+        remaining = [p for p in remaining if _alive(p)]
 
 
 async def pidfds_readable(pidfds: Sequence[int]) -> None:
