@@ -164,13 +164,17 @@ class ArtifactStore:
         except FileNotFoundError:
             return None
 
+    def _task_cache(self, digest: str) -> Path:
+        """Where the task of `digest` is kept unpacked on this machine."""
+        return self.root / "task-cache" / _hex(digest)
+
     def small_task_dir(self, digest: str) -> Path | None:
         """The unpacked task when this machine has it or can unpack it at once: its archive is in
         this (local) store and small (`SMALL_ARCHIVE_BYTES` packed, within `SMALL_TASK_BYTES` and
         `SMALL_TASK_ENTRIES` unpacked), which costs less than handing the work to a thread. None:
         use `task_dir`, off the event loop. An archive refused for anything but its size raises
         TaskFormatError as `task_dir` would."""
-        target = self.root / "task-cache" / _hex(digest)
+        target = self._task_cache(digest)
         if target.is_dir():
             return target
         archive = self.task_archive(digest)
@@ -189,7 +193,7 @@ class ArtifactStore:
     def task_dir(self, digest: str) -> Path:
         """The unpacked frozen task; unpacked on first use, atomically, so concurrent workers agree.
         Raises ArtifactStoreUnavailableError when a remote store cannot provide the archive."""
-        target = self.root / "task-cache" / _hex(digest)
+        target = self._task_cache(digest)
         if target.is_dir():
             return target
         from envloop.tasks.archive import extract_shared  # noqa: PLC0415

@@ -33,7 +33,7 @@ class HostProcess:
     def __init__(self, popen: "subprocess.Popen[bytes]") -> None:
         self._popen = popen
         self.pid = popen.pid
-        self._pidfd: int | None = None
+        self._pidfd: int | None
         try:
             self._pidfd = os.pidfd_open(popen.pid)
         except (AttributeError, OSError):  # a kernel before 5.3: waited for on a thread instead
