@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from envloop.store.db import begin_immediate, is_lock_timeout
+from envloop.store.db import begin_immediate, is_lock_timeout, make_engine
 
 
 @pytest.fixture
@@ -68,3 +68,23 @@ def test_a_write_gives_up_after_its_patience_with_a_lock_timeout_that_says_so(
     assert is_lock_timeout(raised.value), "callers that retry lock timeouts still recognise it"
     assert not contender.in_transaction
     contender.close()
+
+
+def test_a_store_being_switched_to_wal_elsewhere_is_waited_for_not_failed(tmp_path: Path) -> None:
+    # The first opener of a new store writes its first page under a rollback journal; SQLite
+    # refuses a second opener's switch to WAL meanwhile at once, without its busy handler.
+    path = tmp_path / "store.db"
+    switching = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    switching.execute("CREATE TABLE marks (n INTEGER)")
+    switching.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.3, switching.execute, ["COMMIT"])
+    release.start()
+    engine = make_engine(f"sqlite:///{path}")
+    try:
+        with engine.connect() as conn:
+            mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
+    finally:
+        release.join()
+        engine.dispose()
+        switching.close()
+    assert mode == "wal"

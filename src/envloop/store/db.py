@@ -92,13 +92,26 @@ def begin_immediate(driver_connection: sqlite3.Connection, patience_sec: float =
         ) from exc
 
 
+def _enter_wal(cursor: sqlite3.Cursor) -> None:
+    """Put the store in WAL mode, waiting for whoever holds its lock as a write would.
+
+    The first process to open a new store switches it to WAL, writing its first page under a
+    rollback journal; another process asking for the switch meanwhile gets SQLITE_BUSY at once,
+    without SQLite's busy handler (which waits only for locks it cannot deadlock on), so the
+    shared retry policy waits instead."""
+    policy = retrying_now(
+        worth_retrying=is_lock_timeout, backoff=WRITE_LOCK_BACKOFF, give_up_after_sec=WRITE_PATIENCE_SEC
+    )
+    policy(cursor.execute, "PRAGMA journal_mode=WAL")
+
+
 def _sqlite_engine(url: str) -> Engine:
     engine = create_engine(url, connect_args={"isolation_level": None, "timeout": LOCK_WAIT_SEC}, pool_size=8)
 
     @event.listens_for(engine, "connect")
     def _pragmas(dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        _enter_wal(cursor)
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={int(LOCK_WAIT_SEC * 1000)}")
