@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 import uvicorn
 from fastapi import FastAPI
@@ -73,8 +74,22 @@ def default_project_key(home: Path) -> str:
 
 def start_server(el: El, log: Path, *args: str, host: str = "127.0.0.1") -> Server:
     key = default_project_key(el.home)
+    for _ in range(_BIND_TRIES):
+        server = _serve(el, log, key, args, host)
+        if server is not None:
+            return server
+    raise AssertionError(f"el serve found its port taken {_BIND_TRIES} times: {log.read_text()}")
+
+
+_BIND_TRIES = 3
+
+
+def _serve(el: El, log: Path, key: str, args: tuple[str, ...], host: str) -> Server | None:
+    """`el serve` on a port just free, once it answers on it; None if another process bound the
+    port first (then a health check answered by that other server must not count)."""
     port = free_port()
     with log.open("ab") as sink:
+        written_before = sink.tell()
         proc = subprocess.Popen(
             [sys.executable, "-m", "envloop", "serve", "--host", host, "--port", str(port), *args],
             env=dict(os.environ, ENVLOOP_HOME=str(el.home)),
@@ -88,9 +103,11 @@ def start_server(el: El, log: Path, *args: str, host: str = "127.0.0.1") -> Serv
     with httpx.Client(timeout=5) as probe:  # one client for every try: a new one loads the CA bundle
         while True:
             if proc.poll() is not None:
+                if b"address already in use" in log.read_bytes()[written_before:]:
+                    return None
                 raise AssertionError(f"el serve exited {proc.returncode}: {log.read_text()}")
             try:
-                if probe.get(f"{server.url}/v1/health").status_code == 200:
+                if probe.get(f"{server.url}/v1/health").status_code == 200 and _listens(proc, port):
                     return server
             except httpx.TransportError:
                 pass
@@ -98,6 +115,15 @@ def start_server(el: El, log: Path, *args: str, host: str = "127.0.0.1") -> Serv
                 server.stop()
                 raise AssertionError(f"el serve did not answer in time: {log.read_text()}")
             time.sleep(0.1)
+
+
+def _listens(proc: subprocess.Popen[bytes], port: int) -> bool:
+    """Whether `proc` itself holds the listening socket on `port`."""
+    try:
+        sockets = psutil.Process(proc.pid).net_connections(kind="tcp")
+    except psutil.Error:
+        return False
+    return any(s.status == psutil.CONN_LISTEN and s.laddr.port == port for s in sockets)
 
 
 def serve_in_process(el: El, log: Path, extend: Callable[[FastAPI], None] | None = None) -> Server:
