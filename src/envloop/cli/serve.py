@@ -123,7 +123,7 @@ def serve(
     args += (["--capacity", str(capacity)] if capacity else []) + (
         ["--ray-address", ray_address] if ray_address else []
     )
-    env = worker_env(ctx)
+    env = worker_env(ctx.home, ctx.store.url)
     if not is_loopback(host):
         # Served to others, a profile may not turn the workers' model gateway into a way into
         # their own network, unless the operator says so.

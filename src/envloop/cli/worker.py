@@ -11,6 +11,8 @@ from envloop.cli.state import context
 from envloop.core.capacity import CAPACITY_ENV, LEASE_TTL_SEC, PROCESSES_ENV, default_capacity
 from envloop.core.words import plural
 from envloop.errors import UserError
+from envloop.home import envloop_home, private_dir
+from envloop.settings import settings
 
 
 def worker(
@@ -57,19 +59,20 @@ def worker(
             f"--processes (or {PROCESSES_ENV}) applies to --executor local: Ray spreads trials itself"
         )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    ctx = context()
+    home = private_dir(envloop_home())
     # A process of a group runs under the lock its group's first process holds.
-    lock = try_hold_lock(ctx.home) if background and not in_group else None
+    lock = try_hold_lock(home) if background and not in_group else None
     if background and not in_group and lock is None:
         note("a background worker is already running for this store")
         return
-    # The group's other processes start before this one loads the scheduler, the runners and the
-    # sandbox, so that they load them side by side with it rather than after it (half a second
-    # each). Only a local worker has a group, and its size never depends on what loads next.
-    group = start_group(
-        ctx, capacity_shares(capacity or default_capacity(), processes, executor)[1:], lease_ttl, environment
-    )
+    # The group's other processes start before this one opens the store and loads the scheduler,
+    # the runners and the sandbox, so that they load them side by side with it rather than after
+    # it (half a second each). They need only the home and the store's address, both read from
+    # the settings; only a local worker has a group, and its size never depends on what loads next.
+    shares = capacity_shares(capacity or default_capacity(), processes, executor)
+    group = start_group(home, settings().database_url, shares[1:], lease_ttl, environment)
     try:
+        ctx = context()
         from envloop.scheduling.executor_choice import choose_executor  # noqa: PLC0415
         from envloop.scheduling.worker import Worker, WorkerConfig  # noqa: PLC0415
         from envloop.services.components import check_environment  # noqa: PLC0415
@@ -86,7 +89,7 @@ def worker(
             environment=environment,
         )
         runner = Worker(ctx, config, executor=chosen, lock=lock)
-    except BaseException:  # a refused choice: the group started for it goes too
+    except BaseException:  # a refused choice or a store out of reach: the group started for it goes too
         if group is not None:
             group.stop()
         raise

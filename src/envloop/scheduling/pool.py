@@ -16,10 +16,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from envloop.store.context import Context
 
 RESTART_DELAY_SEC = 2.0
 STOP_TIMEOUT_SEC = 60.0
@@ -28,9 +24,13 @@ _PR_SET_PDEATHSIG = 1
 log = logging.getLogger("envloop.worker")
 
 
-def worker_env(ctx: "Context") -> dict[str, str]:
-    """The environment of a worker process started on `ctx`'s home and store."""
-    return dict(os.environ, ENVLOOP_HOME=str(ctx.home), ENVLOOP_DATABASE_URL=ctx.store.url)
+def worker_env(home: Path, database_url: str | None) -> dict[str, str]:
+    """The environment of a worker process started on `home` and the store of `database_url`
+    (None: the home's own SQLite store)."""
+    env = dict(os.environ, ENVLOOP_HOME=str(home))
+    if database_url is not None:
+        env["ENVLOOP_DATABASE_URL"] = database_url
+    return env
 
 
 def _die_with_parent() -> None:

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import gc
 import signal
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envloop.core.capacity import default_processes, split_capacity
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
     from envloop.scheduling.background import BackgroundLock
     from envloop.scheduling.pool import WorkerPool
     from envloop.scheduling.worker import Worker
-    from envloop.store.context import Context
 
 
 def capacity_shares(total: int, processes: int | None, executor: str) -> list[int]:
@@ -31,15 +31,19 @@ def capacity_shares(total: int, processes: int | None, executor: str) -> list[in
     return split_capacity(total, processes or default_processes(total))
 
 
-def start_group(ctx: "Context", shares: list[int], lease_ttl: float, environment: str) -> "WorkerPool | None":
+def start_group(
+    home: Path, database_url: str | None, shares: list[int], lease_ttl: float, environment: str
+) -> "WorkerPool | None":
     """The other processes of a worker, one per share of its capacity: each an `el worker` of its
-    own on the same store, stopped with this one (and by the kernel if this one is killed)."""
+    own on the same home and store (None: the home's SQLite store), stopped with this one (and by
+    the kernel if this one is killed)."""
     from envloop.scheduling.pool import WorkerPool, worker_env  # noqa: PLC0415
 
     if not shares:
         return None
     args = ["--in-group", "--processes", "1", "--lease-ttl", str(lease_ttl), "--environment", environment]
-    pool = WorkerPool([[*args, "--capacity", str(share)] for share in shares], worker_env(ctx), None)
+    commands = [[*args, "--capacity", str(share)] for share in shares]
+    pool = WorkerPool(commands, worker_env(home, database_url), None)
     pool.start()
     return pool
 
