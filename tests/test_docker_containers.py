@@ -19,7 +19,8 @@ from envloop.environments.docker.base_images import DEBIAN_IMAGE
 from envloop.environments.docker.cli import docker_binary
 from envloop.environments.docker.containers import Container, ContainerSpec, running_container
 from envloop.environments.docker.engine import Engine, engine
-from envloop.environments.docker.orphans import sweep_orphans, trial_containers
+from envloop.environments.docker.orphans import trial_containers
+from envloop.environments.docker.registration import sweep_leftovers as sweep_docker_leftovers
 from envloop.environments.docker.transfer import Owner
 from envloop.environments.docker.workspace import ContainerSnapshots
 from envloop.trajectories.workspace import Snapshot
@@ -396,7 +397,7 @@ def test_orphan_sweep_removes_containers_of_killed_workers_and_spares_live_ones(
             worker.wait()
             # At once: any worker that starts on this host meanwhile sweeps orphans too.
             before = await trial_containers("trl_orphan")
-            removed = await sweep_orphans()
+            removed = await sweep_docker_leftovers()  # what a starting worker runs
             return before, removed, await trial_containers("trl_live")
         finally:
             await live.remove()

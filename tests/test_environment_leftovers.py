@@ -3,6 +3,8 @@ alike: the worker asks the catalog (environments/leftovers.py) and names no prov
 sweep that fails is logged and the worker starts regardless."""
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from envloop.environments.catalog import ENVIRONMENT_PROVIDERS
@@ -52,3 +54,21 @@ def test_the_built_in_providers_are_catalog_entries_and_each_has_a_sweep() -> No
     assert (local_source, docker_source) == ("built-in", "built-in")
     assert local.sweep_leftovers is not None and local.ready is None
     assert docker.sweep_leftovers is not None and docker.ready is not None
+
+
+_DOCKER_SWEEP = """
+import asyncio, sys
+from envloop.environments.docker.registration import sweep_leftovers
+print(asyncio.run(sweep_leftovers()), "httpx" in sys.modules)
+"""
+
+
+def test_without_a_docker_socket_the_docker_sweep_finds_nothing_and_loads_no_client(tmp_path: Path) -> None:
+    # Every worker process starts with this sweep; a machine without Docker must not pay for
+    # loading the Engine API client to learn that nothing answers.
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path / 'no-daemon.sock'}"}
+    swept = subprocess.run(
+        [sys.executable, "-c", _DOCKER_SWEEP], check=False, env=env, capture_output=True, text=True
+    )
+    assert swept.returncode == 0, swept.stderr
+    assert swept.stdout.split() == ["[]", "False"]

@@ -42,7 +42,13 @@ async def daemon_answers() -> bool:
 
 async def sweep_leftovers() -> list[str]:
     """Remove the trial containers, their cgroups, shared networks and firewall rules of workers on
-    this host that died (they could not remove their own); without a Docker daemon there are none."""
+    this host that died (they could not remove their own); without a Docker daemon there are none,
+    and where not even its socket exists, the Engine API client (0.2 s to load and set up, at every
+    worker process's start) is not loaded to find that out."""
+    from envloop.environments.docker.daemon_socket import socket_path  # noqa: PLC0415
+
+    if not Path(socket_path()).exists():
+        return []
     from envloop.environments.docker.bridge_rules import sweep_rules  # noqa: PLC0415
     from envloop.environments.docker.cli import DockerError  # noqa: PLC0415
     from envloop.environments.docker.orphans import sweep_orphans  # noqa: PLC0415
