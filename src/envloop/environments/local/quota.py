@@ -16,7 +16,6 @@ for good, holding their files in memory and lengthening the mount table every sa
 """
 
 import ctypes
-import ctypes.util
 import functools
 import os
 import re
@@ -34,7 +33,9 @@ _owners: dict[int, str] = {}
 
 @functools.cache
 def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    """The C library this process already has loaded: looking it up by name would run
+    `ldconfig -p` in a subprocess at every worker's start."""
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def can_mount() -> bool:
