@@ -22,6 +22,7 @@ from sqlalchemy import Engine, event
 from envloop import liveness
 from envloop.services.context import Context, open_context
 from tests import pg
+from tests.ports import refusing_port
 from tests.preloaded_el import Preloaded
 
 if TYPE_CHECKING:
@@ -78,6 +79,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, which must run every suite: {report.longrepr}"
+
+
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A loopback port that refuses connections for the whole test (`ports.refusing_port`)."""
+    with refusing_port() as port:
+        yield port
 
 
 @pytest.fixture

@@ -1,12 +1,15 @@
 """Loopback ports for the servers the tests start, and for addresses where nothing listens."""
 
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 def free_port(host: str = "127.0.0.1", *, datagrams: bool = False) -> int:
-    """A port the kernel just handed out on `host` and that nothing holds now: a server about to
-    start binds it, and a client aimed at it meets a refused connection. The kernel hands ports out
-    in turn, so test processes running side by side do not get the same one.
+    """A port the kernel just handed out on `host` and that nothing holds now, for a server about to
+    start to bind. Another process may bind it first: a test that starts a server checks that the
+    server it reaches is its own (`api_server.start_server`), and one that wants a port where
+    nothing listens holds one (`refusing_port`).
 
     With `datagrams` the port is free for UDP too, for a server that listens on both (DNS): the
     ports UDP clients are given are picked at random, so one may hold the TCP port just handed out."""
@@ -22,3 +25,13 @@ def free_port(host: str = "127.0.0.1", *, datagrams: bool = False) -> int:
                 except OSError:
                     continue
                 return port
+
+
+@contextmanager
+def refusing_port(host: str = "127.0.0.1") -> Iterator[int]:
+    """A port on `host` that refuses every connection while the block runs: bound here and never
+    listened on, so no other process can start a server on it meanwhile (a port merely found free
+    could be taken by another test's server, which would then answer)."""
+    with socket.socket() as held:
+        held.bind((host, 0))
+        yield int(held.getsockname()[1])

@@ -10,7 +10,6 @@ import pytest
 
 from envloop.testing import Received, Reply, ScriptedServer
 from tests.conftest import El, write_profile
-from tests.ports import free_port
 
 ROWS = [
     {"id": "add", "prompt": "What is 2+2? Answer with a number.", "answer": "4"},
@@ -160,9 +159,9 @@ def test_chat_profiles_with_mistyped_values_are_refused_when_created(
 
 
 def test_an_unreachable_endpoint_fails_the_trials_as_model_error(
-    el: El, tmp_path: Path, heldout: str
+    el: El, tmp_path: Path, heldout: str, refused_port: int
 ) -> None:
-    port = free_port()
+    port = refused_port
     params = {
         "MODEL_PROTOCOL": "openai",
         "MODEL_BASE_URL": f"http://127.0.0.1:{port}/v1",

@@ -15,7 +15,6 @@ from envloop.runners.chat import ChatRunner
 from envloop.runners.params import check_params, unread_params
 from envloop.testing import Reply, ScriptedServer
 from envloop.trajectories import read_trajectory
-from tests.ports import free_port
 
 ROW = {"id": "q1", "prompt": "What is 2+2? Answer with a number.", "answer": "4", "metadata": {}}
 
@@ -139,8 +138,8 @@ def test_a_bad_key_fails_at_once_with_the_servers_message(tmp_path: Path) -> Non
     assert outcome.error.message == f"HTTP 401 from {server.openai_url}/chat/completions: invalid API key"
 
 
-def test_an_unreachable_endpoint_is_a_model_error_naming_it(tmp_path: Path) -> None:
-    port = free_port()
+def test_an_unreachable_endpoint_is_a_model_error_naming_it(tmp_path: Path, refused_port: int) -> None:
+    port = refused_port
     params = {"MODEL_PROTOCOL": "openai", "MODEL_BASE_URL": f"http://127.0.0.1:{port}/v1", "MODEL_NAME": "m"}
     outcome = run(spec_for(tmp_path, {**params, "MAX_RETRIES": "0"}))
     assert outcome.error is not None and outcome.error.type == "model_error"

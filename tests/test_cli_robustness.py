@@ -15,7 +15,6 @@ import pytest
 from envloop.services import jobs
 from envloop.services.context import Context
 from tests.conftest import EXAMPLES, El
-from tests.ports import free_port
 from tests.test_compare_support import make_profile, push_tasks, run_job
 
 JOB_ID = "job_01m8q25aaaaaaaaaaaaaaaaaaa"
@@ -131,8 +130,8 @@ def test_a_download_cut_off_midway_is_one_line_and_exit_code_4(
     assert "lost the connection" in _one_line(result, 4)
 
 
-def test_an_unreachable_server_is_one_line_and_exit_code_4(el: El) -> None:
-    port = free_port()
+def test_an_unreachable_server_is_one_line_and_exit_code_4(el: El, refused_port: int) -> None:
+    port = refused_port
     line = _one_line(el("job", "list", env={"ENVLOOP_URL": f"http://127.0.0.1:{port}"}), 4)
     assert "cannot reach the envloop server" in line
 

@@ -18,7 +18,6 @@ import pytest
 from envloop.gateway import Upstream, UpstreamRefused
 from envloop.testing import Reply, ScriptedServer
 from tests.gateway_support import GatewayThread, RawUpstream, running_gateway, sse_head
-from tests.ports import free_port
 
 KEY = "sk-upstream-real-key-7f3a9c"
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -338,8 +337,10 @@ def test_an_upstream_failure_is_the_protocols_error_for_the_agent_and_a_failed_s
         assert len(upstream.requests) == 1  # the redirect was not followed
 
 
-def test_an_upstream_that_refuses_connections_is_a_502_and_a_failed_step(gateway: GatewayThread) -> None:
-    port = free_port()
+def test_an_upstream_that_refuses_connections_is_a_502_and_a_failed_step(
+    gateway: GatewayThread, refused_port: int
+) -> None:
+    port = refused_port
     session = gateway.open(Upstream(protocol="anthropic", base_url=f"http://127.0.0.1:{port}", api_key=KEY))
     with pytest.raises(anthropic.APIStatusError) as failed:
         anthropic.Anthropic(base_url=session.base_url, api_key=session.token, max_retries=0).messages.create(

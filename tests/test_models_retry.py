@@ -23,7 +23,6 @@ from envloop.models import (
 from envloop.models.limits import EndpointGate
 from envloop.models.retry import Backoff, retry_after_seconds
 from envloop.testing import Received, Reply, ScriptedServer
-from tests.ports import free_port
 
 PROTOCOLS = ["openai", "anthropic"]
 REQUEST = ModelRequest(messages=[Message(role="user", content="2+2?")])
@@ -101,8 +100,10 @@ def test_not_found_says_what_the_base_url_should_look_like() -> None:
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_an_unreachable_endpoint_fails_after_its_retries_with_a_clear_message(protocol: str) -> None:
-    root = f"http://127.0.0.1:{free_port()}"
+def test_an_unreachable_endpoint_fails_after_its_retries_with_a_clear_message(
+    protocol: str, refused_port: int
+) -> None:
+    root = f"http://127.0.0.1:{refused_port}"
     [error] = complete(settings_for(root, protocol, MAX_RETRIES="1"))
     assert isinstance(error, ModelError)
     assert error.kind == "connection" and error.attempts == 2

@@ -27,7 +27,6 @@ from envloop.tasks.archive import pack_task
 from envloop.tasks.digest import task_digest
 from tests import s3
 from tests.conftest import El, make_task, submit_command_job, wait_for
-from tests.ports import free_port
 
 
 @pytest.fixture(scope="module")
@@ -114,9 +113,9 @@ def test_task_archives_are_fetched_once_per_digest_and_checked_against_it(
 
 
 def test_an_unreachable_store_is_one_clear_error_within_seconds(
-    home: Path, s3_url: str, monkeypatch: pytest.MonkeyPatch
+    home: Path, s3_url: str, monkeypatch: pytest.MonkeyPatch, refused_port: int
 ) -> None:
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{refused_port}")
     store = open_artifact_store(s3_url, home)
     started = time.monotonic()
     with pytest.raises(ArtifactStoreUnavailableError) as raised:
@@ -129,9 +128,9 @@ def test_an_unreachable_store_is_one_clear_error_within_seconds(
 
 
 def test_files_the_store_cannot_take_stay_staged_until_a_later_publish(
-    home: Path, s3_url: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+    home: Path, s3_url: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, refused_port: int
 ) -> None:
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{refused_port}")
     cut_off = open_artifact_store(s3_url, home)
     _stage(cut_off.staging_dir("trl_a.r1"), {"agent/stdout.txt": "kept"})
     with pytest.raises(ArtifactStoreUnavailableError):
@@ -196,7 +195,12 @@ def test_a_worker_with_its_own_home_runs_a_job_pushed_elsewhere(
 
 @pytest.mark.slow
 def test_a_worker_that_cannot_fetch_an_archive_hands_the_trial_back_for_another_worker(
-    home: Path, store_url: str, s3_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    home: Path,
+    store_url: str,
+    s3_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    refused_port: int,
 ) -> None:
     monkeypatch.setenv("ENVLOOP_DATABASE_URL", store_url)  # the SQLite file both "machines" share
     ctx = open_context(home)
@@ -205,7 +209,7 @@ def test_a_worker_that_cannot_fetch_an_archive_hands_the_trial_back_for_another_
         cut_off = _worker(
             tmp_path / "cut-off",
             tmp_path / "cut-off.log",
-            {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"},
+            {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{refused_port}"},
         )
         try:
             wait_for(
