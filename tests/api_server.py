@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import psutil
 import pytest
 import uvicorn
 from fastapi import FastAPI
@@ -28,7 +27,7 @@ from envloop.console import api_and_console
 from envloop.services import keys
 from envloop.services.context import open_context
 from tests.conftest import El, stop_process
-from tests.ports import free_port
+from tests.ports import free_port, listens
 
 
 @dataclass
@@ -107,7 +106,7 @@ def _serve(el: El, log: Path, key: str, args: tuple[str, ...], host: str) -> Ser
                     return None
                 raise AssertionError(f"el serve exited {proc.returncode}: {log.read_text()}")
             try:
-                if probe.get(f"{server.url}/v1/health").status_code == 200 and _listens(proc, port):
+                if probe.get(f"{server.url}/v1/health").status_code == 200 and listens(proc.pid, port):
                     return server
             except httpx.TransportError:
                 pass
@@ -115,15 +114,6 @@ def _serve(el: El, log: Path, key: str, args: tuple[str, ...], host: str) -> Ser
                 server.stop()
                 raise AssertionError(f"el serve did not answer in time: {log.read_text()}")
             time.sleep(0.1)
-
-
-def _listens(proc: subprocess.Popen[bytes], port: int) -> bool:
-    """Whether `proc` itself holds the listening socket on `port`."""
-    try:
-        sockets = psutil.Process(proc.pid).net_connections(kind="tcp")
-    except psutil.Error:
-        return False
-    return any(s.status == psutil.CONN_LISTEN and s.laddr.port == port for s in sockets)
 
 
 def serve_in_process(el: El, log: Path, extend: Callable[[FastAPI], None] | None = None) -> Server:

@@ -4,6 +4,8 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import psutil
+
 
 def free_port(host: str = "127.0.0.1", *, datagrams: bool = False) -> int:
     """A port the kernel just handed out on `host` and that nothing holds now, for a server about to
@@ -35,3 +37,14 @@ def refusing_port(host: str = "127.0.0.1") -> Iterator[int]:
     with socket.socket() as held:
         held.bind((host, 0))
         yield int(held.getsockname()[1])
+
+
+def listens(pid: int, port: int) -> bool:
+    """Whether process `pid` itself holds the listening socket on `port`: a server a test started
+    on a port found free counts as up only then (another one may have bound the port first and
+    would answer in its place)."""
+    try:
+        sockets = psutil.Process(pid).net_connections(kind="tcp")
+    except psutil.Error:
+        return False
+    return any(s.status == psutil.CONN_LISTEN and s.laddr.port == port for s in sockets)
