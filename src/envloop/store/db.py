@@ -15,7 +15,7 @@ fails with SQLSTATE 55P03, which the queue's writers try again (`is_lock_timeout
 import importlib
 import logging
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
+from tenacity import Retrying
 
 from envloop.core.retry_policy import Backoff, retrying_now
 from envloop.errors import ServerError
@@ -76,14 +77,8 @@ def begin_immediate(driver_connection: sqlite3.Connection, patience_sec: float =
     def warn(_: BaseException, delay: float) -> None:
         log.warning("the store's write lock is held elsewhere; trying again in %.2f s", delay)
 
-    policy = retrying_now(
-        worth_retrying=is_lock_timeout,
-        backoff=WRITE_LOCK_BACKOFF,
-        give_up_after_sec=patience_sec,
-        on_retry=warn,
-    )
     try:
-        policy(driver_connection.execute, "BEGIN IMMEDIATE")
+        _waiting_for_the_lock(patience_sec, warn)(driver_connection.execute, "BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
         if not is_lock_timeout(exc):
             raise
@@ -99,10 +94,20 @@ def _enter_wal(cursor: sqlite3.Cursor) -> None:
     rollback journal; another process asking for the switch meanwhile gets SQLITE_BUSY at once,
     without SQLite's busy handler (which waits only for locks it cannot deadlock on), so the
     shared retry policy waits instead."""
-    policy = retrying_now(
-        worth_retrying=is_lock_timeout, backoff=WRITE_LOCK_BACKOFF, give_up_after_sec=WRITE_PATIENCE_SEC
+    _waiting_for_the_lock(WRITE_PATIENCE_SEC)(cursor.execute, "PRAGMA journal_mode=WAL")
+
+
+def _waiting_for_the_lock(
+    patience_sec: float, on_retry: Callable[[BaseException, float], None] | None = None
+) -> Retrying:
+    """The shared retry policy for a statement SQLite refused because another connection holds the
+    store's lock: tried again after short, growing waits until `patience_sec` have passed."""
+    return retrying_now(
+        worth_retrying=is_lock_timeout,
+        backoff=WRITE_LOCK_BACKOFF,
+        give_up_after_sec=patience_sec,
+        on_retry=on_retry,
     )
-    policy(cursor.execute, "PRAGMA journal_mode=WAL")
 
 
 def _sqlite_engine(url: str) -> Engine:
