@@ -27,7 +27,7 @@ from envloop.console import api_and_console
 from envloop.services import keys
 from envloop.services.context import open_context
 from tests.conftest import El, stop_process
-from tests.ports import free_port, listens
+from tests.ports import NotServing, serve_on_a_free_port
 
 
 @dataclass
@@ -73,47 +73,32 @@ def default_project_key(home: Path) -> str:
 
 def start_server(el: El, log: Path, *args: str, host: str = "127.0.0.1") -> Server:
     key = default_project_key(el.home)
-    for _ in range(_BIND_TRIES):
-        server = _serve(el, log, key, args, host)
-        if server is not None:
-            return server
-    raise AssertionError(f"el serve found its port taken {_BIND_TRIES} times: {log.read_text()}")
+    env = dict(os.environ, ENVLOOP_HOME=str(el.home))
 
+    def start(port: int) -> "subprocess.Popen[bytes]":
+        with log.open("ab") as sink:
+            return subprocess.Popen(
+                [sys.executable, "-m", "envloop", "serve", "--host", host, "--port", str(port), *args],
+                env=env,
+                stdout=sink,
+                stderr=sink,
+            )
 
-_BIND_TRIES = 3
+    with httpx.Client(timeout=5) as probe:  # one client for every try: a new one loads the CA bundle
 
+        def answers(port: int) -> bool:
+            try:
+                return probe.get(f"http://127.0.0.1:{port}/v1/health").status_code == 200
+            except httpx.TransportError:
+                return False
 
-def _serve(el: El, log: Path, key: str, args: tuple[str, ...], host: str) -> Server | None:
-    """`el serve` on a port just free, once it answers on it; None if another process bound the
-    port first (then a health check answered by that other server must not count)."""
-    port = free_port()
-    with log.open("ab") as sink:
-        written_before = sink.tell()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "envloop", "serve", "--host", host, "--port", str(port), *args],
-            env=dict(os.environ, ENVLOOP_HOME=str(el.home)),
-            stdout=sink,
-            stderr=sink,
-        )
-    server = Server(
+        try:
+            proc, port = serve_on_a_free_port(start, answers, timeout=90)
+        except NotServing as exc:
+            raise AssertionError(f"el serve {exc}: {log.read_text()}") from None
+    return Server(
         url=f"http://127.0.0.1:{port}", key=key, el=el, log=log, halt=lambda: stop_process(proc), proc=proc
     )
-    deadline = time.monotonic() + 90
-    with httpx.Client(timeout=5) as probe:  # one client for every try: a new one loads the CA bundle
-        while True:
-            if proc.poll() is not None:
-                if b"address already in use" in log.read_bytes()[written_before:]:
-                    return None
-                raise AssertionError(f"el serve exited {proc.returncode}: {log.read_text()}")
-            try:
-                if probe.get(f"{server.url}/v1/health").status_code == 200 and listens(proc.pid, port):
-                    return server
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                server.stop()
-                raise AssertionError(f"el serve did not answer in time: {log.read_text()}")
-            time.sleep(0.1)
 
 
 def serve_in_process(el: El, log: Path, extend: Callable[[FastAPI], None] | None = None) -> Server:

@@ -1,16 +1,21 @@
 """Loopback ports for the servers the tests start, and for addresses where nothing listens."""
 
 import socket
-from collections.abc import Iterator
+import subprocess
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psutil
+
+BIND_TRIES = 3
 
 
 def free_port(host: str = "127.0.0.1", *, datagrams: bool = False) -> int:
     """A port the kernel just handed out on `host` and that nothing holds now, for a server about to
-    start to bind. Another process may bind it first: a test that starts a server checks that the
-    server it reaches is its own (`api_server.start_server`), and one that wants a port where
+    start to bind. Another process may bind it first: a test that starts a server has it checked
+    that the server it reaches is its own (`serve_on_a_free_port`), and one that wants a port where
     nothing listens holds one (`refusing_port`).
 
     With `datagrams` the port is free for UDP too, for a server that listens on both (DNS): the
@@ -48,3 +53,39 @@ def listens(pid: int, port: int) -> bool:
     except psutil.Error:
         return False
     return any(s.status == psutil.CONN_LISTEN and s.laddr.port == port for s in sockets)
+
+
+class NotServing(Exception):
+    """A server a test started exited before it answered, or did not answer in time."""
+
+
+def serve_on_a_free_port(
+    start: Callable[[int], "subprocess.Popen[Any]"], answers: Callable[[int], bool], *, timeout: float
+) -> tuple["subprocess.Popen[Any]", int]:
+    """The server process `start(port)` makes on a port found free, with that port, once
+    `answers(port)` holds and the process itself listens there: an answer from another process that
+    bound the port first does not count. One that exited while another process held its port is
+    started again on a new one, up to BIND_TRIES times. NotServing when it exited for another
+    reason, or did not answer within `timeout` (it is killed then)."""
+    for _ in range(BIND_TRIES):
+        port = free_port()
+        proc = start(port)
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None:
+            if answers(port) and listens(proc.pid, port):
+                return proc, port
+            if time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                raise NotServing(f"did not answer within {timeout:g} s")
+            time.sleep(0.1)
+        if not _taken(port):
+            raise NotServing(f"exited with {proc.returncode} before it answered")
+    raise NotServing(f"found its port taken {BIND_TRIES} times")
+
+
+def _taken(port: int) -> bool:
+    """Whether a process listens on loopback `port` (after a server meant for it exited: the port
+    was not free after all)."""
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0

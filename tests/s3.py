@@ -5,10 +5,8 @@ returns the standard AWS variables that point envloop (and botocore) at it.
 """
 
 import os
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +15,7 @@ import boto3
 import httpx
 
 from tests.conftest import stop_process
-from tests.ports import free_port, listens
+from tests.ports import NotServing, serve_on_a_free_port
 
 START_TIMEOUT_SEC = 30.0
 CREDENTIALS = {
@@ -30,51 +28,31 @@ CREDENTIALS = {
 @contextmanager
 def server() -> Iterator[str]:
     """A moto S3 server on a free loopback port; yields its endpoint URL."""
-    for _ in range(_BIND_TRIES):
-        port = free_port()
-        proc = subprocess.Popen(
+
+    def start(port: int) -> "subprocess.Popen[bytes]":
+        return subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            if _answers(proc, url, port):
-                yield url
-                return
-        finally:
-            stop_process(proc, grace=10)
-    raise RuntimeError(f"the moto S3 server found its port taken {_BIND_TRIES} times")
 
-
-_BIND_TRIES = 3
-
-
-def _answers(proc: subprocess.Popen[bytes], url: str, port: int) -> bool:
-    """True once the server answers on its own port; False when it exited on a port another process
-    had bound first (whatever answers there then is not this server)."""
-    deadline = time.monotonic() + START_TIMEOUT_SEC
     with httpx.Client(timeout=1.0) as probe:  # one client for every try (see tests/api_server.py)
-        while True:
-            if proc.poll() is not None:
-                if _taken(port):
-                    return False
-                raise RuntimeError(f"the moto S3 server exited with {proc.returncode} before it answered")
+
+        def answers(port: int) -> bool:
             try:
-                probe.get(url)
-                if listens(proc.pid, port):
-                    return True
+                probe.get(f"http://127.0.0.1:{port}")
             except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the moto S3 server did not answer within 30 s")
-            time.sleep(0.1)
+                return False
+            return True
 
-
-def _taken(port: int) -> bool:
-    """Whether another process listens on loopback `port` (it was not free after all)."""
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
+        try:
+            proc, port = serve_on_a_free_port(start, answers, timeout=START_TIMEOUT_SEC)
+        except NotServing as exc:
+            raise RuntimeError(f"the moto S3 server {exc}") from None
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop_process(proc, grace=10)
 
 
 def bucket_env(endpoint: str) -> tuple[str, dict[str, str]]:
