@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import os
 import posixpath
-import pwd
 import shutil
 import stat
 from collections.abc import Callable, Sequence
@@ -37,20 +36,13 @@ from envloop.environments.keeping import (
 from envloop.environments.local import instance as files
 from envloop.environments.local import quota, spawn
 from envloop.environments.local.cgroup2 import UnifiedCgroup
-from envloop.environments.local.identity import HOST_UIDS
+from envloop.environments.local.identity import DEFAULT_AGENT_UID, HOST_UIDS, sandbox_uid
 from envloop.environments.local.instance import InstancePaths
 from envloop.environments.local.launch import LAUNCH_CWD, LAUNCH_ENV, Launcher, open_capture, read_inside
 from envloop.environments.local.limits import InstanceCgroups
+from envloop.environments.local.stragglers import InstanceProcesses
 from envloop.environments.policy import EffectiveLimits
-from envloop.environments.procs import (
-    MARKER_VARIABLE,
-    exits,
-    kill_group,
-    kill_pids,
-    marked_pids,
-    uid_pids,
-    wait_gone,
-)
+from envloop.environments.procs import MARKER_VARIABLE, kill_group
 from envloop.tasks.model import HarborTask, TaskUser
 from envloop.tasks.phases import NetworkPolicy
 from envloop.trajectories.workspace import Snapshot, snapshot
@@ -58,10 +50,6 @@ from envloop.trajectories.workspace import Snapshot, snapshot
 if TYPE_CHECKING:
     from envloop.gateway import ModelGateway  # aiohttp: loaded when a trial first routes a model
 
-DEFAULT_AGENT_UID = 1000
-"""Who the agent is inside the sandbox unless its task names a user: not root."""
-_TEARDOWN_KILL_SEC = 10.0
-_STRAGGLER_POLL_SEC = 0.005
 _FRESH_TMP = "/verifier-tmp"
 """How the instance names the verifier's own `/tmp` (bound at `/tmp`, where the command sees it)."""
 INLINE_SNAPSHOT_FILES = 500
@@ -71,26 +59,6 @@ _DRAIN_SEC = 0.5
 LauncherFor = Callable[[bool, int | None], Launcher]
 """The instance's launcher for commands with a network of their own (True) or loopback alone, and the
 host port of the model gateway they reach on their loopback (None: none)."""
-
-
-def sandbox_uid(user: TaskUser | None, default: int, where: str) -> int:
-    """The uid inside the sandbox for a task's `user` field: a number, `root`, or a name the
-    sandbox's /etc/passwd knows. A user that only the task's image would create cannot be honoured
-    here, and the instance refuses it rather than run as someone else."""
-    if user is None:
-        return default
-    if isinstance(user, int) or user.isdigit():
-        uid = int(user)
-        if not 0 <= uid < 65534:
-            raise EnvironmentSetupError(f"{where} = {user!r}: not a usable uid")
-        return uid
-    try:
-        return pwd.getpwnam(user).pw_uid
-    except KeyError:
-        raise EnvironmentSetupError(
-            f"{where} = {user!r}: no such user in the local environment (users made by the task's "
-            "Dockerfile exist only in its image)"
-        ) from None
 
 
 class LocalEnvironment(Environment):
@@ -140,6 +108,7 @@ class LocalEnvironment(Environment):
         """The instance's own host uid (None: the worker's user, when it cannot switch)."""
         self._quota_mounted = quota_mounted
         self._oom_seen = cgroups.oom_kills()
+        self._processes = InstanceProcesses(cgroups, host_uid, spec.run_id, plain=mode == "plain")
         self._running: set[int] = set()
         self._pumps: set[PipePump] = set()
         """Pipes of commands' output still read: a command's own until it ends, a leftover's until
@@ -339,12 +308,12 @@ class LocalEnvironment(Environment):
             async with asyncio.timeout(timeout):
                 await proc.wait()
         except TimeoutError:
-            self._kill_tree(proc.pid)
+            self._processes.kill_tree(proc.pid)
             await proc.wait()
-            await self._kill_stragglers()
+            await self._processes.kill_all()
             return True
         except BaseException:
-            self._kill_tree(proc.pid)
+            self._processes.kill_tree(proc.pid)
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(proc.wait())
             raise
@@ -353,64 +322,15 @@ class LocalEnvironment(Environment):
         return False
 
     def instance_pids(self) -> list[int]:
-        """The run's live processes: its cgroup's list, else by its own host uid, else (plain mode)
-        by the marker variable. In bwrap mode without any of these, each command's pid namespace
-        ended with it, and everything in it."""
-        if self._cgroups.tracks_processes:
-            return self._cgroups.pids()
-        if self.host_uid is not None:
-            return uid_pids(self.host_uid)
-        return marked_pids(self._run_id) if self.mode == "plain" else []
-
-    def _kill_tree(self, pgid: int) -> None:
-        kill_group(pgid)
-        if self._cgroups.tracks_processes:
-            self._cgroups.kill_all()
-        else:
-            kill_pids(self.instance_pids())
-
-    async def _kill_stragglers(self) -> list[str]:
-        """Kill whatever the run still has and wait until it is gone; returns survivors."""
-        if self._cgroups.tracks_processes:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + _TEARDOWN_KILL_SEC
-            signalled: list[int] = []
-            while pids := self._cgroups.kill_all():
-                if loop.time() > deadline:
-                    return [f"processes {self._cgroups.pids()} survived teardown"]
-                # Most often a command's sandbox still closing its namespaces after it reported the
-                # command's exit: awaited as it ends, not polled. The same processes listed again
-                # have ended but are still listed (a zombie no one collected yet): polled.
-                if pids == signalled:
-                    await asyncio.sleep(_STRAGGLER_POLL_SEC)
-                else:
-                    await exits(pids, timeout=_STRAGGLER_POLL_SEC)
-                signalled = pids
-            return []
-        # A scan by uid or marker misses a process caught in the middle of an exec (its environment
-        # is unreadable for that moment): only two empty scans in a row mean nothing is left.
-        deadline = asyncio.get_running_loop().time() + _TEARDOWN_KILL_SEC
-        empty_scans = 0
-        while empty_scans < 2:
-            stragglers = self.instance_pids()
-            if not stragglers:
-                empty_scans += 1
-                continue
-            if asyncio.get_running_loop().time() > deadline:
-                return [f"process {pid} survived teardown" for pid in stragglers]
-            empty_scans = 0
-            kill_pids(stragglers)
-            left = await wait_gone(stragglers, timeout=_TEARDOWN_KILL_SEC)
-            if left:
-                return [f"process {pid} survived teardown" for pid in left]
-        return []
+        """The run's live processes (stragglers.py says how they are found)."""
+        return self._processes.pids()
 
     async def stop(self) -> None:
         """Kill whatever the run still has (a daemon an agent left behind) before the verifier
         starts and before logs are collected; problems go to `warnings`."""
         for pid in list(self._running):
             kill_group(pid)
-        self.warnings.extend(await self._kill_stragglers())
+        self.warnings.extend(await self._processes.kill_all())
         self._close_pumps()
         self._stopped = True
 
@@ -428,7 +348,7 @@ class LocalEnvironment(Environment):
         """Kill every process of the run and delete the instance; returns problems, if any."""
         for pid in list(self._running):
             kill_group(pid)
-        problems = [] if self._stopped else await self._kill_stragglers()
+        problems = [] if self._stopped else await self._processes.kill_all()
         self._close_pumps()
         problems += [f"cgroup {d} could not be removed" for d in self._cgroups.remove()]
         # Unmounting takes milliseconds of kernel time on a busy host: not on the event loop.

@@ -10,13 +10,41 @@ trials run as its own user, and the instance says so.
 """
 
 import os
+import pwd
 import threading
+
+from envloop.environments.base import EnvironmentSetupError
+from envloop.tasks.model import TaskUser
 
 _RANGE_START = 0x7000_0000
 _SLOTS_PER_PROCESS = 1000
 _PROCESS_BLOCKS = 100_000
 TRIAL_UID_RANGE = (_RANGE_START, _RANGE_START + _PROCESS_BLOCKS * _SLOTS_PER_PROCESS - 1)
 """Every host uid a trial may run as (first, last): what the host's rules for trials match."""
+
+
+DEFAULT_AGENT_UID = 1000
+"""Who the agent is inside the sandbox unless its task names a user: not root."""
+
+
+def sandbox_uid(user: TaskUser | None, default: int, where: str) -> int:
+    """The uid inside the sandbox for a task's `user` field: a number, `root`, or a name the
+    sandbox's /etc/passwd knows. A user that only the task's image would create cannot be honoured
+    here, and the instance refuses it rather than run as someone else."""
+    if user is None:
+        return default
+    if isinstance(user, int) or user.isdigit():
+        uid = int(user)
+        if not 0 <= uid < 65534:
+            raise EnvironmentSetupError(f"{where} = {user!r}: not a usable uid")
+        return uid
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        raise EnvironmentSetupError(
+            f"{where} = {user!r}: no such user in the local environment (users made by the task's "
+            "Dockerfile exist only in its image)"
+        ) from None
 
 
 def can_switch_user() -> bool:

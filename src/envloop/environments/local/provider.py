@@ -20,13 +20,8 @@ from envloop.environments.local import instance as files
 from envloop.environments.local import quota
 from envloop.environments.local.bwrap import bwrap_executable, pasta_executable, pasta_prefix, sandbox_args
 from envloop.environments.local.cgroup2 import UnifiedCgroup, instance_cgroups
-from envloop.environments.local.environment import (
-    DEFAULT_AGENT_UID,
-    LauncherFor,
-    LocalEnvironment,
-    sandbox_uid,
-)
-from envloop.environments.local.identity import HOST_UIDS, can_switch_user
+from envloop.environments.local.environment import LauncherFor, LocalEnvironment
+from envloop.environments.local.identity import DEFAULT_AGENT_UID, HOST_UIDS, can_switch_user, sandbox_uid
 from envloop.environments.local.instance import InstancePaths
 from envloop.environments.local.launch import Launcher
 from envloop.environments.local.limits import InstanceCgroups, Limits, rlimits_for
