@@ -19,6 +19,8 @@ E_co = TypeVar("E_co", covariant=True)
 FEED_POLL_SEC = 0.5
 """How often an events operation reads its feed, in process and for the server's event stream."""
 
+PROGRESS_STREAM = "A stream of `job` and `trial` events, then `end` (data: the final job)"
+"""The stream of a job's (or a rollout's) progress, as `Events` operations describe it."""
 CHUNK_BYTES = 1024 * 1024
 """The pieces a download is read in, so a long file never sits in memory."""
 
