@@ -11,7 +11,7 @@ from sqlalchemy.exc import OperationalError
 from envloop.core.retry_policy import RETRY_AFTER_CAP_SEC, Backoff, retrying
 from envloop.models.retry import with_retries
 from envloop.models.types import ModelError
-from envloop.scheduling import worker as worker_module
+from envloop.scheduling import store_calls
 from envloop.store.db import is_lock_timeout
 
 
@@ -77,14 +77,14 @@ def test_a_store_call_is_retried_for_as_long_as_the_lock_is_held_and_says_so() -
     call = Flaky(*(locked() for _ in range(12)))
     policy = retrying(
         worth_retrying=is_lock_timeout,
-        backoff=worker_module.STORE_BACKOFF,
+        backoff=store_calls.STORE_BACKOFF,
         max_retries=None,
         on_retry=lambda _, delay: said.append(delay),
         sleep=sleep,
     )
     assert asyncio.run(policy(call)) == "ok"
     assert call.calls == 13 and said == waits
-    assert all(0 <= wait <= worker_module.STORE_BACKOFF.cap_sec for wait in waits)
+    assert all(0 <= wait <= store_calls.STORE_BACKOFF.cap_sec for wait in waits)
 
 
 def test_a_store_error_that_is_not_a_lock_timeout_is_raised_at_once() -> None:

@@ -14,48 +14,31 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, TypeVar
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.exc import OperationalError
 
 from envloop.core.capacity import LEASE_TTL_SEC, default_capacity
 from envloop.core.ids import new_id
-from envloop.core.retry_policy import Backoff, retrying
 from envloop.core.status import TERMINAL, TrialStatus
-from envloop.core.trial import EnvironmentChoice, TrialOutcome, TrialSpec, crashed, infrastructure_failure
+from envloop.core.trial import EnvironmentChoice, TrialOutcome, TrialSpec
 from envloop.environments.leftovers import close_shared, sweep_leftovers
 from envloop.environments.local.instance import instances_under, remove_instance
 from envloop.environments.shielded import finish_even_if_cancelled
 from envloop.liveness import gone, start_time, this_host
 from envloop.models import close_clients
-from envloop.runners.verdict import settle_outcome
 from envloop.scheduling.background import BackgroundLock
-from envloop.scheduling.executor import Executor, LocalExecutor, RunLost
+from envloop.scheduling.executor import Executor, LocalExecutor
+from envloop.scheduling.store_calls import off_loop
+from envloop.scheduling.trial_execution import HandedBack, TrialExecution, run_id_of
 from envloop.scheduling.trial_specs import TrialSpecs
 from envloop.store import queue
-from envloop.store.artifacts import STRUCTURED_RESULT, ArtifactStoreUnavailableError
+from envloop.store.artifacts import ArtifactStoreUnavailableError
 from envloop.store.context import Context
-from envloop.store.db import is_lock_timeout
 from envloop.store.queue import ClaimedTrial
 from envloop.store.tables import Trial
 from envloop.store.tables import Worker as WorkerRow
 
 log = logging.getLogger("envloop.worker")
-_T = TypeVar("_T")
-STORE_BACKOFF = Backoff(base_sec=0.05, cap_sec=2.0)
-"""How a store call that gave up waiting for a lock is tried again: soon, and never more than 2 s apart."""
-FETCH_DELAYS_SEC = (0.5, 2.0)
-"""Pauses between the tries of one run to fetch a task archive from the artifact store."""
-HAND_BACK_RUNS = 3
-"""A trial whose archive this worker cannot fetch, or whose run was lost with the machine running it,
-goes back to the queue for a new run until it has been claimed this many times; then it fails with
-an infrastructure error that says so."""
-
-
-class _HandedBack(Exception):
-    """The trial goes back to the queue for a new run (its archive was out of reach, or its run lost)."""
 
 
 @dataclass
@@ -68,19 +51,6 @@ class WorkerConfig:
     background: bool = False
     environment: EnvironmentChoice = "local"
     """Where trials of jobs that chose no environment run (`el worker --environment`)."""
-
-
-def _preparation_problem(exc: Exception) -> str:
-    """What a user is told when a trial could not be prepared: the kind of failure and the OS's
-    reason, never the worker's own paths (the whole exception goes to the worker's log)."""
-    if isinstance(exc, OSError):
-        return f"could not prepare trial: {exc.strerror or type(exc).__name__} (details in the worker's log)"
-    return f"could not prepare trial: {type(exc).__name__} (details in the worker's log)"
-
-
-def _run_id(claimed: ClaimedTrial) -> str:
-    """The same name TrialSpec.run_id gives this run (one lease of the trial)."""
-    return f"{claimed.trial_id}.r{claimed.lease_token}"
 
 
 @contextlib.contextmanager
@@ -123,6 +93,7 @@ class Worker:
         self.id = new_id("wrk")
         self._running: dict[str, tuple[ClaimedTrial, asyncio.Task[TrialOutcome]]] = {}
         self._specs = TrialSpecs(ctx, self.config.environment)
+        self._trials = TrialExecution(ctx, self.executor, self._specs)
         self._stopping = False
         self._unpublished: dict[str, str] = {}
         """Recorded runs whose files the artifact store could not take yet: run id → trial id."""
@@ -144,8 +115,8 @@ class Worker:
                 await finish_even_if_cancelled(self._close_shared())
 
     async def _serve(self, until: Callable[[], bool] | None) -> None:
-        await self._off_loop("register", self._register)
-        await self._off_loop("settle dead runs", self._settle_dead_runs)
+        await off_loop("register", self._register)
+        await off_loop("settle dead runs", self._settle_dead_runs)
         await self._sweep_leftovers()
         upkeep = asyncio.create_task(self._keep_up(), name="upkeep")
         idle_since = time.monotonic()
@@ -155,7 +126,7 @@ class Worker:
                 if upkeep.done():
                     upkeep.result()  # upkeep never ends by itself: raise what ended it
                 free = self.config.capacity - len(self._running)
-                claimed = await self._off_loop("record and claim", self._settle, finished, free)
+                claimed = await off_loop("record and claim", self._settle, finished, free)
                 finished = []
                 for trial, spec in claimed:
                     self._start(trial, spec)
@@ -164,9 +135,9 @@ class Worker:
                     done = await self._wait_for_finished()
                     finished, handed_back = self._collect(done)
                     if handed_back:
-                        await self._off_loop("hand back", self._hand_back_runs, handed_back)
+                        await off_loop("hand back", self._hand_back_runs, handed_back)
                     continue
-                if await self._off_loop("look for work", queue.has_open_trials, self.ctx.store):
+                if await off_loop("look for work", queue.has_open_trials, self.ctx.store):
                     idle_since = time.monotonic()
                 elif (
                     self.config.idle_exit is not None
@@ -181,10 +152,10 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await upkeep
             if finished:
-                recorded, _ = await self._off_loop(
+                recorded, _ = await off_loop(
                     "record", queue.settle, self.ctx.store, self.id, finished, 0, 0.0
                 )
-                await self._off_loop("publish", self._count, finished, recorded)
+                await off_loop("publish", self._count, finished, recorded)
             await self._shutdown()
 
     async def _may_exit(self) -> bool:
@@ -195,35 +166,9 @@ class Worker:
         if self.lock is None:
             return True
         self.lock.release()
-        if not await self._off_loop("look for work", queue.has_open_trials, self.ctx.store):
+        if not await off_loop("look for work", queue.has_open_trials, self.ctx.store):
             return True
         return not self.lock.take()
-
-    async def _off_loop(self, what: str, call: Callable[..., _T], *args: Any) -> _T:
-        """Run a store (or disk) call in a thread. A wait for a lock that timed out changed nothing:
-        it is tried again, by envloop's one retry policy, for as long as it takes; every other
-        error is raised. The policy is entered only once a first try has timed out: a few store
-        calls per trial each paid for building and driving it while nearly all succeed at once."""
-
-        def warn(_: BaseException, delay: float) -> None:
-            log.warning("%s: the store stayed locked; trying again in %.2f s", what, delay)
-
-        try:
-            return await asyncio.to_thread(call, *args)
-        except OperationalError as exc:
-            if not is_lock_timeout(exc):
-                raise
-            delay = STORE_BACKOFF.delay(1, None)
-            warn(exc, delay)
-            await asyncio.sleep(delay)
-        policy = retrying(
-            worth_retrying=lambda exc: isinstance(exc, OperationalError) and is_lock_timeout(exc),
-            backoff=STORE_BACKOFF,
-            max_retries=None,
-            on_retry=warn,
-        )
-        result: _T = await policy(asyncio.to_thread, call, *args)
-        return result
 
     async def _keep_up(self) -> None:
         """Upkeep at a steady pace for the worker's whole life, whatever the main loop waits for."""
@@ -259,75 +204,13 @@ class Worker:
         """The trial's spec, or None to prepare it on its own trip (a store that was locked is waited
         out there; a trial that cannot be prepared fails there with the reason)."""
         try:
-            return self._specs.build(claimed, _run_id(claimed))
+            return self._specs.build(claimed, run_id_of(claimed))
         except Exception:  # prepared again alone, where every failure is handled and logged
             return None
 
     def _start(self, claimed: ClaimedTrial, spec: TrialSpec | None = None) -> None:
-        task = asyncio.create_task(self._execute(claimed, spec), name=claimed.trial_id)
+        task = asyncio.create_task(self._trials.run(claimed, spec), name=claimed.trial_id)
         self._running[claimed.trial_id] = (claimed, task)
-
-    async def _execute(self, claimed: ClaimedTrial, prepared: TrialSpec | None = None) -> TrialOutcome:
-        spec = prepared
-        if spec is None:
-            try:
-                spec = await self._off_loop("prepare", self._specs.build, claimed, _run_id(claimed))
-            except Exception as exc:  # a broken task archive must not take the worker down
-                log.exception("could not prepare trial %s", claimed.trial_id)
-                return infrastructure_failure(_preparation_problem(exc))
-        if spec.task_dir is None and spec.row is None:
-            try:
-                task_dir = await self._task_dir(claimed)
-                spec = spec.model_copy(update={"task_dir": task_dir, "task_digest": claimed.task_digest})
-            except ArtifactStoreUnavailableError as exc:
-                reason = "could not fetch the task archive on {runs} runs: {exc} (retryable: run it again "
-                return await self._hand_back(claimed, exc, reason + "once the artifact store is reachable)")
-            except Exception as exc:  # a broken task archive must not take the worker down
-                log.exception("could not prepare trial %s", claimed.trial_id)
-                return infrastructure_failure(_preparation_problem(exc))
-        try:
-            outcome = await self.executor.execute(spec)
-            # Noted once here so reading a job's results never has to look for the file per trial.
-            outcome.structured_result = (spec.artifacts_dir / STRUCTURED_RESULT).is_file()
-            return settle_outcome(outcome, spec)
-        except asyncio.CancelledError:
-            raise
-        except RunLost as exc:
-            return await self._hand_back(claimed, exc, "lost its run on {runs} runs: {exc}")
-        except Exception as exc:
-            log.exception("trial %s crashed in the runner", spec.trial_id)
-            return crashed(exc)
-
-    async def _hand_back(self, claimed: ClaimedTrial, exc: Exception, failure: str) -> TrialOutcome:
-        """Hand the trial back to the queue for a new run, or, once it has had its share of runs,
-        fail it with `failure` (formatted with `runs` and `exc`)."""
-        runs = await self._off_loop("count runs", self._runs_of, claimed.trial_id)
-        if runs < HAND_BACK_RUNS:
-            log.warning("trial %s: %s; handed back to the queue", claimed.trial_id, exc)
-            raise _HandedBack from exc
-        return infrastructure_failure(failure.format(runs=runs, exc=exc))
-
-    async def _task_dir(self, claimed: ClaimedTrial) -> Path:
-        """The unpacked task, fetched through the artifact store (off the event loop) unless this
-        machine already has it or its archive is a small one in a local store: then no thread is
-        asked. On a busy worker the hop cost twenty times the unpacking (9 ms against 0.4), and the
-        thread's file calls, each passing the interpreter lock back and forth, slowed the event
-        loop's own. A few tries before the store is taken to be unavailable."""
-        unpacked = self.ctx.artifacts.small_task_dir(claimed.task_digest)
-        if unpacked is not None:
-            return unpacked
-        for delay in (*FETCH_DELAYS_SEC, None):
-            try:
-                return await asyncio.to_thread(self.ctx.artifacts.task_dir, claimed.task_digest)
-            except ArtifactStoreUnavailableError:
-                if delay is None:
-                    raise
-                await asyncio.sleep(delay)
-        raise AssertionError("unreachable")
-
-    def _runs_of(self, trial_id: str) -> int:
-        with self.ctx.store.read() as session:
-            return session.scalar(select(Trial.runs).where(Trial.id == trial_id)) or 0
 
     def _collect(
         self, done: set[asyncio.Task[TrialOutcome]]
@@ -343,7 +226,7 @@ class Worker:
             claimed, _ = self._running.pop(task.get_name())
             if task.cancelled():
                 finished.append((claimed, TrialOutcome(status=TrialStatus.CANCELLED)))
-            elif isinstance(task.exception(), _HandedBack):
+            elif isinstance(task.exception(), HandedBack):
                 handed_back.append(claimed)
             else:
                 finished.append((claimed, task.result()))
@@ -352,7 +235,7 @@ class Worker:
     def _hand_back_runs(self, claimed: list[ClaimedTrial]) -> None:
         queue.release(self.ctx.store, claimed)
         for trial in claimed:
-            self.ctx.artifacts.discard(_run_id(trial))
+            self.ctx.artifacts.discard(run_id_of(trial))
 
     def _publish(self, run_id: str, trial_id: str) -> None:
         """Publish a recorded run's files; when the artifact store cannot take them now, they stay
@@ -368,10 +251,10 @@ class Worker:
         """Publish the artifacts of each run whose result was recorded; discard the others."""
         for (claimed, _), ok in zip(finished, recorded, strict=True):
             if ok:
-                self._publish(_run_id(claimed), claimed.trial_id)
+                self._publish(run_id_of(claimed), claimed.trial_id)
                 self.completed += 1
             else:
-                self.ctx.artifacts.discard(_run_id(claimed))
+                self.ctx.artifacts.discard(run_id_of(claimed))
                 log.warning(
                     "trial %s: lease lost before its result was recorded; discarded", claimed.trial_id
                 )
@@ -380,10 +263,10 @@ class Worker:
         """Renew leases, stop cancelled or lost trials, reap dead workers' trials (those whose leases
         expired, and at once those of workers on this host whose process is gone), heartbeat."""
         held = {claimed.trial_id: claimed for claimed, _ in self._running.values()}
-        lost = await self._off_loop(
+        lost = await off_loop(
             "renew leases", queue.renew, self.ctx.store, self.id, held.values(), self.config.lease_ttl
         )
-        cancelled = await self._off_loop("read cancellations", queue.cancel_requested, self.ctx.store, held)
+        cancelled = await off_loop("read cancellations", queue.cancel_requested, self.ctx.store, held)
         # Trials that finished meanwhile are the main loop's now (their results may be recorded).
         still = {tid for tid, (claimed, _) in self._running.items() if held.get(tid) is claimed}
         lost &= still
@@ -394,12 +277,12 @@ class Worker:
             claimed, task = self._running.pop(trial_id)
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            await self._off_loop("discard", self.ctx.artifacts.discard, _run_id(claimed))
-        await self._off_loop("reap expired leases", queue.reap_expired, self.ctx.store)
-        await self._off_loop("reap dead workers' trials", queue.reap_abandoned, self.ctx.store, gone)
+            await off_loop("discard", self.ctx.artifacts.discard, run_id_of(claimed))
+        await off_loop("reap expired leases", queue.reap_expired, self.ctx.store)
+        await off_loop("reap dead workers' trials", queue.reap_abandoned, self.ctx.store, gone)
         for run_id, trial_id in list(self._unpublished.items()):
             await asyncio.to_thread(self._publish, run_id, trial_id)
-        await self._off_loop("heartbeat", self._heartbeat)
+        await off_loop("heartbeat", self._heartbeat)
 
     def _heartbeat(self) -> None:
         with self.ctx.store.write() as session:
@@ -459,7 +342,7 @@ class Worker:
     async def _shutdown(self) -> None:
         """Stop what still runs and hand it back to the queue (or record it cancelled), then deregister."""
         held = [claimed for claimed, _ in self._running.values()]
-        cancelled = await self._off_loop(
+        cancelled = await off_loop(
             "read cancellations", queue.cancel_requested, self.ctx.store, list(self._running)
         )
         for _, task in self._running.values():
@@ -468,7 +351,7 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._running.clear()
-        await self._off_loop("hand back", self._settle_held, held, cancelled)
+        await off_loop("hand back", self._settle_held, held, cancelled)
         await close_clients()  # model connections belong to this event loop, which ends with the worker
 
     def _settle_held(self, held: list[ClaimedTrial], cancelled: set[str]) -> None:
@@ -477,7 +360,7 @@ class Worker:
                 recorded = queue.finish(self.ctx.store, claimed, TrialOutcome(status=TrialStatus.CANCELLED))
                 self._count([(claimed, TrialOutcome(status=TrialStatus.CANCELLED))], [recorded])
             else:
-                self.ctx.artifacts.discard(_run_id(claimed))
+                self.ctx.artifacts.discard(run_id_of(claimed))
         queue.release(self.ctx.store, [c for c in held if c.trial_id not in cancelled])
         with self.ctx.store.write() as session:
             session.execute(delete(WorkerRow).where(WorkerRow.id == self.id))
