@@ -21,6 +21,7 @@ FEED_POLL_SEC = 0.5
 
 PROGRESS_STREAM = "A stream of `job` and `trial` events, then `end` (data: the final job)"
 """The stream of a job's (or a rollout's) progress, as `Events` operations describe it."""
+
 CHUNK_BYTES = 1024 * 1024
 """The pieces a download is read in, so a long file never sits in memory."""
 
