@@ -18,31 +18,27 @@ may get wrong, so a plugin cannot skip it:
 - the variables: the provider's defaults, the task's `[environment] env`, then envloop's trial
   variables, each name and value checked (environments/variables.py);
 - what leaves is masked: the output tails every caller sees, and every file copied out (through
-  environments/keeping.py, which also cuts runaway logs and never follows a link);
+  environments/outgoing.py and environments/keeping.py, which also cuts runaway logs and never
+  follows a link);
 - captured output is bounded while it is written (environments/capture.py): a provider's `_run`
   writes into a `BoundedWriter`, never into a file directly, so no command's output can fill the
   host's disk before it ends;
 - the tests and the solution are shown only to the commands that need them: a fresh copy for that
-  command, removed before any later command runs, and a verifier's log directory the agent never had;
+  command, removed before any later command runs, and a verifier's log directory the agent never had
+  (environments/fresh_mounts.py);
 - network policies: the operator's ceiling applies to every phase, and each switch is recorded.
 
 Nothing wraps an instance to watch it: a caller that wants to know of each command (the shell
 runner records an agent's commands as steps) hands it a `CommandObserver`.
 """
 
-import asyncio
-import functools
-import os
-import secrets
-import shutil
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, final
 
 from envloop.core.clock import utc_now
-from envloop.core.masking import mask_text
 from envloop.core.trial import SandboxMode, TrialFlag, TrialSpec
 from envloop.environments.base import (
     NO_MOUNTS,
@@ -50,34 +46,24 @@ from envloop.environments.base import (
     CommandRun,
     EnvironmentSetupError,
     ExecResult,
-    Mount,
     Mounts,
     PathKind,
     RunOutcome,
     VisiblePaths,
 )
-from envloop.environments.capture import BoundedWriter, capture_file
-from envloop.environments.keeping import (
-    MAX_KEPT_FILE_BYTES,
-    MAX_KEPT_FILES,
-    KeepBudget,
-    keep_file,
-    keep_tree,
-    small_plain_tree,
-)
+from envloop.environments.capture import BoundedWriter
+from envloop.environments.fresh_mounts import FreshMounts
+from envloop.environments.keeping import MAX_KEPT_FILE_BYTES, MAX_KEPT_FILES, KeepBudget
+from envloop.environments.outgoing import Outgoing
 from envloop.environments.policy import NETWORK_VARIABLE, EffectiveLimits
-from envloop.environments.variables import checked_env, trial_variables
+from envloop.environments.variables import checked_env, instance_variables
 from envloop.tasks.model import HarborTask, NetworkMode, TaskUser
 from envloop.tasks.phases import NO_NETWORK, NetworkPolicy
-from envloop.tasks.variables import resolve_env
 
 if TYPE_CHECKING:
     from envloop.core.destinations import Destination
     from envloop.gateway import ModelGateway
     from envloop.trajectories.workspace import Snapshot
-
-_DROPPED_WARNINGS = 5
-"""Commands whose dropped output the trial's warnings name, at most (the captures say the rest)."""
 
 
 class Environment(ABC):
@@ -111,22 +97,16 @@ class Environment(ABC):
         """What a reader of the trial's reward should know that the instance saw (tamper flags)."""
         self._network = network
         self._task = task
-        self._secrets = spec.secret_values
-        self._variables = checked_env(
-            {
-                **defaults,
-                **resolve_env(task.config.environment.env, spec.params),
-                **trial_variables(spec, visible),
-            }
-        )
-        self._shown: set[Mount] = set()
+        self._variables = instance_variables(defaults, task, spec, visible)
         self.kept = KeepBudget(files=MAX_KEPT_FILES, bytes=limits.disk_mb << 20)
         """What the trial may still keep: captured output and copied files count against its disk
         quota, and against a cap on the number of files."""
+        self._outgoing = Outgoing(self.kept, warnings, spec.secret_values)
         self.fresh_home = fresh_home
         """Where a command shown `fresh_home` finds its empty HOME."""
         self.fresh_tmp = fresh_tmp
         """The provider's own name for a command's empty `/tmp` (None: it cannot give one)."""
+        self._mounts = FreshMounts(task, visible, fresh_home, fresh_tmp)
         self._observer: CommandObserver | None = None
         self._network_log: list[str] = []
         """Each phase's policy, in order (`agent public`), for the note."""
@@ -173,44 +153,26 @@ class Environment(ABC):
         observer = self._observer
         run = CommandRun(command, utc_now(), time.perf_counter(), stdout_path, stderr_path)
         try:
-            await self._show(mounts)
+            await self._mounts.show(mounts, self._prepare)
             variables = checked_env({**self._variables, **self.network_variables(), **(env or {})})
             if "fresh_home" in mounts:
                 variables["HOME"] = self.fresh_home
-            with capture_file(stdout_path) as out, capture_file(stderr_path) as err:
-                writers = BoundedWriter(out), BoundedWriter(err)
-                try:
-                    ran = await self._run(
-                        command,
-                        user=user,
-                        cwd=cwd or self.visible.app,
-                        env=variables,
-                        timeout=timeout,
-                        stdout=writers[0],
-                        stderr=writers[1],
-                    )
-                finally:
-                    for writer in writers:
-                        writer.finish()
-                self._note_dropped(command, writers)
-                for capture in (out, err):
-                    kept = capture.file
-                    if capture.path is not None and kept is not None and not self.kept.charge_capture(kept):
-                        self._warn_once("captured output beyond the trial's disk quota was cut off")
-                (stdout, stdout_whole), (stderr, stderr_whole) = out.tail(), err.tail()
+            result = await self._outgoing.run(
+                run,
+                lambda stdout, stderr: self._run(
+                    command,
+                    user=user,
+                    cwd=cwd or self.visible.app,
+                    env=variables,
+                    timeout=timeout,
+                    stdout=stdout,
+                    stderr=stderr,
+                ),
+            )
         except BaseException:
             if observer is not None:
                 await observer.ran(run, None)
             raise
-        result = ExecResult(
-            exit_code=ran.exit_code,
-            stdout=mask_text(stdout, self._secrets),
-            stderr=mask_text(stderr, self._secrets),
-            timed_out=ran.timed_out,
-            duration_sec=time.perf_counter() - run.clock,
-            stdout_whole=stdout_whole,
-            stderr_whole=stderr_whole,
-        )
         if observer is not None:
             await observer.ran(run, result)
         return result
@@ -244,23 +206,9 @@ class Environment(ABC):
         through a link, the trial's secrets masked and long files cut (environments/keeping.py). A
         missing `path` copies nothing. Returns one note per file that was cut or left out. Call it
         after `stop()`: the local provider copies nothing while commands may still run."""
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # The raw copy lands beside the target under a name no one else picks (the worker's own
-        # directory, which no trial reaches); keeping it moves it into place or empties it.
-        raw = target.parent / f".copy-out-{secrets.token_hex(8)}"
-        try:
-            notes = [f"{path}: {note}" for note in await self._copy_out(_checked_path(path), raw, self.kept)]
-            if raw.is_dir():
-                keep = functools.partial(keep_tree, raw, target, self._secrets)
-                notes += keep() if small_plain_tree(raw) else await asyncio.to_thread(keep)
-        finally:
-            _remove_leftover(raw)
-        refused = self.kept.note()
-        if refused is not None:
-            notes.append(refused)
-            if not any("were not kept" in warning for warning in self.warnings):
-                self.warnings.append(f"{refused} (the collection log lists what was cut)")
-        return [mask_text(note, self._secrets) for note in notes]
+        return await self._outgoing.copy_dir(
+            lambda raw: self._copy_out(_checked_path(path), raw, self.kept), path, target
+        )
 
     @final
     async def get_path(self, path: str, target: Path) -> list[str]:
@@ -270,12 +218,10 @@ class Environment(ABC):
         if kind == "directory":
             return await self.get_dir(path, target)
         if kind == "other":
-            notes = ["not a regular file or directory: not kept"]
-        elif kind is None or (data := await self._read(path, MAX_KEPT_FILE_BYTES + 1)) is None:
+            return [self._outgoing.mask(f"{path}: not a regular file or directory: not kept")]
+        if kind is None or (data := await self._read(path, MAX_KEPT_FILE_BYTES + 1)) is None:
             return []
-        else:
-            notes = keep_file(data, target, self.kept, self._secrets)
-        return [mask_text(f"{path}: {note}", self._secrets) for note in notes]
+        return self._outgoing.keep_file(data, path, target)
 
     @final
     async def set_network(self, policy: NetworkPolicy, phase: str = "") -> None:
@@ -283,7 +229,7 @@ class Environment(ABC):
         who they are for in the instance's note."""
         if policy.mode != "no-network" and not self.limits.network:
             asked = f"the trial ran without the network it asked for ({policy.describe()})"
-            self._warn_once(f"{NETWORK_VARIABLE}=none: {asked}")
+            self._outgoing.warn_once(f"{NETWORK_VARIABLE}=none: {asked}")
             policy = NO_NETWORK
         if phase:
             self._network_log.append(f"{phase} {policy.describe()}")
@@ -398,62 +344,6 @@ class Environment(ABC):
             await self._clear(path)
         for path, layers in fresh:
             await self._place(path, layers)
-
-    # ---- shared inner workings ------------------------------------------------------------------
-
-    def _warn_once(self, warning: str) -> None:
-        if warning not in self.warnings:
-            self.warnings.append(warning)
-
-    def _note_dropped(self, command: Sequence[str], writers: tuple[BoundedWriter, BoundedWriter]) -> None:
-        """Say once per command how much of its output was dropped from the middle."""
-        for name, writer in zip(("stdout", "stderr"), writers, strict=True):
-            said = sum("dropped from the middle" in warning for warning in self.warnings)
-            if writer.dropped and said < _DROPPED_WARNINGS:
-                program = mask_text(PurePosixPath(command[0]).name if command else "?", self._secrets)[:80]
-                self.warnings.append(
-                    f"{program}: {writer.dropped:,} of {writer.written:,} bytes of its {name} were dropped "
-                    "from the middle as they were written (its first and last bytes are kept)"
-                )
-
-    async def _show(self, mounts: Mounts) -> None:
-        """Fresh tests, solution or verifier logs for this command; tests and solution a previous
-        command was shown go first (a later step's agent never sees an earlier step's tests)."""
-        gone = [path for mount in sorted(self._shown - set(mounts)) if (path := self._mount_path(mount))]
-        fresh: list[tuple[str, Sequence[Path] | None]] = []
-        if "tests" in mounts:
-            fresh.append((self.visible.tests, self._task.tests_sources or [self._task.tests_dir]))
-        if "solution" in mounts:
-            fresh.append((self.visible.solution, [self._task.solution_dir]))
-        if "verifier_logs" in mounts:
-            fresh.append((self.visible.verifier_logs, None))
-        if "fresh_home" in mounts:
-            fresh.append((self.fresh_home, None))
-        if "fresh_tmp" in mounts and self.fresh_tmp is not None:
-            fresh.append((self.fresh_tmp, None))
-        if not gone and not fresh:
-            return
-        try:
-            await self._prepare(gone, fresh)
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            raise EnvironmentSetupError(f"could not prepare {', '.join(sorted(mounts))}: {reason}") from None
-        self._shown = {mount for mount in mounts if mount != "verifier_logs"}
-
-    def _mount_path(self, mount: Mount) -> str | None:
-        paths = {
-            "tests": self.visible.tests,
-            "solution": self.visible.solution,
-            "fresh_home": self.fresh_home,
-            "fresh_tmp": self.fresh_tmp,
-        }
-        return paths.get(mount, self.visible.verifier_logs)
-
-
-def _remove_leftover(raw: Path) -> None:
-    """What keeping a raw copy left of it (nothing, when its tree was moved or merged into place)."""
-    if os.path.lexists(raw):
-        shutil.rmtree(raw, ignore_errors=True)
 
 
 def _checked_path(path: str) -> str:

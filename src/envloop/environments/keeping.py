@@ -1,7 +1,7 @@
 """Keeping a trial's files: copy them out of the instance, masking secret values on the way.
 
-Every environment hands what leaves it through here (environments/contract.py), so no provider can
-forget to mask.
+Every environment hands what leaves it through here, by way of `Outgoing` (environments/outgoing.py),
+so no provider can forget to mask.
 
 Secrets are masked in every kept file, not only in ones that look like text: a leaked key in a
 binary log is still leaked, and in file names too. Files are streamed in chunks, so large logs

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from envloop.core.trial import TrialSpec
 from envloop.environments.base import EnvironmentSetupError, VisiblePaths
 from envloop.tasks.dockerfile import without_empty_entries
+from envloop.tasks.model import HarborTask
+from envloop.tasks.variables import resolve_env
 
 _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -40,3 +42,17 @@ def trial_variables(spec: TrialSpec, visible: VisiblePaths) -> dict[str, str]:
         "ENVLOOP_TESTS_DIR": visible.tests,
         "ENVLOOP_SOLUTION_DIR": visible.solution,
     }
+
+
+def instance_variables(
+    defaults: Mapping[str, str], task: HarborTask, spec: TrialSpec, visible: VisiblePaths
+) -> dict[str, str]:
+    """What every command of an instance sees: the provider's `defaults`, then the task's
+    `[environment] env`, then the trial variables, which win over both; checked."""
+    return checked_env(
+        {
+            **defaults,
+            **resolve_env(task.config.environment.env, spec.params),
+            **trial_variables(spec, visible),
+        }
+    )
