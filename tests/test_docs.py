@@ -16,7 +16,8 @@ from typer.main import get_command
 
 from envloop.cli import exits
 from envloop.cli.main import build_app
-from envloop.settings import SET_FOR_TRIALS, Settings, env_name
+from envloop.set_for_trials import SET_FOR_TRIALS
+from envloop.settings import Settings, env_name
 from tests.conftest import REPO
 
 DOCS = REPO / "docs"

@@ -25,7 +25,21 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
     (
         "ground",
-        frozenset({"errors", "settings", "home", "liveness", "core", "wire", "plugins", "tasks", "uploads"}),
+        frozenset(
+            {
+                "errors",
+                "settings",
+                "setting_addresses",
+                "set_for_trials",
+                "home",
+                "liveness",
+                "core",
+                "wire",
+                "plugins",
+                "tasks",
+                "uploads",
+            }
+        ),
     ),
     ("store", frozenset({"store"})),
     (

@@ -9,7 +9,8 @@ import pytest
 
 from envloop.environments.base import EnvironmentSetupError
 from envloop.environments.policy import operator_policy
-from envloop.settings import SettingsError, driver_url, settings
+from envloop.setting_addresses import driver_url
+from envloop.settings import SettingsError, settings
 from envloop.store.db import make_engine
 from tests.conftest import El
 
@@ -54,7 +55,8 @@ def test_a_store_url_envloop_cannot_open_is_refused_without_repeating_it(el: El,
     ],
 )
 def test_every_store_url_the_settings_accept_is_one_the_store_opens(url: str, opened: str) -> None:
-    """The settings' check and the store's engine read one table of schemes (`settings.STORE_DRIVERS`)."""
+    """The settings' check and the store's engine read one table of schemes
+    (`setting_addresses.STORE_DRIVERS`)."""
     assert driver_url(url) == opened
     assert make_engine(url).url.render_as_string() == opened
 

@@ -1,8 +1,9 @@
 """The environment variables page, written from the settings model at build time.
 
 Every `ENVLOOP_*` row comes from `envloop.settings.Settings` (the type, default and meaning the code
-validates against) or from `SET_FOR_TRIALS` (what envloop sets inside a trial), so the page cannot
-drift from them; only the few variables of other tools that envloop honours are listed here.
+validates against) or from `envloop.set_for_trials.SET_FOR_TRIALS` (what envloop sets inside a
+trial), so the page cannot drift from them; only the few variables of other tools that envloop
+honours are listed here.
 """
 
 from typing import Any
@@ -10,10 +11,10 @@ from typing import Any
 from markdown_text import cell
 from pydantic.fields import FieldInfo
 
+from envloop.set_for_trials import SET_FOR_TRIALS
 from envloop.settings import (
     DOCKER,
     GROUPS,
-    SET_FOR_TRIALS,
     SETUP,
     TRIALS,
     WHERE,

@@ -10,10 +10,13 @@ command runs, so a bad value stops the command before anything is created (exit 
 The model is a plain pydantic model given the `ENVLOOP_*` values (prefix removed, any case, an
 empty one unset): all a settings library would do here, without the import time it would add to
 every `el` command. Light to import (no store, no sandbox): the CLI reads it before anything else.
+
+Beside it: setting_addresses.py parses the two settings that are addresses (the store's URL, the
+DNS resolvers), and set_for_trials.py lists the `ENVLOOP_*` variables envloop sets inside trials,
+which share the prefix but are not settings.
 """
 
 import functools
-import ipaddress
 import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -21,6 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from envloop.errors import UserError
+from envloop.setting_addresses import driver_url, upstream_address
 
 PREFIX = "ENVLOOP_"
 
@@ -32,42 +36,6 @@ DOCKER = "Docker"
 SETUP = "Setup and tests"
 GROUPS = (WHERE, CLIENTS, WORKERS, TRIALS, DOCKER, SETUP)
 """The sections of the reference page, in its order."""
-
-STORE_DRIVERS = {
-    "sqlite": "sqlite",
-    "postgresql": "postgresql+psycopg",
-    "postgres": "postgresql+psycopg",
-    "postgresql+psycopg": "postgresql+psycopg",
-}
-"""What a store URL (ENVLOOP_DATABASE_URL) may start with, and the SQLAlchemy driver each opens
-with: the two stores envloop installs the drivers of (PostgreSQL through psycopg 3)."""
-
-
-def driver_url(url: str) -> str:
-    """The URL SQLAlchemy opens: `url` with its scheme replaced by its driver's."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme not in STORE_DRIVERS:
-        raise ValueError("expected sqlite:///PATH or postgresql://USER@HOST:PORT/DATABASE")
-    return f"{STORE_DRIVERS[scheme]}://{rest}"
-
-
-def upstream_address(entry: str) -> tuple[str, int]:
-    """An `ENVLOOP_DNS_UPSTREAM` entry's address and port: `ADDRESS`, `ADDRESS:PORT`, `[V6]:PORT`."""
-    host, port = entry, "53"
-    if entry.startswith("["):
-        host, _, rest = entry[1:].partition("]")
-        port = rest.removeprefix(":") or port
-    elif entry.count(":") == 1:
-        host, port = entry.split(":")
-    try:
-        address = ipaddress.ip_address(host)
-        number = int(port)
-    except ValueError:
-        raise ValueError("expected ADDRESS or ADDRESS:PORT, comma-separated") from None
-    if not 0 < number < 65536:
-        raise ValueError("expected a port from 1 to 65535")
-    return str(address), number
-
 
 UNECHOED = ("database_url", "secret_key")
 """Settings an error never repeats the value of: they may hold a password or a key."""
@@ -346,7 +314,7 @@ def settings() -> Settings:
 @functools.lru_cache(maxsize=8)
 def _validated(environ: tuple[tuple[str, str], ...]) -> Settings:
     """The settings of these `ENVLOOP_*` variables (also the cache key); the other variables of the
-    same prefix (those set for trials, see SET_FOR_TRIALS) are ignored."""
+    same prefix (those set for trials, see set_for_trials.py) are ignored."""
     values = {name[len(PREFIX) :].lower(): value for name, value in environ if value}
     try:
         return Settings.model_validate(values)
@@ -378,45 +346,3 @@ def _as_text(value: object) -> str:
     if isinstance(value, tuple):
         return ",".join(value)
     return str(value)
-
-
-SET_FOR_TRIALS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (
-        ("ENVLOOP_JOB_ID", "ENVLOOP_TRIAL_ID", "ENVLOOP_TASK", "ENVLOOP_ATTEMPT"),
-        "the job, the attempt, the task's name and which attempt (1-based)",
-    ),
-    (
-        ("ENVLOOP_APP_DIR", "ENVLOOP_LOGS_DIR", "ENVLOOP_TESTS_DIR", "ENVLOOP_SOLUTION_DIR"),
-        "the task's workdir, `/logs`, `/tests`, `/solution` as the trial sees them",
-    ),
-    (
-        ("ENVLOOP_INSTRUCTION_FILE", "ENVLOOP_INSTRUCTION"),
-        "the agent's instruction (the text itself only when it is short)",
-    ),
-    (("ENVLOOP_MAX_STEPS",), "the agent's step limit, when there is one"),
-    (
-        ("ENVLOOP_MCP_CONFIG",),
-        "for `claude-code`: the MCP servers of the task's `[[environment.mcp_servers]]`",
-    ),
-    (("ENVLOOP_AGENT_PATH",), "for an agent CLI: where its installed copy is, put first on its `PATH`"),
-    (
-        (
-            "ENVLOOP_CODEX_CONFIG",
-            "ENVLOOP_QWEN_SETTINGS",
-            "ENVLOOP_GEMINI_SETTINGS",
-            "ENVLOOP_MINI_CONFIG",
-            "ENVLOOP_MINI_TRAJECTORY",
-            "ENVLOOP_AIDER_SETTINGS",
-            "ENVLOOP_AIDER_MODEL",
-            "ENVLOOP_AIDER_BASE",
-            "ENVLOOP_AIDER_EDIT_FORMAT",
-            "ENVLOOP_AIDER_EFFORT",
-            "ENVLOOP_AIDER_LOGS",
-        ),
-        "for the agent CLIs: the configuration envloop writes for the CLI and where it keeps its record "
-        "([Agent CLIs](../guides/agents.md))",
-    ),
-    (("ENVLOOP_RUN_ID", "ENVLOOP_EXEC_ID"), "markers by which envloop finds a run's processes to stop them"),
-)
-"""The variables envloop sets for every command of a trial (never read from the operator's
-environment, so not settings): each row's names and what they hold."""

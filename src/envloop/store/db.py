@@ -39,7 +39,7 @@ from tenacity import Retrying
 
 from envloop.core.retry_policy import Backoff, retrying_now
 from envloop.errors import ServerError
-from envloop.settings import driver_url
+from envloop.setting_addresses import driver_url
 from envloop.store.reads import SessionReads, project_by_name
 from envloop.store.schema import DEFAULT_PROJECT, HEAD_REVISION, LOCK_WAIT_SEC, VERSION_QUERY
 from envloop.store.tables import Base, Project

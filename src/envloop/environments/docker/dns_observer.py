@@ -50,7 +50,8 @@ import dns.rdatatype
 from envloop.environments.docker.proxy_ledger import Span
 from envloop.environments.forbidden_ranges import resolvers
 from envloop.errors import UserError
-from envloop.settings import settings, upstream_address
+from envloop.setting_addresses import upstream_address
+from envloop.settings import settings
 
 PORT = 53
 Answer = Literal["addresses", "no-addresses", "no-such-name", "failed", "timeout"]
