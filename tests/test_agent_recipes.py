@@ -22,7 +22,7 @@ from envloop.agents.qwen_code import qwen_mcp_config
 from envloop.agents.qwen_events import QwenEvents
 from envloop.agents.recipes import PythonTarget
 from envloop.core.trajectory import ModelRequestSummary, ModelStep, ToolStep, TrajectoryRecorder
-from envloop.tasks.model import McpServer
+from envloop.tasks.task_toml import McpServer
 
 ENDPOINT = {
     "MODEL_BASE_URL": "http://gateway:8000/v1/",

@@ -14,7 +14,8 @@ from envloop.environments import Environment, Limits, LocalEnvironmentProvider
 from envloop.environments.local.bwrap import bwrap_executable
 from envloop.environments.local.instance import instances_under
 from envloop.environments.local.limits import InstanceCgroups
-from envloop.tasks.model import HarborTask, TaskConfig
+from envloop.tasks.model import HarborTask
+from envloop.tasks.task_toml import TaskConfig
 
 HAS_BWRAP = bwrap_executable()[0] is not None
 needs_bwrap = pytest.mark.skipif(not HAS_BWRAP, reason="bwrap cannot create a sandbox on this host")

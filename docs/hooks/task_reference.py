@@ -1,6 +1,6 @@
 """The task.toml field tables, written from envloop's typed view of task.toml at build time.
 
-`envloop.tasks.model.TaskConfig` is what every push and every trial reads, so its fields, types,
+`envloop.tasks.task_toml.TaskConfig` is what every push and every trial reads, so its fields, types,
 defaults and bounds are the format's reference; the page shows them table by table.
 """
 
@@ -12,7 +12,7 @@ from markdown_text import cell
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from envloop.tasks.model import TaskConfig
+from envloop.tasks.task_toml import TaskConfig
 
 
 def task_fields_markdown() -> str:

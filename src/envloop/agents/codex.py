@@ -29,7 +29,7 @@ from envloop.agents.cli_agent import (
 from envloop.agents.codex_events import CodexEvents
 from envloop.agents.recipes import NpmRecipe
 from envloop.core.params import param
-from envloop.tasks.model import McpServer
+from envloop.tasks.task_toml import McpServer
 
 DEFAULT_VERSION = "0.171.0"
 RECIPE = NpmRecipe(

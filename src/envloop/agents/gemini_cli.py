@@ -31,7 +31,7 @@ from envloop.agents.cli_agent import (
 from envloop.agents.gemini_events import GeminiEvents
 from envloop.agents.recipes import NpmRecipe
 from envloop.core.params import param
-from envloop.tasks.model import McpServer
+from envloop.tasks.task_toml import McpServer
 
 DEFAULT_VERSION = "0.61.0"
 RECIPE = NpmRecipe(

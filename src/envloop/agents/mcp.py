@@ -8,7 +8,8 @@ the configuration its CLI reads; any other agent runs without them, and the tria
 
 import json
 
-from envloop.tasks.model import HarborTask, McpServer
+from envloop.tasks.model import HarborTask
+from envloop.tasks.task_toml import McpServer
 
 _CLAUDE_TYPES = {"stdio": "stdio", "sse": "sse", "streamable-http": "http"}
 

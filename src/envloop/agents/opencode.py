@@ -30,7 +30,7 @@ from envloop.agents.cli_agent import (
 from envloop.agents.opencode_events import OpenCodeEvents
 from envloop.agents.recipes import NpmRecipe
 from envloop.core.params import param
-from envloop.tasks.model import McpServer
+from envloop.tasks.task_toml import McpServer
 
 DEFAULT_VERSION = "1.18.33"
 RECIPE = NpmRecipe(

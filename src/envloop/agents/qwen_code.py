@@ -28,7 +28,7 @@ from envloop.agents.cli_agent import (
 from envloop.agents.qwen_events import QwenEvents
 from envloop.agents.recipes import NpmRecipe
 from envloop.core.params import param
-from envloop.tasks.model import McpServer
+from envloop.tasks.task_toml import McpServer
 
 DEFAULT_VERSION = "0.24.4"
 RECIPE = NpmRecipe(

@@ -57,8 +57,9 @@ from envloop.environments.keeping import MAX_KEPT_FILE_BYTES, MAX_KEPT_FILES, Ke
 from envloop.environments.outgoing import Outgoing
 from envloop.environments.policy import NETWORK_VARIABLE, EffectiveLimits
 from envloop.environments.variables import checked_env, instance_variables
-from envloop.tasks.model import HarborTask, NetworkMode, TaskUser
+from envloop.tasks.model import HarborTask
 from envloop.tasks.phases import NO_NETWORK, NetworkPolicy
+from envloop.tasks.task_toml import NetworkMode, TaskUser
 
 if TYPE_CHECKING:
     from envloop.core.destinations import Destination

@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from envloop.core.trial import VerifierEnvironment
 from envloop.environments.base import trial_settings
 from envloop.settings import Settings, env_name
-from envloop.tasks.model import EnvironmentSection, HarborTask
+from envloop.tasks.model import HarborTask
+from envloop.tasks.task_toml import EnvironmentSection
 
 NETWORK_VARIABLE = env_name("trial_network")
 

@@ -13,7 +13,8 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol, runtime_checkable
 
 from envloop.environments import Environment, EnvironmentSetupError
-from envloop.tasks.model import MAIN_SERVICE, ArtifactEntry, CollectHook, HarborTask, TaskStep
+from envloop.tasks.model import HarborTask, TaskStep
+from envloop.tasks.task_toml import MAIN_SERVICE, ArtifactEntry, CollectHook
 
 CONVENTION_DIR = "/logs/artifacts"
 """Where an agent publishes files for its verifier without the task declaring them."""

@@ -1,7 +1,7 @@
 """Harbor's healthchecks: a task's `[environment.healthcheck]` is probed before the agent starts,
 a step's `[steps.healthcheck]` before that step's agent, in whichever environment the trial runs.
 
-The rules are Docker's HEALTHCHECK, in seconds (Harbor's defaults in tasks/model.py): the command
+The rules are Docker's HEALTHCHECK, in seconds (Harbor's defaults in tasks/task_toml.py): the command
 runs (as root, through `sh -c`) until it exits 0, each probe cut at `timeout_sec`. While the start
 period lasts, a failure does not count and the next probe comes after `start_interval_sec`; after
 it, probes come every `interval_sec` and `retries` consecutive failures mean the environment never
@@ -19,7 +19,7 @@ from envloop.core.status import ErrorType
 from envloop.core.trial import TrialError
 from envloop.environments import Environment, EnvironmentSetupError
 from envloop.environments.policy import operator_policy
-from envloop.tasks.model import HealthcheckSection
+from envloop.tasks.task_toml import HealthcheckSection
 
 _TAIL_CHARS = 300
 

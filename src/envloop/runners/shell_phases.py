@@ -13,8 +13,9 @@ from envloop.core.status import ErrorType, Phase
 from envloop.core.trial import PhaseRecord, TrialError, TrialSpec
 from envloop.environments import Environment
 from envloop.environments.policy import operator_policy
-from envloop.tasks.model import HarborTask, TaskStep, TaskUser
+from envloop.tasks.model import HarborTask, TaskStep
 from envloop.tasks.phases import PUBLIC, NetworkPolicy
+from envloop.tasks.task_toml import TaskUser
 from envloop.tasks.variables import resolve_env
 
 UNATTEMPTED = RewardReading(reward=None, note="the agent never worked on the task, so no verifier judged it")

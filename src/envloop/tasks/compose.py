@@ -25,7 +25,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from envloop.tasks.bounded import ParseLimitError, load_yaml, read_bounded
-from envloop.tasks.model import COMPOSE_FILE, MAIN_SERVICE
+from envloop.tasks.model import COMPOSE_FILE
+from envloop.tasks.task_toml import MAIN_SERVICE
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s|m|h)")
 _SERVICE_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")

@@ -17,14 +17,8 @@ from pydantic_core import ErrorDetails
 
 from envloop.tasks.bounded import MAX_CONFIG_BYTES, ParseLimitError, load_toml, load_yaml, read_bounded
 from envloop.tasks.digest import task_digest
-from envloop.tasks.model import (
-    COMPOSE_FILE,
-    HarborTask,
-    TaskConfig,
-    TaskFormatError,
-    TaskStep,
-    instruction_problem,
-)
+from envloop.tasks.model import COMPOSE_FILE, HarborTask, TaskFormatError, TaskStep, instruction_problem
+from envloop.tasks.task_toml import TaskConfig
 
 TASK_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 

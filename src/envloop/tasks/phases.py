@@ -17,14 +17,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from envloop.tasks.model import (
+from envloop.tasks.model import HarborTask, TaskStep
+from envloop.tasks.task_toml import (
     EnvironmentSection,
-    HarborTask,
     NetworkFields,
     NetworkMode,
     StepConfig,
     TaskConfig,
-    TaskStep,
     VerifierMode,
 )
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel
 
-from envloop.tasks.model import TaskConfig
+from envloop.tasks.task_toml import TaskConfig
 
 _FREE_FORM = frozenset({"metadata", "env"})
 """Tables whose keys are the author's own (metadata, environment variables)."""

@@ -44,8 +44,9 @@ from envloop.environments.keeping import KeepBudget
 from envloop.environments.policy import EffectiveLimits
 from envloop.environments.tampering import Tampering
 from envloop.environments.task_hosts import named_hosts, naming
-from envloop.tasks.model import HarborTask, NetworkMode, TaskUser
+from envloop.tasks.model import HarborTask
 from envloop.tasks.phases import NetworkPolicy
+from envloop.tasks.task_toml import NetworkMode, TaskUser
 from envloop.trajectories.workspace import Snapshot
 
 if TYPE_CHECKING:

@@ -12,8 +12,9 @@ from pydantic import BaseModel, ConfigDict
 
 from envloop.environments.docker.images import BuildSettings
 from envloop.tasks.compose import ComposeError, read_compose
-from envloop.tasks.model import EnvironmentSection, HarborTask, TaskStep
+from envloop.tasks.model import HarborTask, TaskStep
 from envloop.tasks.phases import verifier_context, verifier_environment
+from envloop.tasks.task_toml import EnvironmentSection
 
 
 class ImageBuild(BaseModel):

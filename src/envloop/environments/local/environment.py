@@ -43,8 +43,9 @@ from envloop.environments.local.limits import InstanceCgroups
 from envloop.environments.local.stragglers import InstanceProcesses
 from envloop.environments.policy import EffectiveLimits
 from envloop.environments.procs import MARKER_VARIABLE, kill_group
-from envloop.tasks.model import HarborTask, TaskUser
+from envloop.tasks.model import HarborTask
 from envloop.tasks.phases import NetworkPolicy
+from envloop.tasks.task_toml import TaskUser
 from envloop.trajectories.workspace import Snapshot, snapshot
 
 if TYPE_CHECKING:

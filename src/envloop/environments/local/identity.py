@@ -14,7 +14,7 @@ import pwd
 import threading
 
 from envloop.environments.base import EnvironmentSetupError
-from envloop.tasks.model import TaskUser
+from envloop.tasks.task_toml import TaskUser
 
 _RANGE_START = 0x7000_0000
 _SLOTS_PER_PROCESS = 1000
