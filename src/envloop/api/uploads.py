@@ -16,7 +16,8 @@ from fastapi import UploadFile
 
 from envloop.api.limits import max_unpacked_bytes
 from envloop.errors import UserError
-from envloop.tasks.archive import length_problem, safe_extract
+from envloop.tasks.archive import safe_extract
+from envloop.tasks.archive_unpacking import length_problem
 from envloop.tasks.model import TaskFormatError
 
 _ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".zip")

@@ -183,7 +183,8 @@ class ArtifactStore:
                 return None
         except FileNotFoundError:
             return None
-        from envloop.tasks.archive import ArchiveTooLarge, extract_shared  # noqa: PLC0415
+        from envloop.tasks.archive import extract_shared  # noqa: PLC0415
+        from envloop.tasks.archive_unpacking import ArchiveTooLarge  # noqa: PLC0415
 
         try:
             return extract_shared(archive, target, max_bytes=SMALL_TASK_BYTES, max_entries=SMALL_TASK_ENTRIES)

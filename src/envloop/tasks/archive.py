@@ -1,60 +1,29 @@
-"""Task archives: deterministic packing, and extraction that cannot write outside its destination.
-
-Archives come from users and registries, so extraction assumes they are hostile. Every entry is
-checked before anything is written (absolute paths, `..` components, links that escape, devices and
-FIFOs, entries nested under a non-directory, duplicates, entry count and total size); files are then
-written into a temporary directory beside `dest` with no symlink yet present, symlinks are created last
-and re-checked by resolving them on disk (catching chains of links that only escape together), and
-the temporary directory is renamed to `dest` only when all of that succeeded. On refusal it is removed,
-so a refused archive leaves nothing behind.
+"""Task archives: deterministic packing, and extraction into place that leaves nothing behind.
 
 Packing is deterministic (entries sorted, timestamps and owners fixed, gzip header without a name or
 time) so that identical task content always gives identical archive bytes.
+
+Extraction unpacks into a temporary directory beside its destination (archive_unpacking.py, which
+checks every entry: archives come from users and registries) and renames that directory into place
+only when every entry was checked and written; on refusal it is removed, so a refused archive leaves
+nothing behind.
 """
 
-import contextlib
 import gzip
-import io
 import os
-import posixpath
-import re
 import shutil
-import stat
 import tarfile
 import tempfile
-import zipfile
-import zlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Literal
 
+from envloop.tasks.archive_unpacking import unpack_into
 from envloop.tasks.digest import task_entries
 from envloop.tasks.harbor import load_harbor_task
-from envloop.tasks.model import HarborTask, TaskFormatError
+from envloop.tasks.model import HarborTask
 
 DEFAULT_MAX_BYTES = 1 << 30
 DEFAULT_MAX_ENTRIES = 100_000
-
-_MAX_LINK_TARGET = 4096
-_NAME_SHOWN = 120
-_CHUNK = 1 << 20
-_DRIVE = re.compile(r"^[A-Za-z]:")
-
-
-class ArchiveTooLarge(TaskFormatError):
-    """The archive holds more entries or more content than the extraction allows."""
-
-
-@dataclass
-class _Member:
-    name: str
-    kind: Literal["dir", "file", "symlink", "hardlink"]
-    size: int = 0
-    executable: bool = False
-    link: str = ""
-    """Symlink target text, or the member name a hardlink refers to."""
-    open: Callable[[], IO[bytes]] | None = None
 
 
 def pack_task(root: Path, dest: Path) -> None:
@@ -107,18 +76,11 @@ def safe_extract(
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.extract-", dir=dest.parent))
     try:
-        _unpack_into(archive, tmp, max_bytes, max_entries)
+        unpack_into(archive, tmp, max_bytes, max_entries)
         tmp.rename(dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-
-
-def _unpack_into(archive: Path, directory: Path, max_bytes: int, max_entries: int) -> None:
-    """Every member of `archive`, checked first, written below the empty `directory`."""
-    with _open_members(archive) as members:
-        checked = _check_members(archive, members, max_bytes, max_entries)
-        _write_members(archive, directory, checked, max_bytes)
 
 
 def extract_shared(
@@ -137,7 +99,7 @@ def extract_shared(
     rename on the way (a worker unpacks every distinct task of a job once)."""
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".unpack-"))
     try:
-        _unpack_into(archive, staging, max_bytes, max_entries)
+        unpack_into(archive, staging, max_bytes, max_entries)
         if check is not None:
             check(staging)
         try:
@@ -177,225 +139,3 @@ def extract_task_archive(
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True)
         raise
-
-
-@contextlib.contextmanager
-def _open_members(archive: Path) -> Iterator[Iterator[_Member]]:
-    if not archive.is_file():
-        raise TaskFormatError(archive, "no such file" if not archive.exists() else "not a regular file")
-    try:
-        if archive.name.endswith(".zip") or zipfile.is_zipfile(archive):
-            with zipfile.ZipFile(archive) as zf:
-                yield _zip_members(archive, zf)
-        else:
-            with tarfile.open(archive, mode="r:*") as tar:
-                yield _tar_members(archive, tar)
-    except (
-        tarfile.TarError,
-        zipfile.BadZipFile,
-        zipfile.LargeZipFile,
-        EOFError,
-        zlib.error,
-        gzip.BadGzipFile,
-    ) as exc:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise TaskFormatError(archive, f"not a readable archive ({reason})") from None
-
-
-def _refuse(archive: Path, raw_name: str, why: str) -> TaskFormatError:
-    shown = raw_name if len(raw_name) <= _NAME_SHOWN else raw_name[:_NAME_SHOWN] + "…"
-    return TaskFormatError(archive, why, field=f"entry {shown!r}")
-
-
-def _path_problem(raw: str) -> str | None:
-    if "\0" in raw or "\\" in raw:
-        return "backslash or NUL in an entry name is not allowed"
-    if raw.startswith("/") or _DRIVE.match(raw):
-        return "absolute path is not allowed"
-    if ".." in raw.split("/"):
-        return "'..' in a path is not allowed"
-    return length_problem(raw)
-
-
-NAME_MAX_BYTES = 255
-PATH_MAX_BYTES = 4096
-"""What a file system takes: a name (one path component) and a whole path, in bytes."""
-
-
-def length_problem(path: str, what: str = "a name") -> str | None:
-    """Why a relative path cannot be written on a file system (a name or the whole path too long)."""
-    total = len(path.encode("utf-8", errors="surrogateescape"))
-    if total > PATH_MAX_BYTES:
-        return f"a path of {total} bytes is longer than the {PATH_MAX_BYTES} allowed"
-    for part in path.split("/"):
-        size = len(part.encode("utf-8", errors="surrogateescape"))
-        if size > NAME_MAX_BYTES:
-            return f"{what} of {size} bytes is longer than the {NAME_MAX_BYTES} allowed"
-    return None
-
-
-def _normalize(archive: Path, raw: str) -> str:
-    """The entry's relative POSIX path, or "" for the archive root itself (`./`)."""
-    problem = _path_problem(raw)
-    if problem is not None:
-        raise _refuse(archive, raw, problem)
-    return "/".join(part for part in raw.split("/") if part not in ("", "."))
-
-
-def _tar_members(archive: Path, tar: tarfile.TarFile) -> Iterator[_Member]:
-    for info in tar:
-        name = _normalize(archive, info.name)
-        if info.isdir():
-            yield _Member(name, "dir")
-        elif info.isreg():
-            yield _Member(
-                name, "file", info.size, bool(info.mode & 0o111), open=_tar_opener(archive, tar, info)
-            )
-        elif info.issym():
-            yield _Member(name, "symlink", link=info.linkname)
-        elif info.islnk():
-            yield _Member(name, "hardlink", link=info.linkname)
-        else:
-            kind = "FIFO" if info.isfifo() else "device file" if info.isdev() else "special entry"
-            raise _refuse(archive, info.name, f"a {kind} is not allowed")
-
-
-def _tar_opener(archive: Path, tar: tarfile.TarFile, info: tarfile.TarInfo) -> Callable[[], IO[bytes]]:
-    def open_member() -> IO[bytes]:
-        handle = tar.extractfile(info)
-        if handle is None:
-            raise _refuse(archive, info.name, "entry has no content")
-        return handle
-
-    return open_member
-
-
-def _zip_members(archive: Path, zf: zipfile.ZipFile) -> Iterator[_Member]:
-    for info in zf.infolist():
-        name = _normalize(archive, info.filename)
-        mode = info.external_attr >> 16
-        if info.flag_bits & 0x1:
-            raise _refuse(archive, info.filename, "encrypted entries are not supported")
-        if stat.S_ISLNK(mode):
-            if info.file_size > _MAX_LINK_TARGET:
-                raise _refuse(archive, info.filename, "symlink target is too long")
-            target = zf.read(info).decode("utf-8", errors="surrogateescape")
-            yield _Member(name, "symlink", link=target)
-        elif stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
-            raise _refuse(archive, info.filename, "a FIFO, socket or device file is not allowed")
-        elif info.is_dir():
-            yield _Member(name, "dir")
-        else:
-            yield _Member(name, "file", info.file_size, bool(mode & 0o111), open=_zip_opener(zf, info))
-
-
-def _zip_opener(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> Callable[[], IO[bytes]]:
-    def open_member() -> IO[bytes]:
-        return zf.open(info)
-
-    return open_member
-
-
-def _check_members(
-    archive: Path, members: Iterator[_Member], max_bytes: int, max_entries: int
-) -> list[_Member]:
-    kept: list[_Member] = []
-    kinds: dict[str, str] = {"": "dir"}
-    total = 0
-    for count, member in enumerate(members, start=1):
-        if count > max_entries:
-            raise ArchiveTooLarge(archive, f"more than {max_entries} entries")
-        total += member.size
-        if total > max_bytes:
-            raise ArchiveTooLarge(archive, f"content larger than {max_bytes} bytes")
-        if member.name == "" and member.kind == "dir":
-            continue
-        if member.name in kinds:
-            raise _refuse(archive, member.name, "appears more than once")
-        if member.kind == "symlink":
-            _check_symlink(archive, member)
-        elif member.kind == "hardlink":
-            _check_hardlink(archive, member, kinds)
-        kinds[member.name] = member.kind
-        kept.append(member)
-    for member in kept:
-        parent = posixpath.dirname(member.name)
-        while parent:
-            if kinds.get(parent, "dir") != "dir":
-                raise _refuse(archive, member.name, f"is inside {parent!r}, which is not a directory")
-            parent = posixpath.dirname(parent)
-    return kept
-
-
-def _check_hardlink(archive: Path, member: _Member, kinds: dict[str, str]) -> None:
-    """A hardlink may only repeat a regular file that came earlier in the same archive."""
-    problem = _path_problem(member.link)
-    if problem is not None:
-        raise _refuse(archive, member.name, f"hardlink to {member.link!r}: {problem}")
-    target = _normalize(archive, member.link)
-    if kinds.get(target) != "file":
-        raise _refuse(archive, member.name, f"hardlink to {member.link!r}, which is not a file above it")
-    member.link = target
-
-
-def _check_symlink(archive: Path, member: _Member) -> None:
-    target = member.link
-    if not target or "\0" in target:
-        raise _refuse(archive, member.name, "symlink has an empty or invalid target")
-    if target.startswith("/") or _DRIVE.match(target):
-        raise _refuse(archive, member.name, f"symlink to an absolute path ({target}) is not allowed")
-    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(member.name), target))
-    if resolved == ".." or resolved.startswith("../"):
-        raise _refuse(archive, member.name, f"symlink to {target} points outside the archive")
-
-
-def _write_members(archive: Path, tmp: Path, members: list[_Member], max_bytes: int) -> None:
-    written = 0
-    for member in members:
-        path = tmp / member.name
-        if member.kind == "dir":
-            path.mkdir(mode=0o755, parents=True, exist_ok=True)
-        elif member.kind == "file" and member.open is not None:
-            path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-            with member.open() as source:
-                written += _copy_bounded(archive, member, source, path, max_bytes - written)
-        elif member.kind == "hardlink":
-            path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-            source_path = tmp / member.link
-            with source_path.open("rb") as source:
-                member.executable = bool(source_path.stat().st_mode & 0o100)
-                written += _copy_bounded(archive, member, source, path, max_bytes - written, exact=False)
-    root = tmp.resolve()
-    for member in members:
-        if member.kind != "symlink":
-            continue
-        path = tmp / member.name
-        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-        path.symlink_to(member.link)
-    for member in members:
-        if member.kind == "symlink" and not _resolves_inside(tmp / member.name, root):
-            raise _refuse(archive, member.name, f"symlink to {member.link} points outside the archive")
-
-
-def _resolves_inside(path: Path, root: Path) -> bool:
-    try:
-        return path.resolve().is_relative_to(root)
-    except (RuntimeError, OSError):
-        return False
-
-
-def _copy_bounded(
-    archive: Path, member: _Member, source: IO[bytes], path: Path, budget: int, *, exact: bool = True
-) -> int:
-    """Copy at most the declared size and the remaining budget; an archive lying about sizes is refused."""
-    limit = min(member.size, budget) if exact else budget
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-    fd = os.open(path, flags, 0o755 if member.executable else 0o644)
-    copied = 0
-    with io.FileIO(fd, "wb") as out:
-        while chunk := source.read(_CHUNK):
-            copied += len(chunk)
-            if copied > limit:
-                raise _refuse(archive, member.name, "content is larger than declared or than the size cap")
-            out.write(chunk)
-    return copied
