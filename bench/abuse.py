@@ -26,7 +26,7 @@ import psutil
 from el_server import el_serve
 
 from envloop.core.trial import TrialOutcome
-from envloop.services import datasets, jobs, keys, profiles
+from envloop.services import datasets, job_submission, keys, profiles
 from envloop.services.context import open_context
 from envloop.services.profiles import ProfileDocument, ProfileSpec
 from envloop.store import queue
@@ -47,7 +47,7 @@ def _load(home: Path, log_bytes: int) -> tuple[str, str]:
         schema_version="envplatform.profile/v2", spec=ProfileSpec(params={"AGENT_NAME": "nop"})
     )
     profiles.create_profile(ctx, "bench/nop", "1", doc)
-    jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["bench/nop@1"]))
+    job_submission.submit_job(ctx, job_submission.JobRequest(dataset=ref, profiles=["bench/nop@1"]))
     (claimed,) = queue.claim(ctx.store, "bench", 10, 3600)
     queue.finish(ctx.store, claimed, TrialOutcome(status="completed", reward=1.0))
     log = ctx.artifacts.trial_dir(claimed.trial_id) / "agent" / "stdout.txt"

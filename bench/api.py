@@ -28,7 +28,7 @@ from sqlalchemy import text, update
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # the throwaway PostgreSQL server of the tests
 
-from envloop.services import datasets, jobs, keys, profiles  # noqa: E402
+from envloop.services import datasets, job_submission, keys, profiles  # noqa: E402
 from envloop.services.context import open_context  # noqa: E402
 from envloop.services.profiles import ProfileDocument, ProfileSpec  # noqa: E402
 from envloop.store.queue import refresh_job_status  # noqa: E402
@@ -59,8 +59,8 @@ def _load(home: Path, trials: int) -> tuple[str, str]:
     )
     profiles.create_profile(ctx, "bench/nop", "1", doc)
     start = time.perf_counter()
-    job_id = jobs.submit_job(
-        ctx, jobs.JobRequest(dataset=ref, profiles=["bench/nop@1"], attempts=attempts)
+    job_id = job_submission.submit_job(
+        ctx, job_submission.JobRequest(dataset=ref, profiles=["bench/nop@1"], attempts=attempts)
     ).job.id
     submitted = time.perf_counter() - start
     with ctx.store.write_connection() as conn:

@@ -28,7 +28,7 @@ from typing import Any
 import openai
 
 from envloop.scheduling.worker import Worker, WorkerConfig
-from envloop.services import datasets, jobs, profiles, results
+from envloop.services import datasets, job_submission, jobs, profiles, results
 from envloop.services.context import open_context
 
 TARGET_MS = 3.5
@@ -60,8 +60,8 @@ def _start_endpoint(answers: Path) -> tuple[subprocess.Popen[str], str]:
 
 def _run_job(home: Path, dataset: str, count: int, capacity: int) -> tuple[float, float, float | None]:
     ctx = open_context(home)
-    request = jobs.JobRequest(dataset=dataset, profiles=["bench/endpoint@1"], attempts=1)
-    job_id = jobs.submit_job(ctx, request).job.id
+    request = job_submission.JobRequest(dataset=dataset, profiles=["bench/endpoint@1"], attempts=1)
+    job_id = job_submission.submit_job(ctx, request).job.id
     worker = Worker(ctx, WorkerConfig(capacity=capacity, idle_poll=0.01))
     start_wall, start_cpu = time.perf_counter(), _cpu()
     asyncio.run(worker.run(until=lambda: worker.completed >= count))

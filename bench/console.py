@@ -39,7 +39,7 @@ from envloop.core.trajectory import (
     UserStep,
     VerifierStep,
 )
-from envloop.services import datasets, jobs, keys, profiles
+from envloop.services import datasets, job_submission, keys, profiles
 from envloop.services.context import Context, open_context
 from envloop.services.profiles import ProfileDocument, ProfileSpec
 from envloop.store.queue import refresh_job_status
@@ -76,8 +76,8 @@ def _load(ctx: Context, root: Path, tasks: int, attempts: int) -> str:
             schema_version="envplatform.profile/v2", spec=ProfileSpec(params={"AGENT_NAME": "nop"})
         )
         profiles.create_profile(ctx, name, "1", doc)
-    request = jobs.JobRequest(dataset=ref, profiles=["bench/a@1", "bench/b@1"], attempts=attempts)
-    job_id = jobs.submit_job(ctx, request).job.id
+    request = job_submission.JobRequest(dataset=ref, profiles=["bench/a@1", "bench/b@1"], attempts=attempts)
+    job_id = job_submission.submit_job(ctx, request).job.id
     with ctx.store.write_connection() as conn:
         reward = ((Trial.attempt + Trial.member_position) % 2).cast(Trial.reward.type)
         conn.execute(update(Trial).where(Trial.job_id == job_id).values(status="completed", reward=reward))

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import insert, select
 
 from envloop.core.ids import new_id
-from envloop.services import datasets, jobs, profiles
+from envloop.services import datasets, job_submission, jobs, profiles
 from envloop.services.context import Context, open_context
 from envloop.store.tables import Job, JobProfile, Trial
 
@@ -33,7 +33,9 @@ def _history(ctx: Context, root: Path, count: int) -> list[str]:
         '{"schema_version": "envplatform.profile/v2", "spec": {"params": {"AGENT_NAME": "nop"}}}'
     )
     profiles.create_profile(ctx, "nop", "1", profiles.read_profile_file(profile))
-    first = jobs.submit_job(ctx, jobs.JobRequest(dataset="demo@1", profiles=["nop@1"], tags={"team": "a"}))
+    first = job_submission.submit_job(
+        ctx, job_submission.JobRequest(dataset="demo@1", profiles=["nop@1"], tags={"team": "a"})
+    )
     with ctx.store.write() as session:
         job = dict(session.execute(select(Job.__table__).where(Job.id == first.job.id)).mappings().one())
         link = dict(

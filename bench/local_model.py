@@ -22,7 +22,7 @@ from pathlib import Path
 from envloop.core.trajectory import ModelStep
 from envloop.models.local import LocalModelConfig, LocalModelServer
 from envloop.scheduling.worker import Worker, WorkerConfig
-from envloop.services import datasets, jobs, profiles, results, trace, trials
+from envloop.services import datasets, job_submission, jobs, profiles, results, trace, trials
 from envloop.services.context import Context, open_context
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,8 +53,10 @@ def main() -> None:
     config = LocalModelConfig(port=0, threads=args.threads)
     with LocalModelServer(config, log_path=root / "server.log") as server:
         _setup(ctx, server.base_url, root)
-        request = jobs.JobRequest(dataset="demo-qa@1", profiles=["demo/smollm2@1"], attempts=args.attempts)
-        job_id = jobs.submit_job(ctx, request).job.id
+        request = job_submission.JobRequest(
+            dataset="demo-qa@1", profiles=["demo/smollm2@1"], attempts=args.attempts
+        )
+        job_id = job_submission.submit_job(ctx, request).job.id
         count = len(jobs.get_job(ctx, job_id).tasks) * args.attempts
         worker = Worker(ctx, WorkerConfig(capacity=args.capacity, idle_poll=0.01))
         started = time.perf_counter()

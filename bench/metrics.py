@@ -30,7 +30,7 @@ from envloop.core.leaderboard import rank_standings
 from envloop.core.metrics import AttemptSlot, compute_metrics, paired_tasks, task_means
 from envloop.core.planning import difference_variance, tasks_needed, variance_components
 from envloop.core.trial import TrialOutcome
-from envloop.services import datasets, jobs, leaderboard, profiles
+from envloop.services import datasets, job_submission, leaderboard, profiles
 from envloop.services.context import Context, open_context
 from envloop.services.leaderboard import BoardEntry
 from envloop.store import queue
@@ -110,7 +110,9 @@ def _prepare_board(ctx: Context, root: Path, rows: int) -> tuple[str, str]:
         json.dumps({"schema_version": "envplatform.profile/v2", "spec": {"params": {"AGENT_NAME": "nop"}}})
     )
     profile = profiles.create_profile(ctx, "team/model", "1", profiles.read_profile_file(profile_file))
-    job = jobs.submit_job(ctx, jobs.JobRequest(dataset=dataset.ref, profiles=[profile.ref], attempts=2)).job
+    job = job_submission.submit_job(
+        ctx, job_submission.JobRequest(dataset=dataset.ref, profiles=[profile.ref], attempts=2)
+    ).job
     for trial in queue.claim(ctx.store, "bench", 100, 3600):
         queue.finish(ctx.store, trial, TrialOutcome(status="completed", reward=1.0))
     (template,) = leaderboard.add_to_leaderboard(ctx, job.id)
@@ -175,7 +177,9 @@ def bench_leaderboard(root: Path, rows: int) -> None:
         start = time.perf_counter()
         rank_standings(shown)
         _timed("rank alone (ties, unscored rows last)", start)
-        job = jobs.submit_job(ctx, jobs.JobRequest(dataset=dataset, profiles=[profile], attempts=2)).job
+        job = job_submission.submit_job(
+            ctx, job_submission.JobRequest(dataset=dataset, profiles=[profile], attempts=2)
+        ).job
         for trial in queue.claim(ctx.store, "bench", 100, 3600):
             queue.finish(ctx.store, trial, TrialOutcome(status="completed", reward=0.0))
         start = time.perf_counter()

@@ -23,7 +23,7 @@ from el_server import el_serve
 
 from envloop.core.trajectory import ModelRequestSummary, ModelStep, ScoreStep, TrajectoryRecorder, UserStep
 from envloop.core.trial import TrialOutcome
-from envloop.services import datasets, jobs, keys, profiles
+from envloop.services import datasets, job_submission, keys, profiles
 from envloop.services.context import Context, open_context
 from envloop.services.profiles import ProfileDocument, ProfileSpec
 from envloop.store import queue
@@ -48,8 +48,8 @@ def _load(ctx: Context, root: Path, rows: int, attempts: int) -> str:
     params = {"MODEL_PROTOCOL": "openai", "MODEL_BASE_URL": "http://127.0.0.1:9/v1", "MODEL_NAME": "bench"}
     document = ProfileDocument(schema_version="envplatform.profile/v2", spec=ProfileSpec(params=params))
     profiles.create_profile(ctx, "bench/model", "1", document)
-    job = jobs.submit_job(
-        ctx, jobs.JobRequest(dataset=ref, profiles=["bench/model@1"], attempts=attempts)
+    job = job_submission.submit_job(
+        ctx, job_submission.JobRequest(dataset=ref, profiles=["bench/model@1"], attempts=attempts)
     ).job
     summary = ModelRequestSummary(protocol="openai", endpoint="http://m/v1", model="bench", messages=1)
     for trial in queue.claim(ctx.store, "bench", rows * attempts, 3600):

@@ -40,7 +40,7 @@ from envloop.core.trajectory import (
     UserStep,
     VerifierStep,
 )
-from envloop.services import datasets, jobs, keys, profiles
+from envloop.services import datasets, job_submission, keys, profiles
 from envloop.services.context import Context, open_context
 from envloop.services.profiles import ProfileDocument, ProfileSpec
 from envloop.services.trials import list_trials
@@ -64,8 +64,8 @@ def _trials(ctx: Context, root: Path, count: int) -> list[str]:
         schema_version="envplatform.profile/v2", spec=ProfileSpec(params={"AGENT_NAME": "nop"})
     )
     profiles.create_profile(ctx, "bench/nop", "1", document)
-    request = jobs.JobRequest(dataset=ref, profiles=["bench/nop@1"], attempts=count)
-    job_id = jobs.submit_job(ctx, request).job.id
+    request = job_submission.JobRequest(dataset=ref, profiles=["bench/nop@1"], attempts=count)
+    job_id = job_submission.submit_job(ctx, request).job.id
     with ctx.store.write_connection() as conn:
         conn.execute(Trial.__table__.update().where(Trial.job_id == job_id).values(status="completed"))
         refresh_job_status(conn, job_id)

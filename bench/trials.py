@@ -41,14 +41,14 @@ import floors
 
 from envloop.environments.local.bwrap import bwrap_executable
 from envloop.scheduling.worker import Worker, WorkerConfig
-from envloop.services import datasets, jobs, profiles
+from envloop.services import datasets, job_submission, jobs, profiles
 from envloop.services.context import open_context
 
 
 def _in_process_job(home: Path, trials: int, capacity: int) -> tuple[float, float]:
     ctx = open_context(home)
-    request = jobs.JobRequest(dataset="bench@1", profiles=["bench/agent@1"], attempts=trials)
-    job_id = jobs.submit_job(ctx, request).job.id
+    request = job_submission.JobRequest(dataset="bench@1", profiles=["bench/agent@1"], attempts=trials)
+    job_id = job_submission.submit_job(ctx, request).job.id
     worker = Worker(ctx, WorkerConfig(capacity=capacity, idle_poll=0.01))
     start_wall, start_cpu = time.perf_counter(), floors.cpu_seconds()
     asyncio.run(worker.run(until=lambda: worker.completed >= trials))

@@ -326,9 +326,9 @@ def run_trials(ctx: Context, count: int, capacity: int = 4) -> None:
 
 def run_job_in_process(ctx: Context, request: "JobRequest") -> str:
     """Submit the job and run all its trials to their end in this process (`run_trials`); its id."""
-    from envloop.services import jobs  # noqa: PLC0415 - only the tests that submit
+    from envloop.services import job_submission  # noqa: PLC0415 - only the tests that submit
 
-    job = jobs.submit_job(ctx, request).job
+    job = job_submission.submit_job(ctx, request).job
     run_trials(ctx, sum(job.counts.values()))
     return job.id
 
@@ -345,7 +345,7 @@ def publish_profile(ctx: Context, path: Path, name: str, params: dict[str, str])
 def submit_command_job(ctx: Context, tmp_path: Path, command: str, tasks: int = 1, attempts: int = 1) -> str:
     """Push `tasks` small tasks as dataset `ds`, publish profile `cmd@1` (the command agent running
     `command`) and submit the job; its id."""
-    from envloop.services import datasets, jobs, profiles  # noqa: PLC0415 - only the tests that submit
+    from envloop.services import datasets, job_submission, profiles  # noqa: PLC0415 - only the tests that submit
 
     src = tmp_path / "src"
     for number in range(tasks):
@@ -355,4 +355,6 @@ def submit_command_job(ctx: Context, tmp_path: Path, command: str, tasks: int = 
         write_profile(tmp_path / "p.json", {"AGENT_NAME": "command", "AGENT_COMMAND": command})
     )
     profiles.create_profile(ctx, "cmd", "1", document)
-    return jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["cmd@1"], attempts=attempts)).job.id
+    return job_submission.submit_job(
+        ctx, job_submission.JobRequest(dataset=ref, profiles=["cmd@1"], attempts=attempts)
+    ).job.id

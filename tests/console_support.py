@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from envloop.core.status import TERMINAL
-from envloop.services import datasets, jobs, trials
+from envloop.services import datasets, job_submission, jobs, trials
 from envloop.services.context import Context, open_context
 from envloop.testing import Reply, ScriptedServer, ScriptedToolCall
 from envloop.wire.jobs import JobRequest
@@ -147,7 +147,7 @@ def run_on_server(
         ctx = open_context(server.el.home)
         try:
             publish_profile(ctx, path, name, params)
-            job = jobs.submit_job(ctx, request).job.id
+            job = job_submission.submit_job(ctx, request).job.id
             wait_for(lambda: jobs.job_progress(ctx, job).status in TERMINAL, timeout=300)
         finally:
             ctx.close()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from envloop.core.trial import TrialOutcome, TrialSpec
 from envloop.runners.verdict import settle_outcome
-from envloop.services import datasets, jobs, profiles
+from envloop.services import datasets, job_submission, profiles
 from envloop.services.context import Context
 from envloop.store import queue
 from tests.conftest import make_task, write_profile
@@ -22,7 +22,7 @@ def recorded_job(
     ref = datasets.push_dataset(ctx, tmp_path / "tasks", "recorded").ref
     document = profiles.read_profile_file(write_profile(tmp_path / "p.json", {"AGENT_NAME": "nop"}))
     profiles.create_profile(ctx, "team/nop", "1", document)
-    job = jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["team/nop@1"])).job
+    job = job_submission.submit_job(ctx, job_submission.JobRequest(dataset=ref, profiles=["team/nop@1"])).job
     ids = {}
     for claimed in queue.claim(ctx.store, "test-worker", 10, 3600):
         spec = TrialSpec(

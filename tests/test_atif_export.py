@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from envloop.services import datasets, jobs, profiles, trials
+from envloop.services import datasets, job_submission, profiles, trials
 from envloop.services.context import open_context
 from envloop.testing import Received, Reply, ScriptedServer
 from envloop.wire.jobs import JobRequest
@@ -51,7 +51,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[El, str
                     write_profile(root / "leaky.json", params, secret=["MODEL_API_KEY"])
                 )
                 profiles.create_profile(ctx, "team/leaky", "1", document)
-                job = jobs.submit_job(ctx, JobRequest(dataset=ref, profiles=["team/leaky@1"])).job
+                job = job_submission.submit_job(ctx, JobRequest(dataset=ref, profiles=["team/leaky@1"])).job
                 run_trials(ctx, 1)
             [trial] = trials.list_trials(ctx, job.id)
             assert trial.status == "completed"

@@ -10,7 +10,7 @@ import pytest
 
 from envloop.core.trial import TrialOutcome
 from envloop.errors import UserError
-from envloop.services import datasets, jobs, profiles
+from envloop.services import datasets, job_submission, profiles
 from envloop.services.breakdown import job_breakdown, metadata_fields
 from envloop.services.context import Context
 from envloop.store import queue
@@ -40,7 +40,9 @@ def _job(ctx: Context, tmp_path: Path) -> str:
     profiles.create_profile(
         ctx, "team/m", "1", profiles.read_profile_file(write_profile(tmp_path / "m.json", MODEL))
     )
-    job = jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["team/m@1"], attempts=2)).job.id
+    job = job_submission.submit_job(
+        ctx, job_submission.JobRequest(dataset=ref, profiles=["team/m@1"], attempts=2)
+    ).job.id
     for trial in queue.claim(ctx.store, "test", 100, 3600):
         key = (trial.task_name, trial.attempt)
         if key in REWARDS:  # task d stays running: its attempts are missing

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from envloop.services import jobs
+from envloop.services import job_submission
 from envloop.services.context import Context
 from tests.conftest import EXAMPLES, El
 from tests.test_compare_support import make_profile, push_tasks, run_job
@@ -201,7 +201,9 @@ def test_an_idempotent_resubmission_says_only_that_it_was_already_submitted(
 ) -> None:
     dataset = push_tasks(ctx, tmp_path, "again", ["t1"])
     profile = make_profile(ctx, tmp_path, "team/again")
-    jobs.submit_job(ctx, jobs.JobRequest(dataset=dataset, profiles=[profile], request_id="r-1"))
+    job_submission.submit_job(
+        ctx, job_submission.JobRequest(dataset=dataset, profiles=[profile], request_id="r-1")
+    )
     again = el.ok("job", "submit", "--dataset", dataset, "--profile", profile, "--request-id", "r-1")
     assert "already submitted" in again.stderr and "submitted job_" not in again.stderr.replace(
         "already submitted", ""

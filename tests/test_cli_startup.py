@@ -241,6 +241,7 @@ NOT_FOR_AN_EMBEDDED_READ = (
     "envloop.store.db",
     "envloop.store.tables",
     "envloop.services.jobs",
+    "envloop.services.job_submission",
     "envloop.services.datasets",
     "envloop.store.secrets",
     "cryptography",

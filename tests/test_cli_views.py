@@ -3,7 +3,7 @@ that means nothing where it is printed."""
 
 from pathlib import Path
 
-from envloop.services import jobs
+from envloop.services import job_submission
 from envloop.services.context import Context
 from tests.conftest import El
 from tests.test_compare_support import make_profile, push_tasks, run_job
@@ -12,10 +12,10 @@ from tests.test_compare_support import make_profile, push_tasks, run_job
 def test_job_get_shows_the_jobs_tags_and_request_id(el: El, ctx: Context, tmp_path: Path) -> None:
     dataset = push_tasks(ctx, tmp_path, "views", ["t1"])
     profile = make_profile(ctx, tmp_path, "team/views")
-    request = jobs.JobRequest(
+    request = job_submission.JobRequest(
         dataset=dataset, profiles=[profile], request_id="nightly-42", tags={"team": "evals", "run": "7"}
     )
-    job = jobs.submit_job(ctx, request).job
+    job = job_submission.submit_job(ctx, request).job
     text = el.ok("job", "get", job.id).stdout
     assert "run=7" in text and "team=evals" in text
     assert "request ID nightly-42" in text

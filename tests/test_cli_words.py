@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from envloop import __version__
-from envloop.services import datasets, jobs, profiles
+from envloop.services import datasets, job_submission, profiles
 from envloop.services.context import Context
 from tests.conftest import EXAMPLES, El
 
@@ -47,9 +47,9 @@ def _jobs(ctx: Context, count: int) -> list[str]:
     document = document.model_copy(update={"name": None, "version": None})
     profiles.create_profile(ctx, "demo/oracle-with-a-long-profile-name", "1", document)
     return [
-        jobs.submit_job(
+        job_submission.submit_job(
             ctx,
-            jobs.JobRequest(
+            job_submission.JobRequest(
                 dataset=ref,
                 profiles=["demo/oracle-with-a-long-profile-name@1"],
                 name=f"nightly run number {i} of the oracle",

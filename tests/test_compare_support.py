@@ -13,7 +13,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from envloop.core.trial import TrialOutcome
-from envloop.services import datasets, jobs, profiles
+from envloop.services import datasets, job_submission, profiles
 from envloop.services.context import Context
 from envloop.services.results import job_result
 from envloop.store import queue
@@ -50,8 +50,11 @@ def run_job(
     tasks: list[str] | None = None,
 ) -> str:
     """Submit a job and record every attempt's outcome as a worker would; returns the job ID."""
-    job = jobs.submit_job(
-        ctx, jobs.JobRequest(dataset=dataset, profiles=list(profile_refs), attempts=attempts, tasks=tasks)
+    job = job_submission.submit_job(
+        ctx,
+        job_submission.JobRequest(
+            dataset=dataset, profiles=list(profile_refs), attempts=attempts, tasks=tasks
+        ),
     ).job
     with ctx.store.read() as session:
         refs = {p.id: f"{p.name}@{p.version}" for p in session.scalars(select(Profile))}

@@ -15,7 +15,8 @@ from sqlalchemy import update
 from envloop.core.display import coverage_line, format_difference, format_score
 from envloop.core.words import plural
 from envloop.services.context import open_context
-from envloop.services.jobs import JobRequest, cancel_job, submit_job
+from envloop.services.job_submission import JobRequest, submit_job
+from envloop.services.jobs import cancel_job
 from envloop.services.results import ProfileResult
 from envloop.store.tables import Job, Trial
 from tests import pg

@@ -10,7 +10,7 @@ import pytest
 from envloop.console.charts import histogram_chart
 from envloop.core.metrics import AttemptSlot, compute_metrics
 from envloop.errors import UserError
-from envloop.services import datasets, jobs, profiles, trial_files
+from envloop.services import datasets, job_submission, profiles, trial_files
 from envloop.services.context import Context
 from envloop.services.distribution import RewardHistogram, reward_histogram
 from envloop.services.profiles import ProfileDocument, ProfileSpec
@@ -27,7 +27,7 @@ def trial_id(ctx: Context, tmp_path: Path) -> str:
         schema_version="envplatform.profile/v2", spec=ProfileSpec(params={"AGENT_NAME": "nop"})
     )
     profiles.create_profile(ctx, "t/nop", "1", document)
-    job = jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["t/nop@1"])).job
+    job = job_submission.submit_job(ctx, job_submission.JobRequest(dataset=ref, profiles=["t/nop@1"])).job
     return list_trials(ctx, job.id)[0].id
 
 

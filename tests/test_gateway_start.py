@@ -19,7 +19,7 @@ from envloop.environments import LocalEnvironmentProvider
 from envloop.environments.local import SANDBOX_VARIABLE
 from envloop.environments.local.bwrap import bwrap_executable
 from envloop.runners import ShellRunner
-from envloop.services import datasets, jobs, profiles
+from envloop.services import datasets, job_submission, profiles
 from envloop.services.context import Context
 from envloop.store.tables import Trial
 from envloop.testing import Reply, ScriptedServer
@@ -123,7 +123,9 @@ def test_thirty_two_trials_started_at_once_by_a_fresh_worker_are_all_scored(
         ref = datasets.push_dataset(ctx, src, "ds").ref
         document = profiles.read_profile_file(write_profile(tmp_path / "p.json", _agent_params(server)))
         profiles.create_profile(ctx, "asker", "1", document)
-        job = jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["asker@1"], attempts=32)).job
+        job = job_submission.submit_job(
+            ctx, job_submission.JobRequest(dataset=ref, profiles=["asker@1"], attempts=32)
+        ).job
         run_trials(ctx, 32, capacity=32)
         calls = len(server.received)
     with ctx.store.read() as session:

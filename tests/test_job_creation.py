@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from envloop.core.ids import new_id, new_ids
-from envloop.services import datasets, jobs, profiles, trials
+from envloop.services import datasets, job_submission, profiles, trials
 from envloop.services.context import Context
 from envloop.store import queue
 from envloop.store.tables import Trial
@@ -24,13 +24,14 @@ _ID = re.compile(r"trl_[0-9a-hjkmnp-tv-z]{22}")
 def test_a_job_bigger_than_one_batch_gets_every_slot_once_with_fresh_fields(
     ctx: Context, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(jobs, "_TRIAL_BATCH", 7)  # 5 tasks x 2 profiles x 3 attempts = 30: 5 batches
+    # 5 tasks x 2 profiles x 3 attempts = 30: 5 batches
+    monkeypatch.setattr(job_submission, "_TRIAL_BATCH", 7)
     datasets.push_dataset(ctx, EXAMPLES / "tasks", "demo")
     for name in ("nop", "oracle"):
         doc = profiles.read_profile_file(write_profile(tmp_path / f"{name}.json", {"AGENT_NAME": name}))
         profiles.create_profile(ctx, name, "1", doc)
-    request = jobs.JobRequest(dataset="demo@1", profiles=["nop@1", "oracle@1"], attempts=3)
-    job = jobs.submit_job(ctx, request).job
+    request = job_submission.JobRequest(dataset="demo@1", profiles=["nop@1", "oracle@1"], attempts=3)
+    job = job_submission.submit_job(ctx, request).job
 
     with ctx.store.read() as session:
         rows = session.scalars(select(Trial).where(Trial.job_id == job.id)).all()
@@ -67,7 +68,9 @@ def test_a_claim_looks_its_trials_up_by_key_not_through_every_pending_trial(
     datasets.push_dataset(ctx, EXAMPLES / "tasks", "demo")
     doc = profiles.read_profile_file(write_profile(tmp_path / "nop.json", {"AGENT_NAME": "nop"}))
     profiles.create_profile(ctx, "nop", "1", doc)
-    jobs.submit_job(ctx, jobs.JobRequest(dataset="demo@1", profiles=["nop@1"], attempts=200))
+    job_submission.submit_job(
+        ctx, job_submission.JobRequest(dataset="demo@1", profiles=["nop@1"], attempts=200)
+    )
     with statements_run(ctx.store.engine) as ran:
         claimed = queue.claim(ctx.store, "w1", 4, lease_ttl=30)
     updates = [(sql, values) for _, sql, values in ran if sql.lstrip().upper().startswith("UPDATE TRIALS")]

@@ -11,7 +11,7 @@ from sqlalchemy import select, update
 from envloop.cli.progress import POLL_MIN_SEC, follow, pause_before_next_look
 from envloop.errors import NotFoundError
 from envloop.local import LocalClient
-from envloop.services import datasets, jobs, profiles
+from envloop.services import datasets, job_submission, jobs, profiles
 from envloop.services.context import Context, open_context
 from envloop.store.tables import Job, Trial
 from envloop.wire import JobProgress
@@ -23,7 +23,9 @@ def _big_half_done_job(ctx: Context, tmp_path: Path) -> str:
     datasets.push_dataset(ctx, EXAMPLES / "tasks", "demo")
     doc = profiles.read_profile_file(write_profile(tmp_path / "nop.json", {"AGENT_NAME": "nop"}))
     profiles.create_profile(ctx, "nop", "1", doc)
-    job = jobs.submit_job(ctx, jobs.JobRequest(dataset="demo@1", profiles=["nop@1"], attempts=200)).job
+    job = job_submission.submit_job(
+        ctx, job_submission.JobRequest(dataset="demo@1", profiles=["nop@1"], attempts=200)
+    ).job
     with ctx.store.write() as session:
         session.execute(
             update(Trial)

@@ -10,7 +10,7 @@ from sqlalchemy import insert, select
 
 from envloop.core.ids import new_id
 from envloop.errors import NotFoundError, UserError
-from envloop.services import datasets, jobs, profiles
+from envloop.services import datasets, job_submission, jobs, profiles
 from envloop.services.context import Context
 from envloop.store.tables import Job, JobProfile, Trial
 from tests.conftest import EXAMPLES, El, statements_run, write_profile
@@ -23,7 +23,9 @@ def _history(ctx: Context, tmp_path: Path, count: int) -> list[str]:
     datasets.push_dataset(ctx, EXAMPLES / "tasks", "demo")
     doc = profiles.read_profile_file(write_profile(tmp_path / "nop.json", {"AGENT_NAME": "nop"}))
     profiles.create_profile(ctx, "nop", "1", doc)
-    first = jobs.submit_job(ctx, jobs.JobRequest(dataset="demo@1", profiles=["nop@1"], tags={"team": "a"}))
+    first = job_submission.submit_job(
+        ctx, job_submission.JobRequest(dataset="demo@1", profiles=["nop@1"], tags={"team": "a"})
+    )
     with ctx.store.write() as session:
         job = dict(session.execute(select(Job.__table__).where(Job.id == first.job.id)).mappings().one())
         link = dict(

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from envloop.core.trial import TrialError, TrialOutcome
-from envloop.services import datasets, jobs, leaderboard
+from envloop.services import datasets, job_submission, leaderboard
 from envloop.services.context import Context
 from envloop.services.failures import failure_summary
 from envloop.store import queue
@@ -109,7 +109,9 @@ def test_each_failure_is_charged_to_whoever_caused_it(ctx: Context, tmp_path: Pa
         6: failed("infrastructure_error", "the worker was lost"),
         7: TrialOutcome(status="cancelled"),
     }
-    job = jobs.submit_job(ctx, jobs.JobRequest(dataset=dataset, profiles=[profile], attempts=7)).job
+    job = job_submission.submit_job(
+        ctx, job_submission.JobRequest(dataset=dataset, profiles=[profile], attempts=7)
+    ).job
     for claimed in queue.claim(ctx.store, "test-worker", 10, 3600):
         assert queue.finish(ctx.store, claimed, outcomes[claimed.attempt])
     causes = {group.error_type or group.kind: group.cause for group in failure_summary(ctx, job.id)}

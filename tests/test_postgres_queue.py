@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from envloop.core.trial import TrialOutcome
-from envloop.services import datasets, jobs, profiles
+from envloop.services import datasets, job_submission, jobs, profiles
 from envloop.services.context import Context
 from envloop.store import queue
 from envloop.store.queue import ClaimedTrial
@@ -26,8 +26,10 @@ def _job(ctx: Context, tmp_path: Path, tasks: int, attempts: int, concurrency: i
     ref = datasets.push_dataset(ctx, src, f"ds{time.monotonic_ns()}").ref
     doc = profiles.read_profile_file(write_profile(tmp_path / "p.json", {"AGENT_NAME": "nop"}))
     profiles.create_profile(ctx, "p", "1", doc)
-    request = jobs.JobRequest(dataset=ref, profiles=["p@1"], attempts=attempts, concurrency=concurrency)
-    return jobs.submit_job(ctx, request).job.id
+    request = job_submission.JobRequest(
+        dataset=ref, profiles=["p@1"], attempts=attempts, concurrency=concurrency
+    )
+    return job_submission.submit_job(ctx, request).job.id
 
 
 def _all_at_once(count: int, work: Callable[[int], None]) -> None:

@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError
 
 from envloop import liveness
 from envloop.core.trial import TrialOutcome
-from envloop.services import datasets, jobs, profiles
+from envloop.services import datasets, job_submission, jobs, profiles
 from envloop.services.context import Context
 from envloop.store import queue
 from envloop.store.tables import Trial
@@ -33,8 +33,8 @@ def _job(ctx: Context, tmp_path: Path, tasks: int = 3, attempts: int = 2, **extr
     ref = datasets.push_dataset(ctx, src, f"ds{time.monotonic_ns()}").ref
     doc = profiles.read_profile_file(write_profile(tmp_path / "p.json", {"AGENT_NAME": "nop"}))
     profiles.create_profile(ctx, "p", "1", doc)
-    request = jobs.JobRequest(dataset=ref, profiles=["p@1"], attempts=attempts, **extra)  # type: ignore[arg-type]
-    return jobs.submit_job(ctx, request).job.id
+    request = job_submission.JobRequest(dataset=ref, profiles=["p@1"], attempts=attempts, **extra)  # type: ignore[arg-type]
+    return job_submission.submit_job(ctx, request).job.id
 
 
 def _status(ctx: Context, trial_id: str) -> str:

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import select
 
 from envloop.scheduling.ray_executor import _sweep_dead_runs
-from envloop.services import datasets, jobs, profiles, trials
+from envloop.services import datasets, job_submission, jobs, profiles, trials
 from envloop.services.context import Context
 from envloop.store.tables import Trial
 from tests.conftest import El, make_task, trial_processes, wait_for, write_profile
@@ -45,7 +45,7 @@ def _submit(ctx: Context, tmp_path: Path, command: str, tasks: dict[str, str]) -
         write_profile(tmp_path / "p.json", {"AGENT_NAME": "command", "AGENT_COMMAND": command})
     )
     profiles.create_profile(ctx, "cmd", "1", doc)
-    return jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["cmd@1"])).job.id
+    return job_submission.submit_job(ctx, job_submission.JobRequest(dataset=ref, profiles=["cmd@1"])).job.id
 
 
 def _ray_worker(cluster: RayCluster, home: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:

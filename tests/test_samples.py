@@ -24,7 +24,7 @@ from envloop.core.trajectory import (
 )
 from envloop.core.trial import TrialError, TrialOutcome
 from envloop.errors import UserError
-from envloop.services import datasets, jobs, profiles
+from envloop.services import datasets, job_submission, profiles
 from envloop.services.context import Context
 from envloop.services.samples import SampleQuery, job_samples
 from envloop.services.trial_files import PUBLISHING_SEC
@@ -51,8 +51,10 @@ def _chat_job(ctx: Context, tmp_path: Path, attempts: int = 2) -> str:
     for name in ("team/base", "team/sft"):
         path = write_profile(tmp_path / f"{name.replace('/', '-')}.json", MODEL)
         profiles.create_profile(ctx, name, "1", profiles.read_profile_file(path))
-    request = jobs.JobRequest(dataset=ref, profiles=["team/base@1", "team/sft@1"], attempts=attempts)
-    job = jobs.submit_job(ctx, request).job.id
+    request = job_submission.JobRequest(
+        dataset=ref, profiles=["team/base@1", "team/sft@1"], attempts=attempts
+    )
+    job = job_submission.submit_job(ctx, request).job.id
     request_summary = ModelRequestSummary(protocol="openai", endpoint="http://m/v1", model="m", messages=1)
     for trial in queue.claim(ctx.store, "test", 100, 3600):
         answer = ANSWERS[trial.task_name] + f" (attempt {trial.attempt})"
@@ -152,7 +154,9 @@ def test_an_agents_output_is_its_last_message_or_its_own_output(ctx: Context, tm
     ref = datasets.push_dataset(ctx, tmp_path / "tasks", "agentic").ref
     path = write_profile(tmp_path / "agent.json", {"AGENT_NAME": "nop"})
     profiles.create_profile(ctx, "team/agent", "1", profiles.read_profile_file(path))
-    job = jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["team/agent@1"], attempts=3)).job.id
+    job = job_submission.submit_job(
+        ctx, job_submission.JobRequest(dataset=ref, profiles=["team/agent@1"], attempts=3)
+    ).job.id
     summary = ModelRequestSummary(protocol="openai", endpoint="http://m/v1", model="m", messages=1)
     for trial in queue.claim(ctx.store, "test", 100, 3600):
         directory = ctx.artifacts.trial_dir(trial.trial_id)

@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import func, select
 
 from envloop.errors import ConflictError, NotFoundError, UserError
-from envloop.services import datasets, jobs, profiles
+from envloop.services import datasets, job_submission, jobs, profiles
 from envloop.services.context import Context
 from envloop.store.tables import Job, Trial
 from envloop.wire.jobs import parse_job_config
@@ -35,15 +35,17 @@ def _counts(ctx: Context) -> tuple[int, int]:
 
 
 def test_submission_creates_every_trial_for_every_profile(ready: Context) -> None:
-    result = jobs.submit_job(
-        ready, jobs.JobRequest(dataset="demo@1", profiles=["oracle@1", "nop@1"], attempts=3)
+    result = job_submission.submit_job(
+        ready, job_submission.JobRequest(dataset="demo@1", profiles=["oracle@1", "nop@1"], attempts=3)
     )
     assert sum(result.job.counts.values()) == 5 * 2 * 3
     assert result.job.dataset == "demo@1" and result.job.profiles == ["oracle@1", "nop@1"]
 
 
 def test_latest_resolves_to_the_concrete_revision_at_submit_time(ready: Context) -> None:
-    result = jobs.submit_job(ready, jobs.JobRequest(dataset="demo@latest", profiles=["nop@1"]))
+    result = job_submission.submit_job(
+        ready, job_submission.JobRequest(dataset="demo@latest", profiles=["nop@1"])
+    )
     assert result.job.dataset == "demo@1"
 
 
@@ -60,42 +62,48 @@ def test_bad_submissions_are_refused_and_create_nothing(
     ready: Context, request_args: dict[str, object], error: type[Exception], message: str
 ) -> None:
     with pytest.raises(error, match=message):
-        jobs.submit_job(ready, jobs.JobRequest.model_validate(request_args))
+        job_submission.submit_job(ready, job_submission.JobRequest.model_validate(request_args))
     assert _counts(ready) == (0, 0)
 
 
 def test_params_the_runner_does_not_read_produce_a_warning(ready: Context) -> None:
-    result = jobs.submit_job(ready, jobs.JobRequest(dataset="demo@1", profiles=["extra@1"]))
+    result = job_submission.submit_job(
+        ready, job_submission.JobRequest(dataset="demo@1", profiles=["extra@1"])
+    )
     assert any("TEMPERATURE" in w for w in result.warnings)
 
 
 def test_the_same_request_id_and_body_returns_the_same_job(ready: Context) -> None:
-    request = jobs.JobRequest(dataset="demo@1", profiles=["nop@1"], request_id="r-1")
-    first = jobs.submit_job(ready, request)
-    again = jobs.submit_job(ready, request)
+    request = job_submission.JobRequest(dataset="demo@1", profiles=["nop@1"], request_id="r-1")
+    first = job_submission.submit_job(ready, request)
+    again = job_submission.submit_job(ready, request)
     assert again.existing and again.job.id == first.job.id
     assert _counts(ready) == (1, 5)
 
 
 def test_the_same_request_id_with_another_body_is_refused(ready: Context) -> None:
-    jobs.submit_job(ready, jobs.JobRequest(dataset="demo@1", profiles=["nop@1"], request_id="r-1"))
+    job_submission.submit_job(
+        ready, job_submission.JobRequest(dataset="demo@1", profiles=["nop@1"], request_id="r-1")
+    )
     with pytest.raises(ConflictError, match="r-1"):
-        jobs.submit_job(
-            ready, jobs.JobRequest(dataset="demo@1", profiles=["nop@1"], attempts=2, request_id="r-1")
+        job_submission.submit_job(
+            ready,
+            job_submission.JobRequest(dataset="demo@1", profiles=["nop@1"], attempts=2, request_id="r-1"),
         )
 
 
 def test_task_selection_keeps_dataset_order(ready: Context) -> None:
-    result = jobs.submit_job(
-        ready, jobs.JobRequest(dataset="demo@1", profiles=["nop@1"], tasks=["sum-numbers", "fix-script"])
+    result = job_submission.submit_job(
+        ready,
+        job_submission.JobRequest(dataset="demo@1", profiles=["nop@1"], tasks=["sum-numbers", "fix-script"]),
     )
     assert result.job.tasks == ["fix-script", "sum-numbers"]
 
 
 def test_export_reproduces_the_submission(ready: Context) -> None:
-    original = jobs.submit_job(
+    original = job_submission.submit_job(
         ready,
-        jobs.JobRequest(
+        job_submission.JobRequest(
             dataset="demo@latest",
             profiles=["oracle@1"],
             attempts=2,
@@ -106,7 +114,7 @@ def test_export_reproduces_the_submission(ready: Context) -> None:
         ),
     ).job
     exported = jobs.export_job(ready, original.id)
-    again = jobs.submit_job(ready, parse_job_config(exported.model_dump_json(), "job.json")).job
+    again = job_submission.submit_job(ready, parse_job_config(exported.model_dump_json(), "job.json")).job
     keep = ("dataset", "profiles", "attempts", "tasks", "concurrency", "agent_timeout_sec", "tags")
     assert {k: getattr(again, k) for k in keep} == {k: getattr(original, k) for k in keep}
 
@@ -118,7 +126,9 @@ def test_export_never_contains_secret_values(ready: Context, tmp_path: Path) -> 
         )
     )
     profiles.create_profile(ready, "secretive", "1", doc)
-    job = jobs.submit_job(ready, jobs.JobRequest(dataset="demo@1", profiles=["secretive@1"])).job
+    job = job_submission.submit_job(
+        ready, job_submission.JobRequest(dataset="demo@1", profiles=["secretive@1"])
+    ).job
     assert "sk-very-secret" not in jobs.export_job(ready, job.id).model_dump_json()
 
 

@@ -7,7 +7,7 @@ from cryptography.fernet import Fernet
 from sqlalchemy import select
 
 from envloop.errors import ConflictError, UserError
-from envloop.services import datasets, jobs, profiles
+from envloop.services import datasets, job_submission, profiles
 from envloop.services.context import Context
 from envloop.store import secrets
 from envloop.store.tables import Profile, ProfileSecret
@@ -104,7 +104,7 @@ def test_a_job_submitted_through_a_context_opens_secrets_with_its_homes_key_what
     elsewhere.mkdir()
     (elsewhere / "secret.key").write_text(Fernet.generate_key().decode() + "\n")
     monkeypatch.setenv("ENVLOOP_HOME", str(elsewhere))
-    submitted = jobs.submit_job(ctx, JobRequest(dataset=ref, profiles=["team/eval@1"]))
+    submitted = job_submission.submit_job(ctx, JobRequest(dataset=ref, profiles=["team/eval@1"]))
     assert submitted.job.counts
 
 

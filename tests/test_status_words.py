@@ -5,7 +5,7 @@ one sentence (a failed trial can still carry the verifier's reward)."""
 from pathlib import Path
 
 from envloop.core.trial import TrialError, TrialOutcome
-from envloop.services import jobs
+from envloop.services import job_submission
 from envloop.services.context import Context
 from envloop.services.diagnosis import job_diagnosis
 from envloop.services.results import job_result
@@ -17,7 +17,9 @@ from tests.test_compare_support import make_profile, push_tasks
 def _claimed_job(ctx: Context, tmp_path: Path, name: str) -> tuple[str, str, list[queue.ClaimedTrial]]:
     dataset = push_tasks(ctx, tmp_path, name, ["t1", "t2"])
     profile = make_profile(ctx, tmp_path, f"team/{name}")
-    job = jobs.submit_job(ctx, jobs.JobRequest(dataset=dataset, profiles=[profile])).job.id
+    job = job_submission.submit_job(
+        ctx, job_submission.JobRequest(dataset=dataset, profiles=[profile])
+    ).job.id
     claimed = sorted(queue.claim(ctx.store, "w", 10, 60), key=lambda t: t.task_name)
     return job, profile, claimed
 

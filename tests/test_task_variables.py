@@ -8,7 +8,7 @@ import pytest
 
 from envloop.errors import UserError
 from envloop.scheduling.worker import Worker, WorkerConfig
-from envloop.services import datasets, jobs, profiles, trials
+from envloop.services import datasets, job_submission, profiles, trials
 from envloop.services.context import Context
 from envloop.tasks.harbor import load_harbor_task
 from envloop.tasks.variables import referenced_variables, resolve_env
@@ -43,7 +43,7 @@ def test_a_profile_without_a_referenced_variable_is_refused_at_submission(
     doc = profiles.read_profile_file(write_profile(tmp_path / "p.json", {"AGENT_NAME": "nop", "LEVEL": "2"}))
     profiles.create_profile(ctx, "p", "1", doc)
     with pytest.raises(UserError, match="JUDGE_KEY"):
-        jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["p@1"]))
+        job_submission.submit_job(ctx, job_submission.JobRequest(dataset=ref, profiles=["p@1"]))
 
 
 def test_the_verifier_sees_profile_values_and_the_secret_stays_masked(ctx: Context, tmp_path: Path) -> None:
@@ -52,7 +52,7 @@ def test_the_verifier_sees_profile_values_and_the_secret_stays_masked(ctx: Conte
     params = {"AGENT_NAME": "nop", "JUDGE_KEY": SECRET, "LEVEL": "2"}
     doc = profiles.read_profile_file(write_profile(tmp_path / "p.json", params, ["JUDGE_KEY"]))
     profiles.create_profile(ctx, "p", "1", doc)
-    result = jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["p@1"]))
+    result = job_submission.submit_job(ctx, job_submission.JobRequest(dataset=ref, profiles=["p@1"]))
     assert not any("JUDGE_KEY" in w or "LEVEL" in w for w in result.warnings)
     worker = Worker(ctx, WorkerConfig(capacity=1, idle_poll=0.01))
     asyncio.run(worker.run(until=lambda: worker.completed >= 1))

@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from envloop.core.prices import ModelPrice, PriceTableError, parse_price_table, token_cost
 from envloop.core.trial import TrialOutcome
-from envloop.services import jobs, profiles
+from envloop.services import job_submission, profiles
 from envloop.services.context import Context
 from envloop.services.usage import NO_TABLE, job_usage
 from envloop.store import queue
@@ -78,8 +78,8 @@ def _job(ctx: Context, tmp_path: Path) -> str:
         profiles.create_profile(
             ctx, name, "1", profiles.read_profile_file(write_profile(tmp_path / f"{model[-3:]}.json", params))
         )
-    request = jobs.JobRequest(dataset=dataset, profiles=["team/sft@1", "team/other@1"])
-    job = jobs.submit_job(ctx, request).job.id
+    request = job_submission.JobRequest(dataset=dataset, profiles=["team/sft@1", "team/other@1"])
+    job = job_submission.submit_job(ctx, request).job.id
     for number, trial in enumerate(queue.claim(ctx.store, "test", 100, 3600), start=1):
         usage = {"calls": 2, "input_tokens": 1000 * number, "output_tokens": 100, "cache_read_tokens": 0}
         assert queue.finish(ctx.store, trial, TrialOutcome(status="completed", reward=1.0, usage=usage))

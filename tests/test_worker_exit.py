@@ -22,7 +22,7 @@ from envloop.environments.local import SANDBOX_VARIABLE
 from envloop.scheduling.background import BackgroundLock, is_running, try_hold_lock
 from envloop.scheduling.worker import Worker as SchedulingWorker
 from envloop.scheduling.worker import WorkerConfig
-from envloop.services import jobs
+from envloop.services import job_submission
 from envloop.services.context import Context, open_context
 from envloop.store.tables import Trial, Worker
 from tests.conftest import El, make_task, stop_process, submit_command_job, wait_for, write_profile
@@ -174,8 +174,8 @@ def test_submissions_timed_around_a_workers_idle_exit_are_each_run(
     chance = random.Random(41)
     workers: list[threading.Thread] = []
     for number in range(40):
-        request = jobs.JobRequest(dataset="ds@1", profiles=["cmd@1"], request_id=f"r{number}")
-        job_id = jobs.submit_job(ctx, request).job.id
+        request = job_submission.JobRequest(dataset="ds@1", profiles=["cmd@1"], request_id=f"r{number}")
+        job_id = job_submission.submit_job(ctx, request).job.id
         lock = try_hold_lock(home)
         if lock is not None:
             workers.append(threading.Thread(target=_serve, args=(home, lock)))

@@ -8,7 +8,7 @@ import pytest
 
 from envloop.scheduling.trial_specs import TrialSpecs
 from envloop.scheduling.worker import Worker, WorkerConfig
-from envloop.services import datasets, jobs, profiles, trials
+from envloop.services import datasets, job_submission, profiles, trials
 from envloop.services.context import Context
 from tests.conftest import make_task, write_profile
 
@@ -21,7 +21,9 @@ def _submit(ctx: Context, tmp_path: Path, tasks: int) -> str:
     ref = datasets.push_dataset(ctx, tmp_path / "src", "ds").ref
     doc = profiles.read_profile_file(write_profile(tmp_path / "p.json", {"AGENT_NAME": "oracle"}))
     profiles.create_profile(ctx, "oracle", "1", doc)
-    return jobs.submit_job(ctx, jobs.JobRequest(dataset=ref, profiles=["oracle@1"])).job.id
+    return job_submission.submit_job(
+        ctx, job_submission.JobRequest(dataset=ref, profiles=["oracle@1"])
+    ).job.id
 
 
 def _run(ctx: Context, trials_wanted: int) -> Worker:

@@ -5,9 +5,9 @@ sidecars, a separate verifier, an egress allowlist run only in a container) or t
 of envloop gives (GPUs, Windows containers). Run without them, a task measures the environment
 rather than the agent, and its zeros read as the agent's failures. So every such feature is named
 at push (stored with the revision, shown by `el dataset show`), and a job whose environment cannot
-honour a feature the task needs is refused at submission (services/jobs.py) unless the user chooses
-to leave those tasks out. The same detection backs the check every trial makes when it starts
-(`refuse_unsupported`), so push, submission and trial never disagree.
+honour a feature the task needs is refused at submission (services/job_submission.py) unless the
+user chooses to leave those tasks out. The same detection backs the check every trial makes when it
+starts (`refuse_unsupported`), so push, submission and trial never disagree.
 """
 
 from collections.abc import Sequence

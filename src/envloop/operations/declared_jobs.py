@@ -48,7 +48,7 @@ class JobOperations:
         "/v1/jobs",
         SubmitJob,
         SubmitResult,
-        service=services.jobs.submit_job,
+        service=services.job_submission.submit_job,
         tag="jobs",
         status_code=201,
         existing=lambda submitted: submitted.existing,

@@ -1,10 +1,11 @@
 """The service modules that do the declared operations, named before any of them is imported.
 
-A declaration writes `service=services.jobs.submit_job` (`envloop.operations.declared`). The type
-checker and an editor see the function itself, through the imports below, so "go to definition"
-lands on it and mypy checks that it exists. At run time `services.jobs` is a `ServiceModule` and
-`.submit_job` a `ServiceFunction`, which imports its module when the operation is first done: a
-client that only sends requests (`envloop.Client`, `el` against a server) never loads the store.
+A declaration writes `service=services.job_submission.submit_job` (`envloop.operations.declared`).
+The type checker and an editor see the function itself, through the imports below, so "go to
+definition" lands on it and mypy checks that it exists. At run time `services.job_submission` is a
+`ServiceModule` and `.submit_job` a `ServiceFunction`, which imports its module when the operation
+is first done: a client that only sends requests (`envloop.Client`, `el` against a server) never
+loads the store.
 """
 
 import importlib
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
         datasets,
         diagnosis,
         job_reads,
+        job_submission,
         jobs,
         keys,
         leaderboard,
@@ -90,6 +92,7 @@ __all__ = [
     "datasets",
     "diagnosis",
     "job_reads",
+    "job_submission",
     "jobs",
     "keys",
     "leaderboard",

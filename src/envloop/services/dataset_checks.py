@@ -19,7 +19,8 @@ from envloop.errors import NotFoundError, UserError
 from envloop.services.context import Context
 from envloop.services.datasets import get_dataset
 from envloop.services.job_reads import get_job
-from envloop.services.jobs import FAILED_BUILD, NothingToRun, list_jobs, submit_job
+from envloop.services.job_submission import FAILED_BUILD, NothingToRun, submit_job
+from envloop.services.jobs import list_jobs
 from envloop.services.profiles import create_profile
 from envloop.services.trial_reads import list_trials
 from envloop.wire.jobs import JobRequest, JobView, SubmitResult

@@ -11,7 +11,8 @@ from sqlalchemy import or_, select
 
 from envloop.core.status import TERMINAL, TrialStatus
 from envloop.services.context import Context
-from envloop.services.jobs import JobRequest, JobView, get_job, submit_job
+from envloop.services.job_submission import JobRequest, submit_job
+from envloop.services.jobs import JobView, get_job
 from envloop.services.trace import load_outline, step_page
 from envloop.services.trial_reads import trial_row
 from envloop.services.trials import get_trial, list_trials

@@ -23,7 +23,7 @@ import httpx
 from sqlalchemy import select
 
 from envloop.core.status import TERMINAL, TrialStatus
-from envloop.services import datasets, jobs, keys, profiles, results
+from envloop.services import datasets, job_submission, jobs, keys, profiles, results
 from envloop.services.context import Context, open_context
 from envloop.store.tables import Trial
 
@@ -155,8 +155,8 @@ def run_chaos(
         )
         profiles.create_profile(ctx, "chaos", "1", document)
         key = keys.create_key(ctx).key
-        job_id = jobs.submit_job(
-            ctx, jobs.JobRequest(dataset=dataset, profiles=["chaos@1"], attempts=attempts)
+        job_id = job_submission.submit_job(
+            ctx, job_submission.JobRequest(dataset=dataset, profiles=["chaos@1"], attempts=attempts)
         ).job.id
         fleet = _Fleet(home, env, workers)
         fleet.start_server()
