@@ -17,7 +17,7 @@ from envloop import liveness
 from envloop.core.trial import TrialOutcome
 from envloop.services import datasets, job_submission, jobs, profiles
 from envloop.services.context import Context
-from envloop.store import queue
+from envloop.store import leases, queue
 from envloop.store.tables import Trial
 from envloop.store.tables import Worker as WorkerRow
 from tests.conftest import make_task, write_profile
@@ -70,7 +70,7 @@ def test_an_expired_lease_puts_the_trial_back_and_the_old_holder_cannot_record(
     (stale,) = queue.claim(ctx.store, "dead-worker", 1, lease_ttl=30)
     with ctx.store.write() as session:
         session.execute(update(Trial).values(lease_expires_at=time.time() - 1))
-    assert queue.reap_expired(ctx.store) == 1
+    assert leases.reap_expired(ctx.store) == 1
     assert _status(ctx, stale.trial_id) == "pending"
     (fresh,) = queue.claim(ctx.store, "w2", 1, lease_ttl=30)
     assert fresh.trial_id == stale.trial_id and fresh.lease_token == stale.lease_token + 1
@@ -122,7 +122,7 @@ def test_a_worker_gone_from_this_host_hands_its_trials_back_before_their_leases_
         (held[worker_id],) = queue.claim(ctx.store, worker_id, 1, lease_ttl=30)
     (unregistered,) = queue.claim(ctx.store, "w-without-a-row", 1, lease_ttl=30)
 
-    assert queue.reap_abandoned(ctx.store, liveness.gone) == 2
+    assert leases.reap_abandoned(ctx.store, liveness.gone) == 2
     status = {worker_id: _status(ctx, claimed.trial_id) for worker_id, claimed in held.items()}
     assert status == {
         "w-ended": "pending",
@@ -132,7 +132,7 @@ def test_a_worker_gone_from_this_host_hands_its_trials_back_before_their_leases_
     }
     assert _status(ctx, unregistered.trial_id) == "running"
     assert queue.finish(ctx.store, held["w-ended"], TrialOutcome(status="completed", reward=1.0)) is False
-    assert queue.reap_abandoned(ctx.store, liveness.gone) == 0
+    assert leases.reap_abandoned(ctx.store, liveness.gone) == 0
 
 
 def test_cancelling_a_job_whose_worker_died_here_ends_its_running_trial_at_once(
@@ -150,7 +150,7 @@ def test_renew_reports_leases_that_were_lost(ctx: Context, tmp_path: Path) -> No
     held = queue.claim(ctx.store, "w1", 2, lease_ttl=30)
     with ctx.store.write() as session:
         session.execute(update(Trial).where(Trial.id == held[0].trial_id).values(lease_owner="thief"))
-    assert queue.renew(ctx.store, "w1", held, lease_ttl=30) == {held[0].trial_id}
+    assert leases.renew(ctx.store, "w1", held, lease_ttl=30) == {held[0].trial_id}
 
 
 def test_job_concurrency_caps_running_trials_across_claims(ctx: Context, tmp_path: Path) -> None:
@@ -184,7 +184,7 @@ def test_a_dead_workers_trial_in_a_cancelled_job_ends_cancelled(ctx: Context, tm
     queue.request_cancel(ctx.store, job_id)
     with ctx.store.write() as session:
         session.execute(update(Trial).values(lease_expires_at=time.time() - 1))
-    queue.reap_expired(ctx.store)
+    leases.reap_expired(ctx.store)
     assert _status(ctx, trial.trial_id) == "cancelled"
     assert jobs.get_job(ctx, job_id).status == "cancelled"
 
@@ -234,7 +234,7 @@ def test_renewing_and_handing_back_are_tried_again_after_a_deadlock(
             yield conn
 
     monkeypatch.setattr(type(ctx.store), "write_connection", once_aborted)
-    assert queue.renew(ctx.store, "w1", held, lease_ttl=60) == set()
-    queue.release(ctx.store, held)
+    assert leases.renew(ctx.store, "w1", held, lease_ttl=60) == set()
+    leases.release(ctx.store, held)
     assert aborted == ["deadlock", "deadlock"]
     assert {_status(ctx, c.trial_id) for c in held} == {"pending"}

@@ -31,7 +31,7 @@ from envloop.scheduling.executor import Executor, LocalExecutor
 from envloop.scheduling.store_calls import off_loop
 from envloop.scheduling.trial_execution import HandedBack, TrialExecution, run_id_of
 from envloop.scheduling.trial_specs import TrialSpecs
-from envloop.store import queue
+from envloop.store import leases, queue
 from envloop.store.artifacts import ArtifactStoreUnavailableError
 from envloop.store.context import Context
 from envloop.store.queue import ClaimedTrial
@@ -233,7 +233,7 @@ class Worker:
         return finished, handed_back
 
     def _hand_back_runs(self, claimed: list[ClaimedTrial]) -> None:
-        queue.release(self.ctx.store, claimed)
+        leases.release(self.ctx.store, claimed)
         for trial in claimed:
             self.ctx.artifacts.discard(run_id_of(trial))
 
@@ -264,7 +264,7 @@ class Worker:
         expired, and at once those of workers on this host whose process is gone), heartbeat."""
         held = {claimed.trial_id: claimed for claimed, _ in self._running.values()}
         lost = await off_loop(
-            "renew leases", queue.renew, self.ctx.store, self.id, held.values(), self.config.lease_ttl
+            "renew leases", leases.renew, self.ctx.store, self.id, held.values(), self.config.lease_ttl
         )
         cancelled = await off_loop("read cancellations", queue.cancel_requested, self.ctx.store, held)
         # Trials that finished meanwhile are the main loop's now (their results may be recorded).
@@ -278,8 +278,8 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             await off_loop("discard", self.ctx.artifacts.discard, run_id_of(claimed))
-        await off_loop("reap expired leases", queue.reap_expired, self.ctx.store)
-        await off_loop("reap dead workers' trials", queue.reap_abandoned, self.ctx.store, gone)
+        await off_loop("reap expired leases", leases.reap_expired, self.ctx.store)
+        await off_loop("reap dead workers' trials", leases.reap_abandoned, self.ctx.store, gone)
         for run_id, trial_id in list(self._unpublished.items()):
             await asyncio.to_thread(self._publish, run_id, trial_id)
         await off_loop("heartbeat", self._heartbeat)
@@ -361,6 +361,6 @@ class Worker:
                 self._count([(claimed, TrialOutcome(status=TrialStatus.CANCELLED))], [recorded])
             else:
                 self.ctx.artifacts.discard(run_id_of(claimed))
-        queue.release(self.ctx.store, [c for c in held if c.trial_id not in cancelled])
+        leases.release(self.ctx.store, [c for c in held if c.trial_id not in cancelled])
         with self.ctx.store.write() as session:
             session.execute(delete(WorkerRow).where(WorkerRow.id == self.id))

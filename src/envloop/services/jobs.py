@@ -13,7 +13,7 @@ from envloop.errors import NotFoundError, UserError
 from envloop.services.context import Context
 from envloop.services.datasets import dataset_members
 from envloop.services.job_reads import check_status, get_job, job_profiles, job_views
-from envloop.store import queue
+from envloop.store import leases, queue
 from envloop.store.reads import SessionReads
 from envloop.store.tables import Job, Trial
 from envloop.wire.jobs import MAX_PAGE, JobProgress, JobRequest, JobView
@@ -101,7 +101,7 @@ def cancel_job(ctx: Context, job_id: str) -> JobView:
     with ctx.store.read() as session:
         load_job(session, ctx.project_id, job_id)
     queue.request_cancel(ctx.store, job_id)
-    queue.reap_abandoned(ctx.store, gone)
+    leases.reap_abandoned(ctx.store, gone)
     return get_job(ctx, job_id)
 
 

@@ -7,32 +7,24 @@ that expires (the worker died) puts the trial back to pending, or cancels it if 
 
 These are Core statements on a plain connection: a worker records and claims in one short write
 transaction per wake-up, and the ORM's bookkeeping would cost more than the database work.
-Why the queue is built this way, and what each crash leaves: docs/design/queue-and-leases.md.
+Here: claiming and recording (`settle`), re-deriving a job's status, cancelling a job. Renewing,
+handing back and reaping leases is `envloop.store.leases`; a write that PostgreSQL aborted is run
+again by `envloop.store.retry_aborted`. Why the queue is built this way, and what each crash
+leaves: docs/design/queue-and-leases.md.
 """
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TypeVar
 
-from sqlalchemy import ColumnElement, Connection, bindparam, func, select, update
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import Connection, bindparam, func, select, update
 
-from envloop.core.retry_policy import Backoff, retrying_now
 from envloop.core.status import OPEN, TERMINAL, JobStatus, TrialStatus, rollup_job_status
 from envloop.core.trial import TrialOutcome
 from envloop.store.db import Store
+from envloop.store.retry_aborted import retry_aborted
 from envloop.store.tables import Job, Trial
-from envloop.store.tables import Worker as WorkerRow
-
-# PostgreSQL aborts one of two transactions that wait on each other (deadlock, serialization), and
-# a statement that waited LOCK_WAIT_SEC for a lock (lock_timeout): each changed nothing.
-_RETRYABLE_SQLSTATES = ("40P01", "40001", "55P03")
-_DEADLOCK_SQLSTATES = ("40P01", "40001")
-ABORTED_BACKOFF = Backoff(base_sec=0.01, cap_sec=0.1)
-"""Quick retries: the transaction that won holds its locks for milliseconds."""
-_T = TypeVar("_T")
 
 # The hot-path statements are built once: building a statement costs more than running it.
 _OPEN_TRIAL_OF_JOB = (
@@ -217,19 +209,6 @@ def _finish(conn: Connection, trial: ClaimedTrial, outcome: TrialOutcome) -> boo
     return True
 
 
-def _retrying(work: Callable[[], _T], sqlstates: tuple[str, ...] = _RETRYABLE_SQLSTATES) -> _T:
-    """Run a write transaction again when PostgreSQL aborted it for a deadlock with another one
-    (workers lock job rows in no fixed order) or, unless `sqlstates` leaves it out, a lock wait that
-    timed out; the aborted attempt changed nothing."""
-
-    def aborted(exc: BaseException) -> bool:
-        return isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) in sqlstates
-
-    policy = retrying_now(worth_retrying=aborted, backoff=ABORTED_BACKOFF, max_retries=7)
-    result: _T = policy(work)
-    return result
-
-
 def settle(
     store: Store,
     worker_id: str,
@@ -251,7 +230,7 @@ def settle(
             claimed = _claim(conn, worker_id, want, lease_ttl) if want > 0 else []
         return recorded, claimed
 
-    return _retrying(work)
+    return retry_aborted(work)
 
 
 def claim(store: Store, worker_id: str, limit: int, lease_ttl: float) -> list[ClaimedTrial]:
@@ -262,109 +241,6 @@ def claim(store: Store, worker_id: str, limit: int, lease_ttl: float) -> list[Cl
 def finish(store: Store, trial: ClaimedTrial, outcome: TrialOutcome) -> bool:
     """Record the outcome if this claim still holds the lease. False: someone else owns the trial now."""
     return settle(store, "", [(trial, outcome)], 0, 0.0)[0][0]
-
-
-def renew(store: Store, worker_id: str, held: Iterable[ClaimedTrial], lease_ttl: float) -> set[str]:
-    """Extend the leases still held; return the trial ids whose lease this worker has lost."""
-    held = list(held)
-    if not held:
-        return set()
-    ids = [c.trial_id for c in held]
-
-    def work() -> set[tuple[str, int]]:
-        # The worker renews while it records results in another thread: on PostgreSQL the two
-        # transactions can lock the same trial rows in opposite orders, and one is aborted.
-        with store.write_connection() as conn:
-            conn.execute(
-                update(Trial)
-                .where(Trial.lease_owner == worker_id, Trial.status == TrialStatus.RUNNING, Trial.id.in_(ids))
-                .values(lease_expires_at=time.time() + lease_ttl)
-            )
-            return {
-                (row.id, row.lease_token)
-                for row in conn.execute(
-                    select(Trial.id, Trial.lease_token).where(
-                        Trial.id.in_(ids), Trial.status == TrialStatus.RUNNING, Trial.lease_owner == worker_id
-                    )
-                )
-            }
-
-    # A lock wait that timed out goes to the caller, which waits it out for as long as it takes
-    # and says so (the worker's store calls); only an aborted deadlock is run again here.
-    current = _retrying(work, _DEADLOCK_SQLSTATES)
-    return {c.trial_id for c in held if (c.trial_id, c.lease_token) not in current}
-
-
-def cancel_requested(store: Store, trial_ids: Iterable[str]) -> set[str]:
-    ids = list(trial_ids)
-    if not ids:
-        return set()
-    with store.engine.connect() as conn:
-        return set(
-            conn.scalars(
-                select(Trial.id)
-                .join(Job, Job.id == Trial.job_id)
-                .where(Trial.id.in_(ids), Job.cancel_requested.is_(True))
-            )
-        )
-
-
-def reap_expired(store: Store) -> int:
-    """Trials whose worker stopped renewing go back to pending (or to cancelled, if their job was)."""
-    now = time.time()
-    with store.engine.connect() as conn:
-        expired = conn.scalar(
-            select(Trial.id).where(Trial.status == TrialStatus.RUNNING, Trial.lease_expires_at < now).limit(1)
-        )
-    if expired is None:  # the common case costs no write lock
-        return 0
-    return _retrying(lambda: _reap(store, Trial.lease_expires_at < now))
-
-
-WorkerGone = Callable[[str, int, float], bool]
-"""Whether a worker (host, pid, start time in epoch seconds) is known to be gone: `liveness.gone`."""
-
-
-def reap_abandoned(store: Store, is_gone: WorkerGone) -> int:
-    """Trials held by a worker known to be gone go back as `reap_expired` sends them, without
-    waiting for their leases to expire: a worker killed on this host hands its trials over to the
-    next one at once. Workers that cannot be judged from here keep their leases."""
-    with store.engine.connect() as conn:
-        holders = conn.execute(
-            select(WorkerRow.id, WorkerRow.host, WorkerRow.pid, WorkerRow.started_at).where(
-                WorkerRow.id.in_(select(Trial.lease_owner).where(Trial.status == TrialStatus.RUNNING))
-            )
-        ).all()
-    dead = [row.id for row in holders if is_gone(row.host, row.pid, row.started_at.timestamp())]
-    if not dead:
-        return 0
-    return _retrying(lambda: _reap(store, Trial.lease_owner.in_(dead)))
-
-
-def _reap(store: Store, which: ColumnElement[bool]) -> int:
-    with store.write_connection() as conn:
-        rows = conn.execute(
-            select(Trial.id, Trial.job_id, Job.cancel_requested)
-            .join(Job, Job.id == Trial.job_id)
-            .where(Trial.status == TrialStatus.RUNNING, which)
-            .with_for_update(skip_locked=True, of=Trial)
-        ).all()
-        for row in rows:
-            values: dict[str, object] = {"lease_owner": None, "lease_expires_at": None}
-            if row.cancel_requested:
-                values.update(
-                    status=TrialStatus.CANCELLED,
-                    finished_at=datetime.now(UTC),
-                    error_message="cancelled; its worker had stopped",
-                )
-            else:
-                values.update(status=TrialStatus.PENDING)
-            conn.execute(
-                update(Trial).where(Trial.id == row.id, Trial.status == TrialStatus.RUNNING).values(**values)
-            )
-        for job_id in {row.job_id for row in rows}:
-            refresh_job_status(conn, job_id)
-    return len(rows)
 
 
 def request_cancel(store: Store, job_id: str) -> None:
@@ -381,7 +257,22 @@ def request_cancel(store: Store, job_id: str) -> None:
             )
             refresh_job_status(conn, job_id)
 
-    _retrying(work)
+    retry_aborted(work)
+
+
+def cancel_requested(store: Store, trial_ids: Iterable[str]) -> set[str]:
+    """The trials among `trial_ids` whose job was cancelled: their worker stops them."""
+    ids = list(trial_ids)
+    if not ids:
+        return set()
+    with store.engine.connect() as conn:
+        return set(
+            conn.scalars(
+                select(Trial.id)
+                .join(Job, Job.id == Trial.job_id)
+                .where(Trial.id.in_(ids), Job.cancel_requested.is_(True))
+            )
+        )
 
 
 def has_open_trials(store: Store) -> bool:
@@ -389,23 +280,3 @@ def has_open_trials(store: Store) -> bool:
     with store.engine.connect() as conn:
         found = conn.scalar(select(Trial.id).where(Trial.status.in_(OPEN)).limit(1))
     return found is not None
-
-
-def release(store: Store, held: Iterable[ClaimedTrial]) -> None:
-    """A worker that stops hands its trials back at once instead of letting their leases lapse."""
-    held = list(held)
-
-    def work() -> None:
-        with store.write_connection() as conn:
-            for trial in held:
-                conn.execute(
-                    update(Trial)
-                    .where(
-                        Trial.id == trial.trial_id,
-                        Trial.status == TrialStatus.RUNNING,
-                        Trial.lease_token == trial.lease_token,
-                    )
-                    .values(status=TrialStatus.PENDING, lease_owner=None, lease_expires_at=None)
-                )
-
-    _retrying(work, _DEADLOCK_SQLSTATES)
