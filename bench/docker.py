@@ -24,7 +24,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from envloop.environments.docker.cli import daemon_version, docker_binary
-from envloop.environments.docker.containers import ContainerSpec, running_container
+from envloop.environments.docker.container_spec import ContainerSpec
+from envloop.environments.docker.containers import running_container
 from envloop.environments.docker.images import BuildRecords, ensure_task_image
 
 BWRAP_ARGS = [

@@ -16,7 +16,8 @@ import pytest
 
 from envloop.environments.docker.base_images import DEBIAN_IMAGE
 from envloop.environments.docker.cli import docker_binary
-from envloop.environments.docker.containers import Container, ContainerSpec, running_container
+from envloop.environments.docker.container_spec import ContainerSpec
+from envloop.environments.docker.containers import Container, running_container
 from envloop.environments.docker.workspace import ContainerSnapshots
 from envloop.environments.keeping import MAX_KEPT_FILE_BYTES
 from envloop.trajectories.workspace import Snapshot

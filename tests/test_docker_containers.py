@@ -17,7 +17,8 @@ import pytest
 from envloop.environments.docker import leftovers
 from envloop.environments.docker.base_images import DEBIAN_IMAGE
 from envloop.environments.docker.cli import docker_binary
-from envloop.environments.docker.containers import Container, ContainerSpec, running_container
+from envloop.environments.docker.container_spec import ContainerSpec
+from envloop.environments.docker.containers import Container, running_container
 from envloop.environments.docker.engine import Engine, engine
 from envloop.environments.docker.orphans import trial_containers
 from envloop.environments.docker.registration import sweep_leftovers as sweep_docker_leftovers
@@ -370,7 +371,8 @@ def test_container_is_removed_when_the_trial_fails() -> None:
 
 _WORKER = """
 import asyncio, sys
-from envloop.environments.docker.containers import Container, ContainerSpec
+from envloop.environments.docker.container_spec import ContainerSpec
+from envloop.environments.docker.containers import Container
 from envloop.environments.docker.base_images import DEBIAN_IMAGE
 
 async def main():

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from envloop.environments.docker.containers import ContainerSpec
+from envloop.environments.docker.container_spec import ContainerSpec
 from envloop.environments.docker.images import BuildConfigError, build_network, read_build_settings
 from envloop.environments.docker.transfer import Owner, pack_tree, read_single_file, unpack_tree
 from envloop.tasks.dockerfile_images import read_images

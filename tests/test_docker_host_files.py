@@ -13,7 +13,8 @@ import pytest
 
 from envloop.environments.docker.base_images import DEBIAN_IMAGE
 from envloop.environments.docker.cli import docker_binary
-from envloop.environments.docker.containers import Container, ContainerSpec, running_container
+from envloop.environments.docker.container_spec import ContainerSpec
+from envloop.environments.docker.containers import Container, running_container
 from envloop.environments.docker.host_files import HostFiles
 from envloop.environments.docker.transfer import Owner
 from envloop.environments.docker.workspace import ContainerSnapshots

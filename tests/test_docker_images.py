@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from envloop.environments.docker.cli import docker_binary
-from envloop.environments.docker.containers import ContainerSpec, running_container
+from envloop.environments.docker.container_spec import ContainerSpec
+from envloop.environments.docker.containers import running_container
 from envloop.environments.docker.engine import image_id
 from envloop.environments.docker.images import (
     BuildOutcome,

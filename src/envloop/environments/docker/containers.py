@@ -2,17 +2,8 @@
 
 The container's first process is `docker-init` (tini) over the image's ENTRYPOINT and `sleep
 infinity`, so it stays up between commands and reaps whatever they leave. Nothing of the host is
-mounted; files cross as copies (`put_dir`, `put_file`, `get_dir`, `read_file`: copies.py). Its network is
-`none` unless the caller names a network of its own; `host` (which would let the trial reach every
-service listening on the host) is refused. Limits are the daemon's cgroups: cpus, memory (no swap
-beyond it), pids, plus a largest-file rlimit; `cgroup_parent` puts several containers (a trial and
-its sidecars) under one cgroup whose limits they share.
-
-The daemon's log of a container (what its first process writes, which any process inside can reach
-through `/proc/1/fd/1`) is envloop's only unbounded channel left: every container gets a `json-file`
-log of at most `LOG_MAX_SIZE`, whatever the daemon's default driver, so `cat /dev/zero >
-/proc/1/fd/1` cannot fill the host's disk. envloop captures commands' output itself and never keeps
-the daemon's log (the allowlist proxy reads its own to see it is ready).
+mounted; files cross as copies (`put_dir`, `put_file`, `get_dir`, `read_file`: copies.py). What it
+starts with (its network, its limits, its bounded log) is container_spec.py's.
 
 Every container carries labels naming its trial and the worker process that owns it (see
 `orphans`, which removes the containers of workers that are gone); `running_container` removes its
@@ -29,15 +20,15 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, IPvAnyAddress, field_validator
+from pydantic import BaseModel
 
 from envloop.environments.capture import BoundedWriter, Capture
 from envloop.environments.docker import layer_changes, leftovers
 from envloop.environments.docker.cli import DockerError
+from envloop.environments.docker.container_spec import ContainerSpec, check_variable_names, create_body
 from envloop.environments.docker.copies import ContainerCopies
 from envloop.environments.docker.engine import NotFoundError, demultiplex, engine
 from envloop.environments.docker.host_files import HostFiles
-from envloop.environments.docker.leftovers import KEEP_UP
 from envloop.environments.docker.orphans import (
     MANAGED_LABEL,
     TRIAL_LABEL,
@@ -52,61 +43,6 @@ _KILL_WAIT_SEC = 10.0
 _EXIT_WAIT_SEC = 60.0
 """How long `stop` waits for the daemon to record a killed container's exit (it gives up on a
 lost exit event after the container's stop timeout, 10 s by default)."""
-_NETWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-LOG_MAX_SIZE = "1m"
-"""The most the daemon keeps of a container's own log (one file, rotated over itself)."""
-_LOG_CONFIG = {"Type": "json-file", "Config": {"max-size": LOG_MAX_SIZE, "max-file": "1"}}
-
-
-class ContainerSpec(BaseModel):
-    """How to start a trial's container."""
-
-    image: str
-    trial_id: str
-    name: str | None = Field(default=None, description="the container's name; made from the trial's")
-    network: str = "none"
-    aliases: list[str] = Field(default_factory=list, description="names others on `network` reach it by")
-    dns: list[IPvAnyAddress] = Field(
-        default_factory=list, description="where the daemon's resolver forwards the names it does not know"
-    )
-    cpus: float | None = Field(default=None, gt=0)
-    memory_mb: int | None = Field(default=None, gt=0)
-    pids: int | None = Field(default=None, gt=0)
-    file_size_mb: int | None = Field(default=None, gt=0)
-    cgroup_parent: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
-    workdir: str | None = None
-    user: str | None = None
-    """Default user of every exec (the image's USER when None)."""
-    command: list[str] | None = Field(
-        default=None,
-        description="the container's own command: None keeps it up (`sh -c 'sleep infinity'` after the "
-        "image's ENTRYPOINT, as Harbor does), [] the image's",
-    )
-    entrypoint: list[str] | None = None
-    healthcheck: dict[str, object] | None = Field(default=None, description="the daemon's Healthcheck")
-    labels: dict[str, str] = Field(default_factory=dict)
-    tmpfs: dict[str, str] = Field(
-        default_factory=dict, description="tmpfs mounts (path: options such as `size=4m`), kept off the disk"
-    )
-
-    @field_validator("network")
-    @classmethod
-    def _own_network_namespace(cls, value: str) -> str:
-        """`host` and `container:<id>` would share another namespace's network, and with it every
-        service listening there (the host's own included): a trial never gets either."""
-        if value == "host" or value.startswith("container:") or not _NETWORK_NAME.fullmatch(value):
-            raise ValueError(f"network {value!r}: a trial gets `none` or a named network of its own")
-        return value
-
-    @field_validator("env")
-    @classmethod
-    def _variable_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
-            if not _ENV_NAME.fullmatch(name):
-                raise ValueError(f"{name!r} is not a valid environment variable name")
-        return value
 
 
 class ExecOutcome(BaseModel):
@@ -139,58 +75,6 @@ def _name_for(trial_id: str) -> str:
     return f"envloop-{safe}-{secrets.token_hex(3)}"
 
 
-def _create_body(spec: ContainerSpec, labels: dict[str, str]) -> dict[str, object]:
-    ulimits: list[dict[str, object]] = [{"Name": "core", "Soft": 0, "Hard": 0}]
-    if spec.file_size_mb is not None:
-        size = spec.file_size_mb * 1024 * 1024
-        ulimits.append({"Name": "fsize", "Soft": size, "Hard": size})
-    host: dict[str, object] = {
-        "Init": True,
-        "NetworkMode": spec.network,
-        "Ulimits": ulimits,
-        "LogConfig": _LOG_CONFIG,
-    }
-    if spec.cpus is not None:
-        host["NanoCpus"] = int(spec.cpus * 1e9)
-    if spec.memory_mb is not None:
-        host["Memory"] = host["MemorySwap"] = spec.memory_mb * 1024 * 1024
-    if spec.pids is not None:
-        host["PidsLimit"] = spec.pids
-    if spec.cgroup_parent is not None:
-        host["CgroupParent"] = spec.cgroup_parent
-    if spec.tmpfs:
-        host["Tmpfs"] = spec.tmpfs
-    if spec.dns:
-        host["Dns"] = [str(address) for address in spec.dns]
-    body: dict[str, object] = {
-        "Image": spec.image,
-        # Never a service's name: the daemon's resolver answers a container's hostname on every
-        # network it joins, so `api` would resolve to its public address, which the trial's other
-        # containers cannot reach (only its aliases on the internal network are theirs).
-        "Hostname": "envloop",
-        "Labels": labels,
-        "Env": [f"{name}={value}" for name, value in spec.env.items()],
-        "HostConfig": host,
-    }
-    if spec.command is None:
-        # As Harbor starts a task's container: the image's ENTRYPOINT stays (it may start the
-        # task's services, then exec its arguments), and the command keeps the container up.
-        body["Cmd"] = KEEP_UP
-    elif spec.command:
-        body["Cmd"] = spec.command
-    if spec.entrypoint is not None:
-        body["Entrypoint"] = spec.entrypoint
-    if spec.healthcheck is not None:
-        body["Healthcheck"] = spec.healthcheck
-    if spec.command is not None and spec.user:
-        body["User"] = spec.user
-    if spec.workdir:
-        body["WorkingDir"] = spec.workdir
-    if spec.network != "none" and spec.aliases:
-        body["NetworkingConfig"] = {"EndpointsConfig": {spec.network: {"Aliases": spec.aliases}}}
-    return body
-
-
 class Container(ContainerCopies):
     """A started trial container. Create with `start` (or `running_container`), end with `remove`."""
 
@@ -217,7 +101,7 @@ class Container(ContainerCopies):
         api = engine()
         try:
             created = await api.json(
-                "POST", "/containers/create", params={"name": name}, body=_create_body(spec, labels)
+                "POST", "/containers/create", params={"name": name}, body=create_body(spec, labels)
             )
             await api.request("POST", f"/containers/{created['Id']}/start")
         except BaseException:
@@ -247,9 +131,7 @@ class Container(ContainerCopies):
         await self.resume()
         token = secrets.token_hex(8)
         variables = {**(env or {}), EXEC_MARKER: token}
-        for name in variables:
-            if not _ENV_NAME.fullmatch(name):
-                raise ValueError(f"{name!r} is not a valid environment variable name")
+        check_variable_names(variables)
         body: dict[str, object] = {
             "Cmd": list(command),
             "AttachStdout": True,

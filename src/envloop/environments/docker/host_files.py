@@ -17,7 +17,7 @@ written by a hostile agent, and its links lead to the host's own files when foll
   in that tree, and a path whose directories go through a link is the container's to resolve:
   both go through the API instead (`Unreachable`, `HostFiles.covers`).
 
-The semantics are those of the API's archive copies (containers.py, transfer.py), so a caller
+The semantics are those of the API's archive copies (copies.py, transfer.py), so a caller
 cannot tell which way a copy went.
 """
 

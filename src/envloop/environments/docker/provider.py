@@ -28,7 +28,8 @@ from envloop.core.trial import TrialSpec
 from envloop.environments.base import EnvironmentSetupError
 from envloop.environments.contract import Environment
 from envloop.environments.docker.cli import DockerError, DockerUnavailableError
-from envloop.environments.docker.containers import Container, ContainerSpec
+from envloop.environments.docker.container_spec import ContainerSpec
+from envloop.environments.docker.containers import Container
 from envloop.environments.docker.egress import EgressProxies, proxy_hosts
 from envloop.environments.docker.engine import NotFoundError, engine
 from envloop.environments.docker.environment import HOME_DIR, DockerEnvironment

@@ -56,7 +56,8 @@ from envloop.environments.docker.bridge_rules import (
     unseal_bridge,
 )
 from envloop.environments.docker.cli import DockerError
-from envloop.environments.docker.containers import Container, ContainerSpec
+from envloop.environments.docker.container_spec import ContainerSpec
+from envloop.environments.docker.containers import Container
 from envloop.environments.docker.engine import NotFoundError, engine
 from envloop.environments.docker.firewall import INTERNAL_PREFIX, PUBLIC_PREFIX, ensure_host_guard
 from envloop.environments.docker.orphans import MANAGED_LABEL, WORKER_LABEL

@@ -15,7 +15,8 @@ import time
 
 from envloop.environments.base import EnvironmentSetupError
 from envloop.environments.docker.cli import DockerError
-from envloop.environments.docker.containers import Container, ContainerSpec
+from envloop.environments.docker.container_spec import ContainerSpec
+from envloop.environments.docker.containers import Container
 from envloop.environments.docker.engine import engine, image_id
 from envloop.environments.docker.image_owners import foreign_images, foreign_reason
 from envloop.environments.docker.images import BuildNetwork, BuildRecords, ensure_task_image
