@@ -8,19 +8,12 @@ networks, when it has them), used through the Engine API. Made by `DockerEnviron
   has a `/tests` or `/solution` directory of its own, or the agent's working directory is there,
   the task's files are laid over what is there instead and taken back when the command ends
   (laid_over.py): the image keeps working as Harbor leaves it.
-- Network policies switch by attaching the container to the worker's shared bridges and detaching
-  it (shared_egress.py; the trial's own internal network for sidecars and the model gateway:
-  networks.py); a public or allowlist phase adds its proxy's address to the commands' variables
-  (egress.py).
-- The model gateway is reached, while open, on the trial's internal bridge: a listener of the
-  worker's gateway bound to the host's address there, let through the host guard for that bridge
-  alone, answering this trial's token alone (firewall.py).
+- Network policies, the proxy's variables, the model gateway and what the trial could not reach
+  are its container's network side (container_network.py).
+- Out-of-memory kills are looked for after every command and at `stop` (oom_watch.py).
 """
 
-import asyncio
 import contextlib
-import socket
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,25 +25,24 @@ from envloop.environments.base import EnvironmentSetupError, PathKind, RunOutcom
 from envloop.environments.capture import BoundedWriter
 from envloop.environments.contract import Environment
 from envloop.environments.docker.cli import DockerError
+from envloop.environments.docker.container_network import ContainerNetwork
 from envloop.environments.docker.containers import Container
-from envloop.environments.docker.egress import EgressProxies, Unreachable, proxy_hosts
-from envloop.environments.docker.firewall import close_gateway_port, open_gateway_port
+from envloop.environments.docker.egress import EgressProxies
 from envloop.environments.docker.laid_over import lay_over, take_back
 from envloop.environments.docker.networks import TrialNetworks
-from envloop.environments.docker.shared_egress import shared_network, shared_networks
+from envloop.environments.docker.oom_watch import OomWatch, container_oom_kills
 from envloop.environments.docker.tamper_watch import TamperWatch
 from envloop.environments.docker.workspace import ContainerSnapshots
 from envloop.environments.keeping import KeepBudget
 from envloop.environments.policy import EffectiveLimits
 from envloop.environments.tampering import Tampering
-from envloop.environments.task_hosts import named_hosts, naming
 from envloop.tasks.model import HarborTask
 from envloop.tasks.phases import NetworkPolicy
 from envloop.tasks.task_toml import NetworkMode, TaskUser
 from envloop.trajectories.workspace import Snapshot
 
 if TYPE_CHECKING:
-    from envloop.gateway import Listener, ModelGateway  # aiohttp: loaded when a trial first routes a model
+    from envloop.gateway import ModelGateway  # aiohttp: loaded when a trial first routes a model
 
 HOME_DIR = "/tmp/envloop-home"
 
@@ -104,22 +96,18 @@ class DockerEnvironment(Environment):
         self.container = container
         self._networks = networks
         self._egress = egress
+        """Handed on, with `_sidecars`, to the instances of its services (`service`)."""
         self._sidecars = sidecars
         self._services: dict[str, DockerEnvironment] = {}
         self._service = service
         """The compose service this instance is (None: the trial's main container)."""
         self._spec = spec
-        self._oom_kills = oom_kills or (lambda: _oom_kills(container.id))
+        self._oom = OomWatch(oom_kills or (lambda: container_oom_kills(container.id)))
         self._snapshots = ContainerSnapshots(container, workdir)
-        self._oom_seen = 0
-        self._oom_pending = False
-        self._unreachable: list[Unreachable] = []
-        """Allowed destinations the trial's proxy could not connect (or its resolvers answer),
-        found at the last stop."""
-        self._proxy: dict[str, str] = {}
+        self._container_network = ContainerNetwork(
+            container, networks, egress, sidecars=sidecars, task_root=task.root, service=service
+        )
         self._tamper = TamperWatch(container, warnings)
-        self._gateway: tuple[ModelGateway, Listener, str] | None = None
-        """The gateway listener open to the container, with its bridge."""
         self._kept: frozenset[str] = frozenset()
         """The tests' and solution's paths whose content stays: the task's files are laid over it."""
         self._laid: set[str] = set()
@@ -138,10 +126,7 @@ class DockerEnvironment(Environment):
     ) -> RunOutcome:
         try:
             if self.container.stopped:
-                # Started again with new ports on its bridges (and maybe new addresses).
-                since = time.time()
-                await self.container.resume()
-                await self._join_shared(set(await self.container.networks()), since)
+                await self._container_network.resume()
             outcome = await self.container.exec(
                 command,
                 # The agent's user is the active step's `[steps.agent] user`, else the task's; a
@@ -156,7 +141,7 @@ class DockerEnvironment(Environment):
         except (DockerError, ValueError) as exc:
             raise EnvironmentSetupError(f"the command could not run in the container: {exc}") from None
         finally:
-            self._observe_oom()
+            self._oom.observe()
         for path in sorted(self._laid):
             # As soon as the command that was shown them ends, not at the next command: what is
             # copied out of the container meanwhile (a working directory handed to a verifier run
@@ -262,94 +247,26 @@ class DockerEnvironment(Environment):
         return report.skipped
 
     async def _apply_network(self, policy: NetworkPolicy) -> None:
-        """Attach the container to what `policy` needs and detach it from the rest: the worker's
-        shared public or allowlist bridge (shared_egress.py), and the trial's internal network
-        while it has sidecars or a model gateway."""
-        container = self.container.id
-        try:
-            wanted: set[str] = set()
-            if self._sidecars or self._gateway is not None:
-                wanted.add(await self._networks.internal())
-            if policy.mode in ("public", "allowlist"):
-                wanted.add((await shared_network(policy.mode)).name)
-            self._proxy = {}
-            if (hosts := proxy_hosts(policy)) is not None:
-                # A public phase's HTTP(S) goes through an observing proxy (egress.py) to learn of
-                # hosts this machine cannot reach; anything else still goes out directly.
-                self._proxy = await self._egress.proxy_for(hosts, direct=tuple(self._sidecars))
-            attached = set(await self.container.networks())
-            for name in sorted(attached - wanted):
-                await self._networks.disconnect(container, name)
-                await self._egress.leave(name)  # once its port is gone
-            internal = self._networks.internal_name
-            since = time.time()
-            for name in sorted(wanted - attached):
-                # `main` names this container on the internal network only, where the trial's
-                # containers reach each other (the shared bridges keep them apart).
-                aliases = ["main"] if name == internal else None
-                await self._networks.connect(container, name, aliases=aliases)
-            await self._join_shared(wanted, since)
-        except DockerError as exc:
-            raise EnvironmentSetupError(
-                f"the network could not be switched to {policy.describe()}: {exc}"
-            ) from None
-
-    async def _join_shared(self, attached: set[str], since: float) -> None:
-        """Count the running container's requests through the shared proxies as the trial's, on
-        each shared bridge it is on and not yet counted on (a container started on one has been
-        there since its trial's egress was made)."""
-        if self.container.stopped or self._service is not None:
-            return  # joined when it runs again (`_run`); a sidecar is on no shared bridge
-        for network in shared_networks():
-            if network.name in attached and not self._egress.joined(network.name):
-                first = since if self._egress.ever_joined else self._egress.created
-                await self._egress.join(self.container, network, first)
+        await self._container_network.apply(policy)
 
     def network_variables(self) -> dict[str, str]:
-        variables = dict(self._proxy)
-        if variables and self._gateway is not None:
-            # The gateway is reached directly, never through an allowlist's proxy.
-            address = self._gateway[1].host
-            for name in ("NO_PROXY", "no_proxy"):
-                variables[name] = ",".join(filter(None, [variables.get(name, ""), address]))
-        return variables
+        return self._container_network.variables()
 
     async def open_gateway(self, gateway: "ModelGateway", trial_id: str) -> str:
         await self.close_gateway()
-        try:
-            bridge, address = await self._networks.internal_gateway()
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            try:
-                sock.bind((address, 0))
-                sock.listen(64)
-            except OSError:
-                sock.close()
-                raise
-            port = int(sock.getsockname()[1])
-            await open_gateway_port(bridge, address, port)
-            listener = await gateway.add_listener(sock, trial_id=trial_id)
-        except (DockerError, OSError) as exc:
-            raise EnvironmentSetupError(
-                f"the model gateway could not be opened to the container: {exc}"
-            ) from None
-        self._gateway = (gateway, listener, bridge)
+        url = await self._container_network.open_gateway(gateway, trial_id)
         await self._apply_network(self.network)
-        return f"http://{address}:{port}"
+        return url
 
     async def close_gateway(self) -> None:
-        if self._gateway is not None:
+        if self._container_network.gateway_open:
             await self.release_gateway()
             await self._apply_network(self.network)
 
     async def release_gateway(self) -> None:
         """Stop serving the container and close the guard again (at teardown: before the bridge
         goes), leaving its networks as they are."""
-        if self._gateway is None:
-            return
-        gateway, listener, bridge = self._gateway
-        self._gateway = None
-        await gateway.remove_listener(listener)
-        await close_gateway_port(bridge, listener.host, listener.port)
+        await self._container_network.release_gateway()
 
     async def mark_clean(self) -> None:
         """Remember the container as set up: what changes after this is the agent's doing."""
@@ -402,80 +319,27 @@ class DockerEnvironment(Environment):
             self.warnings.append(self._snapshots.problem)
         return states
 
-    def _observe_oom(self) -> None:
-        """Note new out-of-memory kills while the container's cgroup is there to tell (it goes
-        when the container stops; a restarted container counts from zero again)."""
-        kills = self._oom_kills()
-        if kills > self._oom_seen:
-            self._oom_pending = True
-        self._oom_seen = kills
-
     async def stop(self) -> None:
-        self._observe_oom()
+        self._oom.observe()
         try:
             await self.container.stop()
         except DockerError as exc:
             self.warnings.append(f"the container could not be stopped: {exc}")
         if self.container.stopped:
-            self._oom_seen = 0
-        if self._service is None:
-            if self.container.stopped:
-                for network in shared_networks():
-                    await self._egress.leave(network.name)  # its ports went with its processes
-            depended_on = await self._depended_on(await self._egress.unreachable())
-            self._unreachable += await self._egress.confirmed(depended_on)
+            self._oom.count_from_zero()
+        await self._container_network.after_stop()
 
     async def contacted_hosts(self) -> list[str]:
         """Every destination this trial asked its proxies for so far (`host:port` of a tunnel, the
         host of plain HTTP), refused ones included, in the order first asked: its own requests
         alone, though the proxies serve every trial of the worker."""
-        return await self._egress.contacted()
+        return await self._container_network.contacted()
 
     def destinations(self) -> list[Destination] | None:
-        """What this trial asked its proxies for, counted when its instance was torn down (None
-        before, for a trial that used no proxy, and for a sidecar: its main container answers)."""
-        return self._egress.record if self._service is None else None
-
-    async def _depended_on(self, missed: list[Unreachable]) -> list[Unreachable]:
-        """Of the destinations the trial's proxy could not reach, those the trial depends on: its
-        allowlist names them, or its task's files do (task_hosts.py). The rest only the agent (or its
-        code, run by the verifier) asked for, and they leave the verdict standing."""
-        unlisted = [naming(one.where) for one in missed if not one.listed]
-        named = await asyncio.to_thread(named_hosts, self._task.root, unlisted) if unlisted else set()
-        return [one for one in missed if one.listed or naming(one.where) in named]
+        return self._container_network.destinations()
 
     def resource_problem(self) -> str | None:
-        self._observe_oom()
-        if not self._oom_pending:
-            return None
-        self._oom_pending = False
-        return f"out of memory: a process was killed at the {self.limits.memory_mb} MB limit"
+        return self._oom.problem(self.limits.memory_mb)
 
     def network_shortfall(self) -> str | None:
-        if not self._unreachable:
-            return None
-        missed, self._unreachable = self._unreachable, []
-        hosts = ", ".join(sorted({one.where for one in missed if not one.looked_up}))
-        names = ", ".join(sorted({one.where for one in missed if one.looked_up}))
-        found = []
-        if hosts:
-            reason = "the trial's proxy could not connect"
-            found.append(f"{hosts} could not be reached from this machine ({reason})")
-        if names:
-            found.append(f"{names} could not be resolved from this machine (its resolvers did not answer)")
-        return "; ".join(found)
-
-
-def _oom_kills(container_id: str) -> int:
-    """Out-of-memory kills in the container's memory cgroup (cgroup v1 or v2), 0 when unknown."""
-    candidates = (
-        Path(f"/sys/fs/cgroup/memory/docker/{container_id}/memory.oom_control"),
-        Path(f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/memory.events"),
-        Path(f"/sys/fs/cgroup/docker/{container_id}/memory.events"),
-    )
-    for path in candidates:
-        with contextlib.suppress(OSError, ValueError):
-            for line in path.read_text().splitlines():
-                if line.startswith("oom_kill "):
-                    return int(line[len("oom_kill ") :])
-    return 0
+        return self._container_network.shortfall()
