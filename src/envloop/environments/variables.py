@@ -15,14 +15,15 @@ from envloop.tasks.dockerfile import without_empty_entries
 from envloop.tasks.model import HarborTask
 from envloop.tasks.variables import resolve_env
 
-_VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""A shell identifier, the only name a variable can be set under unchanged (matched whole)."""
 
 
 def checked_env(env: Mapping[str, str]) -> dict[str, str]:
     """Variables as the trial will see them: valid names, no NUL, no empty `*PATH` entries."""
     checked: dict[str, str] = {}
     for name, value in env.items():
-        if not _VARIABLE_NAME.fullmatch(name) or "\0" in value:
+        if not VARIABLE_NAME.fullmatch(name) or "\0" in value:
             raise EnvironmentSetupError(
                 f"environment variable {name[:60]!r} cannot be set (bad name or value)"
             )

@@ -15,8 +15,8 @@ from envloop.core.retry_policy import Backoff, retrying_now
 
 # PostgreSQL aborts one of two transactions that wait on each other (deadlock, serialization), and
 # a statement that waited LOCK_WAIT_SEC for a lock (lock_timeout): each changed nothing.
-_RETRYABLE_SQLSTATES = ("40P01", "40001", "55P03")
 DEADLOCK_SQLSTATES = ("40P01", "40001")
+_RETRYABLE_SQLSTATES = (*DEADLOCK_SQLSTATES, "55P03")
 ABORTED_BACKOFF = Backoff(base_sec=0.01, cap_sec=0.1)
 """Quick retries: the transaction that won holds its locks for milliseconds."""
 _T = TypeVar("_T")

@@ -20,9 +20,9 @@ from collections.abc import Iterable
 from pydantic import BaseModel, Field, IPvAnyAddress, field_validator
 
 from envloop.environments.docker.leftovers import KEEP_UP
+from envloop.environments.variables import VARIABLE_NAME
 
 _NETWORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 LOG_MAX_SIZE = "1m"
 """The most the daemon keeps of a container's own log (one file, rotated over itself)."""
 _LOG_CONFIG = {"Type": "json-file", "Config": {"max-size": LOG_MAX_SIZE, "max-file": "1"}}
@@ -32,7 +32,7 @@ def check_variable_names(names: Iterable[str]) -> None:
     """ValueError for the first name that is not a valid environment variable name: the same rule
     for a container's own variables and for those of each command run in it."""
     for name in names:
-        if not _ENV_NAME.fullmatch(name):
+        if not VARIABLE_NAME.fullmatch(name):
             raise ValueError(f"{name!r} is not a valid environment variable name")
 
 
