@@ -6,6 +6,7 @@ plugins`) must not load the client, the image builder or the container machinery
 """
 
 import asyncio
+import sys
 import time
 from pathlib import Path
 
@@ -63,8 +64,19 @@ async def sweep_leftovers() -> list[str]:
     return [*removed, f"{rules} firewall rule(s)"] if rules else removed
 
 
+_SHARED_HOLDERS = (
+    "envloop.environments.docker.shared_egress",
+    "envloop.environments.docker.shared_observer",
+)
+"""The modules that hold what trials share: a process that never loaded them shared nothing."""
+
+
 async def close_shared() -> list[str]:
-    """Remove the bridges and egress proxies this worker's trials shared, with their rules."""
+    """Remove the bridges and egress proxies this worker's trials shared, with their rules. A worker
+    whose trials never shared any (every local worker) has nothing to close, and is spared loading
+    the container machinery to find that out (0.14 s of CPU at each worker process's exit)."""
+    if not any(name in sys.modules for name in _SHARED_HOLDERS):
+        return []
     from envloop.environments.docker.cli import DockerError  # noqa: PLC0415
     from envloop.environments.docker.shared_egress import close_shared_egress, shared_in_use  # noqa: PLC0415
 
