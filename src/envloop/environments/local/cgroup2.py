@@ -22,6 +22,7 @@ from envloop.environments.local.limits import (
     InstanceCgroups,
     LimitNotSetError,
     Limits,
+    read_value,
     remove_dir,
     unset_message,
     write_value,
@@ -124,7 +125,7 @@ class UnifiedCgroup(GroupMembers):
         if not self.has_memory:
             return 0
         try:
-            text = (self.dirs[0] / "memory.events").read_text()
+            text = read_value(self.dirs[0] / "memory.events")
         except OSError:
             return 0
         for line in text.splitlines():

@@ -5,6 +5,7 @@ given, and a hardlink would let it change the stored task for every later trial.
 """
 
 import contextlib
+import functools
 import hashlib
 import os
 import posixpath
@@ -64,7 +65,10 @@ def instance_parent(requested: Path, *, for_other_uid: bool) -> Path:
     return RUNTIME_DIR / _key(requested) if for_other_uid else requested
 
 
+@functools.lru_cache(maxsize=16)
 def _key(requested: Path) -> str:
+    """One key per store, computed once per process: resolving the path walks each of its parts
+    (a `stat` apiece), and every instance asked again."""
     return hashlib.sha256(str(requested.resolve()).encode()).hexdigest()[:16]
 
 
