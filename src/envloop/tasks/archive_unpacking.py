@@ -32,6 +32,13 @@ _MAX_LINK_TARGET = 4096
 _NAME_SHOWN = 120
 _CHUNK = 1 << 20
 _DRIVE = re.compile(r"^[A-Za-z]:")
+_IN_MEMORY_BYTES = 1 << 20
+_INFLATED_BYTES = 1 << 24
+"""A gzip archive up to `_IN_MEMORY_BYTES` is read whole, once, and inflated in one call when it
+holds at most `_INFLATED_BYTES`; anything larger is streamed."""
+_GZIP_MAGIC = b"\x1f\x8b"
+_GZIP_WBITS = 16 + zlib.MAX_WBITS
+"""zlib's window bits for a gzip header and trailer (checked: the CRC and the length)."""
 
 
 class ArchiveTooLarge(TaskFormatError):
@@ -58,14 +65,17 @@ def unpack_into(archive: Path, directory: Path, max_bytes: int, max_entries: int
 
 @contextlib.contextmanager
 def _open_members(archive: Path) -> Iterator[Iterator[_Member]]:
+    """The format is told as it always was: a `.zip` name or a zip directory at the end, else
+    whatever tarfile recognises."""
     if not archive.is_file():
         raise TaskFormatError(archive, "no such file" if not archive.exists() else "not a regular file")
     try:
-        if archive.name.endswith(".zip") or zipfile.is_zipfile(archive):
+        data = _small_gzip(archive)
+        if archive.name.endswith(".zip") or zipfile.is_zipfile(archive if data is None else io.BytesIO(data)):
             with zipfile.ZipFile(archive) as zf:
                 yield _zip_members(archive, zf)
         else:
-            with tarfile.open(archive, mode="r:*") as tar:
+            with _open_tar(archive, data) as tar:
                 yield _tar_members(archive, tar)
     except (
         tarfile.TarError,
@@ -77,6 +87,49 @@ def _open_members(archive: Path) -> Iterator[Iterator[_Member]]:
     ) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise TaskFormatError(archive, f"not a readable archive ({reason})") from None
+
+
+def _small_gzip(archive: Path) -> bytes | None:
+    """The whole archive, read with one open, when it is gzip and at most `_IN_MEMORY_BYTES` (a
+    task packed by the store): probed and parsed in memory instead of opened again by each probe."""
+    fd = os.open(archive, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        if size > _IN_MEMORY_BYTES:
+            return None
+        chunks = []
+        while chunk := os.read(fd, size + 1):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    return data if data.startswith(_GZIP_MAGIC) else None
+
+
+def _open_tar(archive: Path, data: bytes | None) -> tarfile.TarFile:
+    """The gzipped tar in `data` inflated in one call and read as a plain one: tarfile's own gzip
+    reader reads and seeks in small steps, which costs more than the rest of a small task's parsing.
+    Anything else, or gzip that does not inflate cleanly (truncated, corrupt, trailing data, over
+    `_INFLATED_BYTES`) or open as a tar, is read by tarfile from the file as it always was: refused
+    with the reasons it always gave."""
+    if data is not None:
+        inflater = zlib.decompressobj(wbits=_GZIP_WBITS)
+        try:
+            inflated = inflater.decompress(data, _INFLATED_BYTES)
+            if inflater.eof and not inflater.unused_data:
+                return tarfile.open(fileobj=_Inflated(inflated), mode="r:")
+        except (zlib.error, tarfile.TarError):
+            pass
+    return tarfile.open(archive, mode="r:*")
+
+
+class _Inflated(io.BytesIO):
+    """Inflated gzip that seeks as tarfile's gzip reader does, so a hostile archive reads the same
+    either way: a position before the start is the start (a member of negative size sends tarfile
+    back), where BytesIO would raise."""
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return super().seek(max(offset, 0) if whence == io.SEEK_SET else offset, whence)
 
 
 def _refuse(archive: Path, raw_name: str, why: str) -> TaskFormatError:
@@ -227,31 +280,47 @@ def _check_symlink(archive: Path, member: _Member) -> None:
 
 
 def _write_members(archive: Path, tmp: Path, members: list[_Member], max_bytes: int) -> None:
+    """Each parent directory is made once, as it is first needed, and each file with one open
+    (its mode set there) and one write: a small task's cost is mostly these system calls."""
+    made = {""}
     written = 0
     for member in members:
         path = tmp / member.name
         if member.kind == "dir":
-            path.mkdir(mode=0o755, parents=True, exist_ok=True)
-        elif member.kind == "file" and member.open is not None:
-            path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+            _make_directories(tmp, member.name, made)
+            continue
+        _make_directories(tmp, posixpath.dirname(member.name), made)
+        if member.kind == "file" and member.open is not None:
             with member.open() as source:
                 written += _copy_bounded(archive, member, source, path, max_bytes - written)
         elif member.kind == "hardlink":
-            path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-            source_path = tmp / member.link
-            with source_path.open("rb") as source:
-                member.executable = bool(source_path.stat().st_mode & 0o100)
+            with (tmp / member.link).open("rb") as source:
+                member.executable = bool(os.fstat(source.fileno()).st_mode & 0o100)
                 written += _copy_bounded(archive, member, source, path, max_bytes - written, exact=False)
+    links = [member for member in members if member.kind == "symlink"]
+    for member in links:
+        (tmp / member.name).symlink_to(member.link)
+    if not links:
+        return
     root = tmp.resolve()
-    for member in members:
-        if member.kind != "symlink":
-            continue
-        path = tmp / member.name
-        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-        path.symlink_to(member.link)
-    for member in members:
-        if member.kind == "symlink" and not _resolves_inside(tmp / member.name, root):
+    for member in links:
+        if not _resolves_inside(tmp / member.name, root):
             raise _refuse(archive, member.name, f"symlink to {member.link} points outside the archive")
+
+
+def _make_directories(tmp: Path, name: str, made: set[str], mode: int = 0o755) -> None:
+    """`name` below `tmp` with `mode`, and its missing parents with the default mode (both less the
+    umask, as `mkdir -p` makes them), unless already in `made`."""
+    if name in made:
+        return
+    _make_directories(tmp, posixpath.dirname(name), made, 0o777)
+    path = tmp / name
+    try:
+        path.mkdir(mode=mode)
+    except FileExistsError:
+        if not path.is_dir():
+            raise
+    made.add(name)
 
 
 def _resolves_inside(path: Path, root: Path) -> bool:
@@ -269,10 +338,14 @@ def _copy_bounded(
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
     fd = os.open(path, flags, 0o755 if member.executable else 0o644)
     copied = 0
-    with io.FileIO(fd, "wb") as out:
+    try:
         while chunk := source.read(_CHUNK):
             copied += len(chunk)
             if copied > limit:
                 raise _refuse(archive, member.name, "content is larger than declared or than the size cap")
-            out.write(chunk)
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
     return copied
