@@ -27,6 +27,7 @@ _RESERVED = (*SYSTEM_DIRS, "/proc", "/dev", "/tmp", "/logs", "/tests", "/solutio
 
 RUNTIME_DIR = Path("/run/envloop")
 _MAKE_TRIES = 5
+_COPY_CHUNK = 1 << 20
 """Tries to make an instance's root while sweeps of empty parents keep removing its parent."""
 
 
@@ -196,7 +197,33 @@ def fresh_layers(sources: list[Path], target: Path) -> None:
     remove_tree(target)
     target.mkdir()
     for source in sources:
-        shutil.copytree(source, target, symlinks=True, copy_function=shutil.copy, dirs_exist_ok=True)
+        shutil.copytree(source, target, symlinks=True, copy_function=copy_file, dirs_exist_ok=True)
+
+
+def copy_file(source: str, target: str) -> None:
+    """`shutil.copy` (the content and the mode, through a link already at `target`, into a
+    directory already there) with a third of its system calls: it runs for every file of every
+    trial's tests, and `shutil.copy` stats both paths four times over before it copies."""
+    fd_in = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd_in)
+        if stat.S_ISFIFO(info.st_mode):
+            raise shutil.SpecialFileError(f"`{source}` is a named pipe")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        try:
+            fd_out = os.open(target, flags, 0o600)
+        except IsADirectoryError:
+            fd_out = os.open(Path(target, Path(source).name), flags, 0o600)
+        try:
+            while chunk := os.read(fd_in, max(min(info.st_size, _COPY_CHUNK), 1)):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd_out, view) :]
+            os.fchmod(fd_out, stat.S_IMODE(info.st_mode))
+        finally:
+            os.close(fd_out)
+    finally:
+        os.close(fd_in)
 
 
 def empty_directory(path: Path) -> None:
