@@ -398,6 +398,15 @@ def test_a_gzipped_tar_followed_by_stray_bytes_is_read_as_before(tmp_path: Path)
     assert (tmp_path / "out" / "a" / "b.txt").read_bytes() == b"kept"
 
 
+def test_a_whole_gzip_stream_holding_a_cut_short_tar_is_refused(places: tuple[Path, Path]) -> None:
+    uploads, target = places
+    plain = _tar(uploads / "t.tar", _file("a.bin", os.urandom(5000)), compress=False)
+    archive = uploads / "t.tar.gz"
+    archive.write_bytes(gzip.compress(plain.read_bytes()[:3000]))
+
+    _refused(archive, target, r"not a readable archive \(unexpected end of data\)")
+
+
 def test_a_gzipped_member_of_negative_size_is_read_as_the_streaming_reader_reads_it(tmp_path: Path) -> None:
     negative = bytearray((-100_000 % (1 << 96)).to_bytes(12, "big"))
     negative[0] = 0o377  # base-256, negative
