@@ -34,8 +34,9 @@ _CHUNK = 1 << 20
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _IN_MEMORY_BYTES = 1 << 20
 _INFLATED_BYTES = 1 << 24
-"""A gzip archive up to `_IN_MEMORY_BYTES` is read whole, once, and inflated in one call when it
-holds at most `_INFLATED_BYTES`; anything larger is streamed."""
+"""A gzip archive up to `_IN_MEMORY_BYTES` is read whole, once, and inflated in one call when its
+tar, headers included, is no larger than the content allowed and `_INFLATED_BYTES`. Anything
+larger is streamed: tarfile refuses an oversized member from its header, without inflating it."""
 _GZIP_MAGIC = b"\x1f\x8b"
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
 """zlib's window bits for a gzip header and trailer (checked: the CRC and the length)."""
@@ -58,13 +59,13 @@ class _Member:
 
 def unpack_into(archive: Path, directory: Path, max_bytes: int, max_entries: int) -> None:
     """Every member of `archive`, checked first, written below the empty `directory`."""
-    with _open_members(archive) as members:
+    with _open_members(archive, min(_INFLATED_BYTES, max_bytes)) as members:
         checked = _check_members(archive, members, max_bytes, max_entries)
         _write_members(archive, directory, checked, max_bytes)
 
 
 @contextlib.contextmanager
-def _open_members(archive: Path) -> Iterator[Iterator[_Member]]:
+def _open_members(archive: Path, max_inflated: int) -> Iterator[Iterator[_Member]]:
     """The format is told as it always was: a `.zip` name or a zip directory at the end, else
     whatever tarfile recognises."""
     if not archive.is_file():
@@ -75,7 +76,7 @@ def _open_members(archive: Path) -> Iterator[Iterator[_Member]]:
             with zipfile.ZipFile(archive) as zf:
                 yield _zip_members(archive, zf)
         else:
-            with _open_tar(archive, data) as tar:
+            with _open_tar(archive, data, max_inflated) as tar:
                 yield _tar_members(archive, tar)
     except (
         tarfile.TarError,
@@ -106,16 +107,18 @@ def _small_gzip(archive: Path) -> bytes | None:
     return data if data.startswith(_GZIP_MAGIC) else None
 
 
-def _open_tar(archive: Path, data: bytes | None) -> tarfile.TarFile:
+def _open_tar(archive: Path, data: bytes | None, max_inflated: int) -> tarfile.TarFile:
     """The gzipped tar in `data` inflated in one call and read as a plain one: tarfile's own gzip
     reader reads and seeks in small steps, which costs more than the rest of a small task's parsing.
     Anything else, or gzip that does not inflate cleanly (truncated, corrupt, trailing data, over
-    `_INFLATED_BYTES`) or open as a tar, is read by tarfile from the file as it always was: refused
-    with the reasons it always gave."""
-    if data is not None:
+    `max_inflated`) or open as a tar, is read by tarfile from the file as it always was: refused
+    with the reasons it always gave. The gzip trailer's last four bytes give the inflated length,
+    so a stream longer than `max_inflated` goes that way uninflated (one whose trailer lies costs
+    `max_inflated` of inflating first)."""
+    if data is not None and int.from_bytes(data[-4:], "little") <= max_inflated:
         inflater = zlib.decompressobj(wbits=_GZIP_WBITS)
         try:
-            inflated = inflater.decompress(data, _INFLATED_BYTES)
+            inflated = inflater.decompress(data, max_inflated)
             if inflater.eof and not inflater.unused_data:
                 return tarfile.open(fileobj=_Inflated(inflated), mode="r:")
         except (zlib.error, tarfile.TarError):
