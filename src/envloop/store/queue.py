@@ -17,22 +17,28 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import NamedTuple
 
-from sqlalchemy import Connection, bindparam, func, select, update
+from sqlalchemy import Connection, bindparam, func, literal, select, update
 
 from envloop.core.status import OPEN, TERMINAL, JobStatus, TrialStatus, rollup_job_status
 from envloop.core.trial import TrialOutcome
+from envloop.store.cursor_statements import CursorStatement
 from envloop.store.db import Store
 from envloop.store.retry_aborted import retry_aborted
 from envloop.store.tables import Job, Trial
 
 # The hot-path statements are built once: building a statement costs more than running it.
-_OPEN_TRIAL_OF_JOB = (
-    select(Trial.id).where(Trial.job_id == bindparam("job_id"), Trial.status.in_(OPEN)).limit(1)
+# The open statuses are separate binds, not one expanding list: the SQL is then the same at every
+# execution, so it is compiled once and run on the driver's cursor (`store.cursor_statements`).
+_TRIAL_IS_OPEN = Trial.status.in_([literal(status, Trial.status.type) for status in OPEN])
+_JOB_IS_OPEN = Job.status.in_([literal(status, Job.status.type) for status in OPEN])
+_OPEN_TRIAL_OF_JOB = CursorStatement(
+    select(Trial.id).where(Trial.job_id == bindparam("job_id"), _TRIAL_IS_OPEN).limit(1)
 )
-_ACTIVE_JOBS = (
+_ACTIVE_JOBS = CursorStatement(
     select(Job.id, Job.concurrency, Job.status)
-    .where(Job.status.in_(OPEN), Job.cancel_requested.is_(False))
+    .where(_JOB_IS_OPEN, Job.cancel_requested.is_(False))
     .order_by(Job.created_at)
 )
 _RUNNING_PER_JOB = (
@@ -40,7 +46,7 @@ _RUNNING_PER_JOB = (
     .where(Trial.status == TrialStatus.RUNNING, Trial.job_id.in_(bindparam("job_ids", expanding=True)))
     .group_by(Trial.job_id)
 )
-_PENDING_OF_JOB = (
+_PENDING_OF_JOB = CursorStatement(
     select(Trial.id, Trial.profile_id, Trial.task_name, Trial.task_digest, Trial.attempt, Trial.lease_token)
     .where(Trial.job_id == bindparam("job_id"), Trial.status == TrialStatus.PENDING)
     .order_by(Trial.attempt, Trial.member_position, Trial.profile_id)
@@ -51,10 +57,11 @@ _PENDING_OF_JOB = (
 # says so again. Written as a plain equality, that guard lets SQLite's planner (which has no
 # statistics) answer it from the status index, walking every pending trial of every job, ~2 ms per
 # claim with 100,000 pending; as an expression no index serves, the few ids are looked up by key.
+# One execution per claimed id (in one call to the driver) keeps the SQL fixed.
 _STILL_PENDING = func.coalesce(Trial.status, "") == TrialStatus.PENDING
-_START = (
+_START = CursorStatement(
     update(Trial)
-    .where(Trial.id.in_(bindparam("ids", expanding=True)), _STILL_PENDING)
+    .where(Trial.id == bindparam("id"), _STILL_PENDING)
     .values(
         status=TrialStatus.RUNNING,
         lease_owner=bindparam("owner"),
@@ -64,13 +71,13 @@ _START = (
         started_at=func.coalesce(Trial.started_at, bindparam("now")),
     )
 )
-_JOB_STARTED = (
+_JOB_STARTED = CursorStatement(
     update(Job)
     .where(Job.id == bindparam("job_id"), Job.status == JobStatus.PENDING)
     .values(status=JobStatus.RUNNING)
 )
 _LOCK_JOB = update(Job).where(Job.id == bindparam("job_id")).values(claim_seq=Job.claim_seq + 1)
-_LOCK_JOB_ROW = select(Job.id).where(Job.id == bindparam("job_id")).with_for_update()
+_LOCK_JOB_ROW = CursorStatement(select(Job.id).where(Job.id == bindparam("job_id")).with_for_update())
 _RUNNING_OF_JOB = select(func.count()).where(
     Trial.job_id == bindparam("job_id"), Trial.status == TrialStatus.RUNNING
 )
@@ -79,7 +86,7 @@ _RESULT_COLUMNS = (
     "sandbox", "sandbox_note", "warnings", "phases", "usage", "stop_reason", "structured_result",
     "flags", "destinations", "finished_at",
 )  # fmt: skip
-_FINISH = (
+_FINISH = CursorStatement(
     update(Trial)
     .where(
         Trial.id == bindparam("trial_id"),
@@ -92,6 +99,12 @@ _FINISH = (
         **{name: bindparam(f"new_{name}", type_=Trial.__table__.c[name].type) for name in _RESULT_COLUMNS},
     )
 )
+
+
+class _ActiveJob(NamedTuple):
+    id: str
+    concurrency: int | None
+    status: JobStatus
 
 
 @dataclass(frozen=True)
@@ -114,9 +127,8 @@ def refresh_job_status(conn: Connection, job_id: str) -> JobStatus | None:
     once would otherwise each still see the other's trial running, and neither would roll up.
     """
     if conn.dialect.name != "sqlite":  # SQLite already runs one writer at a time
-        conn.execute(_LOCK_JOB_ROW, {"job_id": job_id})
-    open_trial = conn.scalar(_OPEN_TRIAL_OF_JOB, {"job_id": job_id})
-    if open_trial is not None:
+        _LOCK_JOB_ROW.rows(conn, job_id=job_id)
+    if _OPEN_TRIAL_OF_JOB.rows(conn, job_id=job_id):
         return None
     statuses = conn.scalars(select(Trial.status).where(Trial.job_id == job_id).distinct()).all()
     status = rollup_job_status(statuses)
@@ -130,7 +142,7 @@ def refresh_job_status(conn: Connection, job_id: str) -> JobStatus | None:
 def _job_slots(conn: Connection, limit: int) -> list[tuple[str, int, int | None, bool]]:
     """(job, how many trials it may start now, its concurrency limit, still pending) — fairly:
     jobs with the fewest running trials are served first, one slot at a time."""
-    jobs = conn.execute(_ACTIVE_JOBS).all()
+    jobs = [_ActiveJob(*row) for row in _ACTIVE_JOBS.rows(conn)]
     if not jobs:
         return []
     if len(jobs) == 1 and not jobs[0].concurrency:  # nothing to share or cap: no need to count
@@ -165,17 +177,17 @@ def _claim(conn: Connection, worker_id: str, limit: int, lease_ttl: float) -> li
             count = min(slots, concurrency - (conn.scalar(_RUNNING_OF_JOB, {"job_id": job_id}) or 0))
             if count <= 0:
                 continue
-        rows = conn.execute(_PENDING_OF_JOB, {"job_id": job_id, "count": count}).all()
+        rows = _PENDING_OF_JOB.rows(conn, job_id=job_id, count=count)
         if not rows:
             continue
-        conn.execute(
-            _START, {"ids": [r.id for r in rows], "owner": worker_id, "expires": expires, "now": now}
+        _START.run_each(
+            conn, [{"id": row[0], "owner": worker_id, "expires": expires, "now": now} for row in rows]
         )
         if pending:
-            conn.execute(_JOB_STARTED, {"job_id": job_id})
+            _JOB_STARTED.rowcount(conn, job_id=job_id)
         claimed.extend(
-            ClaimedTrial(r.id, job_id, r.profile_id, r.task_name, r.task_digest, r.attempt, r.lease_token + 1)
-            for r in rows
+            ClaimedTrial(trial_id, job_id, profile_id, task_name, task_digest, attempt, token + 1)
+            for trial_id, profile_id, task_name, task_digest, attempt, token in rows
         )
     return claimed
 
@@ -202,8 +214,7 @@ def _finish(conn: Connection, trial: ClaimedTrial, outcome: TrialOutcome) -> boo
         "finished_at": datetime.now(UTC),
     }
     params = {f"new_{name}": value for name, value in values.items()}
-    result = conn.execute(_FINISH, {"trial_id": trial.trial_id, "token": trial.lease_token, **params})
-    if result.rowcount != 1:
+    if _FINISH.rowcount(conn, trial_id=trial.trial_id, token=trial.lease_token, **params) != 1:
         return False
     refresh_job_status(conn, trial.job_id)
     return True
