@@ -75,7 +75,9 @@ def test_a_claim_looks_its_trials_up_by_key_not_through_every_pending_trial(
         claimed = queue.claim(ctx.store, "w1", 4, lease_ttl=30)
     updates = [(sql, values) for _, sql, values in ran if sql.lstrip().upper().startswith("UPDATE TRIALS")]
     assert len(claimed) == 4 and len(updates) == 1
-    statement, parameters = updates[0]
+    statement, each = updates[0]  # one execution per trial, in one call to the driver
+    assert len(each) == 4
+    parameters = each[0]
     with ctx.store.engine.connect() as conn:
         plan = " ".join(
             str(row[-1]) for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)

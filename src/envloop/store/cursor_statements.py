@@ -7,8 +7,9 @@ A `CursorStatement` lets SQLAlchemy compile the statement for the connection's d
 converts every value with its column type's own bind processor, so what is written reads back as
 if SQLAlchemy had written it (JSON text, SQLite's DateTime text, enums as their names, NULLs); the
 rows a select returns go through the columns' result processors. It runs on the same connection,
-inside the caller's transaction, and a driver error is raised as SQLAlchemy would raise it
-(`DBAPIError`), so callers that retry on its SQLSTATE or lock errors see no difference.
+inside the caller's transaction; the engine's cursor-execution listeners see each statement, and a
+driver error is raised as SQLAlchemy would raise it (`DBAPIError`), so callers that retry on its
+SQLSTATE or lock errors see no difference.
 
 Only statements whose SQL is fixed at compile time are accepted: no expanding IN lists (write the
 list as separate binds), no values SQLAlchemy computes per execution (defaults, callables).
@@ -19,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, Dialect, Select, UpdateBase
+from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.types import TypeEngine
 
 _Processor = Callable[[Any], Any] | None
 _Statement = Select[*tuple[Any, ...]] | UpdateBase
@@ -37,7 +40,8 @@ class _Compiled:
     """Values fixed in the statement, already converted for the driver."""
     processors: Mapping[str, _Processor]
     """Per parameter given at execution, its type's conversion for the driver."""
-    result_processors: tuple[_Processor, ...]
+    columns: tuple[TypeEngine[Any], ...]
+    """The types of the columns a select returns."""
 
     def parameters(self, given: Mapping[str, Any]) -> Sequence[Any] | dict[str, Any]:
         """The driver's parameters for `given` values, converted as SQLAlchemy would convert them."""
@@ -51,6 +55,8 @@ class _Compiled:
 
 
 def _compile(statement: _Statement, dialect: Dialect) -> _Compiled:
+    """SQLAlchemy's compilation of `statement` for `dialect`, and the bind processors of its
+    parameters; refused where SQLAlchemy would still change the SQL or a value at execution."""
     compiled = statement.compile(dialect=dialect)
     per_execution = (
         compiled.post_compile_params,
@@ -74,8 +80,8 @@ def _compile(statement: _Statement, dialect: Dialect) -> _Compiled:
         else:
             constants[name] = process(bind.value) if process is not None else bind.value
     columns = statement.selected_columns if isinstance(statement, Select) else ()
-    results = tuple(column.type.dialect_impl(dialect).result_processor(dialect, None) for column in columns)
-    return _Compiled(str(compiled), compiled.positional, names, constants, processors, results)
+    types = tuple(column.type.dialect_impl(dialect) for column in columns)
+    return _Compiled(str(compiled), compiled.positional, names, constants, processors, types)
 
 
 class CursorStatement:
@@ -83,12 +89,14 @@ class CursorStatement:
 
     def __init__(self, statement: _Statement) -> None:
         self.statement = statement
-        self._by_dialect: dict[str, _Compiled] = {}
+        self._by_dialect: dict[tuple[str, str], _Compiled] = {}
+        self._results_by_dialect: dict[tuple[str, str], tuple[_Processor, ...]] = {}
 
     def _for(self, dialect: Dialect) -> _Compiled:
-        compiled = self._by_dialect.get(dialect.name)
+        key = (dialect.name, dialect.driver)
+        compiled = self._by_dialect.get(key)
         if compiled is None:
-            compiled = self._by_dialect[dialect.name] = _compile(self.statement, dialect)
+            compiled = self._by_dialect[key] = _compile(self.statement, dialect)
         return compiled
 
     def rowcount(self, conn: Connection, **given: Any) -> int:
@@ -96,7 +104,7 @@ class CursorStatement:
         compiled = self._for(conn.dialect)
         cursor = conn.connection.cursor()
         try:
-            _run(conn, cursor.execute, compiled.sql, compiled.parameters(given))
+            _run(conn, cursor, compiled.sql, compiled.parameters(given))
             count: int = cursor.rowcount
         finally:
             cursor.close()
@@ -107,7 +115,7 @@ class CursorStatement:
         compiled = self._for(conn.dialect)
         cursor = conn.connection.cursor()
         try:
-            _run(conn, cursor.executemany, compiled.sql, [compiled.parameters(given) for given in each])
+            _run(conn, cursor, compiled.sql, [compiled.parameters(given) for given in each], many=True)
         finally:
             cursor.close()
 
@@ -116,11 +124,11 @@ class CursorStatement:
         compiled = self._for(conn.dialect)
         cursor = conn.connection.cursor()
         try:
-            _run(conn, cursor.execute, compiled.sql, compiled.parameters(given))
+            _run(conn, cursor, compiled.sql, compiled.parameters(given))
             fetched = cursor.fetchall()
+            processors = self._result_processors(conn.dialect, compiled, cursor.description)
         finally:
             cursor.close()
-        processors = compiled.result_processors
         if not any(processors):
             return [tuple(row) for row in fetched]
         return [
@@ -131,12 +139,35 @@ class CursorStatement:
             for row in fetched
         ]
 
+    def _result_processors(
+        self, dialect: Dialect, compiled: _Compiled, description: Sequence[Sequence[Any]]
+    ) -> tuple[_Processor, ...]:
+        """Each column's conversion of what the driver returns, built at the first execution: some
+        depend on the type the driver reports for the column (PostgreSQL's numeric types)."""
+        key = (dialect.name, dialect.driver)
+        processors = self._results_by_dialect.get(key)
+        if processors is None:
+            processors = self._results_by_dialect[key] = tuple(
+                type_.result_processor(dialect, column[1])
+                for type_, column in zip(compiled.columns, description, strict=True)
+            )
+        return processors
 
-def _run(conn: Connection, call: Callable[[str, Any], object], sql: str, parameters: Any) -> None:
-    """Call the driver, raising its errors as SQLAlchemy's `DBAPIError` (with the driver's error as
-    `orig`, its SQLSTATE included) as `Connection.execute` would."""
+
+def _run(conn: Connection, cursor: DBAPICursor, sql: str, parameters: Any, *, many: bool = False) -> None:
+    """Call the driver as `Connection.execute` would: its cursor-execution listeners told before and
+    after (without an execution context), its errors raised as SQLAlchemy's `DBAPIError` with the
+    driver's error (and SQLSTATE) as `orig`."""
+    dispatch = conn.dispatch
+    for listener in dispatch.before_cursor_execute:
+        sql, parameters = listener(conn, cursor, sql, parameters, None, many)
     dbapi_error: type[Exception] = conn.dialect.loaded_dbapi.Error
     try:
-        call(sql, parameters)
+        if many:
+            cursor.executemany(sql, parameters)
+        else:
+            cursor.execute(sql, parameters)
     except dbapi_error as exc:
         raise DBAPIError.instance(sql, parameters, exc, dbapi_error, dialect=conn.dialect) from exc
+    for listener in dispatch.after_cursor_execute:
+        listener(conn, cursor, sql, parameters, None, many)
