@@ -3,12 +3,13 @@ calls use it: what is retried, how often, how long it waits, and what is raised 
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable
 
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from envloop.core.retry_policy import RETRY_AFTER_CAP_SEC, Backoff, retrying
+from envloop.core.retry_policy import RETRY_AFTER_CAP_SEC, Backoff, call_retrying_now, retrying
 from envloop.models.retry import with_retries
 from envloop.models.types import ModelError
 from envloop.scheduling import store_calls
@@ -93,3 +94,64 @@ def test_a_store_error_that_is_not_a_lock_timeout_is_raised_at_once() -> None:
     with pytest.raises(OperationalError, match="no such table"):
         asyncio.run(policy(call))
     assert call.calls == 1
+
+
+class FlakyNow:
+    """`Flaky` for a plain call, each failing try taking `slow_sec`."""
+
+    def __init__(self, *failures: BaseException, slow_sec: float = 0.0) -> None:
+        self.failures = list(failures)
+        self.slow_sec = slow_sec
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.failures:
+            time.sleep(self.slow_sec)
+            raise self.failures.pop(0)
+        return "ok"
+
+
+def test_a_call_retried_only_after_its_first_failure_waits_and_counts_as_the_policy_says() -> None:
+    waits: list[float] = []
+    said: list[float] = []
+    first_fails = FlakyNow(locked())
+    assert (
+        call_retrying_now(
+            first_fails,
+            worth_retrying=is_lock_timeout,
+            backoff=Backoff(base_sec=0.01, cap_sec=0.01),
+            on_retry=lambda _, delay: said.append(delay),
+            sleep=waits.append,
+        )
+        == "ok"
+    )
+    assert first_fails.calls == 2 and said == waits and len(waits) == 1 and 0 <= waits[0] <= 0.01
+
+    always_fails = FlakyNow(*(locked() for _ in range(5)))
+    with pytest.raises(OperationalError, match="locked"):
+        call_retrying_now(
+            always_fails, worth_retrying=is_lock_timeout, backoff=Backoff(), max_retries=2, sleep=waits.append
+        )
+    assert always_fails.calls == 3, "the first try is one of the 1 + max_retries"
+
+    never_retried = FlakyNow(OperationalError("SELECT", {}, sqlite3.OperationalError("no such table: jobs")))
+    with pytest.raises(OperationalError, match="no such table"):
+        call_retrying_now(
+            never_retried, worth_retrying=is_lock_timeout, backoff=Backoff(), sleep=waits.append
+        )
+    assert never_retried.calls == 1
+
+
+def test_a_call_gives_up_counting_the_time_its_first_try_took() -> None:
+    waits: list[float] = []
+    slow = FlakyNow(locked(), slow_sec=0.3)
+    with pytest.raises(OperationalError, match="locked"):
+        call_retrying_now(
+            slow,
+            worth_retrying=is_lock_timeout,
+            backoff=Backoff(base_sec=0.01, cap_sec=0.01),
+            give_up_after_sec=0.3,
+            sleep=waits.append,
+        )
+    assert slow.calls == 1 and waits == []

@@ -35,9 +35,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
-from tenacity import Retrying
 
-from envloop.core.retry_policy import Backoff, retrying_now
+from envloop.core.retry_policy import Backoff, call_retrying_now
 from envloop.errors import ServerError
 from envloop.setting_addresses import driver_url
 from envloop.store.reads import SessionReads, project_by_name
@@ -78,7 +77,7 @@ def begin_immediate(driver_connection: sqlite3.Connection, patience_sec: float =
         log.warning("the store's write lock is held elsewhere; trying again in %.2f s", delay)
 
     try:
-        _waiting_for_the_lock(patience_sec, warn)(driver_connection.execute, "BEGIN IMMEDIATE")
+        _waiting_for_the_lock(lambda: driver_connection.execute("BEGIN IMMEDIATE"), patience_sec, warn)
     except sqlite3.OperationalError as exc:
         if not is_lock_timeout(exc):
             raise
@@ -94,15 +93,19 @@ def _enter_wal(cursor: sqlite3.Cursor) -> None:
     rollback journal; another process asking for the switch meanwhile gets SQLITE_BUSY at once,
     without SQLite's busy handler (which waits only for locks it cannot deadlock on), so the
     shared retry policy waits instead."""
-    _waiting_for_the_lock(WRITE_PATIENCE_SEC)(cursor.execute, "PRAGMA journal_mode=WAL")
+    _waiting_for_the_lock(lambda: cursor.execute("PRAGMA journal_mode=WAL"), WRITE_PATIENCE_SEC)
 
 
 def _waiting_for_the_lock(
-    patience_sec: float, on_retry: Callable[[BaseException, float], None] | None = None
-) -> Retrying:
-    """The shared retry policy for a statement SQLite refused because another connection holds the
-    store's lock: tried again after short, growing waits until `patience_sec` have passed."""
-    return retrying_now(
+    statement: Callable[[], object],
+    patience_sec: float,
+    on_retry: Callable[[BaseException, float], None] | None = None,
+) -> None:
+    """Run a statement under the shared retry policy while SQLite refuses it because another
+    connection holds the store's lock: tried again after short, growing waits until `patience_sec`
+    have passed."""
+    call_retrying_now(
+        statement,
         worth_retrying=is_lock_timeout,
         backoff=WRITE_LOCK_BACKOFF,
         give_up_after_sec=patience_sec,

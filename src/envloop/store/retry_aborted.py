@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from sqlalchemy.exc import DBAPIError
 
-from envloop.core.retry_policy import Backoff, retrying_now
+from envloop.core.retry_policy import Backoff, call_retrying_now
 
 # PostgreSQL aborts one of two transactions that wait on each other (deadlock, serialization), and
 # a statement that waited LOCK_WAIT_SEC for a lock (lock_timeout): each changed nothing.
@@ -30,6 +30,4 @@ def retry_aborted(work: Callable[[], _T], sqlstates: tuple[str, ...] = _RETRYABL
     def aborted(exc: BaseException) -> bool:
         return isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) in sqlstates
 
-    policy = retrying_now(worth_retrying=aborted, backoff=ABORTED_BACKOFF, max_retries=7)
-    result: _T = policy(work)
-    return result
+    return call_retrying_now(work, worth_retrying=aborted, backoff=ABORTED_BACKOFF, max_retries=7)
