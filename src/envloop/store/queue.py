@@ -6,7 +6,9 @@ exactly once even if a worker that lost its lease (stalled, partitioned) finishe
 that expires (the worker died) puts the trial back to pending, or cancels it if its job was.
 
 These are Core statements on a plain connection: a worker records and claims in one short write
-transaction per wake-up, and the ORM's bookkeeping would cost more than the database work.
+transaction per wake-up, and the ORM's bookkeeping would cost more than the database work. The
+ones `settle` runs every time are compiled once and run on the driver's cursor, where SQLAlchemy's
+execution would cost several times the database work (`envloop.store.cursor_statements`).
 Here: claiming and recording (`settle`), re-deriving a job's status, cancelling a job. Renewing,
 handing back and reaping leases is `envloop.store.leases`; a write that PostgreSQL aborted is run
 again by `envloop.store.retry_aborted`. Why the queue is built this way, and what each crash
@@ -54,10 +56,11 @@ _PENDING_OF_JOB = CursorStatement(
     .with_for_update(skip_locked=True)
 )
 # The claimed trials are still pending (they were read under the same write lock), and the update
-# says so again. Written as a plain equality, that guard lets SQLite's planner (which has no
-# statistics) answer it from the status index, walking every pending trial of every job, ~2 ms per
-# claim with 100,000 pending; as an expression no index serves, the few ids are looked up by key.
-# One execution per claimed id (in one call to the driver) keeps the SQL fixed.
+# says so again. Written as a plain equality beside a list of ids, that guard let SQLite's planner
+# (which has no statistics) answer it from the status index, walking every pending trial of every
+# job, ~2 ms per claim with 100,000 pending; as an expression no index serves, it can never be
+# chosen over the key. The update runs once per claimed id (in one call to the driver), so its SQL
+# is the same at every claim.
 _STILL_PENDING = func.coalesce(Trial.status, "") == TrialStatus.PENDING
 _START = CursorStatement(
     update(Trial)
@@ -102,6 +105,8 @@ _FINISH = CursorStatement(
 
 
 class _ActiveJob(NamedTuple):
+    """A row of _ACTIVE_JOBS, by name."""
+
     id: str
     concurrency: int | None
     status: JobStatus
