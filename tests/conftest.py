@@ -358,3 +358,18 @@ def submit_command_job(ctx: Context, tmp_path: Path, command: str, tasks: int = 
     return job_submission.submit_job(
         ctx, job_submission.JobRequest(dataset=ref, profiles=["cmd@1"], attempts=attempts)
     ).job.id
+
+
+def submit_nop_job(ctx: Context, tmp_path: Path, tasks: int = 3, attempts: int = 2, **extra: object) -> str:
+    """A job of `tasks` fresh tasks, `attempts` each, for the `nop` agent, submitted through the service
+    layer and left pending for a test to claim and settle by hand."""
+    from envloop.services import datasets, job_submission, profiles  # noqa: PLC0415
+
+    src = tmp_path / f"src{time.monotonic_ns()}"
+    for i in range(tasks):
+        make_task(src, f"t{i}", solve="touch done")
+    ref = datasets.push_dataset(ctx, src, f"ds{time.monotonic_ns()}").ref
+    doc = profiles.read_profile_file(write_profile(tmp_path / "p.json", {"AGENT_NAME": "nop"}))
+    profiles.create_profile(ctx, "p", "1", doc)
+    request = job_submission.JobRequest(dataset=ref, profiles=["p@1"], attempts=attempts, **extra)  # type: ignore[arg-type]
+    return job_submission.submit_job(ctx, request).job.id

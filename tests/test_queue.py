@@ -15,26 +15,15 @@ from sqlalchemy.exc import DBAPIError
 
 from envloop import liveness
 from envloop.core.trial import TrialOutcome
-from envloop.services import datasets, job_submission, jobs, profiles
+from envloop.services import jobs
 from envloop.services.context import Context
 from envloop.store import leases, queue
 from envloop.store.tables import Trial
 from envloop.store.tables import Worker as WorkerRow
-from tests.conftest import make_task, write_profile
+from tests.conftest import submit_nop_job
 from tests.pg import BACKENDS
 
 pytestmark = pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
-
-
-def _job(ctx: Context, tmp_path: Path, tasks: int = 3, attempts: int = 2, **extra: object) -> str:
-    src = tmp_path / f"src{time.monotonic_ns()}"
-    for i in range(tasks):
-        make_task(src, f"t{i}", solve="touch done")
-    ref = datasets.push_dataset(ctx, src, f"ds{time.monotonic_ns()}").ref
-    doc = profiles.read_profile_file(write_profile(tmp_path / "p.json", {"AGENT_NAME": "nop"}))
-    profiles.create_profile(ctx, "p", "1", doc)
-    request = job_submission.JobRequest(dataset=ref, profiles=["p@1"], attempts=attempts, **extra)  # type: ignore[arg-type]
-    return job_submission.submit_job(ctx, request).job.id
 
 
 def _status(ctx: Context, trial_id: str) -> str:
@@ -43,13 +32,13 @@ def _status(ctx: Context, trial_id: str) -> str:
 
 
 def test_all_trials_exist_pending_at_submission(ctx: Context, tmp_path: Path) -> None:
-    job = jobs.get_job(ctx, _job(ctx, tmp_path, tasks=3, attempts=2))
+    job = jobs.get_job(ctx, submit_nop_job(ctx, tmp_path, tasks=3, attempts=2))
     assert job.counts == {"pending": 6, "running": 0, "completed": 0, "failed": 0, "cancelled": 0}
     assert job.status == "pending"
 
 
 def test_a_claimed_trial_is_not_claimed_again_while_its_lease_holds(ctx: Context, tmp_path: Path) -> None:
-    _job(ctx, tmp_path, tasks=2, attempts=1)
+    submit_nop_job(ctx, tmp_path, tasks=2, attempts=1)
     first = queue.claim(ctx.store, "w1", 10, lease_ttl=30)
     assert len(first) == 2
     assert queue.claim(ctx.store, "w2", 10, lease_ttl=30) == []
@@ -58,7 +47,7 @@ def test_a_claimed_trial_is_not_claimed_again_while_its_lease_holds(ctx: Context
 def test_claims_take_first_attempts_of_every_task_before_second_attempts(
     ctx: Context, tmp_path: Path
 ) -> None:
-    _job(ctx, tmp_path, tasks=3, attempts=2)
+    submit_nop_job(ctx, tmp_path, tasks=3, attempts=2)
     claimed = queue.claim(ctx.store, "w1", 3, lease_ttl=30)
     assert sorted((c.task_name, c.attempt) for c in claimed) == [("t0", 1), ("t1", 1), ("t2", 1)]
 
@@ -66,7 +55,7 @@ def test_claims_take_first_attempts_of_every_task_before_second_attempts(
 def test_an_expired_lease_puts_the_trial_back_and_the_old_holder_cannot_record(
     ctx: Context, tmp_path: Path
 ) -> None:
-    _job(ctx, tmp_path, tasks=1, attempts=1)
+    submit_nop_job(ctx, tmp_path, tasks=1, attempts=1)
     (stale,) = queue.claim(ctx.store, "dead-worker", 1, lease_ttl=30)
     with ctx.store.write() as session:
         session.execute(update(Trial).values(lease_expires_at=time.time() - 1))
@@ -108,7 +97,7 @@ def test_a_worker_gone_from_this_host_hands_its_trials_back_before_their_leases_
 ) -> None:
     """Only a worker known to be gone loses its trials early: one whose pid has ended, or whose pid
     now belongs to a later process. A live worker, and one of another host, keep theirs."""
-    _job(ctx, tmp_path, tasks=5, attempts=1)
+    submit_nop_job(ctx, tmp_path, tasks=5, attempts=1)
     here, me = liveness.this_host(), os.getpid()
     workers = {
         "w-ended": (here, _spawned_and_reaped(), time.time() - 5),
@@ -138,7 +127,7 @@ def test_a_worker_gone_from_this_host_hands_its_trials_back_before_their_leases_
 def test_cancelling_a_job_whose_worker_died_here_ends_its_running_trial_at_once(
     ctx: Context, tmp_path: Path
 ) -> None:
-    job_id = _job(ctx, tmp_path, tasks=1, attempts=1)
+    job_id = submit_nop_job(ctx, tmp_path, tasks=1, attempts=1)
     _worker_row(ctx, "w-ended", liveness.this_host(), _spawned_and_reaped(), time.time() - 5)
     (trial,) = queue.claim(ctx.store, "w-ended", 1, lease_ttl=30)
     assert jobs.cancel_job(ctx, job_id).status == "cancelled"
@@ -146,7 +135,7 @@ def test_cancelling_a_job_whose_worker_died_here_ends_its_running_trial_at_once(
 
 
 def test_renew_reports_leases_that_were_lost(ctx: Context, tmp_path: Path) -> None:
-    _job(ctx, tmp_path, tasks=2, attempts=1)
+    submit_nop_job(ctx, tmp_path, tasks=2, attempts=1)
     held = queue.claim(ctx.store, "w1", 2, lease_ttl=30)
     with ctx.store.write() as session:
         session.execute(update(Trial).where(Trial.id == held[0].trial_id).values(lease_owner="thief"))
@@ -154,20 +143,20 @@ def test_renew_reports_leases_that_were_lost(ctx: Context, tmp_path: Path) -> No
 
 
 def test_job_concurrency_caps_running_trials_across_claims(ctx: Context, tmp_path: Path) -> None:
-    _job(ctx, tmp_path, tasks=4, attempts=2, concurrency=3)
+    submit_nop_job(ctx, tmp_path, tasks=4, attempts=2, concurrency=3)
     assert len(queue.claim(ctx.store, "w1", 10, lease_ttl=30)) == 3
     assert queue.claim(ctx.store, "w2", 10, lease_ttl=30) == []
 
 
 def test_capacity_is_shared_fairly_across_jobs(ctx: Context, tmp_path: Path) -> None:
-    a = _job(ctx, tmp_path, tasks=5, attempts=2)
-    b = _job(ctx, tmp_path, tasks=5, attempts=2)
+    a = submit_nop_job(ctx, tmp_path, tasks=5, attempts=2)
+    b = submit_nop_job(ctx, tmp_path, tasks=5, attempts=2)
     claimed = queue.claim(ctx.store, "w1", 4, lease_ttl=30)
     assert sorted(c.job_id for c in claimed) == sorted([a, a, b, b])
 
 
 def test_cancel_cancels_pending_trials_at_once_as_never_dispatched(ctx: Context, tmp_path: Path) -> None:
-    job_id = _job(ctx, tmp_path, tasks=2, attempts=2)
+    job_id = submit_nop_job(ctx, tmp_path, tasks=2, attempts=2)
     (running,) = queue.claim(ctx.store, "w1", 1, lease_ttl=30)
     queue.request_cancel(ctx.store, job_id)
     view = jobs.get_job(ctx, job_id)
@@ -179,7 +168,7 @@ def test_cancel_cancels_pending_trials_at_once_as_never_dispatched(ctx: Context,
 
 
 def test_a_dead_workers_trial_in_a_cancelled_job_ends_cancelled(ctx: Context, tmp_path: Path) -> None:
-    job_id = _job(ctx, tmp_path, tasks=1, attempts=1)
+    job_id = submit_nop_job(ctx, tmp_path, tasks=1, attempts=1)
     (trial,) = queue.claim(ctx.store, "dead", 1, lease_ttl=30)
     queue.request_cancel(ctx.store, job_id)
     with ctx.store.write() as session:
@@ -201,7 +190,7 @@ def test_a_dead_workers_trial_in_a_cancelled_job_ends_cancelled(ctx: Context, tm
 def test_job_status_rolls_up_from_its_trials(
     ctx: Context, tmp_path: Path, outcomes: list[str], expected: str
 ) -> None:
-    job_id = _job(ctx, tmp_path, tasks=2, attempts=1)
+    job_id = submit_nop_job(ctx, tmp_path, tasks=2, attempts=1)
     claimed = queue.claim(ctx.store, "w1", 2, lease_ttl=30)
     queue.finish(ctx.store, claimed[0], TrialOutcome(status=outcomes[0]))  # type: ignore[arg-type]
     assert jobs.get_job(ctx, job_id).status == "running"
@@ -220,7 +209,7 @@ def test_renewing_and_handing_back_are_tried_again_after_a_deadlock(
     """A worker renews its leases while another of its threads records results: on PostgreSQL the
     two transactions can deadlock, and the one aborted changed nothing, so it is run again rather
     than ending the worker."""
-    _job(ctx, tmp_path, tasks=2, attempts=1)
+    submit_nop_job(ctx, tmp_path, tasks=2, attempts=1)
     held = queue.claim(ctx.store, "w1", 10, lease_ttl=30)
     real = type(ctx.store).write_connection
     aborted: list[str] = []

@@ -14,12 +14,12 @@ from sqlalchemy.types import Text
 
 from envloop.core.destinations import Destinations
 from envloop.core.trial import PhaseRecord, TrialError, TrialFlag, TrialOutcome
-from envloop.services import datasets, job_submission, jobs, profiles
+from envloop.services import jobs
 from envloop.services.context import Context
 from envloop.store import queue
 from envloop.store.cursor_statements import CursorStatement
 from envloop.store.tables import Job, Trial
-from tests.conftest import make_task, write_profile
+from tests.conftest import submit_nop_job
 from tests.pg import BACKENDS
 
 pytestmark = pytest.mark.parametrize("store_url", BACKENDS, indirect=True)
@@ -54,17 +54,6 @@ class _FixedClock(datetime):
     @classmethod
     def now(cls, tz: Any = None) -> "_FixedClock":
         return cls.fromtimestamp(FINISHED_AT.timestamp(), tz)
-
-
-def _job(ctx: Context, tmp_path: Path, tasks: int, **extra: object) -> str:
-    src = tmp_path / f"src{time.monotonic_ns()}"
-    for i in range(tasks):
-        make_task(src, f"t{i}", solve="touch done")
-    ref = datasets.push_dataset(ctx, src, f"ds{time.monotonic_ns()}").ref
-    doc = profiles.read_profile_file(write_profile(tmp_path / "p.json", {"AGENT_NAME": "nop"}))
-    profiles.create_profile(ctx, "p", "1", doc)
-    request = job_submission.JobRequest(dataset=ref, profiles=["p@1"], attempts=1, **extra)
-    return job_submission.submit_job(ctx, request).job.id
 
 
 def _written_by_sqlalchemy(ctx: Context, trial: queue.ClaimedTrial, outcome: TrialOutcome) -> None:
@@ -120,7 +109,7 @@ def _stored_text(ctx: Context, trial_id: str, names: tuple[str, ...] | None = No
 def test_a_recorded_result_is_stored_exactly_as_sqlalchemy_stores_it(
     ctx: Context, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, outcome: TrialOutcome
 ) -> None:
-    _job(ctx, tmp_path, tasks=2)
+    submit_nop_job(ctx, tmp_path, tasks=2, attempts=1)
     mine, theirs = queue.claim(ctx.store, "w1", 2, lease_ttl=30)
     monkeypatch.setattr(queue, "datetime", _FixedClock)
     assert queue.settle(ctx.store, "w1", [(mine, outcome)], 0, 30) == ([True], [])
@@ -131,7 +120,7 @@ def test_a_recorded_result_is_stored_exactly_as_sqlalchemy_stores_it(
 
 
 def test_a_recorded_result_reads_back_through_the_orm(ctx: Context, tmp_path: Path) -> None:
-    _job(ctx, tmp_path, tasks=1)
+    submit_nop_job(ctx, tmp_path, tasks=1, attempts=1)
     (trial,) = queue.claim(ctx.store, "w1", 1, lease_ttl=30)
     before = datetime.now(UTC)
     assert queue.finish(
@@ -164,7 +153,7 @@ def test_a_recorded_result_reads_back_through_the_orm(ctx: Context, tmp_path: Pa
 
 
 def test_a_claim_reads_back_through_the_orm(ctx: Context, tmp_path: Path) -> None:
-    job_id = _job(ctx, tmp_path, tasks=1)
+    job_id = submit_nop_job(ctx, tmp_path, tasks=1, attempts=1)
     before = datetime.now(UTC)
     (trial,) = queue.claim(ctx.store, "w1", 1, lease_ttl=30)
     with ctx.store.read() as session:
@@ -178,7 +167,7 @@ def test_a_claim_reads_back_through_the_orm(ctx: Context, tmp_path: Path) -> Non
 
 
 def test_a_stale_lease_token_records_nothing(ctx: Context, tmp_path: Path) -> None:
-    job_id = _job(ctx, tmp_path, tasks=1)
+    job_id = submit_nop_job(ctx, tmp_path, tasks=1, attempts=1)
     (trial,) = queue.claim(ctx.store, "w1", 1, lease_ttl=30)
     stale = queue.ClaimedTrial(**{**vars(trial), "lease_token": trial.lease_token - 1})
     untouched = _stored_text(ctx, trial.trial_id)
@@ -190,8 +179,8 @@ def test_a_stale_lease_token_records_nothing(ctx: Context, tmp_path: Path) -> No
 def test_claims_on_the_cursor_honour_each_jobs_concurrency_and_share_fairly(
     ctx: Context, tmp_path: Path
 ) -> None:
-    capped = _job(ctx, tmp_path, tasks=4, concurrency=1)
-    free = _job(ctx, tmp_path, tasks=4)
+    capped = submit_nop_job(ctx, tmp_path, tasks=4, attempts=1, concurrency=1)
+    free = submit_nop_job(ctx, tmp_path, tasks=4, attempts=1)
     first = queue.claim(ctx.store, "w1", 3, lease_ttl=30)
     assert sorted(c.job_id for c in first) == sorted([capped, free, free])
     recorded, more = queue.settle(ctx.store, "w1", [(first[0], BARE_OUTCOME)], 3, lease_ttl=30)
@@ -203,7 +192,7 @@ def test_claims_on_the_cursor_honour_each_jobs_concurrency_and_share_fairly(
 def test_a_failed_settle_leaves_nothing_of_what_it_wrote_on_the_cursor(
     ctx: Context, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _job(ctx, tmp_path, tasks=2)
+    submit_nop_job(ctx, tmp_path, tasks=2, attempts=1)
     (trial,) = queue.claim(ctx.store, "w1", 1, lease_ttl=30)
     untouched = _stored_text(ctx, trial.trial_id)
 
@@ -224,7 +213,7 @@ def test_a_driver_error_on_the_cursor_is_raised_as_sqlalchemy_raises_it(ctx: Con
 
 
 def test_rows_read_on_the_cursor_are_those_sqlalchemy_returns(ctx: Context, tmp_path: Path) -> None:
-    _job(ctx, tmp_path, tasks=2)
+    submit_nop_job(ctx, tmp_path, tasks=2, attempts=1)
     (trial,) = queue.claim(ctx.store, "w1", 1, lease_ttl=30)
     assert queue.finish(ctx.store, trial, OUTCOME)
     statement = select(
