@@ -27,8 +27,9 @@ _RESERVED = (*SYSTEM_DIRS, "/proc", "/dev", "/tmp", "/logs", "/tests", "/solutio
 
 RUNTIME_DIR = Path("/run/envloop")
 _MAKE_TRIES = 5
-_COPY_CHUNK = 1 << 20
 """Tries to make an instance's root while sweeps of empty parents keep removing its parent."""
+_COPY_CHUNK = 1 << 20
+"""The most `copy_file` reads at once: a task's file of any size is copied in bounded steps."""
 
 
 class InstancePaths(BaseModel):
