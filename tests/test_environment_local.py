@@ -14,6 +14,7 @@ from envloop.environments import Environment, Limits, LocalEnvironmentProvider
 from envloop.environments.local.bwrap import bwrap_executable
 from envloop.environments.local.instance import instances_under
 from envloop.environments.local.limits import InstanceCgroups
+from envloop.environments.local.on_loop import INLINE_COPY_ENTRIES
 from envloop.tasks.model import HarborTask
 from envloop.tasks.task_toml import TaskConfig
 
@@ -284,8 +285,10 @@ def test_cancelling_mid_command_leaves_no_process_and_no_instance(
 def test_cancelling_while_the_instance_is_made_leaves_nothing_behind(
     tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The instance is made on a thread that a cancel cannot stop: what it makes is torn down."""
-    task = make_task(tmp_path / "made-task")
+    """A task with much to copy in is made on a thread that a cancel cannot stop: what it makes is
+    torn down."""
+    many = {f"context/{number}.txt": "x" for number in range(INLINE_COPY_ENTRIES)}
+    task = make_task(tmp_path / "made-task", files=many)
     spec = make_spec(tmp_path, task)
     provider = LocalEnvironmentProvider(mode)  # type: ignore[arg-type]
     making, made = threading.Event(), []

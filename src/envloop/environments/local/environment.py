@@ -40,6 +40,7 @@ from envloop.environments.local.identity import DEFAULT_AGENT_UID, HOST_UIDS, sa
 from envloop.environments.local.instance import InstancePaths
 from envloop.environments.local.launch import LAUNCH_CWD, LAUNCH_ENV, Launcher, open_capture, read_inside
 from envloop.environments.local.limits import InstanceCgroups
+from envloop.environments.local.on_loop import frees_little
 from envloop.environments.local.stragglers import InstanceProcesses
 from envloop.environments.policy import EffectiveLimits
 from envloop.environments.procs import MARKER_VARIABLE, kill_group
@@ -352,8 +353,12 @@ class LocalEnvironment(Environment):
         problems = [] if self._stopped else await self._processes.kill_all()
         self._close_pumps()
         problems += [f"cgroup {d} could not be removed" for d in self._cgroups.remove()]
-        # Unmounting takes milliseconds of kernel time on a busy host: not on the event loop.
-        await asyncio.to_thread(self._remove_files)
+        # A file system that holds little is unmounted here (on_loop.py); freeing much, or removing
+        # a tree file by file, is done on a thread.
+        if self._quota_mounted and frees_little(self.paths.root):
+            self._remove_files()
+        else:
+            await asyncio.to_thread(self._remove_files)
         if self.host_uid is not None and not problems:
             HOST_UIDS.give_back(self.host_uid)  # a uid with survivors is never handed out again
         return problems

@@ -1,9 +1,9 @@
 """The `local` environment's provider: instances on this host, in a bubblewrap sandbox per command,
 or (only when the operator asks for it with ENVLOOP_SANDBOX=plain) a plain process group.
 
-One instance (environment.py) lives for one run of a trial. It is made on a thread and torn down
-on every way out, also on cancellation, killing everything the run started before deleting its
-files.
+One instance (environment.py) lives for one run of a trial. It is made on the event loop when it
+copies little in, else on a thread (on_loop.py), and torn down on every way out, also on
+cancellation, killing everything the run started before deleting its files.
 """
 
 import asyncio
@@ -25,6 +25,7 @@ from envloop.environments.local.identity import DEFAULT_AGENT_UID, HOST_UIDS, ca
 from envloop.environments.local.instance import InstancePaths
 from envloop.environments.local.launch import Launcher
 from envloop.environments.local.limits import InstanceCgroups, Limits, rlimits_for
+from envloop.environments.local.on_loop import copies_little
 from envloop.environments.local.public_egress import ensure_public_guard
 from envloop.environments.policy import EffectiveLimits, operator_policy, resolve_limits
 from envloop.environments.provider import EnvironmentProvider, ProviderEntry
@@ -97,19 +98,26 @@ class LocalEnvironmentProvider:
 
     @contextlib.asynccontextmanager
     async def _instance(self, task: HarborTask, spec: TrialSpec) -> AsyncIterator[Environment]:
-        # Made on a thread (mounts, cgroups and directories cost milliseconds of kernel time on a
-        # busy host); a cancel meanwhile lets the thread finish and then tears down what it made.
-        creation = asyncio.ensure_future(asyncio.to_thread(self._create, task, spec))
-        try:
-            environment = await asyncio.shield(creation)
-        except asyncio.CancelledError:
-            await finish_even_if_cancelled(_close_once_made(creation))
-            raise
+        # A task that copies little in is made here, on the event loop (on_loop.py says why).
+        if copies_little([task.environment_dir, *task.tests_sources]):
+            environment = self._create(task, spec)
+        else:
+            environment = await self._create_on_a_thread(task, spec)
         try:
             yield environment
         finally:
             problems = await finish_even_if_cancelled(environment.close())
             environment.warnings.extend(problems)
+
+    async def _create_on_a_thread(self, task: HarborTask, spec: TrialSpec) -> LocalEnvironment:
+        """`_create` on a thread, for a task with much to copy; a cancel meanwhile lets the thread
+        finish and then tears down what it made."""
+        creation = asyncio.ensure_future(asyncio.to_thread(self._create, task, spec))
+        try:
+            return await asyncio.shield(creation)
+        except asyncio.CancelledError:
+            await finish_even_if_cancelled(_close_once_made(creation))
+            raise
 
     def _create(self, task: HarborTask, spec: TrialSpec) -> LocalEnvironment:
         executable = self._bwrap()

@@ -57,6 +57,15 @@ def unmount_quota(root: Path) -> bool:
     return bool(_libc().umount2(str(root).encode(), _MNT_DETACH) == 0)
 
 
+def used_bytes(root: Path) -> int | None:
+    """What the instance's file system holds, or None when it cannot be told."""
+    try:
+        info = os.statvfs(root)
+    except OSError:
+        return None
+    return (info.f_blocks - info.f_bfree) * info.f_frsize
+
+
 def is_full(root: Path) -> bool:
     """Whether the instance's file system has run out of space or inodes."""
     try:

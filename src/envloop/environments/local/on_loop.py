@@ -1,0 +1,53 @@
+"""Which instances are made and removed on the event loop rather than on a thread.
+
+A thread is not free on a busy worker: each of its file calls lets go of the interpreter lock and
+takes it back, so a thread making an instance (a few hundred small calls) while the event loop runs
+passes the lock back and forth with the loop, each pass a futex call and a context switch. Made and
+removed inline, a trivial bubblewrap trial cost the worker's machine 15 % less CPU and 12 % less wall
+(BENCHMARKS.md). What could take long still goes to a thread, so the loop keeps serving the other
+trials: copying a large build context or test tree in, freeing a file system that holds much.
+"""
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from envloop.environments.local import quota
+from envloop.environments.tree_walk import TreeWalk
+
+INLINE_COPY_ENTRIES = 64
+"""At most this many entries below the task's build context and test layers for an instance made
+inline; a trivial task has three or four."""
+INLINE_COPY_BYTES = 1 << 20
+"""At most this many bytes in their files (copying a megabyte takes well under a millisecond)."""
+INLINE_FREE_BYTES = 16 << 20
+"""At most this much used on an instance's own file system for it to be unmounted inline: the
+kernel frees its pages in the unmounting call, a few hundred microseconds for this much."""
+
+
+def copies_little(roots: Iterable[Path]) -> bool:
+    """Whether what an instance copies in at its creation, all below `roots` (the task's build
+    context, its test layers), is at most INLINE_COPY_ENTRIES plain files and directories of
+    INLINE_COPY_BYTES in all. Anything else (a link, an unreadable directory) says no: the thread
+    then meets it as before."""
+    entries = total = 0
+    for root in roots:
+        if not root.is_dir():
+            continue
+        try:
+            for entry in TreeWalk(root):
+                entries += 1
+                if entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+                elif not entry.is_dir(follow_symlinks=False):
+                    return False
+                if entries > INLINE_COPY_ENTRIES or total > INLINE_COPY_BYTES:
+                    return False
+        except OSError:
+            return False
+    return True
+
+
+def frees_little(root: Path) -> bool:
+    """Whether the instance file system mounted at `root` holds at most INLINE_FREE_BYTES."""
+    used = quota.used_bytes(root)
+    return used is not None and used <= INLINE_FREE_BYTES
