@@ -2,10 +2,11 @@
 
 A thread is not free on a busy worker: each of its file calls lets go of the interpreter lock and
 takes it back, so a thread making an instance (a few hundred small calls) while the event loop runs
-passes the lock back and forth with the loop, each pass a futex call and a context switch. Made and
-removed inline, a trivial bubblewrap trial cost the worker's machine 15 % less CPU and 12 % less wall
-(BENCHMARKS.md). What could take long still goes to a thread, so the loop keeps serving the other
-trials: copying a large build context or test tree in, freeing a file system that holds much.
+passes the lock back and forth with the loop, each pass a futex call and a context switch. Made
+and removed inline, a trivial bubblewrap trial took 12 to 13 % less wall and 12 to 15 % less of the
+machine's CPU (BENCHMARKS.md). What could take long still goes to a thread, so the loop keeps
+serving the other trials: copying a large build context or test tree in, freeing a file system
+that holds much.
 """
 
 from collections.abc import Iterable
@@ -19,9 +20,10 @@ INLINE_COPY_ENTRIES = 64
 inline; a trivial task has three or four."""
 INLINE_COPY_BYTES = 1 << 20
 """At most this many bytes in their files (copying a megabyte takes well under a millisecond)."""
-INLINE_FREE_BYTES = 16 << 20
+INLINE_FREE_BYTES = 4 << 20
 """At most this much used on an instance's own file system for it to be unmounted inline: the
-kernel frees its pages in the unmounting call, a few hundred microseconds for this much."""
+kernel frees its pages in the unmounting call (here 0.1 ms empty, 0.5 ms holding 4 MiB, 1 ms
+holding 16 MiB, 14 ms holding 256 MiB)."""
 
 
 def copies_little(roots: Iterable[Path]) -> bool:
