@@ -190,26 +190,38 @@ def plain_tree(source: Path, max_entries: int | None = None, max_bytes: int | No
     `MAX_KEPT_FILE_BYTES`, False when it is not (a link, a device, a file too long to keep whole,
     unreadable, deeper than `MAX_AGENT_TREE_DEPTH`), None when it has more than `max_entries` entries
     or its files more than `max_bytes` bytes."""
-    if not _is_real_directory(source):
-        return False
-    walk = TreeWalk(source, MAX_AGENT_TREE_DEPTH)
-    total = 0
-    try:
-        for seen, entry in enumerate(walk, start=1):
-            if entry.is_file(follow_symlinks=False):
-                size = entry.stat(follow_symlinks=False).st_size
-                if size > MAX_KEPT_FILE_BYTES:
+    return plain_trees([source], max_entries, max_bytes)
+
+
+def plain_trees(
+    sources: Iterable[Path], max_entries: int | None = None, max_bytes: int | None = None
+) -> bool | None:
+    """`plain_tree` of each of `sources`, their entries and bytes counted together against the
+    limits: False as soon as one is not plain, None as soon as they are over."""
+    seen = total = 0
+    for source in sources:
+        if not _is_real_directory(source):
+            return False
+        walk = TreeWalk(source, MAX_AGENT_TREE_DEPTH)
+        try:
+            for entry in walk:
+                seen += 1
+                if entry.is_file(follow_symlinks=False):
+                    size = entry.stat(follow_symlinks=False).st_size
+                    if size > MAX_KEPT_FILE_BYTES:
+                        return False
+                    total += size
+                elif not entry.is_dir(follow_symlinks=False):
                     return False
-                total += size
-            elif not entry.is_dir(follow_symlinks=False):
-                return False
-            if max_entries is not None and seen > max_entries:
-                return None
-            if max_bytes is not None and total > max_bytes:
-                return None
-    except OSError:
-        return False
-    return not walk.not_entered
+                if max_entries is not None and seen > max_entries:
+                    return None
+                if max_bytes is not None and total > max_bytes:
+                    return None
+        except OSError:
+            return False
+        if walk.not_entered:
+            return False
+    return True
 
 
 INLINE_ENTRIES = 64

@@ -12,8 +12,8 @@ that holds much.
 from collections.abc import Iterable
 from pathlib import Path
 
+from envloop.environments.keeping import plain_trees
 from envloop.environments.local import quota
-from envloop.environments.tree_walk import TreeWalk
 
 INLINE_COPY_ENTRIES = 64
 """At most this many entries below the task's build context and test layers for an instance made
@@ -28,25 +28,11 @@ holding 16 MiB, 14 ms holding 256 MiB)."""
 
 def copies_little(roots: Iterable[Path]) -> bool:
     """Whether what an instance copies in at its creation, all below `roots` (the task's build
-    context, its test layers), is at most INLINE_COPY_ENTRIES plain files and directories of
-    INLINE_COPY_BYTES in all. Anything else (a link, an unreadable directory) says no: the thread
-    then meets it as before."""
-    entries = total = 0
-    for root in roots:
-        if not root.is_dir():
-            continue
-        try:
-            for entry in TreeWalk(root):
-                entries += 1
-                if entry.is_file(follow_symlinks=False):
-                    total += entry.stat(follow_symlinks=False).st_size
-                elif not entry.is_dir(follow_symlinks=False):
-                    return False
-                if entries > INLINE_COPY_ENTRIES or total > INLINE_COPY_BYTES:
-                    return False
-        except OSError:
-            return False
-    return True
+    context, its test layers; those that are not there copy nothing), is a plain tree of at most
+    INLINE_COPY_ENTRIES entries and INLINE_COPY_BYTES in all (`plain_trees`). Anything else (a
+    link, an unreadable or a deep directory) says no: the thread then meets it as before."""
+    present = [root for root in roots if root.is_dir()]
+    return plain_trees(present, INLINE_COPY_ENTRIES, INLINE_COPY_BYTES) is True
 
 
 def frees_little(root: Path) -> bool:

@@ -59,20 +59,21 @@ def unmount_quota(root: Path) -> bool:
 
 def used_bytes(root: Path) -> int | None:
     """What the instance's file system holds, or None when it cannot be told."""
-    try:
-        info = os.statvfs(root)
-    except OSError:
-        return None
-    return (info.f_blocks - info.f_bfree) * info.f_frsize
+    info = _statvfs(root)
+    return None if info is None else (info.f_blocks - info.f_bfree) * info.f_frsize
 
 
 def is_full(root: Path) -> bool:
     """Whether the instance's file system has run out of space or inodes."""
+    info = _statvfs(root)
+    return info is not None and (info.f_bavail * info.f_frsize < _FULL_MARGIN_BYTES or info.f_favail == 0)
+
+
+def _statvfs(root: Path) -> os.statvfs_result | None:
     try:
-        info = os.statvfs(root)
+        return os.statvfs(root)
     except OSError:
-        return False
-    return info.f_bavail * info.f_frsize < _FULL_MARGIN_BYTES or info.f_favail == 0
+        return None
 
 
 def sweep_leftover_mounts() -> list[str]:
